@@ -1,0 +1,3 @@
+from verimap.cli import main
+
+main()

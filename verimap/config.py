@@ -1,0 +1,35 @@
+"""Knobs of one run. The eval methods (react, map, map-v, verimap, *-1it) are presets of these."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+
+class Budget(BaseModel):
+    """Hard limits; crossing one stops the run with status `budget_exhausted`."""
+
+    max_llm_calls: int | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    timeout_s: float | None = None
+
+
+class RunConfig(BaseModel):
+    max_retries: int = Field(default=3, ge=1)  # execute->verify attempts per node per iteration
+    max_iterations: int = Field(default=5, ge=1)  # plans, counting the first
+    max_parallel: int = Field(default=4, ge=1)
+    sequential: bool = False  # the paper's one-node-at-a-time order
+    reuse_verified: bool = True
+    fail_accepted: bool = False  # accept a node that exhausts retries; result becomes partial
+    # full: the plan's VFs; instruction: a generic judge whose criterion is the instruction (map-v);
+    # none: no verification (map).
+    verification: Literal["full", "instruction", "none"] = "full"
+    # Executors also see raw outputs of ancestors this many generations back (map uses 2).
+    context_generations: int = Field(default=1, ge=1)
+    vf_timeout_s: float = 10.0
+    executor_max_steps: int = Field(default=20, ge=1)
+    temperature: float | None = None
+    top_p: float | None = None
+    budget: Budget = Field(default_factory=Budget)
