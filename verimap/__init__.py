@@ -1,8 +1,34 @@
-"""verimap: verification-aware multi-agent planning."""
+"""verimap: verification-aware multi-agent planning.
+
+import verimap
+coordinator = verimap.build({"planner": m, "executor": m, "judge": m}, sandbox)
+result = coordinator.run_sync("How many ...?")
+print(result.status, result.answer)
+"""
 
 from verimap.config import Budget, RunConfig
+from verimap.coordinator import Coordinator, build
+from verimap.events import Event, EventBus, JsonlTraceWriter
+from verimap.executor import Executor, ExecutorOutput, Feedback
 from verimap.plan import LLMVF, Node, Plan, PlanError, PythonVF, parse_plan
+from verimap.planner import (
+    AddVFsPlanner,
+    FailureContext,
+    LLMPlanner,
+    Planner,
+    PlanningError,
+    TemplatePlanner,
+)
+from verimap.result import NodeReport, RunResult, VerificationReport, VFVerdict
+from verimap.tools import Tool, ToolRegistry, calculator_tool, default_tools, python_tool
+from verimap.verifier import Verifier
 
 __version__ = "0.1.0"
 
-__all__ = ["LLMVF", "Budget", "Node", "Plan", "PlanError", "PythonVF", "RunConfig", "parse_plan"]
+__all__ = [
+    "LLMVF", "AddVFsPlanner", "Budget", "Coordinator", "Event", "EventBus", "Executor", "ExecutorOutput",
+    "FailureContext", "Feedback", "JsonlTraceWriter", "LLMPlanner", "Node", "NodeReport", "Plan", "PlanError",
+    "Planner", "PlanningError", "PythonVF", "RunConfig", "RunResult", "TemplatePlanner", "Tool", "ToolRegistry",
+    "VFVerdict", "VerificationReport", "Verifier", "build", "calculator_tool", "default_tools", "parse_plan",
+    "python_tool",
+]  # fmt: skip

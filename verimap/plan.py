@@ -7,6 +7,7 @@ planner can repair all of them in one round.
 
 from __future__ import annotations
 
+import contextlib
 import graphlib
 import json
 import re
@@ -172,8 +173,10 @@ class Plan(BaseModel):
         return [n.id for n in self.nodes if n.id not in with_children]
 
     def topological_order(self) -> list[str]:
-        ts = graphlib.TopologicalSorter({n.id: set(self.parents(n.id)) for n in self.nodes})
-        return list(ts.static_order())
+        deps: dict[str, set[str]] = {n.id: set() for n in self.nodes}
+        for s, t in self.edge_set():
+            deps.setdefault(t, set()).add(s)
+        return list(graphlib.TopologicalSorter(deps).static_order())
 
     def to_json(self, **kw: Any) -> str:
         return self.model_dump_json(by_alias=True, **kw)
@@ -202,7 +205,9 @@ def _pydantic_problems(err: ValidationError, data: Any) -> list[str]:
             except Exception:
                 nid = None
             where = f"node {nid!r}" if nid else f"nodes[{loc[1]}]"
-            rest = ".".join(str(x) for x in loc[2:] if not isinstance(x, str) or x not in ("python", "llm"))
+            rest = ".".join(
+                str(x) for x in loc[2:] if not isinstance(x, str) or x not in ("python", "llm")
+            )
             where = f"{where} {rest}".strip()
         else:
             where = ".".join(str(x) for x in loc) or "plan"
@@ -245,7 +250,9 @@ def check_plan(plan: Plan) -> list[str]:
             if src == n.id:
                 problems.append(f"node {n.id!r}: input {r!r} refers to the node itself")
             elif src == USER_TASK:
-                problems.append(f"node {n.id!r}: input {r!r}: {USER_TASK} has no variables; use {USER_TASK!r}")
+                problems.append(
+                    f"node {n.id!r}: input {r!r}: {USER_TASK} has no variables; use {USER_TASK!r}"
+                )
             elif src not in by_id:
                 problems.append(f"node {n.id!r}: input {r!r} names unknown node {src!r}")
             elif var not in by_id[src].outputs:
@@ -300,7 +307,9 @@ def check_plan(plan: Plan) -> list[str]:
         sinks = [n.id for n in plan.nodes if n.id not in with_children]
         if len(sinks) > 1:
             problems.append(
-                f"no final node: several sinks ({', '.join(sinks)}); flag one with \"final\": true"
+                f"no final node: several nodes ({', '.join(sinks)}) have no node reading their outputs; "
+                "every node except the final one must be an input of a later node (as "
+                "'<node_id>.<output>'), or flag the final one with \"final\": true"
             )
         elif not sinks and not any(p.startswith("cycle") for p in problems):
             problems.append("no final node")
@@ -341,10 +350,8 @@ def plan_json_schema() -> dict[str, Any]:
 def to_mermaid(plan: Plan) -> str:
     lines = ["flowchart TD"]
     final = None
-    try:
+    with contextlib.suppress(PlanError):
         final = plan.final_node().id
-    except PlanError:
-        pass
     for n in plan.nodes:
         label = (n.name or n.id).replace('"', "'")
         shape = f'{n.id}(["{label}"])' if n.id == final else f'{n.id}["{label}"]'

@@ -1,113 +1,109 @@
-"""Process backend: a fresh Python subprocess per job, with rlimits and a temp dir.
+"""Process backend: the same worker as a host subprocess, for machines without Docker.
 
-It isolates far less than the Docker backend; it exists for machines without a
-Docker daemon. (Interim version: the sandbox issue hardens it.)
+Each job still runs in a fresh forked child with rlimits (CPU, address space,
+file size, open files) and an empty scratch directory, and the worker gets its
+own network namespace where `unshare` is permitted, plus an environment with
+nothing from the host. It shares the host's filesystem, users and kernel view,
+so it isolates far less than the Docker backend: a loud warning says so.
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
+import functools
+import logging
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
-import time
 import warnings
-from typing import Any
+from pathlib import Path
 
-from verimap.sandbox.base import ExecResult, Outcome, Sandbox
+from verimap.sandbox.pool import WorkerHandle, WorkerPool
+from verimap.sandbox.pooled import CHILD_ENV, PooledSandbox
+from verimap.sandbox.worker_module import worker_path
 
-_RUNNER = r'''
-import json, os, sys, traceback, resource
-job = json.loads(sys.stdin.read())
-res_fd = int(os.environ.pop("VERIMAP_RESULT_FD"))
-out = os.fdopen(res_fd, "w")
-def report(rec):
-    out.write(json.dumps(rec)); out.flush()
-mem = job.get("memory_bytes")
-if mem:
-    resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-ns = {"__name__": "__verimap_vf__"}
-if job["kind"] == "vf":
-    ns["inputs"] = job["inputs"]; ns["outputs"] = job["outputs"]
-try:
-    exec(compile(job["code"], "<vf>" if job["kind"] == "vf" else "<program>", "exec"), ns)
-    if job["kind"] == "vf" and callable(ns.get("verify")):
-        if ns["verify"](job["inputs"], job["outputs"]) is False:
-            raise AssertionError("verify() returned False")
-    report({"outcome": "PASS"})
-except AssertionError as e:
-    report({"outcome": "FAIL", "message": str(e) or "assertion failed", "traceback": traceback.format_exc()})
-except MemoryError as e:
-    report({"outcome": "OOM", "message": "memory limit exceeded", "traceback": traceback.format_exc()})
-except BaseException as e:
-    report({"outcome": "ERROR", "message": f"{type(e).__name__}: {e}", "traceback": traceback.format_exc()})
-'''
+log = logging.getLogger(__name__)
+NOBODY_UID = 65534
 
-OUTPUT_LIMIT = 64 * 1024
+WARNING = (
+    "verimap process sandbox: untrusted code runs as a host subprocess (rlimits, fresh temp dir, "
+    "no network where unshare is permitted) and is isolated far less than in the Docker "
+    "backend; use --sandbox docker for anything you would not run yourself"
+)
 
 
-class ProcessSandbox(Sandbox):
+@functools.cache
+def unshare_prefix() -> tuple[str, ...]:
+    """`unshare` arguments that give the worker an empty network namespace, if permitted here."""
+    unshare = shutil.which("unshare")
+    if unshare is None:
+        return ()
+    for args in ((unshare, "--net"), (unshare, "--user", "--map-root-user", "--net")):
+        try:
+            ok = subprocess.run([*args, "true"], capture_output=True, timeout=5).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            ok = False
+        if ok:
+            return args
+    return ()
+
+
+def _world_executable(path: str) -> bool:
+    p = Path(path).resolve()
+    if not p.is_file() or not p.stat().st_mode & 0o001:
+        return False
+    return all(parent.stat().st_mode & 0o001 for parent in p.parents)
+
+
+class ProcessSandbox(PooledSandbox):
     kind = "process"
 
-    def __init__(self, *, memory_mb: int = 1024, warn: bool = True):
-        self.memory_bytes = memory_mb * 1024 * 1024
+    def __init__(
+        self,
+        *,
+        pool_size: int = 2,
+        recycle_after: int = 1000,
+        memory_mb: int = 1024,
+        output_limit: int = 64 * 1024,
+        policy: bool = True,
+        isolate_network: bool = True,
+        warn: bool = True,
+    ):
         if warn:
-            warnings.warn(
-                "process sandbox backend: code runs as a host subprocess and is isolated far "
-                "less than in the Docker backend",
-                RuntimeWarning,
-                stacklevel=2,
+            warnings.warn(WARNING, RuntimeWarning, stacklevel=2)
+            log.warning(WARNING)
+        self.isolate_network = isolate_network
+        pool = WorkerPool(self._launch, size=pool_size, recycle_after=recycle_after)
+        super().__init__(pool, memory_mb=memory_mb, output_limit=output_limit, policy=policy)
+
+    @property
+    def network_isolated(self) -> bool:
+        return bool(self.isolate_network and unshare_prefix())
+
+    def _launch(self) -> WorkerHandle:
+        scratch = tempfile.mkdtemp(prefix="verimap-sandbox-")
+        os.chmod(scratch, 0o711)  # jobs may run as an unprivileged uid
+        prefix = unshare_prefix() if self.isolate_network else ()
+        script = worker_path()
+        python = sys.executable
+        extra: list[str] = []
+        if os.geteuid() == 0 and _world_executable(python):
+            # never run untrusted code as host root when an unprivileged uid can run this
+            # interpreter (and so its installed packages); it must also read the worker
+            script = Path(shutil.copy(script, os.path.join(scratch, "worker.py")))
+            os.chmod(script, 0o644)
+            extra = ["--drop-uid", str(NOBODY_UID)]
+        elif os.geteuid() == 0:
+            log.warning(
+                "process sandbox: jobs run as root because %s is not accessible to an "
+                "unprivileged user; prefer the Docker backend",
+                python,
             )
-
-    async def _run(self, job: dict[str, Any], timeout: float, files: dict[str, str] | None = None) -> ExecResult:
-        job = {**job, "memory_bytes": self.memory_bytes}
-        start = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="verimap-job-") as scratch:
-            for name, text in (files or {}).items():
-                path = os.path.join(scratch, name)
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                with open(path, "w") as f:
-                    f.write(text)
-            r, w = os.pipe()
-            env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "VERIMAP_RESULT_FD": str(w)}
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-I", "-c", _RUNNER,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, cwd=scratch, env=env, pass_fds=(w,),
-                start_new_session=True,
-            )
-            os.close(w)
-            try:
-                stdout, stderr = await asyncio.wait_for(proc.communicate(json.dumps(job).encode()), timeout)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-                os.close(r)
-                return ExecResult(outcome=Outcome.TIMEOUT, message=f"timed out after {timeout}s",
-                                  duration_s=time.monotonic() - start)
-            with os.fdopen(r) as rf:
-                raw = rf.read()
-        dur = time.monotonic() - start
-        so = stdout.decode("utf-8", "replace")
-        se = stderr.decode("utf-8", "replace")
-        try:
-            rec = json.loads(raw) if raw else None
-        except json.JSONDecodeError:
-            rec = None
-        if rec is None:
-            return ExecResult(outcome=Outcome.ERROR, message=f"process exited ({proc.returncode}) without a result",
-                              stdout=so[:OUTPUT_LIMIT], stderr=se[:OUTPUT_LIMIT], duration_s=dur)
-        return ExecResult(outcome=Outcome(rec["outcome"]), message=rec.get("message", ""),
-                          traceback=rec.get("traceback", ""), stdout=so[:OUTPUT_LIMIT],
-                          stderr=se[:OUTPUT_LIMIT], duration_s=dur)
-
-    async def run_vf(self, code, inputs, outputs, *, timeout=10.0):
-        return await self._run({"kind": "vf", "code": code, "inputs": inputs, "outputs": outputs}, timeout)
-
-    async def run_program(self, code, *, timeout=10.0, files=None, argv=None, stdin=""):
-        return await self._run({"kind": "program", "code": code}, timeout, files)
-
-    async def run_tests(self, candidate_code, test_code, entry_point, *, timeout=10.0):
-        code = f"{candidate_code}\n\n{test_code}\n\ncheck({entry_point})\n"
-        return await self._run({"kind": "program", "code": code}, timeout)
+        argv = [*prefix, python, "-I", str(script), "serve", "--scratch", scratch, *extra]
+        return WorkerHandle(
+            argv,
+            env=dict(CHILD_ENV),
+            label="process worker",
+            on_close=lambda: shutil.rmtree(scratch, ignore_errors=True),
+        )

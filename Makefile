@@ -1,0 +1,19 @@
+# The two commands of the README's quickstart.
+.PHONY: setup demo test lint bench
+
+setup:
+	bash scripts/setup.sh
+
+demo: setup
+	verimap eval --benchmark humaneval --method verimap --limit 3 --out runs/demo-humaneval
+
+test: setup
+	CI=$${CI:-true} python3 -m pytest
+
+lint:
+	ruff check verimap tests benchmarks && ruff format --check verimap tests benchmarks
+
+bench:
+	python3 benchmarks/coordinator.py
+	python3 benchmarks/sandbox_latency.py
+	python3 benchmarks/eval_throughput.py

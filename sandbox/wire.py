@@ -1,0 +1,178 @@
+"""The sandbox wire format and the code-under-test server (stdlib only, kept small).
+
+Length-prefixed JSON frames, and a tagged codec for plain data: JSON types plus
+tuple, set, frozenset, bytes, complex and non-finite floats. Decoding can only
+produce builtin types, so nothing that crosses from untrusted code can carry
+behaviour (an always-equal object, a patched exception class).
+
+Run as a script it serves calls into model-written code in a fresh interpreter:
+    python3 -I wire.py IN_FD OUT_FD
+It is separate from worker.py so that this interpreter starts fast.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import struct
+import sys
+
+FRAME = struct.Struct(">I")
+MAX_FRAME = 64 * 1024 * 1024
+
+
+def _read_exact(fd: int, n: int) -> bytes | None:
+    chunks = []
+    while n:
+        chunk = os.read(fd, min(n, 1 << 20))
+        if not chunk:
+            return None
+        chunks.append(chunk)
+        n -= len(chunk)
+    return b"".join(chunks)
+
+
+def read_frame(fd: int):
+    """Read one frame; None on EOF. Raises ValueError on an oversized frame."""
+    head = _read_exact(fd, FRAME.size)
+    if head is None:
+        return None
+    (size,) = FRAME.unpack(head)
+    if size > MAX_FRAME:
+        raise ValueError(f"frame of {size} bytes exceeds {MAX_FRAME}")
+    body = _read_exact(fd, size)
+    if body is None:
+        return None
+    return json.loads(body)
+
+
+def write_frame(fd: int, obj) -> None:
+    body = json.dumps(obj, allow_nan=False).encode()
+    data = FRAME.pack(len(body)) + body
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+
+
+# --------------------------------------------------------------------------- tagged codec
+
+
+class CodecError(TypeError):
+    """A value that cannot cross the sandbox boundary as plain data."""
+
+
+def _enc_float(x: float):
+    if math.isfinite(x):
+        return x
+    return {"$t": "float", "v": repr(x)}
+
+
+def encode(obj, _depth: int = 0):
+    """Plain data -> JSON: JSON types plus tuple, set, frozenset, bytes, complex, nan/inf.
+
+    Exact type checks: a subclass (e.g. an int whose __eq__ always says True)
+    is refused rather than silently converted.
+    """
+    if _depth > 200:
+        raise CodecError("value nested too deeply to cross the sandbox boundary")
+    t = type(obj)
+    if obj is None or t is bool or t is int or t is str:
+        return obj
+    if t is float:
+        return _enc_float(obj)
+    d = _depth + 1
+    if t is list:
+        return [encode(x, d) for x in obj]
+    if t is tuple:
+        return {"$t": "tuple", "v": [encode(x, d) for x in obj]}
+    if t is set or t is frozenset:
+        return {"$t": t.__name__, "v": [encode(x, d) for x in obj]}
+    if t is bytes or t is bytearray:
+        return {"$t": "bytes", "v": base64.b64encode(bytes(obj)).decode()}
+    if t is complex:
+        return {"$t": "complex", "v": [_enc_float(obj.real), _enc_float(obj.imag)]}
+    if t is dict:
+        if all(type(k) is str for k in obj) and "$t" not in obj:
+            return {k: encode(v, d) for k, v in obj.items()}
+        return {"$t": "dict", "v": [[encode(k, d), encode(v, d)] for k, v in obj.items()]}
+    raise CodecError(f"a value of type {t.__name__} cannot cross the sandbox boundary")
+
+
+def _dec_float(v):
+    if isinstance(v, dict):
+        return float(v["v"])
+    return float(v)
+
+
+def decode(obj):
+    """JSON -> plain data; only builtin types can come out of it."""
+    if isinstance(obj, list):
+        return [decode(x) for x in obj]
+    if isinstance(obj, dict):
+        tag = obj.get("$t")
+        if tag is None:
+            return {k: decode(v) for k, v in obj.items()}
+        v = obj["v"]
+        if tag == "float":
+            return float(v)
+        if tag == "tuple":
+            return tuple(decode(x) for x in v)
+        if tag == "set":
+            return {decode(x) for x in v}
+        if tag == "frozenset":
+            return frozenset(decode(x) for x in v)
+        if tag == "bytes":
+            return base64.b64decode(v)
+        if tag == "complex":
+            return complex(_dec_float(v[0]), _dec_float(v[1]))
+        if tag == "dict":
+            return {decode(k): decode(x) for k, x in v}
+        raise CodecError(f"unknown codec tag {tag!r}")
+    if obj is None or type(obj) in (bool, int, float, str):
+        return obj
+    raise CodecError(f"undecodable value of type {type(obj).__name__}")
+
+
+def _lenient_encode(obj):
+    """Candidate side: convert numpy scalars/arrays before encoding (not a trust boundary)."""
+    mod = type(obj).__module__
+    if mod == "numpy" and hasattr(obj, "tolist"):
+        return encode(obj.tolist())
+    return encode(obj)
+
+
+def candidate_main(in_fd: int, out_fd: int) -> None:
+    """Serve calls into model-written code; runs in its own interpreter."""
+    ns: dict = {"__name__": "__candidate__"}
+    while True:
+        msg = read_frame(in_fd)
+        if msg is None:
+            os._exit(0)
+        try:
+            if msg["op"] == "load":
+                exec(compile(msg["code"], "<candidate>", "exec"), ns)
+                names = [k for k, v in ns.items() if callable(v) and not k.startswith("__")]
+                reply = {"ok": True, "names": names}
+            else:
+                fn = ns[msg["name"]]
+                value = fn(*decode(msg["args"]), **decode(msg["kwargs"]))
+                reply = {"ok": True, "value": _lenient_encode(value)}
+        except BaseException as e:  # the candidate's own failure, reported as data
+            try:
+                text = str(e)[:2000]
+            except BaseException:
+                text = "<unprintable>"
+            reply = {"ok": False, "type": type(e).__name__, "error": text}
+        try:  # its prints belong to this call's output
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+        write_frame(out_fd, reply)
+
+
+if __name__ == "__main__":
+    candidate_main(int(sys.argv[1]), int(sys.argv[2]))

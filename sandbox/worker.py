@@ -1,0 +1,1259 @@
+"""verimap sandbox worker: runs untrusted jobs, one forked child per job (stdlib only).
+
+It runs inside the sandbox container (or as a host subprocess for the process
+backend) and talks to the host over stdin/stdout with length-prefixed JSON
+frames. Every job gets a fresh forked child with rlimits and an empty scratch
+directory; the worker enforces the wall timeout, caps output, kills every
+process the job left behind and wipes scratch before answering, so nothing of
+one job reaches the next.
+
+Verdicts are never taken from the job's own process when the job could forge
+them: code under test runs in a separate exec'd process behind a proxy and only
+plain data crosses (a tagged JSON codec), so the trusted test process alone
+decides whether the tests passed.
+
+Invocation:
+    python3 -I worker.py serve [--container] [--scratch DIR] [--socket PATH]
+    python3 -I wire.py IN_FD OUT_FD                  (code under test, internal)
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import contextlib
+import json
+import linecache
+import operator
+import os
+import resource
+import selectors
+import shutil
+import signal
+import string
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+
+PROTOCOL = 1
+RESULT_LIMIT = 4 * 1024 * 1024
+DROP_UID: int | None = None  # process backend started as root: jobs run as this uid
+CANDIDATE_PYTHON: str | None = None  # interpreter for code under test (default: this one)
+TRUNCATION_MARK = "\n[... output truncated by the verimap sandbox ...]\n"
+
+
+# --------------------------------------------------------------------------- wire (framing, codec)
+
+
+def _load_wire():
+    """wire.py sits next to this file; `-I` keeps the script's directory off sys.path."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wire.py")
+    spec = importlib.util.spec_from_file_location("verimap_sandbox_wire", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+wire = _load_wire()
+FRAME, MAX_FRAME = wire.FRAME, wire.MAX_FRAME
+read_frame, write_frame = wire.read_frame, wire.write_frame
+CodecError, encode, decode = wire.CodecError, wire.encode, wire.decode
+WIRE_PATH = wire.__file__
+
+
+# --------------------------------------------------------------------------- AST transport
+
+
+def ast_from_json(node):
+    """Rebuild the host's policy-checked AST, keeping the original line numbers."""
+    if isinstance(node, list):
+        return [ast_from_json(x) for x in node]
+    if isinstance(node, dict):
+        if "$c" in node:
+            c = node["$c"]
+            if isinstance(c, dict) and c.get("$t") == "ellipsis":
+                return ...
+            return decode(c)
+        cls = getattr(ast, node["_t"])
+        fields = {k: ast_from_json(v) for k, v in node.items() if k != "_t"}
+        return cls(**fields)
+    return node
+
+
+# --------------------------------------------------------------------------- restricted runtime
+
+ALLOWED_IMPORTS = frozenset(
+    [
+        "math",
+        "re",
+        "json",
+        "fractions",
+        "decimal",
+        "statistics",
+        "itertools",
+        "collections",
+        "string",
+        "datetime",
+        "sympy",
+        "numpy",
+        "functools",
+        "operator",
+        "cmath",
+        "random",
+        "heapq",
+        "bisect",
+        "typing",
+    ]
+)
+DENIED_MODULES = ("numpy.ctypeslib", "numpy.f2py", "numpy.distutils", "numpy.testing")
+DENIED_ATTRS = frozenset(
+    [
+        "load",
+        "loads",
+        "save",
+        "savez",
+        "savez_compressed",
+        "fromfile",
+        "tofile",
+        "memmap",
+        "loadtxt",
+        "genfromtxt",
+        "sympify",
+        "parse_expr",
+        "lambdify",
+        "ctypes",
+        "ctypeslib",
+        "f2py",
+        "system",
+        "popen",
+    ]
+)
+INSPECT_ATTRIBUTES = frozenset(
+    [
+        "tb_frame",
+        "tb_next",
+        "f_back",
+        "f_builtins",
+        "f_code",
+        "f_globals",
+        "f_locals",
+        "f_trace",
+        "f_generator",
+        "co_code",
+        "gi_frame",
+        "gi_code",
+        "gi_yieldfrom",
+        "cr_await",
+        "cr_frame",
+        "cr_code",
+        "cr_origin",
+        "ag_code",
+        "ag_frame",
+        "ag_await",
+    ]
+)
+
+
+class PolicyError(Exception):
+    """Raised at run time when VF code reaches for something the policy forbids."""
+
+
+def _guard_module(value, what: str):
+    if type(value) is type(sys):
+        name = getattr(value, "__name__", "")
+        root = name.split(".")[0]
+        if root not in ALLOWED_IMPORTS or name.startswith(DENIED_MODULES):
+            raise PolicyError(f"{what}: module {name!r} is not allowed in a VF")
+    return value
+
+
+_MISSING = object()
+
+
+def guarded_getattr(obj, name, default=_MISSING):
+    if type(name) is not str:
+        raise TypeError("attribute name must be a str")
+    if name.startswith("_") or name in INSPECT_ATTRIBUTES:
+        raise PolicyError(f"attribute {name!r} is not allowed in a VF (no private/dunder access)")
+    if name in DENIED_ATTRS:
+        raise PolicyError(f"attribute {name!r} is not allowed in a VF")
+    if name in ("format", "format_map") and (
+        isinstance(obj, str) or (isinstance(obj, type) and issubclass(obj, str))
+    ):
+        raise PolicyError("str.format is not allowed in a VF; use f-strings or %")
+    if obj is string and name == "Formatter":
+        raise PolicyError("string.Formatter is not allowed in a VF")
+    value = getattr(obj, name) if default is _MISSING else getattr(obj, name, default)
+    return _guard_module(value, f"attribute {name!r}")
+
+
+def guarded_hasattr(obj, name):
+    try:
+        guarded_getattr(obj, name)
+    except AttributeError:
+        return False
+    return True
+
+
+def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):
+    if level != 0:
+        raise PolicyError("relative imports are not allowed in a VF")
+    root = name.split(".")[0]
+    if root not in ALLOWED_IMPORTS or name.startswith(DENIED_MODULES):
+        raise PolicyError(
+            f"import of {name!r} is not allowed in a VF; allowed: {', '.join(sorted(ALLOWED_IMPORTS))}"
+        )
+    for item in fromlist or ():
+        if item.startswith("_") or item in DENIED_ATTRS:
+            raise PolicyError(f"'from {name} import {item}' is not allowed in a VF")
+    module = builtins.__import__(name, globals, locals, fromlist, 0)
+    for item in fromlist or ():
+        _guard_module(getattr(module, item, None), f"'from {name} import {item}'")
+    return module
+
+
+class _WriteWrapper:
+    def __init__(self, ob):
+        object.__setattr__(self, "ob", ob)
+
+    def __setitem__(self, key, value):
+        ob = object.__getattribute__(self, "ob")
+        if isinstance(ob, (dict, list, bytearray)):
+            ob[key] = value
+        else:
+            raise TypeError("item assignment on this object is not allowed in a VF")
+
+    def __delitem__(self, key):
+        ob = object.__getattribute__(self, "ob")
+        if isinstance(ob, (dict, list, bytearray)):
+            del ob[key]
+        else:
+            raise TypeError("item deletion on this object is not allowed in a VF")
+
+    def __setattr__(self, name, value):
+        raise PolicyError("attribute assignment is not allowed in a VF")
+
+    def __delattr__(self, name):
+        raise PolicyError("attribute deletion is not allowed in a VF")
+
+
+def guarded_write(ob):
+    if type(ob) in (dict, list, set):
+        return ob
+    return _WriteWrapper(ob)
+
+
+_INPLACE = {
+    "+=": operator.iadd,
+    "-=": operator.isub,
+    "*=": operator.imul,
+    "/=": operator.itruediv,
+    "//=": operator.ifloordiv,
+    "%=": operator.imod,
+    "**=": operator.ipow,
+    "<<=": operator.ilshift,
+    ">>=": operator.irshift,
+    "&=": operator.iand,
+    "|=": operator.ior,
+    "^=": operator.ixor,
+    "@=": operator.imatmul,
+}
+
+
+def guarded_inplacevar(op, x, y):
+    return _INPLACE[op](x, y)
+
+
+def guarded_unpack_sequence(it, spec, _getiter_):
+    ret = list(_getiter_(it))
+    if len(ret) < spec["min_len"]:
+        return ret
+    for idx, child in spec["childs"]:
+        ret[idx] = guarded_unpack_sequence(ret[idx], child, _getiter_)
+    return ret
+
+
+def guarded_iter_unpack_sequence(it, spec, _getiter_):
+    for ob in _getiter_(it):
+        yield guarded_unpack_sequence(ob, spec, _getiter_)
+
+
+class _Printer:
+    """Restricted code's print(): goes to the captured stdout, and to `printed`."""
+
+    def __init__(self, _getattr_=None):
+        self.txt = []
+
+    def write(self, text):
+        self.txt.append(text)
+        sys.stdout.write(text)
+
+    def __call__(self):
+        return "".join(self.txt)
+
+    def _call_print(self, *objects, **kwargs):
+        kwargs["file"] = self
+        print(*objects, **kwargs)
+
+
+def _guarded_type(*args):
+    if len(args) != 1:
+        raise PolicyError("type() with 3 arguments is not allowed in a VF")
+    return type(args[0])
+
+
+_SAFE_BUILTIN_NAMES = [
+    "abs",
+    "all",
+    "any",
+    "ascii",
+    "bin",
+    "bool",
+    "bytes",
+    "callable",
+    "chr",
+    "complex",
+    "dict",
+    "divmod",
+    "enumerate",
+    "filter",
+    "float",
+    "format",
+    "frozenset",
+    "hash",
+    "hex",
+    "int",
+    "isinstance",
+    "issubclass",
+    "iter",
+    "len",
+    "list",
+    "map",
+    "max",
+    "min",
+    "next",
+    "oct",
+    "ord",
+    "pow",
+    "range",
+    "repr",
+    "reversed",
+    "round",
+    "set",
+    "slice",
+    "sorted",
+    "str",
+    "sum",
+    "tuple",
+    "zip",
+    "True",
+    "False",
+    "None",
+    "Ellipsis",
+    "NotImplemented",
+    "ArithmeticError",
+    "AssertionError",
+    "AttributeError",
+    "BaseException",
+    "EOFError",
+    "Exception",
+    "FloatingPointError",
+    "IndexError",
+    "KeyError",
+    "KeyboardInterrupt",
+    "LookupError",
+    "MemoryError",
+    "NameError",
+    "NotImplementedError",
+    "OSError",
+    "OverflowError",
+    "RecursionError",
+    "RuntimeError",
+    "StopIteration",
+    "SystemExit",
+    "TypeError",
+    "UnicodeError",
+    "ValueError",
+    "ZeroDivisionError",
+    "__build_class__",
+]
+
+
+def restricted_globals():
+    b = {name: getattr(builtins, name) for name in _SAFE_BUILTIN_NAMES}
+    b.update(
+        __import__=guarded_import,
+        getattr=guarded_getattr,
+        hasattr=guarded_hasattr,
+        type=_guarded_type,
+        PolicyError=PolicyError,
+    )
+    return {
+        "__builtins__": b,
+        "__name__": "__verimap_vf__",
+        "__metaclass__": type,
+        "_getattr_": guarded_getattr,
+        "_getitem_": operator.getitem,
+        "_getiter_": iter,
+        "_write_": guarded_write,
+        "_inplacevar_": guarded_inplacevar,
+        "_unpack_sequence_": guarded_unpack_sequence,
+        "_iter_unpack_sequence_": guarded_iter_unpack_sequence,
+        "_print_": _Printer,
+        "_apply_": lambda f, *a, **k: f(*a, **k),
+        "load_function": load_function,
+    }
+
+
+# --------------------------------------------------------------------------- candidate proxy
+
+
+class CandidateError(Exception):
+    """The code under test raised an exception (re-raised on the trusted side by name)."""
+
+
+class CandidateCrashed(BaseException):
+    """The code under test's process died or broke the protocol: never swallowed by tests."""
+
+
+_REraisable = {
+    name: getattr(builtins, name)
+    for name in [
+        "ValueError",
+        "TypeError",
+        "IndexError",
+        "KeyError",
+        "ZeroDivisionError",
+        "ArithmeticError",
+        "OverflowError",
+        "AttributeError",
+        "LookupError",
+        "RuntimeError",
+        "RecursionError",
+        "NotImplementedError",
+        "StopIteration",
+        "UnicodeError",
+        "NameError",
+    ]
+}
+
+
+def spawn_candidate(workdir: str, stdout=None, stderr=None):
+    """A fresh interpreter serving calls into model-written code: (process, write fd, read fd)."""
+    to_child_r, to_child_w = os.pipe()
+    from_child_r, from_child_w = os.pipe()
+    extra = {}
+    if DROP_UID is not None and os.geteuid() == 0:
+        extra = {"user": DROP_UID, "group": DROP_UID, "extra_groups": []}
+    proc = subprocess.Popen(
+        [CANDIDATE_PYTHON or sys.executable, "-I", WIRE_PATH, str(to_child_r), str(from_child_w)],
+        stdin=subprocess.DEVNULL,
+        stdout=stdout,
+        stderr=stderr,
+        pass_fds=(to_child_r, from_child_w),
+        close_fds=True,
+        cwd=workdir,
+        env={
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "OPENBLAS_NUM_THREADS": "1",
+            "HOME": workdir,
+            "TMPDIR": workdir,
+        },
+        **extra,
+    )
+    os.close(to_child_r)
+    os.close(from_child_w)
+    return proc, to_child_w, from_child_r
+
+
+_SPARE: tuple | None = None  # this job's pre-started candidate interpreter, if any
+
+
+class _CandidateProcess:
+    """Model-written code in its own exec'd interpreter; only codec data crosses."""
+
+    def __init__(self, code: str, spare: tuple | None = None):
+        if spare is not None:  # started before the job arrived, off its critical path
+            self._proc, self._w, self._r = spare
+        else:
+            self._proc, self._w, self._r = spawn_candidate(tempfile.mkdtemp(prefix="cand-"))
+        reply = self._ask({"op": "load", "code": code})
+        if not reply.get("ok"):
+            raise CandidateError(f"candidate code failed to load: {reply.get('error', '?')}")
+        self.names = [n for n in reply.get("names", []) if isinstance(n, str)]
+
+    def _ask(self, msg):
+        try:
+            write_frame(self._w, msg)
+            reply = read_frame(self._r)
+        except (OSError, ValueError) as e:
+            raise CandidateCrashed(f"code under test broke the proxy protocol: {e}") from None
+        if not isinstance(reply, dict):
+            code = self._proc.poll() if self._proc is not None else "?"
+            raise CandidateCrashed(f"code under test exited during a call (status {code})")
+        return reply
+
+    def call(self, name, args, kwargs):
+        try:
+            payload = {
+                "op": "call",
+                "name": name,
+                "args": encode(list(args)),
+                "kwargs": encode(dict(kwargs)),
+            }
+        except CodecError as e:
+            raise CandidateError(f"argument cannot be sent to the code under test: {e}") from None
+        reply = self._ask(payload)
+        if reply.get("ok") is True:
+            try:
+                return decode(reply.get("value"))
+            except (CodecError, KeyError, TypeError, ValueError) as e:
+                raise CandidateCrashed(f"code under test returned malformed data: {e}") from None
+        etype = str(reply.get("type", "Exception"))
+        message = str(reply.get("error", ""))
+        exc = _REraisable.get(etype)
+        if exc is not None:
+            raise exc(message)
+        raise CandidateError(f"{etype}: {message}")
+
+
+class CandidateFunction:
+    """A callable standing in for a function of the code under test."""
+
+    def __init__(self, proc: _CandidateProcess, name: str):
+        self._proc = proc
+        self._name = name
+
+    def __call__(self, *args, **kwargs):
+        return self._proc.call(self._name, args, kwargs)
+
+    def __repr__(self):
+        return f"<function {self._name} (sandboxed)>"
+
+
+_MAX_CANDIDATES = 8
+_candidates: list[_CandidateProcess] = []
+
+
+def load_function(code: str, name: str) -> CandidateFunction:
+    """Load `name` from model-written `code` in a separate process and return a proxy to it.
+
+    Only plain data crosses the boundary, so the code under test cannot hand the
+    caller an object whose comparisons lie, nor patch the caller's AssertionError.
+    """
+    if type(code) is not str or type(name) is not str:
+        raise TypeError("load_function(code: str, name: str)")
+    if len(_candidates) >= _MAX_CANDIDATES:
+        raise RuntimeError(f"at most {_MAX_CANDIDATES} load_function() calls per job")
+    proc = _CandidateProcess(code)
+    _candidates.append(proc)
+    if name not in proc.names:
+        raise CandidateError(f"the code under test defines no function named {name!r}")
+    return CandidateFunction(proc, name)
+
+
+# --------------------------------------------------------------------------- job children
+
+
+def _record(fd: int, rec: dict) -> None:
+    data = json.dumps(rec, allow_nan=False, default=str).encode()[:RESULT_LIMIT]
+    os.write(fd, data)
+
+
+def _user_traceback(e: BaseException) -> str:
+    """The traceback without the worker's own leading frames: what the author can act on."""
+    tb = e.__traceback__
+    here = os.path.abspath(__file__)
+    while tb is not None and tb.tb_next is not None and tb.tb_frame.f_code.co_filename == here:
+        tb = tb.tb_next
+    return "".join(traceback.format_exception(type(e), e, tb))
+
+
+def _exc_record(e: BaseException, tb_file: str | None = None) -> dict:
+    tb = _user_traceback(e)
+    if isinstance(e, AssertionError):
+        msg = str(e) or _assert_line(e, tb_file) or "assertion failed"
+        return {"outcome": "FAIL", "message": msg, "traceback": tb}
+    if isinstance(e, MemoryError):
+        return {"outcome": "OOM", "message": "MemoryError: memory limit exceeded", "traceback": tb}
+    if isinstance(e, PolicyError):
+        return {"outcome": "POLICY", "message": str(e), "traceback": tb}
+    try:
+        text = str(e)
+    except BaseException:
+        text = "<unprintable>"
+    return {"outcome": "ERROR", "message": f"{type(e).__name__}: {text}"[:4000], "traceback": tb}
+
+
+def _assert_line(e: BaseException, tb_file: str | None) -> str:
+    tb = e.__traceback__
+    line = ""
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename == tb_file:
+            line = linecache.getline(tb_file, tb.tb_lineno).strip()
+        tb = tb.tb_next
+    return f"assertion failed: {line}" if line else ""
+
+
+def _child_vf(job: dict) -> dict:
+    source = job.get("source", "")
+    linecache.cache["<vf>"] = (len(source), None, source.splitlines(True), "<vf>")
+    try:
+        if job.get("restricted", True):
+            tree = ast.fix_missing_locations(ast_from_json(job["ast"]))
+            code = compile(tree, "<vf>", "exec")
+            ns = restricted_globals()
+        else:
+            code = compile(source, "<vf>", "exec")
+            ns = {"__name__": "__verimap_vf__", "load_function": load_function}
+        inputs, outputs = decode(job["inputs"]), decode(job["outputs"])
+        ns["inputs"], ns["outputs"] = inputs, outputs
+        exec(code, ns)
+        verify = ns.get("verify")
+        if callable(verify):
+            ret = verify(inputs, outputs)
+            if ret is not None and not bool(ret):
+                raise AssertionError(f"verify() returned {ret!r}")
+        rec = {"outcome": "PASS"}
+    except BaseException as e:
+        rec = _exc_record(e, "<vf>")
+    return rec
+
+
+def _child_tests(job: dict) -> dict:
+    source = job["test_code"]
+    linecache.cache["<tests>"] = (len(source), None, source.splitlines(True), "<tests>")
+    try:
+        global _SPARE
+        spare, _SPARE = _SPARE, None
+        proc = _CandidateProcess(job["candidate_code"], spare)
+        _candidates.append(proc)
+        entry = job["entry_point"]
+        if entry not in proc.names:
+            raise CandidateError(f"the candidate defines no function named {entry!r}")
+        ns: dict = {"__name__": "__verimap_tests__"}
+        for name in proc.names:
+            ns[name] = CandidateFunction(proc, name)
+        exec(compile(source, "<tests>", "exec"), ns)
+        # the entry point always means the code under test, even if the tests restate a stub
+        ns[entry] = CandidateFunction(proc, entry)
+        check = ns.get("check")
+        if not callable(check):
+            raise NameError("the test code defines no check(candidate) function")
+        check(CandidateFunction(proc, entry))
+        rec = {"outcome": "PASS"}
+    except BaseException as e:
+        rec = _exc_record(e, "<tests>")
+    return rec
+
+
+def _interpreter_shutdown() -> None:
+    """What the interpreter does after a script ends: join non-daemon threads, run atexit."""
+    threading = sys.modules.get("threading")
+    if threading is not None:
+        threading._shutdown()
+    import atexit
+
+    atexit._run_exitfuncs()
+
+
+def _child_program(job: dict, scratch: str) -> dict:
+    argv = [os.path.join(scratch, "main.py"), *job.get("argv", [])]
+    sys.argv = argv
+    sys.path.insert(0, scratch)
+    code = job["code"]
+    linecache.cache[argv[0]] = (len(code), None, code.splitlines(True), argv[0])
+    main = type(sys)("__main__")  # a real __main__ module, as `python main.py` would have
+    main.__file__ = argv[0]
+    main.__builtins__ = builtins
+    sys.modules["__main__"] = main
+    status = 0
+    try:
+        exec(compile(code, argv[0], "exec"), main.__dict__)
+        _interpreter_shutdown()
+        rec = {"outcome": "PASS"}
+    except SystemExit as e:
+        code = e.code
+        if code is None or code == 0:
+            rec = {"outcome": "PASS"}
+        else:
+            if not isinstance(code, int):
+                sys.stderr.write(f"{code}\n")
+            status = code if isinstance(code, int) else 1
+            rec = {"outcome": "ERROR", "message": f"exit status {status}"}
+    except BaseException as e:
+        sys.stderr.write(_user_traceback(e))
+        rec = _exc_record(e, argv[0])
+        status = 1
+    rec["exit_status"] = status & 0xFF or (1 if status else 0)
+    return rec
+
+
+def _libc():
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True)
+    except Exception:
+        return None
+
+
+_LIBC = None
+
+
+def _prctl(option: int, arg: int) -> None:
+    global _LIBC
+    if _LIBC is None:
+        _LIBC = _libc()
+    if _LIBC is not None:
+        with contextlib.suppress(Exception):
+            _LIBC.prctl(option, arg, 0, 0, 0)
+
+
+def _set_dumpable(flag: int) -> None:
+    """PR_SET_DUMPABLE=0 hides /proc/<pid>/mem, fd and environ from same-uid processes."""
+    _prctl(4, flag)
+
+
+def _write_files(job: dict, jobdir: str, scratch: str) -> None:
+    for rel, text in (job.get("files") or {}).items():
+        path = os.path.normpath(os.path.join(scratch, rel))
+        if not path.startswith(scratch + os.sep):
+            raise ValueError(f"file path escapes scratch: {rel!r}")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+    stdin = job.get("stdin", "")
+    if stdin:
+        stdin_path = os.path.join(jobdir, "stdin")
+        with open(stdin_path, "w", encoding="utf-8") as f:
+            f.write(stdin)
+        fd = os.open(stdin_path, os.O_RDONLY)
+        os.unlink(stdin_path)
+    else:
+        fd = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(fd, 0)
+    os.close(fd)
+
+
+def _warm_up() -> None:
+    """Touch the code paths a job uses before the job arrives.
+
+    After fork every page is shared copy-on-write and CPython's refcounting writes
+    to each object it touches, so the first use of a code path costs page copies;
+    paying them while the child waits keeps them off the job's critical path.
+    """
+    try:
+        tree = ast.parse("x = 1")
+        ns = restricted_globals()
+        ns["inputs"], ns["outputs"] = decode(json.loads(json.dumps(encode({"a": (1,)})))), {}
+        exec(compile(tree, "<warm>", "exec"), ns)
+        json.dumps({"outcome": "PASS", "message": ""})
+        sys.stdout.flush()
+    except BaseException:
+        pass
+
+
+def _child_main(job_fd: int, jobdir: str, scratch: str, fds: dict) -> None:
+    """In the pre-forked child: wait for the job, confine, run it, report, exit.
+
+    The child is forked before its job arrives (so fork latency is off the
+    critical path) but after the previous job was cleaned up, so it holds
+    nothing of earlier jobs.
+    """
+    status = 0
+    try:
+        os.setsid()
+        os.dup2(fds["stdout"], 1)
+        os.dup2(fds["stderr"], 2)
+        keep = {0, 1, 2, fds["result"], job_fd}
+        spare = fds.get("spare")
+        if spare is not None:
+            keep.update(spare[1:])
+        for fd in os.listdir("/proc/self/fd"):
+            n = int(fd)
+            if n not in keep:
+                with contextlib.suppress(OSError):
+                    os.close(n)
+        for sig in (
+            signal.SIGPIPE,
+            signal.SIGTERM,
+            signal.SIGINT,
+            signal.SIGHUP,
+            signal.SIGUSR1,
+            signal.SIGUSR2,
+            signal.SIGALRM,
+            signal.SIGQUIT,
+        ):
+            signal.signal(sig, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _warm_up()
+        job = read_frame(job_fd)
+        if job is None:
+            os._exit(0)
+        os.close(job_fd)
+        if spare is not None:
+            if job.get("kind") == "tests":
+                global _SPARE
+                _SPARE = spare
+            else:
+                for fd in spare[1:]:
+                    os.close(fd)
+        if DROP_UID is not None:
+            for path in (jobdir, scratch):
+                os.chown(path, DROP_UID, DROP_UID)
+            os.setgroups([])
+            os.setgid(DROP_UID)
+            os.setuid(DROP_UID)
+        _write_files(job, jobdir, scratch)
+        os.chdir(scratch)
+        os.environ.clear()
+        os.environ.update(job.get("env_base", {}))
+        os.environ["HOME"] = scratch
+        os.environ["TMPDIR"] = scratch
+        limits = job.get("limits", {})
+        mem = limits.get("memory_bytes")
+        if mem:
+            resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
+        cpu = limits.get("cpu_s")
+        if cpu:
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+        fsize = limits.get("fsize_bytes")
+        if fsize:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (fsize, fsize))
+        nofile = limits.get("nofile")
+        if nofile:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
+        sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
+        kind = job["kind"]
+        if kind == "vf":
+            rec = _child_vf(job)
+        elif kind == "tests":
+            rec = _child_tests(job)
+        elif kind == "program":
+            rec = _child_program(job, scratch)
+            status = rec["exit_status"]
+        else:
+            rec = {"outcome": "SANDBOX_ERROR", "message": f"unknown job kind {kind}"}
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+        # output first, then the record, then close it: the worker may answer on
+        # the record alone, before this process has finished tearing down
+        _record(fds["result"], rec)
+        os.close(fds["result"])
+    except BaseException:
+        status = 70
+    os._exit(status)
+
+
+# --------------------------------------------------------------------------- the worker
+
+
+class Worker:
+    def __init__(self, container: bool, scratch_root: str):
+        self.container = container
+        self.scratch_root = scratch_root
+        self.pid = os.getpid()
+        self.next = None
+        self.current = None
+        self.want_spare = False  # pre-start a candidate interpreter (after a tests job)
+        self.spare_proc = None
+        os.makedirs(scratch_root, exist_ok=True)
+
+    # -- cleanup ---------------------------------------------------------------
+
+    def _descendants(self) -> list[int]:
+        parents: dict[int, int] = {}
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as f:
+                    stat = f.read()
+            except OSError:
+                continue
+            rest = stat[stat.rfind(b")") + 2 :].split()
+            parents[int(entry)] = int(rest[1])
+        if self.container:
+            return [p for p in parents if p not in (1, self.pid)]
+        found, frontier = [], [self.pid]
+        while frontier:
+            cur = frontier.pop()
+            kids = [p for p, pp in parents.items() if pp == cur]
+            found.extend(kids)
+            frontier.extend(kids)
+        return found
+
+    def kill_leftovers(self, pgid: int | None) -> None:
+        """Kill every process a job left behind, then reap them (we are their subreaper)."""
+        if pgid:
+            with contextlib.suppress(OSError):
+                os.killpg(pgid, signal.SIGKILL)
+        for _ in range(5):
+            pids = self._descendants()
+            if not pids:
+                break
+            for p in pids:
+                with contextlib.suppress(OSError):
+                    os.kill(p, signal.SIGKILL)
+            self._reap(0.2)
+        self._reap(0)
+
+    @staticmethod
+    def _reap(wait_s: float) -> None:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                if time.monotonic() >= deadline:
+                    return
+                time.sleep(0.002)
+
+    def wipe(self, jobdir: str) -> None:
+        shutil.rmtree(jobdir, ignore_errors=True)
+        if self.container:
+            for root in ("/tmp", "/dev/shm"):
+                try:
+                    entries = os.listdir(root)
+                except OSError:
+                    continue
+                for name in entries:
+                    path = os.path.join(root, name)
+                    try:
+                        if os.path.isdir(path) and not os.path.islink(path):
+                            shutil.rmtree(path, ignore_errors=True)
+                        else:
+                            os.unlink(path)
+                    except OSError:
+                        pass
+
+    # -- one job ---------------------------------------------------------------
+
+    def prefork(self) -> None:
+        """Fork the next job's child now, while nobody waits for it."""
+        jobdir = tempfile.mkdtemp(prefix="job-", dir=self.scratch_root)
+        scratch = os.path.join(jobdir, "work")
+        os.mkdir(scratch)
+        job_r, job_w = os.pipe()
+        pipes = {name: os.pipe() for name in ("stdout", "stderr", "result")}
+        child_fds = {k: w for k, (_r, w) in pipes.items()}
+        spare = None
+        if self.want_spare:
+            cand_dir = os.path.join(jobdir, "cand")
+            os.mkdir(cand_dir)
+            if DROP_UID is not None:
+                for path in (jobdir, cand_dir):
+                    os.chown(path, DROP_UID, DROP_UID)
+            try:
+                spare = spawn_candidate(cand_dir, child_fds["stdout"], child_fds["stderr"])
+                child_fds["spare"] = spare
+                self.spare_proc = spare[0]
+            except OSError:
+                spare = None
+        pid = os.fork()
+        if pid == 0:
+            _child_main(job_r, jobdir, scratch, child_fds)
+        os.close(job_r)
+        for _r, w in pipes.values():
+            os.close(w)
+        if spare is not None:
+            os.close(spare[1])
+            os.close(spare[2])
+        self.next = (pid, job_w, jobdir, {k: r for k, (r, _w) in pipes.items()})
+
+    def run(self, job: dict) -> dict:
+        """Run one job on the pre-forked child; cleanup() must follow before the next job."""
+        if self.next is None:
+            self.prefork()
+        pid, job_w, jobdir, readers = self.next
+        self.next = None
+        self.want_spare = job.get("kind") == "tests"
+        self.current = (pid, jobdir)
+        start = time.monotonic()
+        timeout = float(job.get("timeout", 10.0))
+        out_limit = int(job.get("output_limit", 64 * 1024))
+        try:
+            write_frame(job_w, job)
+        except OSError as e:
+            for fd in readers.values():
+                os.close(fd)
+            return {
+                "outcome": "SANDBOX_ERROR",
+                "message": f"job child vanished before its job: {e}",
+            }
+        finally:
+            os.close(job_w)
+        rec = self._supervise(job["kind"], pid, readers, start, timeout, out_limit)
+        rec["duration_s"] = time.monotonic() - start
+        return rec
+
+    def shutdown(self, remove_root: bool) -> None:
+        """The host is gone: stop every process we started and, on the host, remove scratch."""
+        if self.next is not None:
+            pid, job_w, jobdir, readers = self.next
+            self.next = None
+            for fd in (job_w, *readers.values()):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self.current = (pid, jobdir)
+        if self.current is not None:
+            pid, jobdir = self.current
+            self.current = None
+            self.kill_leftovers(pid)
+            self.wipe(jobdir)
+        if remove_root:
+            shutil.rmtree(self.scratch_root, ignore_errors=True)
+
+    def cleanup(self) -> None:
+        """Kill what the last job left behind, wipe scratch, and pre-fork the next child."""
+        if self.current is not None:
+            pid, jobdir = self.current
+            self.current = None
+            self.kill_leftovers(pid)
+            if self.spare_proc is not None:
+                # killed and reaped above; mark it so subprocess never polls a reused pid
+                if self.spare_proc.returncode is None:
+                    self.spare_proc.returncode = -signal.SIGKILL
+                self.spare_proc = None
+            self.wipe(jobdir)
+        self.prefork()
+
+    def _supervise(
+        self, kind: str, pid: int, readers: dict, start: float, timeout: float, out_limit: int
+    ) -> dict:
+        bufs = {k: bytearray() for k in readers}
+        caps = {"stdout": out_limit, "stderr": out_limit, "result": RESULT_LIMIT}
+        overflow = False
+        timed_out = False
+        early = False  # the record came and its fd closed: answer without awaiting teardown
+        status = None
+        sel = selectors.DefaultSelector()
+        for name, fd in readers.items():
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ, name)
+        try:
+            pidfd = os.pidfd_open(pid)
+            sel.register(pidfd, selectors.EVENT_READ, "exit")
+        except (AttributeError, OSError):
+            pidfd = None
+        deadline = start + timeout
+        open_fds = set(readers.values())
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                timed_out = True
+                break
+            events = sel.select(min(remaining, 0.05) if pidfd is None else remaining)
+            exited = False
+            for key, _ in events:
+                if key.data == "exit":
+                    exited = True
+                    continue
+                fd = key.fd
+                try:
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:
+                    continue
+                if not chunk:
+                    sel.unregister(fd)
+                    open_fds.discard(fd)
+                    if key.data == "result" and bufs["result"]:
+                        early = True
+                    continue
+                buf = bufs[key.data]
+                room = caps[key.data] + 1 - len(buf)
+                if room > 0:
+                    buf += chunk[:room]
+                if len(buf) > caps[key.data] and key.data != "result":
+                    overflow = True
+            if overflow or early:
+                break
+            if pidfd is None or exited:
+                wpid, st = os.waitpid(pid, os.WNOHANG)
+                if wpid:
+                    status = st
+                    break
+        if status is None and not early:
+            with contextlib.suppress(OSError):
+                os.killpg(pid, signal.SIGKILL)
+            _, status = os.waitpid(pid, 0)
+        # drain what is already buffered; never wait for grandchildren holding pipes
+        for fd in list(open_fds):
+            name = sel.get_key(fd).data
+            try:
+                while len(bufs[name]) <= caps[name]:
+                    chunk = os.read(fd, 65536)
+                    if not chunk:
+                        break
+                    bufs[name] += chunk
+            except (BlockingIOError, OSError):
+                pass
+            if len(bufs[name]) > caps[name] and name != "result":
+                overflow = True
+        sel.close()
+        for fd in readers.values():
+            os.close(fd)
+        if pidfd is not None:
+            os.close(pidfd)
+        return self._classify(kind, status, bufs, caps, overflow, timed_out, timeout)
+
+    @staticmethod
+    def _classify(kind, status, bufs, caps, overflow, timed_out, timeout) -> dict:
+        def text(name):
+            raw = bytes(bufs[name][: caps[name]])
+            s = raw.decode("utf-8", "replace")
+            return s + TRUNCATION_MARK if len(bufs[name]) > caps[name] else s
+
+        rec: dict = {"stdout": text("stdout"), "stderr": text("stderr"), "truncated": overflow}
+        parsed = None
+        raw = bytes(bufs["result"])
+        if raw:
+            try:
+                parsed = json.loads(raw.decode("utf-8", "replace"))
+            except ValueError:
+                parsed = None
+        if not isinstance(parsed, dict):
+            parsed = None
+        if status is None:  # answered on the record alone
+            sig = None
+            code = (parsed or {}).get("exit_status", 0) if kind == "program" else 0
+        else:
+            sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+            code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        if timed_out:
+            rec.update(outcome="TIMEOUT", message=f"timed out after {timeout:g}s (wall clock)")
+        elif overflow:
+            rec.update(
+                outcome="OUTPUT_LIMIT", message="output exceeded the sandbox limit; job stopped"
+            )
+        elif sig == signal.SIGXCPU:
+            rec.update(outcome="TIMEOUT", message="CPU time limit exceeded")
+        elif sig == signal.SIGKILL or code == 137:
+            rec.update(outcome="OOM", message="killed (SIGKILL/exit 137): memory limit exceeded")
+        elif sig is not None:
+            rec.update(outcome="ERROR", message=f"killed by signal {signal.Signals(sig).name}")
+        elif kind == "program" and code == 0:
+            rec.update(outcome="PASS", message="exit status 0")
+        elif kind == "program":
+            outcome = str((parsed or {}).get("outcome", "ERROR"))
+            rec.update(
+                outcome=outcome if outcome in {"FAIL", "ERROR", "OOM"} else "ERROR",
+                message=str((parsed or {}).get("message") or f"exit status {code}")[:8000],
+                traceback=str((parsed or {}).get("traceback", ""))[:32000],
+            )
+        elif parsed is None:
+            rec.update(
+                outcome="ERROR", message=f"exited with status {code} before reporting a verdict"
+            )
+        else:
+            outcome = str(parsed.get("outcome", "ERROR"))
+            if outcome not in {"PASS", "FAIL", "ERROR", "OOM", "POLICY", "SANDBOX_ERROR"}:
+                outcome = "ERROR"
+            if outcome == "PASS" and code != 0:
+                outcome, parsed["message"] = "ERROR", f"exited with status {code}"
+            rec.update(
+                outcome=outcome,
+                message=str(parsed.get("message", ""))[:8000],
+                traceback=str(parsed.get("traceback", ""))[:32000],
+            )
+        return rec
+
+
+def serve(container: bool, scratch_root: str, socket_path: str | None = None) -> None:
+    _set_dumpable(0)
+    _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans of a job come to us and get reaped
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    for sig in (
+        signal.SIGTERM,
+        signal.SIGINT,
+        signal.SIGHUP,
+        signal.SIGUSR1,
+        signal.SIGUSR2,
+        signal.SIGALRM,
+        signal.SIGQUIT,
+    ):
+        signal.signal(sig, signal.SIG_IGN)  # a job cannot stop its worker with a catchable signal
+    hello = {"ready": True, "protocol": PROTOCOL, "python": sys.version.split()[0]}
+    if socket_path:
+        # a direct socket to the host (bind-mounted), instead of stdin/stdout through the
+        # docker daemon; the host sends a one-time token on stdin to authenticate us
+        import socket
+
+        token = b""
+        while not token.endswith(b"\n"):
+            chunk = os.read(0, 256)
+            if not chunk:
+                return
+            token += chunk
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.connect(socket_path)
+        in_fd = out_fd = sock.detach()
+        hello["token"] = token.decode().strip()
+    else:
+        in_fd, out_fd = os.dup(0), os.dup(1)
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    os.close(devnull)
+    for fd in (in_fd, out_fd):
+        os.set_inheritable(fd, False)
+    worker = Worker(container, scratch_root)
+    try:
+        worker.prefork()
+        write_frame(out_fd, hello)
+        _serve_loop(worker, in_fd, out_fd)
+    finally:
+        worker.shutdown(remove_root=not container)
+
+
+def _serve_loop(worker: Worker, in_fd: int, out_fd: int) -> None:
+    while True:
+        try:
+            job = read_frame(in_fd)
+        except ValueError as e:
+            write_frame(out_fd, {"outcome": "SANDBOX_ERROR", "message": str(e)})
+            return
+        if job is None:
+            return
+        if job.get("kind") == "ping":
+            res = {"outcome": "PASS"}
+        else:
+            try:
+                res = worker.run(job)
+            except Exception as e:
+                res = {"outcome": "SANDBOX_ERROR", "message": f"worker: {type(e).__name__}: {e}"}
+        res["id"] = job.get("id")
+        res["token"] = job.get("token")
+        write_frame(out_fd, res)
+        if job.get("kind") != "ping":
+            worker.cleanup()
+
+
+def main(argv: list[str]) -> None:
+    container = "--container" in argv
+    scratch = "/tmp"
+    if "--scratch" in argv:
+        scratch = argv[argv.index("--scratch") + 1]
+    global DROP_UID, CANDIDATE_PYTHON
+    if "--drop-uid" in argv:
+        DROP_UID = int(argv[argv.index("--drop-uid") + 1])
+    if "--candidate-python" in argv:
+        CANDIDATE_PYTHON = argv[argv.index("--candidate-python") + 1]
+    socket_path = argv[argv.index("--socket") + 1] if "--socket" in argv else None
+    serve(container, scratch, socket_path)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,142 @@
+import json
+
+from click.testing import CliRunner
+
+from verimap.cli import main
+from verimap.evals.runner import RESULTS
+
+from .conftest import SAMPLES
+
+FACTORY = [
+    "--models-factory",
+    "verimap.evals.doubles:factory",
+    "--sandbox",
+    "process",
+    "--no-progress",
+]
+
+
+def invoke(*args):
+    return CliRunner().invoke(main, ["eval", *args], catch_exceptions=False)
+
+
+def test_needs_a_benchmark():
+    r = invoke()
+    assert r.exit_code == 2 and "choose a benchmark" in r.output
+
+
+def test_run_prints_the_report_and_report_reprints_it(tmp_path):
+    out = tmp_path / "run"
+    r = invoke(
+        "-b",
+        "gsm8k",
+        "-m",
+        "react",
+        "-n",
+        "3",
+        "-o",
+        str(out),
+        "--data-dir",
+        str(SAMPLES),
+        *FACTORY,
+    )
+    assert r.exit_code == 0, r.output
+    assert "| react | 100.0 ± 0.0 (n=3, runs=1) |" in r.output
+    assert len((out / RESULTS).read_text().splitlines()) == 3
+    again = invoke("report", str(out), "-o", str(tmp_path / "report.md"))
+    assert again.exit_code == 0 and "| react | 100.0 ± 0.0 (n=3, runs=1) |" in again.output
+    assert (tmp_path / "report.md").read_text().strip() == again.output.strip()
+
+
+def test_runs_on_committed_samples_without_data_dir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    r = invoke("-b", "humaneval", "-m", "verimap", "-n", "2", *FACTORY)
+    assert r.exit_code == 0, r.output
+    assert "| verimap | 100.0 ± 0.0 (n=2, runs=1) |" in r.output
+    assert (tmp_path / "runs" / "humaneval-verimap" / RESULTS).is_file()
+
+
+def test_config_file_and_flag_override(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"benchmark: gsm8k\nmethod: map\nlimit: 4\nruns: 2\nout: {tmp_path / 'o'}\ndata_dir: {SAMPLES}\n"
+        "models_factory: verimap.evals.doubles:factory\nsandbox: process\nprogress: false\n"
+        "run_config:\n  vf_timeout_s: 7\n"
+    )
+    r = invoke("--config", str(cfg), "--limit", "2")
+    assert r.exit_code == 0, r.output
+    config = json.loads((tmp_path / "o" / "config.json").read_text())
+    assert config["method"] == "map" and config["limit"] == 2 and config["runs"] == 2
+    assert (
+        config["run_config"]["vf_timeout_s"] == 7
+        and config["run_config"]["context_generations"] == 2
+    )
+    assert len((tmp_path / "o" / RESULTS).read_text().splitlines()) == 4
+
+
+def test_unknown_config_key_is_rejected(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('benchmark = "gsm8k"\nmax_concurency = 3\n')
+    r = CliRunner().invoke(main, ["eval", "--config", str(cfg)])
+    assert r.exit_code == 2 and "max_concurency" in r.output
+
+
+def test_missing_data_names_the_file(tmp_path):
+    r = invoke("-b", "gsm8k", "--data-dir", str(tmp_path), *FACTORY)
+    assert r.exit_code == 1
+    assert str(tmp_path / "gsm8k" / "test.jsonl") in r.output
+
+
+def test_shipped_configs_parse():
+    from pathlib import Path
+
+    from verimap.cli.eval import load_config_file
+    from verimap.evals.methods import METHODS
+
+    files = sorted((Path(__file__).resolve().parents[2] / "eval").glob("*/*.yaml"))
+    assert len(files) == 18
+    for f in files:
+        c = load_config_file(f)
+        assert c["benchmark"] == f.parent.name and c["method"] == f.stem and c["method"] in METHODS
+
+
+def test_retrieval_command_on_the_fixture(tmp_path, minilm):
+    r = invoke("retrieval", "--data-dir", str(SAMPLES), "--cache-dir", str(tmp_path), "--json")
+    assert r.exit_code == 0, r.output
+    m = json.loads(r.output.strip().splitlines()[-1])
+    assert m["fixture"] and m["queries"] == 5 and m["hits_at_10"] == 1.0
+
+
+def test_config_models_need_an_endpoint_else_the_local_model_is_used(tmp_path, monkeypatch):
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"benchmark: gsm8k\nmethod: react\nlimit: 1\nout: {tmp_path / 'o'}\ndata_dir: {SAMPLES}\n"
+        "models_factory: verimap.evals.doubles:factory\nsandbox: process\nprogress: false\n"
+        "models:\n  planner: gpt-4.1\n  executor: gpt-4o-mini\n"
+    )
+    r = invoke("--config", str(cfg))
+    assert r.exit_code == 0, r.output
+    assert "ignoring the config's models (planner=gpt-4.1, executor=gpt-4o-mini)" in r.output
+
+
+def test_config_values_are_type_checked(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("benchmark: gsm8k\nlimit: many\n")
+    r = CliRunner().invoke(main, ["eval", "--config", str(cfg)])
+    assert r.exit_code == 2 and "limit" in r.output and "many" in r.output
+
+
+def test_a_local_model_name_in_a_config_is_kept(monkeypatch):
+    from verimap.cli.eval import _drop_config_models_without_endpoint
+
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    endpoint = {"model": "qwen2.5-coder-0.5b", "planner_model": "gpt-4.1"}
+    _drop_config_models_without_endpoint(endpoint, {"model", "planner_model"})
+    assert endpoint == {"model": "qwen2.5-coder-0.5b"}
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-a-real-key-000000")
+    endpoint = {"planner_model": "gpt-4.1"}
+    _drop_config_models_without_endpoint(endpoint, {"planner_model"})
+    assert endpoint == {"planner_model": "gpt-4.1"}

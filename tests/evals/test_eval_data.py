@@ -1,0 +1,106 @@
+import gzip
+import json
+
+import pytest
+
+from verimap.evals import data as d
+
+
+def test_samples_load_in_official_schema(samples):
+    g = d.load_gsm8k(d.resolve("gsm8k", samples))
+    h = d.load_humaneval(d.resolve("humaneval", samples))
+    q, c = d.load_multihoprag(d.resolve("multihoprag", samples))
+    assert len(g) == 20 and g[0].gold == "18"
+    assert [x.task_id for x in h] == [f"HumanEval/{i}" for i in range(10)]
+    assert len(q) == 6 and len(c) == 8
+    assert {x.question_type for x in q} == {
+        "inference_query",
+        "comparison_query",
+        "temporal_query",
+        "null_query",
+    }
+
+
+def test_fixture_facts_are_verbatim_sentences_of_their_articles(samples):
+    queries, corpus = d.load_multihoprag(d.resolve("multihoprag", samples))
+    by_title = {a.title: a for a in corpus}
+    for q in queries:
+        for ev in q.evidence_list:
+            art = by_title[ev.title]
+            assert ev.fact in art.body
+            assert (ev.source, ev.url, ev.published_at) == (art.source, art.url, art.published_at)
+
+
+def test_real_files_load(shared):
+    g = d.load_gsm8k(d.resolve("gsm8k", shared))
+    h = d.load_humaneval(d.resolve("humaneval", shared))
+    assert len(g) == 1319 and len(h) == 164
+    assert all(x.gold.lstrip("-").replace(".", "").isdigit() for x in g)
+    assert h[163].task_id == "HumanEval/163"
+
+
+def test_samples_are_unchanged_prefixes_of_the_real_files(samples, shared):
+    real = (shared / "gsm8k" / "test.jsonl").read_text().splitlines()
+    assert (samples / "gsm8k" / "test.jsonl").read_text().splitlines() == real[:20]
+    with gzip.open(shared / "humaneval" / "HumanEval.jsonl.gz", "rt") as f:
+        real_he = f.read().splitlines()
+    with gzip.open(samples / "humaneval" / "HumanEval.jsonl.gz", "rt") as f:
+        assert f.read().splitlines() == real_he[:10]
+
+
+def test_explicit_dir_wins_and_missing_file_is_named(tmp_path):
+    with pytest.raises(d.DataError) as e:
+        d.resolve("gsm8k", tmp_path)
+    msg = str(e.value)
+    assert str(tmp_path / "gsm8k" / "test.jsonl") in msg and "--data-dir" in msg
+
+
+def test_env_var_is_used(tmp_path, monkeypatch, samples):
+    (tmp_path / "gsm8k").mkdir()
+    (tmp_path / "gsm8k" / "test.jsonl").write_text(
+        json.dumps({"question": "q", "answer": "x\n#### 1,000"}) + "\n"
+    )
+    monkeypatch.setenv(d.ENV_VAR, str(tmp_path))
+    src = d.resolve("gsm8k")
+    assert src.origin == "env" and src.root == tmp_path
+    assert d.load_gsm8k(src)[0].gold == "1000"
+    monkeypatch.setenv(d.ENV_VAR, str(tmp_path / "nowhere"))
+    with pytest.raises(d.DataError, match=r"\$VERIMAP_DATA"):
+        d.resolve("humaneval")
+
+
+def test_lfs_pointer_is_explained(tmp_path):
+    (tmp_path / "multihoprag").mkdir()
+    (tmp_path / "multihoprag" / "MultiHopRAG.json.LFS_POINTER.txt").write_text(
+        "version https://git-lfs..."
+    )
+    with pytest.raises(d.DataError, match="Git LFS pointer"):
+        d.resolve("multihoprag", tmp_path)
+
+
+def test_default_falls_back_to_samples_for_multihoprag():
+    src = d.resolve("multihoprag")
+    assert (src.root / "multihoprag" / "corpus.json").is_file()
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [
+        ('{"question": "q", "answer": "a"\n', "line 1"),
+        ('{"question": "q", "answer": "no marker"}\n', "####"),
+        ('{"answer": "#### 1"}\n', "question"),
+    ],
+)
+def test_malformed_gsm8k_is_a_clear_error(tmp_path, content, match):
+    (tmp_path / "gsm8k").mkdir()
+    (tmp_path / "gsm8k" / "test.jsonl").write_text(content)
+    with pytest.raises(d.DataError, match=match):
+        d.load_gsm8k(d.resolve("gsm8k", tmp_path))
+
+
+def test_multihoprag_wrong_shape(tmp_path):
+    (tmp_path / "multihoprag").mkdir()
+    (tmp_path / "multihoprag" / "MultiHopRAG.json").write_text('{"not": "a list"}')
+    (tmp_path / "multihoprag" / "corpus.json").write_text("[]")
+    with pytest.raises(d.DataError, match="expected a JSON list"):
+        d.load_multihoprag(d.resolve("multihoprag", tmp_path))

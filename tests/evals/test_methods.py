@@ -1,0 +1,167 @@
+"""Every method end to end on scripted models, checking what makes each method what it is."""
+
+import json
+
+import pytest
+
+from verimap.evals.benchmarks import EvalTask, get_benchmark
+from verimap.evals.methods import METHODS, build_coordinator, method_config
+from verimap.evals.runner import run_eval
+from verimap.llm.double import ScriptedModel
+from verimap.tools import ToolRegistry, calculator_tool
+
+from .conftest import SAMPLES
+
+ALWAYS_FAILS = {
+    "name": "always_fails",
+    "type": "python",
+    "code": "assert outputs['x'] == 'never', 'planted failure'",
+}
+
+
+def chain_plan(vf_on_a=None):
+    vfs = [vf_on_a or {"name": "has_x", "type": "python", "code": "assert outputs['x']"}]
+    return {
+        "nodes": [
+            {"id": "a", "instruction": "Step A: extract the numbers.", "inputs": ["USER_TASK"], "outputs": ["x"],
+             "verification": vfs},
+            {"id": "b", "instruction": "Step B: combine them.", "inputs": ["a.x"], "outputs": ["y"],
+             "verification": [{"name": "has_y", "type": "python", "code": "assert outputs['y']"}]},
+            {"id": "c", "instruction": "Step C: state the answer.", "inputs": ["b.y"], "outputs": ["answer"],
+             "verification": [{"name": "sensible", "type": "llm", "content": "The answer is a number."}]},
+        ],
+        "edges": [],
+    }  # fmt: skip
+
+
+def scripted(plan):
+    def executor(req):
+        text = json.dumps(req.messages)
+        if "Step A" in text:
+            return json.dumps({"x": "ALPHA-RAW-OUTPUT"})
+        if "Step B" in text:
+            return json.dumps({"y": "beta"})
+        return json.dumps({"answer": "42"})
+
+    def judge(req):
+        return {"passed": True, "explanation": "fine"} if req.response_schema else "Looks fine."
+
+    return {
+        "planner": ScriptedModel(lambda req: plan, name="planner-double"),
+        "executor": ScriptedModel(executor, name="executor-double"),
+        "judge": ScriptedModel(judge, name="judge-double"),
+    }
+
+
+async def run(method, plan, sandbox):
+    models = scripted(plan)
+    coord = build_coordinator(method, models, sandbox, ToolRegistry([calculator_tool()]))
+    return await coord.run("What is 6 times 7?"), models
+
+
+def executor_prompt_for(models, step):
+    return [
+        json.dumps(r.messages)
+        for r in models["executor"].requests
+        if step in json.dumps(r.messages)
+    ]
+
+
+async def test_react_is_one_node_and_never_plans_or_judges(sandbox):
+    res, models = await run("react", chain_plan(), sandbox)
+    assert models["planner"].calls == 0 and models["judge"].calls == 0
+    assert [n.id for n in res.plans[0].nodes] == ["solve"] and res.answer == "42"
+    assert method_config("react").executor_max_steps == 20
+
+
+async def test_map_skips_verification_and_passes_two_generations_of_raw_outputs(sandbox):
+    res, models = await run("map", chain_plan(ALWAYS_FAILS), sandbox)
+    assert res.status == "success" and res.answer == "42"
+    assert models["judge"].calls == 0
+    assert "ALPHA-RAW-OUTPUT" in executor_prompt_for(models, "Step C")[0]
+
+
+async def test_verimap_gives_executors_only_their_parents(sandbox):
+    res, models = await run("verimap", chain_plan(), sandbox)
+    assert res.status == "success"
+    assert "ALPHA-RAW-OUTPUT" not in executor_prompt_for(models, "Step C")[0]
+    judged = [json.dumps(r.messages) for r in models["judge"].requests]
+    assert any("The answer is a number." in j for j in judged)
+
+
+async def test_map_v_judges_against_the_instruction_and_ignores_plan_vfs(sandbox):
+    res, models = await run("map-v", chain_plan(ALWAYS_FAILS), sandbox)
+    assert res.status == "success"
+    judged = [json.dumps(r.messages) for r in models["judge"].requests]
+    assert any("Step A: extract the numbers." in j for j in judged)
+    assert not any("The answer is a number." in j for j in judged)
+
+
+async def test_verimap_retries_and_replans_on_a_failing_vf(sandbox):
+    res, models = await run("verimap", chain_plan(ALWAYS_FAILS), sandbox)
+    assert res.status == "failed"
+    assert res.iterations == 5 and models["planner"].calls == 5
+    assert len(executor_prompt_for(models, "Step A")) == 15  # 3 attempts x 5 iterations
+    assert not executor_prompt_for(models, "Step B")
+
+
+@pytest.mark.parametrize("method", ["verimap-1it", "map-v-1it"])
+async def test_one_pass_methods_let_failed_outputs_flow_on(method, sandbox):
+    plan = chain_plan(ALWAYS_FAILS)
+    if method == "map-v-1it":
+        models = scripted(plan)
+        models["judge"] = ScriptedModel(
+            lambda r: {"passed": False, "explanation": "no"} if r.response_schema else "No.",
+            name="strict-judge",
+        )
+        coord = build_coordinator(method, models, sandbox, ToolRegistry())
+        res = await coord.run("What is 6 times 7?")
+    else:
+        res, models = await run(method, plan, sandbox)
+    assert res.iterations == 1 and models["planner"].calls == 1
+    assert len(executor_prompt_for(models, "Step A")) == 1
+    assert res.status == "partial" and res.answer == "42"
+    assert res.nodes["a"].status == "fail-accepted"
+
+
+def test_every_method_has_the_paper_sampling_defaults():
+    for m in METHODS:
+        cfg = method_config(m)
+        assert (cfg.temperature, cfg.top_p) == (1.0, 1.0)
+    assert method_config("verimap", {"temperature": 0.2}).temperature == 0.2
+    assert (
+        method_config("verimap-1it", {"max_retries": 3}).max_retries == 1
+    )  # the method's own knob wins
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("bench_name", ["gsm8k", "humaneval", "multihoprag"])
+async def test_every_method_on_every_benchmark_end_to_end(method, bench_name, sandbox, tmp_path):
+    from verimap.evals.doubles import oracle_models
+
+    from .test_retrieval import HashingEmbedderDouble
+
+    kw = {"embedder": HashingEmbedderDouble()} if bench_name == "multihoprag" else {}
+    bench = get_benchmark(bench_name, SAMPLES, **kw)
+    if bench_name == "multihoprag":
+        from verimap.evals.retrieval import CorpusIndex
+
+        bench.index = CorpusIndex.build(
+            bench.corpus, embedder=kw["embedder"], cache_dir=tmp_path / "cache"
+        )
+    models = oracle_models(bench.tasks(), wrong_every=3)
+    out = await run_eval(bench, method, models, sandbox, tmp_path / "out", limit=3, progress=False)
+    assert out.tally.done == 3 and out.tally.errors == 0
+    assert out.tally.correct == 2  # the oracle double answers the third task wrongly
+    wrong = [r for r in out.records if not r["correct"]]
+    assert [r["task_id"] for r in wrong] == [bench.tasks()[2].id]
+    tools_called = [
+        m for r in models["executor"].requests for m in r.messages if m.get("role") == "tool"
+    ]
+    assert tools_called, "the executor double calls one domain tool per task"
+
+
+def test_multihoprag_tasks_carry_question_type():
+    bench = get_benchmark("multihoprag", SAMPLES)
+    assert isinstance(bench.tasks()[0], EvalTask)
+    assert {t.meta["question_type"] for t in bench.tasks()} >= {"null_query", "temporal_query"}

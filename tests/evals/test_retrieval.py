@@ -1,0 +1,139 @@
+import hashlib
+
+import numpy as np
+import pytest
+
+from verimap.evals import data as d
+from verimap.evals.retrieval import (
+    Chunk,
+    CorpusIndex,
+    Filters,
+    Hit,
+    chunk_articles,
+    evaluate_retrieval,
+)
+
+
+class HashingEmbedderDouble:
+    """Test double: bag-of-words hashed into 64 dims (deterministic, no model)."""
+
+    name = "hashing-double"
+
+    def encode(self, texts):
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().split():
+                out[i, int(hashlib.md5(w.strip(".,?").encode()).hexdigest(), 16) % 64] += 1
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms)
+
+
+@pytest.fixture
+def corpus(samples):
+    return d.load_multihoprag(d.resolve("multihoprag", samples))
+
+
+@pytest.fixture
+def index(corpus, tmp_path):
+    return CorpusIndex.build(corpus[1], embedder=HashingEmbedderDouble(), cache_dir=tmp_path)
+
+
+def test_chunks_follow_sentences_and_keep_metadata(corpus):
+    arts = corpus[1]
+    chunks = chunk_articles(arts, max_words=12)
+    assert len(chunks) > len(arts)
+    for c in chunks:
+        assert c.text.endswith((".", "!", "?"))
+        assert c.text in arts[c.article].body
+        assert c.source == arts[c.article].source
+    # every sentence of every article is inside exactly one chunk
+    joined = {i: " ".join(c.text for c in chunks if c.article == i) for i in range(len(arts))}
+    assert all(joined[i] == " ".join(a.body.split()) for i, a in enumerate(arts))
+
+
+def test_search_ranks_the_matching_article_first(index):
+    hits = index.search("Kestrel shipments delayed motor controllers", k=3)
+    assert hits[0].chunk.title == "Kestrel arm delayed to summer"
+    assert [h.rank for h in hits] == [1, 2, 3]
+
+
+def test_pages_do_not_overlap_and_run_out(index):
+    seen = []
+    page = 1
+    while hits := index.search("bank", k=3, page=page):
+        seen += [h.chunk.text for h in hits]
+        page += 1
+    assert len(seen) == len(set(seen)) == len(index.chunks)
+
+
+@pytest.mark.parametrize(
+    ("filters", "check"),
+    [
+        (Filters(source="ledger"), lambda c: c.source == "The Ledger"),
+        (Filters(author="dana"), lambda c: c.author == "Dana Fields"),
+        (Filters(category="SPORTS"), lambda c: c.category == "sports"),
+        (Filters(title="greenleaf"), lambda c: "Greenleaf" in c.title),
+        (Filters(content="kilograms"), lambda c: "kilograms" in c.text),
+        (
+            Filters(date_from="2023-11-01", date_to="2023-12-31"),
+            lambda c: "2023-11" <= c.published_at[:7] <= "2023-12",
+        ),
+    ],
+)
+def test_filters(index, filters, check):
+    hits = index.search("news report", k=50, filters=filters)
+    assert hits and all(check(h.chunk) for h in hits)
+    everything = [c for c in index.chunks if check(c)]
+    assert len(hits) == len(everything)
+
+
+def test_index_is_cached_on_disk(corpus, tmp_path):
+    first = CorpusIndex.build(corpus[1], embedder=HashingEmbedderDouble(), cache_dir=tmp_path)
+    second = CorpusIndex.build(corpus[1], embedder=HashingEmbedderDouble(), cache_dir=tmp_path)
+    assert first.built and not second.built
+    assert np.array_equal(first.embeddings, second.embeddings)
+    assert [c.text for c in first.chunks] == [c.text for c in second.chunks]
+    changed = [a.model_copy(update={"body": a.body + " Extra."}) for a in corpus[1]]
+    assert CorpusIndex.build(changed, embedder=HashingEmbedderDouble(), cache_dir=tmp_path).built
+
+
+class FixedRankingIndexDouble:
+    """Test double: returns the given chunk texts in order, whatever the query."""
+
+    def __init__(self, texts):
+        self.texts = texts
+
+    def search(self, query, k=10):
+        return [
+            Hit(rank=i + 1, score=0.0, chunk=Chunk(article=0, text=t, title="t"))
+            for i, t in enumerate(self.texts[:k])
+        ]
+
+
+def _q(facts, qtype="inference_query"):
+    return d.MultiHopQuery(
+        query="q",
+        answer="a",
+        question_type=qtype,
+        evidence_list=[d.Evidence(fact=f) for f in facts],
+    )
+
+
+def test_metrics_by_hand():
+    idx = FixedRankingIndexDouble(["noise", "x  fact one\nhere", "noise", "noise", "fact two"])
+    m = evaluate_retrieval(
+        idx, [_q(["fact one here", "fact two"]), _q(["absent"]), _q([], "null_query")]
+    )
+    assert m.queries == 2
+    assert m.hits_at_4 == pytest.approx(0.5) and m.hits_at_10 == pytest.approx(0.5)
+    assert m.mrr_at_10 == pytest.approx((1 / 2) / 2)
+    assert m.map_at_10 == pytest.approx(((1 / 2 + 2 / 5) / 2) / 2)
+
+
+def test_fixture_retrieval_with_the_real_minilm(corpus, tmp_path, minilm):
+    idx = CorpusIndex.build(corpus[1], embedder=minilm, cache_dir=tmp_path)
+    emb = idx.embeddings
+    assert emb.shape == (len(idx.chunks), 384)
+    assert np.allclose(np.linalg.norm(emb, axis=1), 1, atol=1e-3)
+    m = evaluate_retrieval(idx, corpus[0])
+    assert m.queries == 5 and m.hits_at_10 == 1.0 and m.mrr_at_10 >= 0.5

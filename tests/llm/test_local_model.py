@@ -1,0 +1,128 @@
+"""The LLM layer on the REAL local llama.cpp server (0.5B): structure and behaviour, not accuracy."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import pytest
+
+from verimap.llm.base import ModelRequest
+from verimap.llm.structured import request_structured
+from verimap.plan import parse_plan, plan_json_schema
+from verimap.planner import LLMPlanner
+
+pytestmark = pytest.mark.localmodel
+
+CALCULATOR = {
+    "type": "function",
+    "function": {
+        "name": "calculator",
+        "description": "Evaluate an arithmetic expression and return the number.",
+        "parameters": {
+            "type": "object",
+            "properties": {"expression": {"type": "string"}},
+            "required": ["expression"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+async def test_plan_request_returns_a_schema_valid_plan(local_model):
+    task = "Tom has 3 boxes of 12 pencils and gives away 7 pencils. How many pencils are left?"
+    messages = LLMPlanner(local_model).plan_messages(task)
+    value, responses = await request_structured(local_model, messages, plan_json_schema(), role="planner", max_repairs=1)  # fmt: skip
+    jsonschema.validate(value, plan_json_schema())
+    plan = parse_plan(value)
+    assert plan.nodes and all(n.outputs for n in plan.nodes)
+    assert responses[0].usage.prompt_tokens > 500 and responses[0].usage.completion_tokens > 0
+
+
+async def test_executor_call_returns_exactly_the_declared_outputs(local_model):
+    schema = {
+        "type": "object",
+        "properties": {"total": {"type": "number"}, "unit": {"type": "string"}},
+        "required": ["total", "unit"],
+        "additionalProperties": False,
+    }
+    messages = [
+        {"role": "system", "content": "You solve one subtask and report its outputs as JSON."},
+        {
+            "role": "user",
+            "content": "Inputs: apples=3, pears=4 (both counted in fruits). Outputs: total (number of fruits), unit (the word 'fruits').",
+        },
+    ]
+    value, _ = await request_structured(
+        local_model, messages, schema, role="executor", max_repairs=1
+    )
+    assert set(value) == {"total", "unit"}
+    assert isinstance(value["total"], int | float) and isinstance(value["unit"], str)
+
+
+async def test_judge_call_returns_passed_and_explanation(local_model):
+    schema = {
+        "type": "object",
+        "properties": {"passed": {"type": "boolean"}, "explanation": {"type": "string"}},
+        "required": ["passed", "explanation"],
+        "additionalProperties": False,
+    }
+    messages = [
+        {"role": "system", "content": "You are a strict judge. Decide if the criterion holds."},
+        {
+            "role": "user",
+            "content": 'Criterion: the answer is a positive integer.\nOutputs: {"answer": 29}\nReply with {"passed": ..., "explanation": ...}.',
+        },
+    ]
+    value, responses = await request_structured(
+        local_model, messages, schema, role="judge", max_repairs=1
+    )
+    assert isinstance(value["passed"], bool) and isinstance(value["explanation"], str)
+    assert set(value) == {"passed", "explanation"}
+    json.loads(
+        responses[-1].content, strict=False
+    )  # the raw reply itself is JSON (grammar-enforced)
+
+
+async def test_forced_tool_call_round_trips(local_model):
+    msgs = [{"role": "user", "content": "What is 1234 * 5678? Use the calculator."}]
+    forced = {"type": "function", "function": {"name": "calculator"}}
+    r = await local_model.request(ModelRequest(messages=msgs, tools=[CALCULATOR], tool_choice=forced, temperature=0))  # fmt: skip
+    assert len(r.tool_calls) == 1 and r.tool_calls[0].name == "calculator"
+    args = json.loads(r.tool_calls[0].arguments)
+    jsonschema.validate(args, CALCULATOR["function"]["parameters"])
+    call = r.tool_calls[0]
+    msgs += [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": call.id, "content": "7006652"},
+        {"role": "user", "content": "State the result."},
+    ]
+    final = await local_model.request(ModelRequest(messages=msgs, tools=[CALCULATOR], tool_choice="none", temperature=0))  # fmt: skip
+    assert final.tool_calls == [] and final.content.strip()
+    assert final.usage.calls == 1 and final.usage.prompt_tokens > r.usage.prompt_tokens
+
+
+async def test_auto_tool_choice_yields_a_parsed_tool_call(local_model):
+    msgs = [{"role": "user", "content": "What is 1234 * 5678? Use the calculator tool."}]
+    r = await local_model.request(ModelRequest(messages=msgs, tools=[CALCULATOR], tool_choice="auto", temperature=0))  # fmt: skip
+    assert [c.name for c in r.tool_calls] == ["calculator"]
+    assert "expression" in json.loads(r.tool_calls[0].arguments)
+    assert r.finish_reason == "tool_calls"
+
+
+async def test_plain_chat_and_usage(local_model):
+    r = await local_model.request(ModelRequest(messages=[{"role": "user", "content": "Say hello."}], max_tokens=16, temperature=0))  # fmt: skip
+    assert r.content.strip()
+    assert r.usage.calls == 1 and r.usage.failed_calls == 0
+    assert r.usage.prompt_tokens > 0 and 0 < r.usage.completion_tokens <= 16
+    assert r.usage.cost == 0.0  # local models have no price

@@ -1,0 +1,235 @@
+"""OpenAIModel against a scripted endpoint over real HTTP: retries, fallback, accounting."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+
+from verimap.llm.base import Model, ModelError, ModelRequest
+from verimap.llm.openai_model import OpenAIModel, parse_text_tool_calls, response_format_for
+
+from .conftest import Reply, completion, error
+
+SCHEMA = {
+    "type": "object",
+    "properties": {"passed": {"type": "boolean"}, "explanation": {"type": "string"}},
+    "required": ["passed", "explanation"],
+    "additionalProperties": False,
+}
+
+
+def fast(url: str, **kw) -> OpenAIModel:
+    kw = {"max_retries": 3, "backoff_base": 0.01, "backoff_max": 0.05, **kw}
+    return OpenAIModel("gpt-4o-mini", base_url=url, api_key="sk-test-secret-123", **kw)
+
+
+def ask(schema=None, **kw) -> ModelRequest:
+    return ModelRequest(messages=[{"role": "user", "content": "hi"}], response_schema=schema, **kw)
+
+
+def test_is_a_model():
+    assert isinstance(fast("http://127.0.0.1:1/v1"), Model)
+
+
+async def test_retries_429_and_500_then_succeeds_and_counts_failed_attempts(http_server):
+    http_server.replies = [error(429, "slow down"), error(500, "boom"), Reply(body=completion("hello", prompt=7, completion_tokens=3))]  # fmt: skip
+    r = await fast(http_server.url).request(ask())
+    assert r.content == "hello"
+    assert len(http_server.requests) == 3
+    assert (r.usage.calls, r.usage.failed_calls) == (3, 2)
+    assert (r.usage.prompt_tokens, r.usage.completion_tokens) == (7, 3)
+
+
+async def test_backoff_grows_and_honours_retry_after(http_server):
+    http_server.replies = [Reply(status=429, body={"error": {"message": "x"}}, headers={"retry-after": "0.3"}), Reply(body=completion())]  # fmt: skip
+    t0 = time.monotonic()
+    await OpenAIModel("m", base_url=http_server.url, api_key="k", backoff_max=5).request(ask())
+    assert time.monotonic() - t0 >= 0.3
+    m = fast("http://x", backoff_base=1.0, backoff_max=100.0)
+    delays = [m._delay(i, None) for i in range(4)]
+    assert all(0.75 * 2**i <= d <= 1.25 * 2**i for i, d in enumerate(delays))
+
+
+async def test_gives_up_after_bounded_retries_with_usage(http_server):
+    http_server.replies = [error(503, "overloaded")]
+    with pytest.raises(ModelError) as ei:
+        await fast(http_server.url, max_retries=2).request(ask())
+    assert len(http_server.requests) == 3
+    assert http_server.url in str(ei.value) and "503" in str(ei.value)
+    assert (ei.value.usage.calls, ei.value.usage.failed_calls) == (3, 3)
+
+
+async def test_client_errors_are_not_retried_and_key_never_appears(http_server):
+    http_server.replies = [error(401, "invalid api key")]
+    m = fast(http_server.url)
+    with pytest.raises(ModelError) as ei:
+        await m.request(ask())
+    assert len(http_server.requests) == 1
+    assert "401" in str(ei.value)
+    assert "sk-test-secret-123" not in str(ei.value) and "sk-test-secret-123" not in repr(m)
+    headers = {k.lower(): v for k, v in http_server.headers[0].items()}
+    assert headers["authorization"] == "Bearer sk-test-secret-123"
+
+
+async def test_unreachable_endpoint_is_a_clear_error_quickly():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    t0 = time.monotonic()
+    with pytest.raises(ModelError) as ei:
+        await fast(url, max_retries=2).request(ask())
+    assert time.monotonic() - t0 < 10
+    assert url in str(ei.value) and "unreachable" in str(ei.value)
+    assert ei.value.usage.failed_calls == 3
+
+
+async def test_timeout_is_retried(http_server):
+    http_server.replies = [
+        Reply(body=completion("late"), delay=1.5),
+        Reply(body=completion("on time")),
+    ]
+    r = await fast(http_server.url, timeout=0.5).request(ask())
+    assert r.content == "on time"
+    assert r.usage.failed_calls == 1
+
+
+async def test_on_unreachable_hook_switches_to_a_recovered_url(http_server):
+    http_server.replies = [Reply(body=completion("recovered"))]
+    calls = []
+
+    async def recover():
+        calls.append(1)
+        return http_server.url
+
+    m = fast("http://127.0.0.1:9/v1", on_unreachable=recover)
+    r = await m.request(ask())
+    assert r.content == "recovered" and calls == [1] and m.base_url == http_server.url
+
+
+async def test_auto_dialect_falls_back_from_json_schema_and_remembers(http_server):
+    llama_500 = error(500, "1 validation error: response_format.type Input should be 'text' or 'json_object'")  # fmt: skip
+    ok = Reply(body=completion('{"passed": true, "explanation": "fine"}'))
+    http_server.replies = [llama_500, ok, ok]
+    m = fast(http_server.url)
+    r = await m.request(ask(SCHEMA))
+    assert json.loads(r.content)["passed"] is True
+    sent = [req["response_format"] for req in http_server.requests]
+    assert sent[0]["type"] == "json_schema" and sent[0]["json_schema"]["schema"] == SCHEMA
+    assert sent[1] == {"type": "json_object", "schema": SCHEMA}
+    assert m.dialect == "llamacpp"
+    await m.request(ask(SCHEMA))
+    assert http_server.requests[2]["response_format"] == {"type": "json_object", "schema": SCHEMA}
+    assert r.usage.failed_calls == 1
+
+
+async def test_auto_dialect_falls_to_json_mode_when_schema_key_rejected(http_server):
+    http_server.replies = [
+        error(400, "response_format json_schema is not supported"),
+        error(400, "unknown parameter response_format.schema"),
+        Reply(body=completion('{"passed": false, "explanation": "x"}')),
+    ]
+    m = fast(http_server.url)
+    await m.request(ask(SCHEMA))
+    assert http_server.requests[2]["response_format"] == {"type": "json_object"}
+    assert m.dialect == "json_mode"
+
+
+async def test_fixed_dialect_never_falls_back(http_server):
+    http_server.replies = [error(400, "response_format json_schema is not supported")]
+    with pytest.raises(ModelError):
+        await fast(http_server.url, dialect="openai").request(ask(SCHEMA))
+    assert len(http_server.requests) == 1
+
+
+def test_response_formats_per_dialect():
+    assert response_format_for("openai", SCHEMA, "judge verdict")["json_schema"] == {"name": "judge_verdict", "schema": SCHEMA, "strict": True}  # fmt: skip
+    loose = {"type": "object", "properties": {"a": {"type": "string"}}}
+    assert response_format_for("openai", loose, "o")["json_schema"]["strict"] is False
+    assert response_format_for("llamacpp", SCHEMA, "o") == {"type": "json_object", "schema": SCHEMA}
+    assert response_format_for("json_mode", SCHEMA, "o") == {"type": "json_object"}
+    with pytest.raises(ValueError):
+        response_format_for("xml", SCHEMA, "o")
+
+
+async def test_assistant_content_none_is_sent_as_empty_string(http_server):
+    http_server.replies = [Reply(body=completion())]
+    msgs = [
+        {"role": "user", "content": "q"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "42"},
+    ]
+    await fast(http_server.url).request(ModelRequest(messages=msgs))
+    assert http_server.requests[0]["messages"][1]["content"] == ""
+    assert msgs[1]["content"] is None  # the caller's messages are not mutated
+
+
+async def test_usage_cached_tokens_and_cost(http_server):
+    http_server.replies = [Reply(body=completion(prompt=1_000_000, completion_tokens=1_000_000, cached=500_000))]  # fmt: skip
+    r = await fast(http_server.url).request(ask())
+    assert r.usage.cached_tokens == 500_000
+    # gpt-4o-mini: 0.15 input, 0.075 cached input, 0.60 output per 1M tokens
+    assert r.usage.cost == pytest.approx(0.5 * 0.15 + 0.5 * 0.075 + 0.60)
+
+
+async def test_native_tool_calls_are_parsed(http_server):
+    tc = [{"id": "call_9", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "2+2"}'}}]  # fmt: skip
+    http_server.replies = [Reply(body=completion(tool_calls=tc))]
+    tools = [
+        {"type": "function", "function": {"name": "calculator", "parameters": {"type": "object"}}}
+    ]
+    r = await fast(http_server.url).request(ModelRequest(messages=[{"role": "user", "content": "x"}], tools=tools, tool_choice="auto"))  # fmt: skip
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in r.tool_calls] == [("call_9", "calculator", {"expression": "2+2"})]  # fmt: skip
+    assert http_server.requests[0]["tool_choice"] == "auto"
+
+
+async def test_text_tool_calls_become_tool_calls(http_server):
+    http_server.replies = [Reply(body=completion('{"name": "calculator", "arguments": {"expression": "3*4"}}'))]  # fmt: skip
+    tools = [
+        {"type": "function", "function": {"name": "calculator", "parameters": {"type": "object"}}}
+    ]
+    r = await fast(http_server.url).request(ModelRequest(messages=[{"role": "user", "content": "x"}], tools=tools, tool_choice="auto"))  # fmt: skip
+    assert r.content == "" and r.finish_reason == "tool_calls"
+    assert (r.tool_calls[0].name, json.loads(r.tool_calls[0].arguments)) == ("calculator", {"expression": "3*4"})  # fmt: skip
+
+
+def test_parse_text_tool_calls_variants():
+    names = {"calc", "python"}
+    two = '<tool_call>\n{"name": "calc", "arguments": {"e": "1"}}\n</tool_call>\n<tool_call>\n{"name": "python", "arguments": {"code": "print(1)"}}\n</tool_call>'  # fmt: skip
+    assert [c.name for c in parse_text_tool_calls(two, names)] == ["calc", "python"]
+    assert parse_text_tool_calls('```json\n{"name": "calc", "arguments": "{}"}\n```', names)[0].arguments == "{}"  # fmt: skip
+    assert parse_text_tool_calls('{"name": "other", "arguments": {}}', names) == []
+    assert parse_text_tool_calls("The answer is 4.", names) == []
+    assert parse_text_tool_calls('{"answer": 4}', names) == []
+
+
+async def test_required_tool_choice_maps_to_forced_tool_for_llamacpp(http_server):
+    http_server.replies = [Reply(body=completion())]
+    tools = [
+        {"type": "function", "function": {"name": "final_answer", "parameters": {"type": "object"}}}
+    ]
+    m = OpenAIModel("local", base_url=http_server.url, local=True)
+    await m.request(ModelRequest(messages=[{"role": "user", "content": "x"}], tools=tools, tool_choice="required"))  # fmt: skip
+    assert http_server.requests[0]["tool_choice"] == {"type": "function", "function": {"name": "final_answer"}}  # fmt: skip
+
+
+def test_missing_key_for_openai_is_a_clear_error(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    with pytest.raises(ModelError, match="OPENAI_API_KEY"):
+        OpenAIModel("gpt-4o-mini")
+    assert OpenAIModel("llama", base_url="http://127.0.0.1:1/v1").name == "llama"
+
+
+def test_unknown_dialect_rejected():
+    with pytest.raises(ValueError, match="dialect"):
+        OpenAIModel("m", base_url="http://127.0.0.1:1/v1", dialect="xml")  # type: ignore[arg-type]

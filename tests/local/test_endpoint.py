@@ -1,0 +1,116 @@
+"""Endpoint choice: local by default, a configured endpoint when asked; CLI options."""
+
+from __future__ import annotations
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from verimap.llm.base import ModelError
+from verimap.llm.endpoint import connect, endpoint_options, is_remote, resolve_local
+from verimap.llm.openai_model import OpenAIModel
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch, tmp_path):
+    for k in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "VERIMAP_MODEL_FILE", "VERIMAP_LOCAL_MODEL", "VERIMAP_DIALECT"):  # fmt: skip
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setenv("VERIMAP_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("VERIMAP_STATE_DIR", str(tmp_path / "state"))
+
+
+def test_local_unless_an_endpoint_is_configured(monkeypatch):
+    assert not is_remote(None, None)
+    assert not is_remote("qwen2.5-coder-0.5b", None)
+    assert not is_remote("local", None)
+    assert is_remote("gpt-4o-mini", None)
+    assert is_remote(None, "http://127.0.0.1:8000/v1")
+    assert is_remote("qwen2.5-coder-0.5b", "http://127.0.0.1:8000/v1")  # an explicit URL wins
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    assert is_remote(None, None)
+    assert not is_remote("0.5b", None)
+
+
+def test_missing_weights_error_names_the_pull_command():
+    with pytest.raises(ModelError, match=r"verimap model pull --model qwen2\.5-coder-0\.5b"):
+        resolve_local("0.5b")
+    with pytest.raises(ModelError, match=r"verimap model pull --model qwen2\.5-coder-1\.5b"):
+        resolve_local(None)
+
+
+def test_model_file_option_and_env(tmp_path, monkeypatch):
+    f = tmp_path / "my-model.gguf"
+    f.write_bytes(b"GGUF")
+    assert resolve_local(None, f).model_file == f
+    monkeypatch.setenv("VERIMAP_MODEL_FILE", str(f))
+    choice = resolve_local(None)
+    assert (choice.model_file, choice.alias) == (f, "my-model")
+    with pytest.raises(ModelError, match="model file not found"):
+        resolve_local(None, tmp_path / "missing.gguf")
+
+
+async def test_remote_connect_builds_one_model_per_role(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    async with connect(planner_model="gpt-4.1", executor_model="gpt-4o-mini", base_url="http://127.0.0.1:9/v1") as models:  # fmt: skip
+        assert set(models) == {"planner", "executor", "judge"}
+        assert [models[r].name for r in ("planner", "executor", "judge")] == ["gpt-4.1", "gpt-4o-mini", "gpt-4o-mini"]  # fmt: skip
+        assert models["executor"] is models["judge"]
+        assert all(isinstance(m, OpenAIModel) and m.base_url == "http://127.0.0.1:9/v1" for m in models.values())  # fmt: skip
+
+
+async def test_local_connect_rejects_per_role_models_without_endpoint():
+    with pytest.raises(ModelError, match="needs an endpoint"):
+        async with connect(model="0.5b", planner_model="qwen2.5-coder-1.5b"):
+            pass
+
+
+async def test_unknown_dialect_is_rejected(monkeypatch):
+    monkeypatch.setenv("VERIMAP_DIALECT", "yaml")
+    with pytest.raises(ModelError, match="unknown dialect"):
+        async with connect(model="gpt-4o-mini"):
+            pass
+
+
+def test_endpoint_options_decorator_passes_all_flags():
+    seen = {}
+
+    @click.command()
+    @endpoint_options
+    def cmd(**kw):
+        seen.update(kw)
+
+    r = CliRunner().invoke(cmd, ["--model", "m", "--planner-model", "p", "--base-url", "http://h/v1", "--keep-server", "--model-file", "x.gguf"])  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert seen["model"] == "m" and seen["planner_model"] == "p" and seen["keep_server"] is True
+    assert seen["base_url"] == "http://h/v1" and str(seen["model_file"]) == "x.gguf"
+    assert seen["executor_model"] is None and seen["judge_model"] is None
+
+
+def test_missing_runtime_error_names_the_install_command(monkeypatch, tmp_path):
+    from verimap.local import server
+
+    f = tmp_path / "m.gguf"
+    f.write_bytes(b"GGUF")
+    monkeypatch.setattr(server, "runtime_available", lambda: False)
+    with pytest.raises(server.ServerError, match=r"setup_local_model\.sh.*verimap\[local\]"):
+        server.start_server(f)
+
+
+def test_cli_pull_rejects_unknown_model():
+    from verimap.cli import main
+
+    r = CliRunner().invoke(main, ["model", "pull", "--model", "gpt-5"])
+    assert r.exit_code != 0 and "unknown local model 'gpt-5'" in r.output
+
+
+def test_cli_status_json_lists_catalog():
+    import json
+
+    from verimap.cli import main
+
+    r = CliRunner().invoke(main, ["model", "status", "--json"])
+    assert r.exit_code == 0, r.output
+    report = json.loads(r.stdout)
+    assert {m["name"] for m in report["models"]} == {"qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}
+    assert not any(m["pulled"] for m in report["models"])  # empty VERIMAP_CACHE_DIR
+    assert report["servers"] == []

@@ -1,0 +1,77 @@
+"""Fixtures for the sandbox tests.
+
+Docker tests need a daemon and the sandbox image. Off CI they skip with the
+reason; on CI (`CI` set) a missing service is a failure, never a skip.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+import pytest
+
+from verimap.sandbox import SandboxUnavailable
+
+
+def need(ok: bool, reason: str) -> None:
+    if ok:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"required in CI: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="session")
+def docker_sandbox():
+    """One shared warm pool for the session (like get_sandbox("docker") in a real run)."""
+    from verimap.sandbox.docker import DockerSandbox
+
+    try:
+        sb = DockerSandbox(pool_size=2)
+    except SandboxUnavailable as e:
+        need(False, str(e))
+    yield sb
+    sb.pool.close()
+
+
+@pytest.fixture
+def fresh_docker_sandbox():
+    """A private single-container pool, for tests that damage or count containers."""
+    from verimap.sandbox.docker import DockerSandbox
+
+    try:
+        sb = DockerSandbox(pool_size=1)
+    except SandboxUnavailable as e:
+        need(False, str(e))
+    yield sb
+    sb.pool.close()
+
+
+@pytest.fixture(scope="session")
+def process_sandbox():
+    from verimap.sandbox.process import ProcessSandbox
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        sb = ProcessSandbox(pool_size=2)
+    yield sb
+    sb.pool.close()
+
+
+@pytest.fixture(params=["process", pytest.param("docker", marks=pytest.mark.docker)])
+def any_sandbox(request):
+    """Both backends: the semantics of outcomes must not depend on the backend."""
+    if request.param == "docker":
+        return request.getfixturevalue("docker_sandbox")
+    return request.getfixturevalue("process_sandbox")
+
+
+def humaneval_file():
+    """HumanEval data, located like the eval helper does: $VERIMAP_DATA or ../shared/datasets."""
+    from verimap.sandbox.humaneval import HUMANEVAL_FILE, data_dir
+
+    base = data_dir()
+    path = base / HUMANEVAL_FILE if base else None
+    need(path is not None and path.is_file(), f"HumanEval data not found ({HUMANEVAL_FILE})")
+    return path

@@ -1,0 +1,107 @@
+import json
+import warnings
+from contextlib import asynccontextmanager
+
+import pytest
+from click.testing import CliRunner
+
+from verimap.cli import main
+from verimap.cli import run as run_mod
+from verimap.testing import ScriptedWorld
+
+PLAN = {
+    "nodes": [
+        {"id": "a", "instruction": "extract", "inputs": ["USER_TASK"], "outputs": ["x"],
+         "verification": [{"name": "pos", "type": "python", "code": "assert outputs['x'] > 0"}]},
+        {"id": "b", "instruction": "double", "inputs": ["a.x"], "outputs": ["y"],
+         "verification": [{"name": "dbl", "type": "python", "code": "assert outputs['y'] == 2 * inputs['x']"}]},
+    ]
+}  # fmt: skip
+
+
+@pytest.fixture
+def world(monkeypatch):
+    w = ScriptedWorld(
+        [PLAN], lambda nid, k, inp, p: {"x": 21} if nid == "a" else {"y": 2 * inp["a.x"]}
+    )
+    seen = {}
+
+    @asynccontextmanager
+    async def fake_connect(**endpoint):
+        seen.update(endpoint)
+        yield w.models()
+
+    monkeypatch.setattr(run_mod, "_connect", fake_connect)
+    w.endpoint = seen
+    return w
+
+
+def invoke(*args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return CliRunner().invoke(main, ["run", *args])
+
+
+def test_run_prints_answer_table_and_trace(world, tmp_path):
+    r = invoke(
+        "Double 21", "--model", "gpt-4o-mini", "--sandbox", "process", "--trace-dir", str(tmp_path)
+    )
+    assert r.exit_code == 0, r.output
+    assert "success" in r.output and "42" in r.output and "dbl=PASS" in r.output
+    traces = list(tmp_path.glob("*.jsonl"))
+    assert len(traces) == 1 and str(traces[0].name) in r.output.replace("\n", "")
+    assert world.endpoint["model"] == "gpt-4o-mini"
+    assert (
+        "plan: 2 node(s): a, b" in r.stderr
+        and "b #1: vf dbl PASS" in r.stderr
+        and "b: verified" in r.stderr
+    )
+    quiet = invoke("Double 21", "-q", "--sandbox", "process", "--trace-dir", str(tmp_path))
+    assert quiet.exit_code == 0 and "plan:" not in quiet.stderr
+
+
+def test_run_json_budget_and_plan_file(world, tmp_path):
+    r = invoke(
+        "Double 21",
+        "--json",
+        "--sandbox",
+        "process",
+        "--trace-dir",
+        str(tmp_path),
+        "--max-calls",
+        "2",
+    )
+    assert r.exit_code == 3 and json.loads(r.stdout)["status"] == "budget_exhausted"
+    r = invoke(
+        "Double 21", "--sandbox", "process", "--trace-dir", str(tmp_path), "--max-calls", "2"
+    )
+    assert (
+        "error: LLM call budget exhausted: 2 of 2 calls used" in r.stdout
+        and "[bold]" not in r.stdout
+    )
+    pf = tmp_path / "plan.json"
+    pf.write_text(json.dumps(PLAN))
+    r = invoke(
+        "Double 21",
+        "--plan-file",
+        str(pf),
+        "--json",
+        "--sandbox",
+        "process",
+        "--trace-dir",
+        str(tmp_path),
+    )
+    out = json.loads(r.stdout)
+    assert (
+        r.exit_code == 0
+        and out["final_output"] == {"y": 42}
+        and out["usage"]["roles"].get("planner") is None
+    )
+
+
+def test_run_bad_input(world, tmp_path):
+    assert invoke("   ").exit_code == 2
+    pf = tmp_path / "bad.json"
+    pf.write_text('{"nodes": []}')
+    r = invoke("t", "--plan-file", str(pf))
+    assert r.exit_code == 2 and "empty plan" in r.output

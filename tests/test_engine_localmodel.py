@@ -1,0 +1,69 @@
+"""The engine on the REAL local model server (0.5B): the structure of what comes back, not accuracy."""
+
+import warnings
+
+import pytest
+
+import verimap
+from verimap.config import Budget, RunConfig
+from verimap.executor import Executor
+from verimap.plan import Node
+from verimap.sandbox import get_sandbox
+from verimap.tools import default_tools
+from verimap.verifier import Verifier
+
+pytestmark = pytest.mark.localmodel
+
+
+def process_sandbox():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return get_sandbox("process")
+
+
+async def test_executor_returns_exactly_the_declared_outputs(local_model):
+    node = Node(id="add", instruction="Add a and b.", inputs=["n1.a", "n1.b"], outputs=["total"])
+    out = await Executor(local_model, default_tools(), max_steps=3, temperature=0).execute(
+        node, {"n1.a": 19, "n1.b": 23}
+    )
+    assert out.error is None, out.error
+    assert set(out.outputs) == {"total"}
+
+
+async def test_judge_gives_a_structured_verdict(local_model):
+    node = Node(
+        id="cap",
+        instruction="Give the capital of France.",
+        inputs=["USER_TASK"],
+        outputs=["city"],
+        verification=[{"name": "is_paris", "type": "llm", "content": "city is Paris"}],
+    )
+    rep = await Verifier(None, local_model).verify(
+        node, {"USER_TASK": "capital of France?"}, {"city": "Berlin"}
+    )
+    v = rep.verdicts[0]
+    assert v.outcome in ("PASS", "FAIL") and v.type == "llm"
+    if v.outcome == "FAIL":
+        assert v.explanation.strip()
+
+
+async def test_full_run_terminates_with_a_complete_report(local_models, tmp_path):
+    sandbox = process_sandbox()
+    config = RunConfig(
+        max_retries=1,
+        max_iterations=2,
+        temperature=0,
+        budget=Budget(max_llm_calls=10, timeout_s=240),
+    )
+    coord = verimap.build(local_models, sandbox, config=config, trace_dir=tmp_path)
+    r = await coord.run(
+        "Tom has 3 boxes of 12 pencils and gives away 7 pencils. How many pencils are left?"
+    )
+    await sandbox.aclose()
+    assert r.status in ("success", "failed", "partial", "budget_exhausted")
+    assert r.usage.roles["planner"].calls >= 1 and r.usage.total.prompt_tokens > 0
+    assert (tmp_path / f"{r.run_id}.jsonl").is_file()
+    if r.plans:
+        assert all(p.final_node() for p in r.plans)
+    if r.status == "success":
+        assert r.final_output is not None and r.nodes[r.final_node].status in ("verified", "reused")

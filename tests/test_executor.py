@@ -1,0 +1,129 @@
+import json
+
+from verimap.executor import Executor, Feedback, check_output_keys, parse_react
+from verimap.llm.base import ModelResponse
+from verimap.plan import Node
+from verimap.result import VFVerdict
+from verimap.testing import ScriptedModel, tool_call_reply
+from verimap.tools import default_tools
+
+NODE = Node(id="c", instruction="Multiply a by b.", inputs=["n1.a", "n1.b"], outputs=["product"])
+INPUTS = {"n1.a": 6, "n1.b": 7, "a": 6, "b": 7}
+
+
+async def test_tool_api_loop_then_structured_final_call():
+    replies = [
+        tool_call_reply("calculator", {"expression": "6*7"}),
+        "The product is 42.",
+        '{"product": 42}',
+    ]
+    m = ScriptedModel(replies)
+    out = await Executor(m, default_tools()).execute(NODE, INPUTS)
+    assert out.ok and out.outputs == {"product": 42} and out.tool_calls == 1
+    first, second, final = m.requests
+    assert first.tools and first.tools[0]["function"]["name"] == "calculator"
+    tool_msgs = [x for x in second.messages if x["role"] == "tool"]
+    assert tool_msgs[0]["content"] == "42"
+    assistant = next(x for x in second.messages if x["role"] == "assistant")
+    assert assistant["content"] == ""  # never None
+    assert (
+        final.response_schema["required"] == ["product"]
+        and final.response_schema["additionalProperties"] is False
+    )
+    # the final structured call carries the tool history as plain text, without `tools`
+    assert final.tools is None
+    assert not any(m["role"] == "tool" or m.get("tool_calls") for m in final.messages)
+    assert "Tool result: 42" in json.dumps(final.messages)
+
+
+async def test_sees_only_instruction_and_named_inputs():
+    m = ScriptedModel(['{"product": 42}'])
+    await Executor(m).execute(NODE, {**INPUTS, "USER_TASK": "SECRET GLOBAL TASK"})
+    prompt = json.dumps(m.requests[0].messages)
+    assert (
+        "SECRET GLOBAL TASK" not in prompt
+        and "Multiply a by b." in prompt
+        and '\\"n1.a\\": 6' in prompt
+    )
+
+
+async def test_user_task_is_shown_when_taken():
+    node = Node(id="s", instruction="solve", inputs=["USER_TASK"], outputs=["answer"])
+    m = ScriptedModel(['{"answer": 1}'])
+    await Executor(m).execute(node, {"USER_TASK": "THE TASK"})
+    assert "THE TASK" in m.requests[0].messages[1]["content"]
+
+
+async def test_missing_and_extra_keys_fail_with_precise_message():
+    m = ScriptedModel(["thinking...", '{"prod": 42}', '{"prod": 42, "note": "x"}'])
+    out = await Executor(m, max_repairs=1).execute(NODE, INPUTS)
+    assert not out.ok
+    assert (
+        out.error
+        == "missing output(s): product; unexpected output(s): prod, note (declared outputs: product)"
+    )
+    assert check_output_keys(NODE, [1]).startswith("outputs must be a JSON object")
+
+
+async def test_react_fallback_for_models_without_tools():
+    replies = [
+        'Thought: compute\nAction: calculator\nAction Input: {"expression": "6*7"}',
+        "Thought: done\nFinal Answer: 42",
+        '{"product": 42}',
+    ]
+    m = ScriptedModel(replies, supports_tools=False)
+    out = await Executor(m, default_tools()).execute(NODE, INPUTS)
+    assert out.outputs == {"product": 42} and out.tool_calls == 1
+    assert m.requests[0].tools is None and "Action Input" in m.requests[0].messages[0]["content"]
+    assert m.requests[1].messages[-1]["content"] == "Observation: 42"
+
+
+def test_parse_react():
+    assert parse_react('Action: calculator\nAction Input: {"expression": "1+1"}') == (
+        "calculator", '{"expression": "1+1"}')  # fmt: skip
+    assert parse_react("Final Answer: 3") is None
+    assert parse_react("Final Answer: 3\nAction: x\nAction Input: {}") is None
+
+
+async def test_step_cap_stops_tool_loop():
+    m = ScriptedModel(
+        lambda r: (
+            '{"product": 1}'
+            if r.response_schema
+            else tool_call_reply("calculator", {"expression": "1"})
+        )
+    )
+    out = await Executor(m, default_tools(), max_steps=3).execute(NODE, INPUTS)
+    assert out.steps == 3 and out.tool_calls == 3 and out.outputs == {"product": 1}
+    assert "limit of 3 steps" in m.requests[-1].messages[-2]["content"]
+
+
+async def test_retry_prompt_holds_previous_output_and_tracebacks():
+    fb = Feedback(
+        previous_outputs={"product": 41},
+        failures=[
+            VFVerdict(name="exact", type="python", outcome="FAIL", message="wrong", traceback="Traceback: AssertionError: wrong"),
+            VFVerdict(name="judge", type="llm", outcome="FAIL", message="off by one", explanation="41 is off by one"),
+        ],
+    )  # fmt: skip
+    m = ScriptedModel(['{"product": 42}'])
+    await Executor(m).execute(NODE, INPUTS, fb)
+    user = m.requests[0].messages[1]["content"]
+    assert (
+        '{"product": 41}' in user
+        and "Traceback: AssertionError: wrong" in user
+        and "41 is off by one" in user
+    )
+
+
+async def test_context_of_ancestors_is_shown():
+    m = ScriptedModel(['{"product": 42}'])
+    await Executor(m).execute(NODE, INPUTS, context={"n0.raw": "grandparent value"})
+    assert "grandparent value" in m.requests[0].messages[1]["content"]
+
+
+async def test_empty_reply_content_never_none():
+    m = ScriptedModel([ModelResponse(content="", tool_calls=[]), '{"product": 3}'])
+    out = await Executor(m).execute(NODE, INPUTS)
+    assert out.outputs == {"product": 3}
+    assert all(msg.get("content") is not None for msg in m.requests[-1].messages)

@@ -1,0 +1,139 @@
+import json
+
+import pytest
+
+from verimap import prompts
+from verimap.plan import Plan, parse_plan
+from verimap.planner import (
+    AddVFsPlanner,
+    FailureContext,
+    LLMPlanner,
+    Planner,
+    PlanningError,
+    TemplatePlanner,
+)
+from verimap.result import VFVerdict
+from verimap.testing import InProcessSandboxDouble, ScriptedModel
+from verimap.tools import default_tools
+from verimap.verifier import Verifier
+
+GOOD = {
+    "nodes": [
+        {"id": "a", "instruction": "extract", "inputs": ["USER_TASK"], "outputs": ["x"],
+         "verification": [{"name": "num", "type": "python", "code": "assert isinstance(outputs['x'], int)"}]},
+        {"id": "b", "instruction": "double", "inputs": ["a.x"], "outputs": ["y"],
+         "verification": [{"name": "dbl", "type": "python", "code": "assert outputs['y'] == 2 * inputs['x']"}]},
+    ]
+}  # fmt: skip
+BAD = {"nodes": [{"id": "a", "instruction": "i", "inputs": ["zz.q"], "outputs": ["x"]}]}
+
+
+async def test_plan_prompt_has_tools_task_demo_and_schema():
+    m = ScriptedModel([GOOD])
+    plan = await LLMPlanner(m, default_tools()).plan("Double the number 21.")
+    assert isinstance(plan, Plan) and plan.final_node().id == "b"
+    req = m.requests[0]
+    assert req.role == "planner" and req.response_schema is not None
+    text = json.dumps(req.messages)
+    assert "calculator" in text and "Double the number 21." in text and "bakery" in text
+
+
+async def test_invalid_plan_is_sent_back_with_messages():
+    m = ScriptedModel(["not a plan", BAD, GOOD])
+    plan = await LLMPlanner(m, max_repairs=3).plan("t")
+    assert len(plan.nodes) == 2
+    assert "not a JSON plan" in m.requests[1].messages[-1]["content"]
+    assert "unknown node 'zz'" in m.requests[2].messages[-1]["content"]
+
+
+async def test_repair_loop_is_bounded():
+    m = ScriptedModel([BAD] * 5)
+    with pytest.raises(PlanningError) as ei:
+        await LLMPlanner(m, max_repairs=2).plan("t")
+    assert m.calls == 3 and any("unknown node" in p for p in ei.value.problems)
+
+
+async def test_replan_prompt_has_previous_plan_and_failure_context():
+    m = ScriptedModel([GOOD])
+    failure = FailureContext(
+        node_id="b", instruction="double", inputs={"a.x": 3}, outputs={"y": 7}, attempts=3,
+        verdicts=[VFVerdict(name="dbl", type="python", outcome="FAIL", message="", traceback="AssertionError at line 1")],
+        ancestors=[{"node_id": "a", "instruction": "extract", "outputs": {"x": 3}, "status": "verified"}],
+    )  # fmt: skip
+    await LLMPlanner(m).replan("task T", parse_plan(GOOD), failure)
+    text = m.requests[0].messages[-1]["content"]
+    for needle in (
+        "task T",
+        '"id": "a"',
+        "AssertionError at line 1",
+        '{"y": 7}',
+        "a [verified]: extract",
+    ):
+        assert needle in text
+
+
+async def test_template_planner_single_node_is_react():
+    tp = TemplatePlanner.single_node(outputs=["answer"])
+    assert isinstance(tp, Planner)
+    p = await tp.plan("anything")
+    assert [n.inputs for n in p.nodes] == [["USER_TASK"]] and p.nodes[0].outputs == ["answer"]
+    assert (await tp.replan("t", p, FailureContext(node_id="solve"))).nodes[0].id == "solve"
+
+
+async def test_add_vfs_planner_adds_deterministic_checks():
+    planner = AddVFsPlanner(TemplatePlanner(GOOD))
+    p = await planner.plan("t")
+    assert all("outputs_nonempty" in [v.name for v in n.verification] for n in p.nodes)
+    v = Verifier(InProcessSandboxDouble())
+    empty = await v.verify(p.node("a"), {}, {"x": ""})
+    assert [d.outcome for d in empty.verdicts if d.name == "outputs_nonempty"] == ["FAIL"]
+
+
+def test_demo_plan_is_valid():
+    assert parse_plan(prompts.DEMO_PLAN).final_node().id == "compute"
+
+
+async def test_quality_checks_reject_useless_valid_plans():
+    copied = json.loads(json.dumps(prompts.DEMO_PLAN))
+    copied["nodes"][0]["inputs"] = []
+    copied["nodes"][1]["verification"] = []
+    copied["nodes"][0]["verification"] = [{"name": "noop", "type": "python", "code": "assert True"}]
+    m = ScriptedModel([copied, GOOD])
+    plan = await LLMPlanner(m).plan("t")
+    assert plan.final_node().id == "b"
+    feedback = m.requests[1].messages[-1]["content"]
+    for needle in (
+        "no node takes 'USER_TASK'",
+        "node 'extract' has no inputs",
+        "copies the example plan's instruction",
+        "node 'compute' has no verification functions",
+        "python VF 'noop' never reads `outputs`",
+    ):
+        assert needle in feedback
+
+
+async def test_quality_checks_can_be_turned_off():
+    no_vfs = {"nodes": [{"id": "a", "instruction": "i", "inputs": ["USER_TASK"], "outputs": ["x"]}]}
+    m = ScriptedModel([no_vfs])
+    assert (await LLMPlanner(m, quality_checks=False).plan("t")).nodes[0].id == "a"
+
+
+async def test_a_repeated_rejected_plan_raises_the_temperature():
+    m = ScriptedModel([BAD, BAD, GOOD])
+    await LLMPlanner(m, temperature=0.0, repeat_temperature=0.7).plan("t")
+    assert [r.temperature for r in m.requests] == [0.0, 0.0, 0.7]
+
+
+async def test_invalid_and_useless_problems_are_reported_together():
+    copied = json.loads(json.dumps(prompts.DEMO_PLAN))
+    copied["nodes"].append(
+        {"id": "extra", "instruction": "verify", "inputs": [], "outputs": ["ok"]}
+    )
+    m = ScriptedModel([copied, GOOD])
+    await LLMPlanner(m).plan("t")
+    feedback = m.requests[1].messages[-1]["content"]
+    assert (
+        "no final node" in feedback
+        and "copies the example" in feedback
+        and "'extra' has no inputs" in feedback
+    )

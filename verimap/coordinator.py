@@ -1,0 +1,442 @@
+"""The coordinator: plan, execute and verify every node, retry, replan, and report.
+
+Nodes whose parents are all done run concurrently (up to `max_parallel`;
+`sequential=True` runs them one at a time in topological order, like the paper).
+Each node gets `max_retries` execute->verify attempts; when a node spends them,
+the planner replans with the failure context, up to `max_iterations` plans.
+After a replan, verified nodes whose content (instruction, input values,
+outputs, VFs) is unchanged are reused. Every step is an event.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import heapq
+import json
+import time
+import traceback
+import uuid
+from collections import Counter
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from verimap import events as ev
+from verimap.accounting import BudgetExceeded, Ledger, use_ledger
+from verimap.config import RunConfig
+from verimap.events import Event, EventBus, JsonlTraceWriter
+from verimap.executor import Executor, Feedback
+from verimap.llm.base import Model, ModelError
+from verimap.plan import USER_TASK, Node, Plan, PlanError
+from verimap.planner import (
+    AncestorContext,
+    FailureContext,
+    LLMPlanner,
+    Planner,
+    PlanningError,
+    invalid_plan_hook,
+)
+from verimap.result import AttemptReport, NodeReport, RunResult
+from verimap.sandbox.base import Sandbox
+from verimap.tools import ToolRegistry, default_tools
+from verimap.verifier import Verifier
+
+_DONE = ("verified", "reused", "fail-accepted")
+
+
+def resolve_inputs(
+    node: Node, task: str, values: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Input values keyed by their reference (`USER_TASK`, `n1.total`), plus the bare variable
+    name (`total`) when exactly one input has it, for friendlier VF code."""
+    out: dict[str, Any] = {}
+    for ref in node.inputs:
+        if ref == USER_TASK:
+            out[ref] = task
+        else:
+            src, var = ref.split(".", 1)
+            out[ref] = values.get(src, {}).get(var)
+    counts = Counter(r.split(".", 1)[1] for r in node.inputs if r != USER_TASK)
+    for ref in node.inputs:
+        if ref != USER_TASK:
+            var = ref.split(".", 1)[1]
+            if counts[var] == 1 and var not in out:
+                out[var] = out[ref]
+    return out
+
+
+def content_key(node: Node, inputs: Mapping[str, Any], context: Mapping[str, Any] | None) -> str:
+    """Identity of a node's work: same key, same job (so a verified result can be reused)."""
+    blob = json.dumps(
+        {
+            "instruction": node.instruction,
+            "inputs": {r: inputs.get(r) for r in node.inputs},
+            "outputs": node.outputs,
+            "vfs": [v.model_dump() for v in node.verification],
+            "context": context or {},
+        },
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class _RunState:
+    def __init__(self, run_id: str, task: str):
+        self.run_id = run_id
+        self.task = task
+        self.reports: dict[str, NodeReport] = {}
+        self.cache: dict[str, dict[str, Any]] = {}
+        self.plans: list[Plan] = []
+        self.retries = 0
+        self.iteration = 0
+
+
+class Coordinator:
+    def __init__(
+        self,
+        planner: Planner,
+        executor: Executor,
+        verifier: Verifier,
+        config: RunConfig | None = None,
+        events: EventBus | None = None,
+        *,
+        trace_dir: str | Path | None = None,
+    ):
+        self.planner = planner
+        self.executor = executor
+        self.verifier = verifier
+        self.config = config or RunConfig()
+        self.events = events or EventBus()
+        self.trace_dir = Path(trace_dir) if trace_dir is not None else None
+
+    # -- events -------------------------------------------------------------
+    def _emit(
+        self,
+        st: _RunState,
+        type_: str,
+        node_id: str | None = None,
+        attempt: int | None = None,
+        **data,
+    ):
+        self.events.emit(
+            Event(type=type_, run_id=st.run_id, node_id=node_id, iteration=st.iteration or None,
+                  attempt=attempt, data=data)
+        )  # fmt: skip
+
+    # -- public -------------------------------------------------------------
+    async def run(
+        self, task: str, *, run_id: str | None = None, trace_path: str | Path | None = None
+    ) -> RunResult:
+        st = _RunState(run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6], task)
+        if trace_path is None and self.trace_dir is not None:
+            trace_path = self.trace_dir / f"{st.run_id}.jsonl"
+        writer = JsonlTraceWriter(trace_path) if trace_path is not None else None
+        unsubscribe = self.events.subscribe(writer) if writer else None
+        ledger = Ledger(self.config.budget)
+        start = time.monotonic()
+        result: RunResult
+        hook = invalid_plan_hook.set(
+            lambda problems, reply: self._emit(
+                st, ev.PLAN_INVALID, problems=problems, reply=reply[:8000]
+            )
+        )
+        try:
+            with use_ledger(ledger):
+                self._emit(st, ev.RUN_START, task=task, config=self.config.model_dump(mode="json"))
+                timeout = self.config.budget.timeout_s
+                deadline = asyncio.timeout(timeout)
+                try:
+                    async with deadline:
+                        result = await self._run(st)
+                except TimeoutError as e:
+                    if deadline.expired():
+                        result = self._result(
+                            st,
+                            "budget_exhausted",
+                            error=f"wall-clock budget of {timeout}s exhausted",
+                        )
+                    else:
+                        self._emit(
+                            st,
+                            ev.ERROR,
+                            error=f"TimeoutError: {e}",
+                            traceback=traceback.format_exc(),
+                        )
+                        result = self._result(
+                            st, "failed", error=f"internal error: TimeoutError: {e}"
+                        )
+                except BudgetExceeded as e:
+                    result = self._result(st, "budget_exhausted", error=str(e))
+                except PlanningError as e:
+                    result = self._result(st, "failed", error=f"planning failed: {e}")
+                except ModelError as e:
+                    result = self._result(st, "failed", error=f"model error: {e}")
+                except PlanError as e:
+                    result = self._result(st, "failed", error=f"planning failed: {e}")
+                except Exception as e:  # a bug in a custom component must still yield a report
+                    tb = traceback.format_exc()
+                    self._emit(st, ev.ERROR, error=f"{type(e).__name__}: {e}", traceback=tb)
+                    result = self._result(
+                        st, "failed", error=f"internal error: {type(e).__name__}: {e}"
+                    )
+                if result.status == "budget_exhausted":
+                    self._emit(st, ev.BUDGET, error=result.error)
+                result.usage = ledger.usage.model_copy(deep=True)
+                result.wall_time_s = time.monotonic() - start
+                result.trace_path = str(trace_path) if trace_path is not None else None
+                self._emit(
+                    st, ev.FINISH, status=result.status, final_output=result.final_output, error=result.error,
+                    iterations=result.iterations, retries=result.retries,
+                    usage=result.usage.model_dump(mode="json"), wall_time_s=result.wall_time_s,
+                )  # fmt: skip
+                await self.events.drain()
+        finally:
+            invalid_plan_hook.reset(hook)
+            if unsubscribe:
+                unsubscribe()
+            if writer:
+                writer.close()
+        return result
+
+    def run_sync(self, task: str, **kw: Any) -> RunResult:
+        """Blocking wrapper for scripts and notebooks without a running loop."""
+        return asyncio.run(self.run(task, **kw))
+
+    # -- internals ----------------------------------------------------------
+    def _result(self, st: _RunState, status: str, *, final: str | None = None,
+                final_output: dict | None = None, error: str | None = None) -> RunResult:  # fmt: skip
+        return RunResult(
+            run_id=st.run_id, task=st.task, status=status, final_node=final, final_output=final_output,  # type: ignore[arg-type]
+            nodes=st.reports, iterations=st.iteration, retries=st.retries, plans=list(st.plans), error=error,
+        )  # fmt: skip
+
+    async def _run(self, st: _RunState) -> RunResult:
+        cfg = self.config
+        st.iteration = 1
+        plan = await self.planner.plan(st.task)
+        while True:
+            st.plans.append(plan)
+            self._emit(st, ev.PLAN, plan=plan.model_dump(mode="json", by_alias=True))
+            if not cfg.reuse_verified:
+                st.cache.clear()
+            failure, statuses, values = await self._run_plan(st, plan)
+            if failure is None:
+                final = plan.final_node().id
+                partial = any(s == "fail-accepted" for s in statuses.values())
+                return self._result(
+                    st,
+                    "partial" if partial else "success",
+                    final=final,
+                    final_output=dict(values[final]),
+                )
+            if st.iteration >= cfg.max_iterations:
+                return self._result(
+                    st, "failed", final=plan.final_node().id,
+                    error=f"node {failure.node_id!r} failed verification and {cfg.max_iterations} "
+                    f"iteration(s) are spent",
+                )  # fmt: skip
+            st.iteration += 1
+            self._emit(
+                st, ev.REPLAN, failed_node=failure.node_id, failure=failure.model_dump(mode="json")
+            )
+            plan = await self.planner.replan(st.task, plan, failure)
+
+    def _context_for(
+        self, plan: Plan, node: Node, values: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Any] | None:
+        gens = self.config.context_generations
+        if gens <= 1:
+            return None
+        parents = set(node.parent_ids())
+        ctx = {}
+        for aid in plan.ancestors(node.id, gens):
+            if aid not in parents and aid in values:
+                for var, val in values[aid].items():
+                    ctx[f"{aid}.{var}"] = val
+        return ctx or None
+
+    async def _run_plan(self, st: _RunState, plan: Plan):
+        cfg = self.config
+        order = {nid: i for i, nid in enumerate(plan.topological_order())}
+        by_id = plan.by_id
+        parents: dict[str, set[str]] = {nid: set() for nid in by_id}
+        children: dict[str, list[str]] = {nid: [] for nid in by_id}
+        for s, t in plan.edge_set():
+            parents[t].add(s)
+            children[s].append(t)
+        waiting = {nid: len(ps) for nid, ps in parents.items()}
+        ready = [(order[nid], nid) for nid, n in waiting.items() if n == 0]
+        heapq.heapify(ready)
+        status: dict[str, str] = dict.fromkeys(by_id, "pending")
+        values: dict[str, dict[str, Any]] = {}
+        limit = 1 if cfg.sequential else cfg.max_parallel
+        running: dict[asyncio.Task, str] = {}
+        failure: FailureContext | None = None
+        try:
+            while True:
+                while failure is None and ready and len(running) < limit:
+                    _, nid = heapq.heappop(ready)
+                    node = by_id[nid]
+                    inputs = resolve_inputs(node, st.task, values)
+                    context = self._context_for(plan, node, values)
+                    status[nid] = "running"
+                    task = asyncio.create_task(self._run_node(st, node, inputs, context))
+                    running[task] = nid
+                if not running:
+                    break
+                done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
+                for t in sorted(done, key=lambda t: order[running[t]]):
+                    nid = running.pop(t)
+                    report, inputs = t.result()
+                    status[nid] = report.status
+                    if report.status in _DONE:
+                        values[nid] = report.outputs or {}
+                        for c in children[nid]:
+                            waiting[c] -= 1
+                            if waiting[c] == 0:
+                                heapq.heappush(ready, (order[c], c))
+                    elif failure is None:
+                        failure = self._failure(plan, by_id[nid], inputs, report, st, status)
+        finally:
+            for t in running:
+                t.cancel()
+            if running:
+                await asyncio.gather(*running, return_exceptions=True)
+        for nid, s in status.items():
+            if s == "pending":
+                status[nid] = "skipped"
+                rep = st.reports.setdefault(nid, NodeReport(node_id=nid))
+                if rep.iteration != st.iteration:
+                    rep.status, rep.iteration = "skipped", st.iteration
+        return failure, status, values
+
+    def _failure(
+        self, plan: Plan, node: Node, inputs: dict, report: NodeReport, st: _RunState, status
+    ) -> FailureContext:
+        cur = [a for a in report.attempts if a.iteration == st.iteration]
+        last = cur[-1] if cur else None
+        ancestors = []
+        for aid in plan.ancestors(node.id, 2):
+            arep = st.reports.get(aid)
+            ancestors.append(AncestorContext(
+                node_id=aid, instruction=plan.node(aid).instruction,
+                outputs=arep.outputs if arep else None, status=status.get(aid, ""),
+            ))  # fmt: skip
+        return FailureContext(
+            node_id=node.id, instruction=node.instruction, inputs=inputs,
+            outputs=last.outputs if last else None, error=last.error if last else None,
+            verdicts=last.verdicts if last else [], attempts=len(cur), ancestors=ancestors,
+        )  # fmt: skip
+
+    async def _run_node(
+        self, st: _RunState, node: Node, inputs: dict, context: dict | None
+    ) -> tuple[NodeReport, dict]:
+        cfg = self.config
+        rep = st.reports.setdefault(node.id, NodeReport(node_id=node.id))
+        rep.iteration = st.iteration
+        key = content_key(node, inputs, context)
+        if key in st.cache:
+            rep.status, rep.outputs = "reused", dict(st.cache[key])
+            self._emit(st, ev.NODE_REUSED, node.id, outputs=rep.outputs)
+            return rep, inputs
+        rep.status = "pending"
+        self._emit(st, ev.NODE_START, node.id, instruction=node.instruction, inputs=inputs)
+        feedback: Feedback | None = None
+        last_outputs: dict[str, Any] | None = None
+        for attempt in range(1, cfg.max_retries + 1):
+            if attempt > 1:
+                st.retries += 1
+                self._emit(
+                    st,
+                    ev.RETRY,
+                    node.id,
+                    attempt,
+                    feedback=feedback.model_dump(mode="json") if feedback else None,
+                )
+            self._emit(st, ev.ATTEMPT, node.id, attempt)
+            out = await self.executor.execute(node, inputs, feedback, context)
+            rec = AttemptReport(
+                iteration=st.iteration, attempt=attempt, outputs=out.outputs, steps=out.steps
+            )
+            rep.attempts.append(rec)
+            if not out.ok:
+                rec.error = out.error
+                self._emit(
+                    st,
+                    ev.ATTEMPT_RESULT,
+                    node.id,
+                    attempt,
+                    passed=False,
+                    error=out.error,
+                    outputs=out.outputs,
+                )
+                feedback = Feedback(previous_outputs=out.outputs, error=out.error)
+                continue
+            last_outputs = out.outputs
+            vr = await self.verifier.verify(node, inputs, out.outputs or {})
+            rec.verdicts, rec.passed = vr.verdicts, vr.passed
+            for v in vr.verdicts:
+                self._emit(st, ev.VF_VERDICT, node.id, attempt, **v.model_dump(mode="json"))
+            self._emit(
+                st,
+                ev.ATTEMPT_RESULT,
+                node.id,
+                attempt,
+                passed=vr.passed,
+                score=vr.score,
+                outputs=out.outputs,
+            )
+            if vr.passed:
+                rep.status, rep.outputs = "verified", dict(out.outputs or {})
+                st.cache[key] = dict(rep.outputs)
+                self._emit(st, ev.NODE_FINISH, node.id, status=rep.status, outputs=rep.outputs)
+                return rep, inputs
+            feedback = Feedback(previous_outputs=out.outputs, failures=vr.failures)
+        if cfg.fail_accepted:
+            rep.status = "fail-accepted"
+            rep.outputs = dict(last_outputs) if last_outputs else dict.fromkeys(node.outputs)
+            for o in node.outputs:
+                rep.outputs.setdefault(o, None)
+        else:
+            rep.status = "failed"
+            rep.outputs = last_outputs
+        self._emit(st, ev.NODE_FINISH, node.id, status=rep.status, outputs=rep.outputs)
+        return rep, inputs
+
+
+def build(
+    models: Mapping[str, Model],
+    sandbox: Sandbox | None = None,
+    tools: ToolRegistry | None = None,
+    config: RunConfig | None = None,
+    demo: str | None = None,
+    planner: Planner | None = None,
+    *,
+    threshold: float | None = None,
+    events: EventBus | None = None,
+    trace_dir: str | Path | None = None,
+) -> Coordinator:
+    """Wire a coordinator from models keyed planner/executor/judge (judge defaults to executor).
+
+    `tools` defaults to `calculator` plus `python` when a sandbox is given.
+    """
+    config = config or RunConfig()
+    if "executor" not in models:
+        raise ValueError("build() needs an 'executor' model")
+    if planner is None and "planner" not in models:
+        raise ValueError("build() needs a 'planner' model or a planner")
+    tools = tools if tools is not None else default_tools(sandbox)
+    planner = planner or LLMPlanner(
+        models["planner"], tools, demo=demo, temperature=config.temperature
+    )
+    executor = Executor(
+        models["executor"], tools, max_steps=config.executor_max_steps,
+        temperature=config.temperature, top_p=config.top_p,
+    )  # fmt: skip
+    verifier = Verifier(
+        sandbox, models.get("judge", models["executor"]), mode=config.verification,
+        threshold=threshold, vf_timeout_s=config.vf_timeout_s,
+    )  # fmt: skip
+    return Coordinator(planner, executor, verifier, config, events, trace_dir=trace_dir)

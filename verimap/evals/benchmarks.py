@@ -1,0 +1,162 @@
+"""The three benchmarks as eval tasks: how each is loaded, posed, tooled and scored."""
+
+from __future__ import annotations
+
+import abc
+import os
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from verimap.evals import data as d
+from verimap.evals.scoring import Score, score_gsm8k, score_humaneval, score_multihoprag
+from verimap.evals.tools import math_tools, programming_tools, qa_tools
+from verimap.sandbox.base import Sandbox
+from verimap.tools import ToolRegistry
+
+
+@dataclass
+class EvalTask:
+    id: str
+    benchmark: str
+    prompt: str  # what the coordinator is asked
+    gold: str
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Benchmark(abc.ABC):
+    name: ClassVar[str]
+    domain: ClassVar[str]
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None):
+        self.source = d.resolve(self.name, data_dir)
+
+    @abc.abstractmethod
+    def tasks(self) -> list[EvalTask]: ...
+
+    @abc.abstractmethod
+    def tools(self, sandbox: Sandbox) -> ToolRegistry:
+        """A fresh registry per task (the programming workspace holds per-task state)."""
+
+    @abc.abstractmethod
+    async def score(self, task: EvalTask, answer: Any, sandbox: Sandbox) -> Score: ...
+
+    def prepare(self) -> None:  # noqa: B027
+        """Build what every task shares (the search index) before tasks start."""
+
+
+class GSM8K(Benchmark):
+    name = "gsm8k"
+    domain = "math"
+
+    def tasks(self) -> list[EvalTask]:
+        return [
+            EvalTask(
+                id=f"gsm8k/{i}",
+                benchmark=self.name,
+                prompt=(
+                    f"{it.question}\n\nSolve this math word problem. The final answer is a single number."
+                ),
+                gold=it.gold,
+            )
+            for i, it in enumerate(d.load_gsm8k(self.source))
+        ]
+
+    def tools(self, sandbox: Sandbox) -> ToolRegistry:
+        return math_tools(sandbox)
+
+    async def score(self, task: EvalTask, answer: Any, sandbox: Sandbox) -> Score:
+        return score_gsm8k(answer, task.gold)
+
+
+class HumanEval(Benchmark):
+    name = "humaneval"
+    domain = "programming"
+
+    def tasks(self) -> list[EvalTask]:
+        return [
+            EvalTask(
+                id=it.task_id,
+                benchmark=self.name,
+                prompt=(
+                    "Complete the following Python function so that it is correct for all inputs "
+                    "described in its docstring. The final answer is the complete Python code of "
+                    f"the function `{it.entry_point}` (with any imports it needs).\n\n"
+                    f"```python\n{it.prompt}```"
+                ),
+                gold=it.entry_point,
+                meta={
+                    "prompt": it.prompt,
+                    "test": it.test,
+                    "entry_point": it.entry_point,
+                    "solution": it.canonical_solution,
+                },
+            )
+            for it in d.load_humaneval(self.source)
+        ]
+
+    def tools(self, sandbox: Sandbox) -> ToolRegistry:
+        return programming_tools(sandbox)
+
+    async def score(self, task: EvalTask, answer: Any, sandbox: Sandbox) -> Score:
+        return await score_humaneval(
+            answer,
+            prompt=task.meta["prompt"],
+            test=task.meta["test"],
+            entry_point=task.meta["entry_point"],
+            sandbox=sandbox,
+        )
+
+
+class MultiHopRAG(Benchmark):
+    name = "multihoprag"
+    domain = "qa"
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, embedder: Any = None):
+        super().__init__(data_dir)
+        self.queries, self.corpus = d.load_multihoprag(self.source)
+        self.embedder = embedder
+        self.index: Any = None
+
+    def prepare(self) -> None:
+        if self.index is None:
+            from verimap.evals.retrieval import CorpusIndex
+
+            self.index = CorpusIndex.build(self.corpus, embedder=self.embedder)
+
+    def tasks(self) -> list[EvalTask]:
+        return [
+            EvalTask(
+                id=f"multihoprag/{i}",
+                benchmark=self.name,
+                prompt=(
+                    f"{q.query}\n\nAnswer from the news corpus, using the search tool. Give a short "
+                    "answer (a name, a phrase, or Yes/No). If the corpus does not hold the "
+                    'information, answer "Insufficient information."'
+                ),
+                gold=q.answer,
+                meta={"question_type": q.question_type},
+            )
+            for i, q in enumerate(self.queries)
+        ]
+
+    def tools(self, sandbox: Sandbox) -> ToolRegistry:
+        self.prepare()
+        return qa_tools(self.index)
+
+    async def score(self, task: EvalTask, answer: Any, sandbox: Sandbox) -> Score:
+        return score_multihoprag(answer, task.gold)
+
+
+BENCHMARKS: dict[str, type[Benchmark]] = {b.name: b for b in (GSM8K, HumanEval, MultiHopRAG)}
+
+
+def get_benchmark(
+    name: str, data_dir: str | os.PathLike[str] | None = None, **kw: Any
+) -> Benchmark:
+    try:
+        cls = BENCHMARKS[name]
+    except KeyError:
+        raise d.DataError(
+            f"unknown benchmark {name!r}; choose one of {', '.join(BENCHMARKS)}"
+        ) from None
+    return cls(data_dir, **kw)

@@ -1,0 +1,126 @@
+"""Test doubles for the eval harness: scripted models that know the benchmark's answers.
+
+`oracle_models` answers every task from the gold data (or deliberately wrongly
+for every `wrong_every`-th task), so the harness (runner, resume, scoring,
+report, methods) can be tested and benchmarked end to end without a model
+server. It is a test double: nothing in verimap falls back to it, and numbers
+measured with it say nothing about any real model.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any
+
+from verimap.evals.benchmarks import EvalTask, get_benchmark
+from verimap.llm.base import ModelRequest, ModelResponse
+from verimap.llm.double import ScriptedModel, tool_call_reply
+
+
+def _squash(text: str) -> str:
+    text = text.replace("\\n", " ").replace('\\"', '"').replace("\\u2019", "\u2019")
+    return re.sub(r"\W+", "", text)
+
+
+def _answer_for(task: EvalTask, wrong: bool) -> Any:
+    if task.benchmark == "gsm8k":
+        return str(int(float(task.gold)) + 1) if wrong else f"The answer is {task.gold}."
+    if task.benchmark == "humaneval":
+        body = "    return None\n" if wrong else task.meta.get("solution", "")
+        return f"```python\n{task.meta['prompt']}{body}```"
+    return (
+        "Insufficient information."
+        if wrong and task.gold != "Insufficient information."
+        else task.gold
+    )
+
+
+def _plan(tools: bool) -> dict[str, Any]:
+    return {
+        "nodes": [
+            {
+                "id": "solve",
+                "name": "Solve",
+                "instruction": "Solve the task and give the final answer.",
+                "inputs": ["USER_TASK"],
+                "outputs": ["answer"],
+                "verification": [
+                    {
+                        "name": "nonempty",
+                        "type": "python",
+                        "code": "assert str(outputs['answer']).strip()",
+                    },
+                    {
+                        "name": "answers_task",
+                        "type": "llm",
+                        "content": "The answer addresses the task.",
+                    },
+                ],
+            }
+        ],
+        "edges": [],
+    }
+
+
+def oracle_models(
+    tasks: list[EvalTask],
+    *,
+    latency_s: float = 0.0,
+    wrong_every: int = 0,
+    tool_first: bool = True,
+) -> dict[str, ScriptedModel]:
+    """Planner, executor and judge doubles for `tasks` (see the module docstring)."""
+    keys = [(_squash(t.meta.get("prompt") or t.prompt.split("\n\n")[0])[:160], t) for t in tasks]
+
+    def find(req: ModelRequest) -> EvalTask:
+        text = _squash(" ".join(str(m.get("content") or "") for m in req.messages))
+        for k, t in keys:
+            if k and k in text:
+                return t
+        raise LookupError("oracle double: no known task in the request")
+
+    def index_of(task: EvalTask) -> int:
+        return next(i for i, (_, t) in enumerate(keys) if t is task)
+
+    def planner(req: ModelRequest) -> Any:
+        return _plan(tool_first)
+
+    def executor(req: ModelRequest) -> Any:
+        task = find(req)
+        used_tool = any(m.get("role") == "tool" for m in req.messages)
+        if tool_first and not used_tool and req.tools and req.response_schema is None:
+            names = [t["function"]["name"] for t in req.tools]
+            if "calculator" in names:
+                return tool_call_reply("calculator", {"expression": "6*7"})
+            if "search" in names:
+                return tool_call_reply("search", {"query": task.prompt.split("\n")[0][:100]})
+            if "list_files" in names:
+                return tool_call_reply("list_files", {})
+        wrong = bool(wrong_every) and (index_of(task) + 1) % wrong_every == 0
+        return ModelResponse(content=json.dumps({"answer": _answer_for(task, wrong)}))
+
+    def judge(req: ModelRequest) -> Any:
+        if req.response_schema is not None:
+            return {"passed": True, "explanation": "the output meets the criterion"}
+        return "The output meets the criterion."
+
+    return {
+        "planner": ScriptedModel(planner, name="oracle-planner", latency_s=latency_s),
+        "executor": ScriptedModel(executor, name="oracle-executor", latency_s=latency_s),
+        "judge": ScriptedModel(judge, name="oracle-judge", latency_s=latency_s),
+    }
+
+
+def factory(benchmark: str, data_dir: str | None = None) -> dict[str, ScriptedModel]:
+    """Entry point for `verimap eval --models-factory verimap.evals.doubles:factory` (tests only).
+
+    Latency and wrong answers come from VERIMAP_DOUBLE_LATENCY / VERIMAP_DOUBLE_WRONG_EVERY.
+    """
+    bench = get_benchmark(benchmark, data_dir)
+    return oracle_models(
+        bench.tasks(),
+        latency_s=float(os.environ.get("VERIMAP_DOUBLE_LATENCY", "0")),
+        wrong_every=int(os.environ.get("VERIMAP_DOUBLE_WRONG_EVERY", "0")),
+    )

@@ -1,0 +1,123 @@
+"""The paper's methods as presets on the engine: one planner choice plus `RunConfig` overrides.
+
+| method | planner | verification | retries x iterations | notes |
+|---|---|---|---|---|
+| react | one node, all tools | none | 1 x 1 | single agent, <= 20 steps |
+| map | LLM planner | none | 1 x 1 | executors see raw outputs two generations back |
+| map-v | LLM planner | judge, criterion = the instruction | 3 x 5 | |
+| verimap | LLM planner | the plan's VFs | 3 x 5 | |
+| map-v-1it | LLM planner | judge, criterion = the instruction | 1 x 1 | failed outputs flow on |
+| verimap-1it | LLM planner | the plan's VFs | 1 x 1 | failed outputs flow on |
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from verimap.config import RunConfig
+from verimap.llm.base import Model
+from verimap.sandbox.base import Sandbox
+from verimap.tools import ToolRegistry
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    planner: str  # "react" (one fixed node) or "llm"
+    overrides: dict[str, Any] = field(default_factory=dict)
+    description: str = ""
+
+
+METHODS: dict[str, Method] = {
+    m.name: m
+    for m in (
+        Method("react", "react",
+               {"verification": "none", "max_retries": 1, "max_iterations": 1, "executor_max_steps": 20},
+               "single ReAct agent with all tools"),
+        Method("map", "llm",
+               {"verification": "none", "max_retries": 1, "max_iterations": 1, "context_generations": 2},
+               "plan, no verification; raw outputs two generations back"),
+        Method("map-v", "llm", {"verification": "instruction", "max_retries": 3, "max_iterations": 5},
+               "plan + generic judge whose criterion is the node instruction"),
+        Method("verimap", "llm", {"verification": "full", "max_retries": 3, "max_iterations": 5},
+               "plan with planner-written Python and NL verification functions"),
+        Method("map-v-1it", "llm",
+               {"verification": "instruction", "max_retries": 1, "max_iterations": 1, "fail_accepted": True},
+               "map-v in one pass: no retries, no replanning"),
+        Method("verimap-1it", "llm",
+               {"verification": "full", "max_retries": 1, "max_iterations": 1, "fail_accepted": True},
+               "verimap in one pass: no retries, no replanning"),
+    )
+}  # fmt: skip
+
+# The paper samples every role at temperature 1.0, top_p 1.0.
+PAPER_DEFAULTS: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0}
+
+
+def get_method(name: str) -> Method:
+    try:
+        return METHODS[name]
+    except KeyError:
+        raise ValueError(f"unknown method {name!r}; choose one of {', '.join(METHODS)}") from None
+
+
+def method_config(
+    method: str | Method, base: RunConfig | dict[str, Any] | None = None
+) -> RunConfig:
+    """The method's RunConfig: paper defaults, then `base` (user settings), then the method's own knobs."""
+    m = get_method(method) if isinstance(method, str) else method
+    data: dict[str, Any] = dict(PAPER_DEFAULTS)
+    if isinstance(base, RunConfig):
+        data.update(base.model_dump(exclude_unset=True))
+    elif base:
+        data.update(base)
+    data.update(m.overrides)
+    return RunConfig.model_validate(data)
+
+
+Solve = Callable[..., Awaitable[Any]]
+
+
+def build_coordinator(
+    method: str | Method,
+    models: dict[str, Model],
+    sandbox: Sandbox,
+    tools: ToolRegistry,
+    *,
+    config: RunConfig | dict[str, Any] | None = None,
+    events: Any = None,
+    demo: str | None = None,
+    answer_outputs: list[str] | None = None,
+) -> Any:
+    """A Coordinator wired for `method` (models keyed planner/executor/judge; judge defaults
+    to the executor's model, as in `verimap.build`)."""
+    from verimap.coordinator import Coordinator
+    from verimap.executor import Executor
+    from verimap.planner import LLMPlanner, TemplatePlanner
+    from verimap.verifier import Verifier
+
+    m = get_method(method) if isinstance(method, str) else method
+    needed = ["executor"] + (["planner"] if m.planner == "llm" else [])
+    missing = [r for r in needed if r not in models]
+    if missing:
+        raise ValueError(f"method {m.name!r} needs a model for role(s): {', '.join(missing)}")
+    cfg = method_config(m, config)
+    if m.planner == "react":
+        planner: Any = TemplatePlanner.single_node(
+            outputs=answer_outputs or ["answer"],
+            instruction="Solve the task completely, using the tools as needed, and give the final answer.",
+        )
+    else:
+        planner = LLMPlanner(models["planner"], tools, demo=demo, temperature=cfg.temperature)
+    executor = Executor(
+        models["executor"],
+        tools,
+        max_steps=cfg.executor_max_steps,
+        temperature=cfg.temperature,
+        top_p=cfg.top_p,
+    )
+    judge = models.get("judge", models["executor"])
+    verifier = Verifier(sandbox, judge, mode=cfg.verification, vf_timeout_s=cfg.vf_timeout_s)
+    return Coordinator(planner, executor, verifier, config=cfg, events=events)

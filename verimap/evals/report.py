@@ -1,0 +1,235 @@
+"""Markdown tables shaped like the paper's, from one or more eval directories.
+
+- Table 1: accuracy, mean ± sample std over runs, methods x benchmarks.
+- Table 7: average iterations and retries per task.
+- Fig. 2 / 9: cost (and tokens) per task by role: planner, executor, verifier (judge).
+- Table 3: verification functions per plan: number and average length of Python and NL VFs.
+- Table 4: verification against gold correctness: false positives (verified but wrong)
+  and false negatives (rejected but right).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from verimap.evals.methods import METHODS
+from verimap.evals.runner import CONFIG, RESULTS, ResultsLog, RunDirError
+
+BENCH_ORDER = ["gsm8k", "humaneval", "multihoprag"]
+BENCH_TITLE = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "multihoprag": "MultiHopRAG"}
+
+
+def load_records(dirs: Iterable[str | os.PathLike[str]]) -> list[dict[str, Any]]:
+    """Every finished record in `dirs` (a directory without results.jsonl is an error)."""
+    out: list[dict[str, Any]] = []
+    for d in dirs:
+        p = Path(d)
+        if not (p / RESULTS).exists():
+            if (p / CONFIG).exists():
+                continue  # started, nothing finished yet
+            raise RunDirError(f"{p}: no {RESULTS} here; is this an eval output directory?")
+        models = {}
+        if (p / CONFIG).exists():
+            models = json.loads((p / CONFIG).read_text()).get("models", {})
+        for rec in ResultsLog(p / RESULTS).load().values():
+            rec.setdefault("models", models)
+            out.append(rec)
+    return out
+
+
+def _fmt(x: float, digits: int = 1) -> str:
+    return f"{x:.{digits}f}"
+
+
+def _method_order(methods: Iterable[str]) -> list[str]:
+    known = list(METHODS)
+    return sorted(set(methods), key=lambda m: (known.index(m) if m in known else len(known), m))
+
+
+def _bench_order(benches: Iterable[str]) -> list[str]:
+    return sorted(set(benches), key=lambda b: (BENCH_ORDER.index(b) if b in BENCH_ORDER else 9, b))
+
+
+def _group(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
+    g: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        g[(r["method"], r["benchmark"])].append(r)
+    return g
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def accuracy_by_run(recs: Sequence[dict[str, Any]]) -> list[float]:
+    runs: dict[int, list[bool]] = defaultdict(list)
+    for r in recs:
+        runs[int(r["run"])].append(bool(r["correct"]))
+    return [100.0 * sum(v) / len(v) for _, v in sorted(runs.items()) if v]
+
+
+def table_accuracy(records: Sequence[dict[str, Any]]) -> str:
+    g = _group(records)
+    benches = _bench_order(r["benchmark"] for r in records)
+    rows = []
+    for m in _method_order(r["method"] for r in records):
+        row = [m]
+        for b in benches:
+            recs = g.get((m, b), [])
+            accs = accuracy_by_run(recs)
+            if not accs:
+                row.append("–")
+                continue
+            mean = statistics.fmean(accs)
+            std = statistics.stdev(accs) if len(accs) > 1 else 0.0
+            n = len({r["task_id"] for r in recs})
+            row.append(f"{_fmt(mean)} ± {_fmt(std)} (n={n}, runs={len(accs)})")
+        rows.append(row)
+    return _table(["Method", *[BENCH_TITLE.get(b, b) for b in benches]], rows)
+
+
+def table_iterations(records: Sequence[dict[str, Any]]) -> str:
+    g = _group(records)
+    rows = []
+    for (m, b), recs in sorted(g.items(), key=lambda kv: (_method_order([kv[0][0]]), kv[0][1])):
+        rows.append([
+            m, BENCH_TITLE.get(b, b),
+            _fmt(statistics.fmean(r.get("iterations", 0) for r in recs), 2),
+            _fmt(statistics.fmean(r.get("retries", 0) for r in recs), 2),
+        ])  # fmt: skip
+    return _table(["Method", "Benchmark", "Avg. iterations", "Avg. retries"], rows)
+
+
+def _role_avg(recs: Sequence[dict[str, Any]], role: str, field: str) -> float:
+    vals = []
+    for r in recs:
+        u = r.get("usage", {}).get(role, {})
+        if field == "tokens":
+            vals.append(u.get("prompt_tokens", 0) + u.get("completion_tokens", 0))
+        else:
+            vals.append(u.get(field, 0.0))
+    return statistics.fmean(vals) if vals else 0.0
+
+
+def table_cost(records: Sequence[dict[str, Any]]) -> str:
+    g = _group(records)
+    rows = []
+    for (m, b), recs in sorted(g.items(), key=lambda kv: (_method_order([kv[0][0]]), kv[0][1])):
+        row = [m, BENCH_TITLE.get(b, b)]
+        total = 0.0
+        for role in ("planner", "executor", "judge"):
+            c = _role_avg(recs, role, "cost")
+            total += c
+            row.append(f"${c:.5f} / {_role_avg(recs, role, 'tokens'):.0f}")
+        row.append(f"${total:.5f}")
+        rows.append(row)
+    return _table(
+        [
+            "Method",
+            "Benchmark",
+            "Planner ($ / tok)",
+            "Executor ($ / tok)",
+            "Verifier ($ / tok)",
+            "Total $",
+        ],
+        rows,
+    )
+
+
+def table_vfs(records: Sequence[dict[str, Any]]) -> str:
+    g = _group(records)
+    rows = []
+    for (m, b), recs in sorted(g.items(), key=lambda kv: (_method_order([kv[0][0]]), kv[0][1])):
+        tot: dict[str, float] = defaultdict(float)
+        for r in recs:
+            for k, v in r.get("vf_stats", {}).items():
+                tot[k] += v
+        plans = tot["plans"] or 1
+        rows.append([
+            m, BENCH_TITLE.get(b, b),
+            _fmt(tot["python"] / plans, 2),
+            _fmt(tot["python_chars"] / tot["python"], 0) if tot["python"] else "–",
+            _fmt(tot["llm"] / plans, 2),
+            _fmt(tot["llm_chars"] / tot["llm"], 0) if tot["llm"] else "–",
+            _fmt(tot["nodes"] / plans, 2),
+        ])  # fmt: skip
+    return _table(
+        ["Method", "Benchmark", "Python VFs / plan", "Python VF length (chars)", "NL VFs / plan",
+         "NL VF length (chars)", "Nodes / plan"],
+        rows,
+    )  # fmt: skip
+
+
+def table_verification(records: Sequence[dict[str, Any]]) -> str:
+    g = _group(records)
+    rows = []
+    for (m, b), recs in sorted(g.items(), key=lambda kv: (_method_order([kv[0][0]]), kv[0][1])):
+        if METHODS.get(m) is not None and METHODS[m].overrides.get("verification") == "none":
+            continue
+        n = len(recs)
+        fp = sum(1 for r in recs if r.get("verified") and not r.get("correct"))
+        fn = sum(1 for r in recs if not r.get("verified") and r.get("correct"))
+        ver = sum(1 for r in recs if r.get("verified"))
+        rows.append([
+            m, BENCH_TITLE.get(b, b), str(n), str(ver),
+            f"{fp} ({100.0 * fp / n:.1f}%)", f"{fn} ({100.0 * fn / n:.1f}%)",
+        ])  # fmt: skip
+    return _table(
+        ["Method", "Benchmark", "Tasks", "Verified", "False positives", "False negatives"], rows
+    )
+
+
+def table_question_types(records: Sequence[dict[str, Any]]) -> str:
+    """MultiHopRAG accuracy (%) by question type, pooled over runs."""
+    cells: dict[tuple[str, str], list[bool]] = defaultdict(list)
+    for r in records:
+        qt = (r.get("meta") or {}).get("question_type")
+        if qt:
+            cells[(r["method"], qt)].append(bool(r["correct"]))
+    types = sorted({qt for _, qt in cells})
+    rows = []
+    for m in _method_order(m for m, _ in cells):
+        row = [m]
+        for qt in types:
+            v = cells.get((m, qt), [])
+            row.append(f"{100.0 * sum(v) / len(v):.1f} (n={len(v)})" if v else "–")
+        rows.append(row)
+    return _table(["Method", *types], rows)
+
+
+def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> str:
+    """All tables as one markdown document."""
+    if not records:
+        return "No finished tasks yet."
+    models = sorted({f"{k}={v}" for r in records for k, v in (r.get("models") or {}).items()})
+    parts = [f"# {title}" if title else "# verimap eval report"]
+    if models:
+        parts.append("Models: " + ", ".join(models))
+    parts += [
+        "## Accuracy (%), mean ± std over runs (paper Table 1)",
+        table_accuracy(records),
+        "## Iterations and retries per task (paper Table 7)",
+        table_iterations(records),
+        "## Cost and tokens per task by role (paper Fig. 2 / 9)",
+        table_cost(records),
+        "## Verification functions per plan (paper Table 3)",
+        table_vfs(records),
+        "## Verification vs. gold correctness (paper Table 4)",
+        "False positive: verification accepted a wrong final answer; false negative: it rejected a right one.",
+        table_verification(records),
+    ]
+    if any((r.get("meta") or {}).get("question_type") for r in records):
+        parts += ["## MultiHopRAG accuracy (%) by question type", table_question_types(records)]
+    return "\n\n".join(parts) + "\n"
+
+
+def report_dirs(dirs: Sequence[str | os.PathLike[str]]) -> str:
+    return render(load_records(dirs))

@@ -1,0 +1,392 @@
+"""Run a benchmark with a method, concurrently, losing nothing when interrupted.
+
+Each finished task is one JSON line appended to `DIR/results.jsonl` and fsynced
+before the next is counted, so a crash or Ctrl-C can cost at most the tasks still
+running. On `--resume` the log is read back (a torn last line from a kill is cut
+off), finished tasks are skipped, and a lock file keeps two runs from writing the
+same directory at once; together these mean no task is lost or counted twice.
+Tasks that fail for infrastructure reasons (a model endpoint down, a sandbox
+error) are logged to `DIR/errors.jsonl` instead, so a resume retries them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import json
+import os
+import re
+import sys
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from verimap.config import RunConfig
+from verimap.evals.benchmarks import Benchmark, EvalTask
+from verimap.evals.methods import build_coordinator, get_method, method_config
+from verimap.llm.base import Model
+from verimap.plan import LLMVF, PythonVF
+from verimap.sandbox.base import Sandbox
+
+RESULTS = "results.jsonl"
+ERRORS = "errors.jsonl"
+CONFIG = "config.json"
+LOCK = ".lock"
+
+
+class RunDirError(RuntimeError):
+    """The output directory cannot be used as asked (busy, or holds another run)."""
+
+
+class TaskRecord(BaseModel):
+    key: str
+    run: int
+    task_id: str
+    benchmark: str
+    method: str
+    status: str
+    correct: bool
+    verified: bool  # verification accepted the final answer (run status success)
+    predicted: str = ""
+    gold: str = ""
+    score_detail: str = ""
+    iterations: int = 0
+    retries: int = 0
+    usage: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    tokens: int = 0
+    cost: float = 0.0
+    wall_time_s: float = 0.0
+    vf_stats: dict[str, float] = Field(default_factory=dict)
+    plans: list[dict[str, Any]] = Field(default_factory=list)
+    meta: dict[str, Any] = Field(default_factory=dict)
+    trace: str | None = None
+    error: str | None = None
+    finished_at: float = Field(default_factory=time.time)
+
+
+def task_key(run: int, task_id: str) -> str:
+    return f"r{run}/{task_id}"
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+class ResultsLog:
+    """Append-only JSONL with one fsync per record."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+
+    def load(self, *, repair: bool = False) -> dict[str, dict[str, Any]]:
+        """Finished records by key. A torn final line (a kill mid-write) is dropped, and with
+        `repair` cut from the file so later appends start on a fresh line."""
+        if not self.path.exists():
+            return {}
+        raw = self.path.read_bytes()
+        end = raw.rfind(b"\n") + 1
+        if end < len(raw) and repair:
+            with self.path.open("r+b") as f:
+                f.truncate(end)
+                f.flush()
+                os.fsync(f.fileno())
+        out: dict[str, dict[str, Any]] = {}
+        for n, line in enumerate(raw[:end].splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise RunDirError(
+                    f"{self.path}: line {n} is not valid JSON ({e}); fix or remove it"
+                ) from None
+            out.setdefault(rec["key"], rec)
+        return out
+
+    def append(self, record: dict[str, Any]) -> None:
+        data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+@contextlib.contextmanager
+def dir_lock(out: Path) -> Iterator[None]:
+    out.mkdir(parents=True, exist_ok=True)
+    fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunDirError(f"{out} is in use by another eval run") from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def vf_stats(plans: list[Any]) -> dict[str, float]:
+    """Counts and total lengths (characters) of Python and NL VFs over all plans of a run."""
+    s = {"plans": 0, "nodes": 0, "python": 0, "python_chars": 0, "llm": 0, "llm_chars": 0}
+    for p in plans:
+        s["plans"] += 1
+        for n in p.nodes:
+            s["nodes"] += 1
+            for vf in n.verification:
+                if isinstance(vf, PythonVF):
+                    s["python"] += 1
+                    s["python_chars"] += len(vf.code)
+                elif isinstance(vf, LLMVF):
+                    s["llm"] += 1
+                    s["llm_chars"] += len(vf.content)
+    return s
+
+
+@dataclass
+class Tally:
+    total: int
+    done: int = 0
+    correct: int = 0
+    tokens: int = 0
+    cost: float = 0.0
+    errors: int = 0
+    skipped: int = 0
+
+    def add(self, rec: dict[str, Any]) -> None:
+        self.done += 1
+        self.correct += bool(rec.get("correct"))
+        self.tokens += int(rec.get("tokens", 0))
+        self.cost += float(rec.get("cost", 0.0))
+
+    @property
+    def accuracy(self) -> float:
+        return self.correct / self.done if self.done else 0.0
+
+
+@dataclass
+class EvalOutcome:
+    out_dir: Path
+    tally: Tally
+    records: list[dict[str, Any]] = field(default_factory=list)
+    interrupted: bool = False
+
+
+# (task, run index, trace path) -> RunResult
+Solver = Callable[[EvalTask, int, Any], Awaitable[Any]]
+
+
+def _check_config(out: Path, cfg: dict[str, Any], resume: bool, has_results: bool) -> None:
+    path = out / CONFIG
+    if path.exists():
+        old = json.loads(path.read_text())
+        if has_results and not resume:
+            raise RunDirError(
+                f"{out} already holds results; pass --resume to continue it, or choose another --out"
+            )
+        for k in ("benchmark", "method"):
+            if old.get(k) != cfg.get(k):
+                raise RunDirError(
+                    f"{out} holds a run of {k} {old.get(k)!r}, not {cfg.get(k)!r}; choose another --out"
+                )
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(cfg, indent=2, default=str) + "\n")
+    os.replace(tmp, path)
+
+
+def _progress(total: int, enabled: bool):
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("acc {task.fields[acc]}"),
+        TextColumn("tok {task.fields[tok]}"),
+        TextColumn("${task.fields[cost]}"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        disable=not enabled,
+        transient=False,
+    )
+
+
+async def run_eval(
+    bench: Benchmark,
+    method: str,
+    models: dict[str, Model] | None,
+    sandbox: Sandbox,
+    out_dir: str | os.PathLike[str],
+    *,
+    runs: int = 1,
+    limit: int | None = None,
+    max_concurrency: int = 4,
+    resume: bool = False,
+    config: RunConfig | dict[str, Any] | None = None,
+    progress: bool = True,
+    solver: Solver | None = None,
+    extra_config: dict[str, Any] | None = None,
+) -> EvalOutcome:
+    """Run `runs` x the first `limit` tasks; see the module docstring for the guarantees."""
+    get_method(method)
+    if runs < 1 or max_concurrency < 1:
+        raise ValueError("runs and max_concurrency must be >= 1")
+    out = Path(out_dir)
+    cfg = method_config(method, config)
+    tasks = bench.tasks()[: limit if limit else None]
+    with dir_lock(out):
+        log = ResultsLog(out / RESULTS)
+        done = log.load(repair=True)
+        _check_config(
+            out,
+            {
+                "benchmark": bench.name,
+                "method": method,
+                "runs": runs,
+                "limit": limit,
+                "data": {"dir": str(bench.source.root), "origin": bench.source.origin},
+                "models": {r: getattr(m, "name", "?") for r, m in (models or {}).items()},
+                "sandbox": getattr(sandbox, "kind", "?"),
+                "run_config": cfg.model_dump(mode="json"),
+                **(extra_config or {}),
+            },
+            resume,
+            bool(done),
+        )
+        pending = [(r, t) for r in range(runs) for t in tasks if task_key(r, t.id) not in done]
+        tally = Tally(total=runs * len(tasks))
+        mine = {task_key(r, t.id) for r in range(runs) for t in tasks}
+        for k, rec in done.items():
+            if k in mine:
+                tally.add(rec)
+        tally.skipped = tally.done
+        if pending:
+            bench.prepare()
+        solve = solver or _default_solver(bench, method, models, sandbox, cfg)
+        sem = asyncio.Semaphore(max_concurrency)
+        outcome = EvalOutcome(out, tally)
+        with _progress(tally.total, progress) as bar:
+            pid = bar.add_task(f"{bench.name}/{method}", total=tally.total, completed=tally.done,
+                               acc="-", tok=0, cost="0.0000")  # fmt: skip
+
+            def refresh() -> None:
+                bar.update(pid, completed=tally.done, acc=f"{tally.accuracy:.1%}" if tally.done else "-",
+                           tok=tally.tokens, cost=f"{tally.cost:.4f}")  # fmt: skip
+
+            refresh()
+
+            async def one(run: int, task: EvalTask) -> None:
+                async with sem:
+                    rec = await _run_task(bench, method, task, run, out, sandbox, solve)
+                if rec is None:
+                    tally.errors += 1
+                    return
+                log.append(rec)
+                outcome.records.append(rec)
+                tally.add(rec)
+                refresh()
+                if progress and not bar.console.is_terminal:
+                    # No live bar in a log file or CI: one line per finished task instead.
+                    print(
+                        f"[{tally.done}/{tally.total}] {rec['key']} "
+                        f"{'correct' if rec['correct'] else 'wrong'} ({rec['status']}); "
+                        f"acc {tally.accuracy:.1%}, {tally.tokens} tok, ${tally.cost:.4f}",
+                        file=sys.stderr,
+                        flush=True,
+                    )
+
+            jobs = [asyncio.create_task(one(r, t)) for r, t in pending]
+            try:
+                await asyncio.gather(*jobs)
+            except BaseException:
+                outcome.interrupted = True
+                for j in jobs:
+                    j.cancel()
+                await asyncio.gather(*jobs, return_exceptions=True)
+                raise
+        return outcome
+
+
+def _default_solver(
+    bench: Benchmark, method: str, models: dict[str, Model] | None, sandbox: Sandbox, cfg: RunConfig
+) -> Solver:
+    if models is None:
+        raise ValueError("no models given: pass models (planner, executor, judge) or a solver")
+
+    async def solve(task: EvalTask, run: int, trace_path: Path) -> Any:
+        coord = build_coordinator(method, models, sandbox, bench.tools(sandbox), config=cfg)
+        return await coord.run(task.prompt, trace_path=trace_path)
+
+    return solve
+
+
+async def _run_task(
+    bench: Benchmark,
+    method: str,
+    task: EvalTask,
+    run: int,
+    out: Path,
+    sandbox: Sandbox,
+    solve: Solver,
+) -> dict[str, Any] | None:
+    key = task_key(run, task.id)
+    rel = Path("traces") / f"run{run}" / f"{_safe(task.id)}.jsonl"
+    trace_path = out / rel
+    trace_path.parent.mkdir(parents=True, exist_ok=True)
+    trace_path.unlink(missing_ok=True)  # a previous, unfinished attempt of this task
+    start = time.monotonic()
+    try:
+        result = await solve(task, run, trace_path)
+        score = await bench.score(task, result.answer, sandbox)
+    except (asyncio.CancelledError, KeyboardInterrupt):
+        raise
+    except Exception as e:
+        ResultsLog(out / ERRORS).append(
+            {
+                "key": key,
+                "task_id": task.id,
+                "run": run,
+                "error": f"{type(e).__name__}: {e}",
+                "traceback": traceback.format_exc(),
+                "at": time.time(),
+            }
+        )
+        print(f"task {key} failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return None
+    usage = result.usage
+    total = usage.total
+    rec = TaskRecord(
+        key=key,
+        run=run,
+        task_id=task.id,
+        benchmark=bench.name,
+        method=method,
+        status=result.status,
+        correct=score.correct,
+        verified=result.status == "success",
+        predicted=score.predicted[:4000],
+        gold=score.gold,
+        score_detail=score.detail,
+        iterations=result.iterations,
+        retries=result.retries,
+        usage={r: u.model_dump() for r, u in usage.roles.items()},
+        tokens=total.total_tokens,
+        cost=total.cost,
+        wall_time_s=round(time.monotonic() - start, 3),
+        vf_stats=vf_stats(result.plans),
+        plans=[p.model_dump(mode="json", by_alias=True) for p in result.plans],
+        meta={"question_type": task.meta["question_type"]} if "question_type" in task.meta else {},
+        trace=str(rel),
+        error=result.error,
+    )
+    return rec.model_dump(mode="json")

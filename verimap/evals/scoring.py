@@ -1,0 +1,216 @@
+"""Scorers: is a run's final answer right?
+
+Each returns a `Score` carrying the extracted prediction, so a report can show
+what was compared and a wrong extraction is visible rather than silent.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import string
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from pydantic import BaseModel
+
+from verimap.sandbox.base import Outcome, Sandbox
+
+
+class Score(BaseModel):
+    correct: bool
+    predicted: str
+    gold: str
+    detail: str = ""
+
+
+_PREFERRED_KEYS = ("answer", "final_answer", "result", "code", "solution", "output")
+
+
+def answer_text(answer: Any) -> str:
+    """Flatten a run's answer (a string, a number, or a dict of outputs) into text."""
+    if answer is None:
+        return ""
+    if isinstance(answer, str):
+        return answer
+    if isinstance(answer, dict):
+        if len(answer) == 1:
+            return answer_text(next(iter(answer.values())))
+        for k in _PREFERRED_KEYS:
+            if k in answer:
+                return answer_text(answer[k])
+        return json.dumps(answer, ensure_ascii=False, default=str)
+    if isinstance(answer, list | tuple):
+        return "\n".join(answer_text(a) for a in answer)
+    return str(answer)
+
+
+# ---- GSM8K ---------------------------------------------------------------------------------
+
+_NUM = r"-?\$?\s*\d[\d,]*(?:\.\d+)?|-?\$?\s*\.\d+"
+_NUM_RE = re.compile(_NUM)
+_BOXED_RE = re.compile(r"\\boxed\s*\{")
+_MARKERS = (
+    re.compile(r"####\s*(" + _NUM + ")"),
+    re.compile(r"(?:final answer|the answer)\s*(?:is|:|=)?\s*[:=]?\s*\**\s*(" + _NUM + ")", re.I),
+    re.compile(r"answer\s*[:=]\s*\**\s*(" + _NUM + ")", re.I),
+)
+
+
+def _boxed_contents(text: str) -> list[str]:
+    out = []
+    for m in _BOXED_RE.finditer(text):
+        depth, i = 1, m.end()
+        while i < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            i += 1
+        if depth == 0:
+            out.append(text[m.end() : i - 1])
+    return out
+
+
+def normalize_number(s: str) -> str | None:
+    """'$1,234.50' -> '1234.5', '18.0' -> '18'; None when `s` is not a plain number."""
+    s = s.strip().rstrip(".").replace(",", "").replace("$", "").replace(" ", "")
+    s = s.removesuffix("%")
+    try:
+        d = Decimal(s)
+    except InvalidOperation:
+        return None
+    if not d.is_finite():
+        return None
+    d = d.normalize()
+    if d == d.to_integral_value():
+        return str(d.quantize(Decimal(1)))
+    return format(d, "f")
+
+
+def extract_gsm8k(text: Any) -> str | None:
+    """The final number of a free-text solution.
+
+    Order: `#### N`, the last `\\boxed{...}`, "the answer is N", "answer: N", then the
+    last number in the text (a model's closing sentence usually holds its answer).
+    """
+    text = answer_text(text)
+    for m in reversed(_boxed_contents(text)):
+        m = m.replace("\\,", ",").replace("\\$", "$").strip()
+        plain = normalize_number(m.removeprefix("$").strip())
+        if plain is not None:
+            return plain
+        if m:
+            return m
+    for rx in _MARKERS:
+        found = rx.findall(text)
+        if found:
+            return normalize_number(found[-1])
+    nums = _NUM_RE.findall(text)
+    return normalize_number(nums[-1]) if nums else None
+
+
+def _math_verify_equal(gold: str, pred: str) -> bool | None:
+    try:
+        from math_verify import parse, verify
+    except ImportError:
+        return None
+    try:
+        return bool(verify(parse(gold), parse(pred)))
+    except Exception:
+        return None
+
+
+def score_gsm8k(answer: Any, gold: str) -> Score:
+    """Numeric equality after normalization; `math-verify` decides non-plain forms (fractions, LaTeX)."""
+    text = answer_text(answer)
+    pred = extract_gsm8k(text)
+    g = normalize_number(gold) or gold.strip()
+    if pred is None:
+        return Score(correct=False, predicted="", gold=g, detail="no number in the answer")
+    if normalize_number(pred) is not None:
+        return Score(correct=Decimal(pred) == Decimal(g), predicted=pred, gold=g)
+    eq = _math_verify_equal(g, pred)
+    return Score(correct=bool(eq), predicted=pred, gold=g, detail="math-verify")
+
+
+# ---- MultiHopRAG ---------------------------------------------------------------------------
+
+_ANSWER_IS = re.compile(r'the answer to the question is\s*"([^"]*)"', re.I)
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+
+
+def normalize_text(s: str) -> str:
+    """SQuAD-style: lower case, no punctuation, no articles, single spaces."""
+    s = s.lower()
+    s = "".join(ch for ch in s if ch not in set(string.punctuation))
+    s = _ARTICLES.sub(" ", s)
+    return " ".join(s.split())
+
+
+def extract_multihop(text: str) -> str:
+    m = _ANSWER_IS.search(text)
+    return m.group(1) if m else text.strip()
+
+
+def score_multihoprag(answer: Any, gold: str) -> Score:
+    """The dataset's own answer matching, made less lenient where it can be gamed.
+
+    Upstream counts a prediction right when it shares any word with the gold answer.
+    Here: yes/no golds need the prediction's first yes/no word to agree; the null
+    answer ("Insufficient information") needs "insufficient"; other golds need the
+    normalized gold inside the normalized prediction. `detail` also gives upstream's
+    verdict so both can be reported.
+    """
+    pred = extract_multihop(answer_text(answer))
+    np_, ng = normalize_text(pred), normalize_text(gold)
+    upstream = bool(set(pred.lower().split()) & set(gold.lower().split()))
+    if ng in ("yes", "no"):
+        words = [w for w in np_.split() if w in ("yes", "no")]
+        ok = bool(words) and words[0] == ng
+    elif ng.startswith("insufficient information"):
+        ok = "insufficient" in np_ or "not enough information" in np_
+    else:
+        ok = bool(ng) and (ng in np_)
+    return Score(correct=ok, predicted=pred, gold=gold, detail=f"upstream_match={upstream}")
+
+
+# ---- HumanEval -----------------------------------------------------------------------------
+
+_FENCE = re.compile(r"```[ \t]*(?:python|py|Python)?[ \t]*\n(.*?)```", re.S)
+
+
+def extract_code(text: Any, entry_point: str) -> str:
+    """The code of a reply: the fenced block that defines `entry_point`, else the last block, else all."""
+    text = answer_text(text)
+    blocks = _FENCE.findall(text)
+    if not blocks:
+        return text.strip("\n")
+    defining = [b for b in blocks if re.search(rf"\bdef\s+{re.escape(entry_point)}\s*\(", b)]
+    return (defining or blocks)[-1].strip("\n")
+
+
+def build_candidate(answer: Any, prompt: str, entry_point: str) -> str:
+    """A full module to test: the reply's function with the prompt's imports, or prompt + body."""
+    code = extract_code(answer, entry_point)
+    if re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", code, re.M):
+        header = "\n".join(ln for ln in prompt.splitlines() if ln.startswith(("import ", "from ")))
+        return f"{header}\n\n{code}\n" if header else code + "\n"
+    return prompt + code + "\n"
+
+
+async def score_humaneval(
+    answer: Any,
+    *,
+    prompt: str,
+    test: str,
+    entry_point: str,
+    sandbox: Sandbox,
+    timeout: float = 20.0,
+) -> Score:
+    """pass@1: the hidden tests run in the sandbox's test runner, separate from the candidate."""
+    if not extract_code(answer, entry_point).strip():
+        return Score(correct=False, predicted="", gold=entry_point, detail="no code in the answer")
+    candidate = build_candidate(answer, prompt, entry_point)
+    res = await sandbox.run_tests(candidate, test, entry_point, timeout=timeout)
+    detail = res.outcome.value + (f": {res.message}" if res.message else "")
+    if res.outcome is Outcome.SANDBOX_ERROR:
+        raise RuntimeError(f"sandbox failed while scoring: {res.message}")
+    return Score(correct=res.passed, predicted=candidate, gold=entry_point, detail=detail[:500])

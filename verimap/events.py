@@ -1,0 +1,154 @@
+"""Run events: every step of a run is an `Event`, delivered to subscribers and to a JSONL trace.
+
+Traces get shared and attached to bug reports, so everything emitted is passed
+through `redact` first: API keys never leave the process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+# Event types, in the order a run emits them.
+RUN_START = "run_start"
+PLAN = "plan"
+PLAN_INVALID = "plan_invalid"
+NODE_START = "node_start"
+NODE_REUSED = "node_reused"
+ATTEMPT = "attempt"
+TOOL_CALL = "tool_call"
+VF_VERDICT = "vf_verdict"
+ATTEMPT_RESULT = "attempt_result"
+RETRY = "retry"
+NODE_FINISH = "node_finish"
+REPLAN = "replan"
+BUDGET = "budget_exhausted"
+ERROR = "error"
+FINISH = "finish"
+
+_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
+_SECRET_FIELD = re.compile(r"(api[_-]?key|authorization|password|secret|token)$", re.I)
+_SECRET_PATTERNS = [
+    re.compile(r"sk-[A-Za-z0-9_\-]{16,}"),
+    re.compile(r"(?i)bearer\s+[A-Za-z0-9._\-]{12,}"),
+]
+REDACTED = "[REDACTED]"
+
+
+def _secret_values() -> list[str]:
+    return sorted(
+        {v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 8},
+        key=len,
+        reverse=True,
+    )
+
+
+def redact(obj: Any, _secrets: list[str] | None = None) -> Any:
+    """A copy of `obj` with secret-named fields, secret env values and key-shaped strings masked."""
+    secrets = _secret_values() if _secrets is None else _secrets
+    if isinstance(obj, str):
+        for s in secrets:
+            obj = obj.replace(s, REDACTED)
+        for p in _SECRET_PATTERNS:
+            obj = p.sub(REDACTED, obj)
+        return obj
+    if isinstance(obj, dict):
+        return {
+            k: (
+                REDACTED
+                if isinstance(k, str) and _SECRET_FIELD.search(k) and v
+                else redact(v, secrets)
+            )
+            for k, v in obj.items()
+        }
+    if isinstance(obj, list | tuple):
+        return [redact(v, secrets) for v in obj]
+    return obj
+
+
+class Event(BaseModel):
+    type: str
+    run_id: str
+    ts: float = Field(default_factory=time.time)
+    node_id: str | None = None
+    iteration: int | None = None
+    attempt: int | None = None
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+Subscriber = Callable[[Event], Any]
+
+
+class EventBus:
+    """Fan-out to subscribers. A subscriber may be sync or async; one that raises is reported
+    on stderr-free `errors` and never breaks the run."""
+
+    def __init__(self) -> None:
+        self._subs: list[Subscriber] = []
+        self.errors: list[str] = []
+        self._pending: set[asyncio.Task] = set()
+        # Scanning the environment per event would dominate the coordinator's overhead;
+        # the secret values are read when the bus is made and again at each run's start.
+        self._secrets = _secret_values()
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Add a subscriber; returns a function that removes it."""
+        self._subs.append(callback)
+        return lambda: self._subs.remove(callback)
+
+    def emit(self, event: Event) -> Event:
+        if event.type == RUN_START:
+            self._secrets = _secret_values()
+        event = event.model_copy(update={"data": redact(event.data, self._secrets)})
+        for cb in list(self._subs):
+            try:
+                res = cb(event)
+                if inspect.isawaitable(res):
+                    task = asyncio.ensure_future(res)
+                    self._pending.add(task)
+                    task.add_done_callback(self._pending.discard)
+            except Exception as e:
+                self.errors.append(f"subscriber {cb!r} failed on {event.type}: {e}")
+        return event
+
+    async def drain(self) -> None:
+        """Wait for async subscribers still running."""
+        if self._pending:
+            await asyncio.gather(*self._pending, return_exceptions=True)
+
+
+class JsonlTraceWriter:
+    """A subscriber that appends each event as one JSON line (redacted again on write)."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._f = self.path.open("a", encoding="utf-8")
+        self._lock = threading.Lock()
+        self._secrets = _secret_values()
+
+    def __call__(self, event: Event) -> None:
+        line = json.dumps(redact(event.model_dump(mode="json"), self._secrets), default=str)
+        with self._lock:
+            if not self._f.closed:
+                self._f.write(line + "\n")
+                self._f.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._f.close()
+
+
+def read_trace(path: str | os.PathLike[str]) -> list[Event]:
+    with open(path, encoding="utf-8") as f:
+        return [Event.model_validate_json(line) for line in f if line.strip()]

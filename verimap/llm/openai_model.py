@@ -1,0 +1,360 @@
+"""`Model` on any OpenAI-compatible chat endpoint: OpenAI, vLLM, Ollama, llama.cpp.
+
+Endpoints differ in how they enforce a JSON reply, so the request is shaped by
+a *dialect*:
+
+- `openai`: `response_format={"type": "json_schema", ...}`;
+- `llamacpp`: `{"type": "json_object", "schema": ...}`, which llama-cpp-python
+  enforces by grammar (it rejects `json_schema` with HTTP 500);
+- `json_mode`: `{"type": "json_object"}` only; the caller validates and re-asks.
+
+`auto` uses `llamacpp` for our own local server; elsewhere it tries
+`json_schema` and, if the endpoint says it is unsupported, falls back (first
+to the llama.cpp form, then to plain JSON mode) and remembers the choice.
+
+Retries are done here (not by the SDK) so that every failed attempt is counted
+in the returned usage: budgets must see calls that failed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import re
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Literal
+
+import openai
+from openai import AsyncOpenAI
+
+from verimap.llm.base import ModelError, ModelRequest, ModelResponse, ToolCall
+from verimap.usage import Price, Usage, cost_of
+
+Dialect = Literal["auto", "openai", "llamacpp", "json_mode"]
+DIALECTS: tuple[str, ...] = ("auto", "openai", "llamacpp", "json_mode")
+
+# Called when the endpoint cannot be reached; may restart a local server and
+# return its new base URL (None: nothing to recover, keep retrying as is).
+Recover = Callable[[], Awaitable[str | None]]
+
+_UNSUPPORTED = re.compile(
+    r"response_format|json_schema|not supported|unsupported|unknown (field|parameter)|"
+    r"extra (fields|inputs) (are )?not permitted|should be 'text' or 'json_object'",
+    re.I,
+)
+_FALLBACK_ORDER = {"openai": "llamacpp", "llamacpp": "json_mode"}
+_NO_KEY = "sk-no-key-required"
+
+
+def sanitize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copy messages, making them acceptable to strict servers.
+
+    llama.cpp's server rejects an assistant message whose content is None
+    (HTTP 500), which the OpenAI format allows next to tool_calls.
+    """
+    out = []
+    for m in messages:
+        m = dict(m)
+        if m.get("content") is None and m.get("role") in ("assistant", "tool", "user", "system"):
+            m["content"] = ""
+        out.append(m)
+    return out
+
+
+def response_format_for(dialect: str, schema: dict[str, Any], name: str) -> dict[str, Any]:
+    if dialect == "openai":
+        return {
+            "type": "json_schema",
+            "json_schema": {
+                "name": _schema_name(name),
+                "schema": schema,
+                "strict": _is_strict(schema),
+            },
+        }
+    if dialect == "llamacpp":
+        return {"type": "json_object", "schema": schema}
+    if dialect == "json_mode":
+        return {"type": "json_object"}
+    raise ValueError(f"unknown dialect {dialect!r}; choose one of {', '.join(DIALECTS)}")
+
+
+def _schema_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)[:64] or "output"
+
+
+def _is_strict(schema: Any) -> bool:
+    """OpenAI strict mode needs every object closed and every property required."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "object" or "properties" in schema:
+            props = schema.get("properties", {})
+            if schema.get("additionalProperties") is not False:
+                return False
+            if set(schema.get("required", [])) != set(props):
+                return False
+        return all(_is_strict(v) for v in schema.values())
+    if isinstance(schema, list):
+        return all(_is_strict(v) for v in schema)
+    return True
+
+
+def parse_text_tool_calls(content: str, tool_names: set[str]) -> list[ToolCall]:
+    """Tool calls a model wrote as text (Qwen's `<tool_call>{...}</tool_call>` format).
+
+    llama.cpp's default chat handler renders the tools into the prompt for
+    `tool_choice="auto"` but returns the model's call as plain content; this
+    recovers it, so `auto` works without a special `--chat_format`.
+    """
+    text = content.strip()
+    if not text or not tool_names:
+        return []
+    chunks = re.findall(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", text, re.S) or [text]
+    calls: list[ToolCall] = []
+    for chunk in chunks:
+        chunk = re.sub(r"^```(?:json)?\s*|\s*```$", "", chunk.strip())
+        objs: list[Any] = []
+        try:
+            objs = [json.loads(chunk, strict=False)]
+        except json.JSONDecodeError:
+            lines = [ln for ln in chunk.splitlines() if ln.strip()]
+            try:
+                objs = [json.loads(ln, strict=False) for ln in lines]
+            except json.JSONDecodeError:
+                return []
+        for obj in objs:
+            if not (isinstance(obj, dict) and obj.get("name") in tool_names):
+                return []
+            args = obj.get("arguments", obj.get("parameters", {}))
+            if not isinstance(args, (dict, str)):
+                return []
+            arguments = args if isinstance(args, str) else json.dumps(args)
+            calls.append(
+                ToolCall(
+                    id=f"call_{len(calls)}_{obj['name']}", name=obj["name"], arguments=arguments
+                )
+            )
+    return calls
+
+
+class OpenAIModel:
+    """An OpenAI-compatible chat endpoint as a verimap `Model`."""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        dialect: Dialect = "auto",
+        supports_tools: bool = True,
+        timeout: float = 600.0,
+        max_retries: int = 4,
+        backoff_base: float = 0.5,
+        backoff_max: float = 8.0,
+        prices: Mapping[str, Price] | None = None,
+        local: bool = False,
+        on_unreachable: Recover | None = None,
+        extra_body: dict[str, Any] | None = None,
+    ):
+        if dialect not in DIALECTS:
+            raise ValueError(f"unknown dialect {dialect!r}; choose one of {', '.join(DIALECTS)}")
+        self.name = model
+        self.supports_tools = supports_tools
+        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        self.requested_dialect: str = dialect
+        # The dialect in use; "auto" resolves on the first structured request.
+        self.dialect: str = "llamacpp" if dialect == "auto" and local else dialect
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.prices = prices
+        self.on_unreachable = on_unreachable
+        self.extra_body = extra_body
+        self._timeout = timeout
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if key is None and (local or "api.openai.com" not in self.base_url):
+            key = _NO_KEY  # self-hosted servers (llama.cpp, vLLM, Ollama) usually need none
+        if key is None:
+            raise ModelError(
+                f"no API key for {self.base_url}: set OPENAI_API_KEY, or use the local model "
+                "(unset OPENAI_BASE_URL and run without --model/--base-url)"
+            )
+        self._key = key
+        self._client = self._make_client()
+        self._retired: list[AsyncOpenAI] = []
+
+    def _make_client(self) -> AsyncOpenAI:
+        return AsyncOpenAI(
+            base_url=self.base_url, api_key=self._key, timeout=self._timeout, max_retries=0
+        )
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"OpenAIModel({self.name!r}, base_url={self.base_url!r}, dialect={self.dialect!r})"
+
+    async def aclose(self) -> None:
+        for client in [*self._retired, self._client]:
+            await client.close()
+        self._retired.clear()
+
+    def set_base_url(self, base_url: str) -> None:
+        """Point at a new URL (e.g. a restarted local server)."""
+        self.base_url = base_url
+        self._retired.append(self._client)  # requests in flight keep it until aclose()
+        self._client = self._make_client()
+
+    def _kwargs(self, req: ModelRequest, dialect: str) -> dict[str, Any]:
+        kw: dict[str, Any] = {"model": self.name, "messages": sanitize_messages(req.messages)}
+        if req.tools:
+            kw["tools"] = req.tools
+            choice = req.tool_choice
+            if dialect in ("llamacpp", "auto") and choice == "required":
+                # llama.cpp forces only a named tool; with one tool that is the same thing.
+                choice = (
+                    {"type": "function", "function": {"name": req.tools[0]["function"]["name"]}}
+                    if len(req.tools) == 1
+                    else "auto"
+                )
+            if choice is not None:
+                kw["tool_choice"] = choice
+        if req.response_schema is not None:
+            d = "openai" if dialect == "auto" else dialect
+            kw["response_format"] = response_format_for(d, req.response_schema, req.schema_name)
+        if req.temperature is not None:
+            kw["temperature"] = req.temperature
+        if req.top_p is not None:
+            kw["top_p"] = req.top_p
+        if req.max_tokens is not None:
+            kw["max_tokens"] = req.max_tokens
+        if self.extra_body:
+            kw["extra_body"] = self.extra_body
+        return kw
+
+    async def request(self, req: ModelRequest) -> ModelResponse:
+        attempts = 0
+        failures = 0
+        delay_i = 0
+        recovered = False
+        while True:
+            dialect = self.dialect
+            attempts += 1
+            try:
+                resp = await self._client.chat.completions.create(**self._kwargs(req, dialect))
+            except openai.APIStatusError as e:
+                failures += 1
+                body = _error_text(e)
+                if (
+                    req.response_schema is not None
+                    and self.requested_dialect == "auto"
+                    and e.status_code in (400, 422, 500)
+                    and _UNSUPPORTED.search(body)
+                ):
+                    nxt = _FALLBACK_ORDER.get("openai" if dialect == "auto" else dialect)
+                    if nxt is not None:
+                        self.dialect = nxt
+                        continue
+                retryable = e.status_code in (408, 409, 429) or (
+                    e.status_code >= 500 and "validation error" not in body
+                )
+                if not retryable or delay_i >= self.max_retries:
+                    raise self._error(
+                        f"{self.base_url} answered HTTP {e.status_code}: {body[:500]}",
+                        attempts,
+                        failures,
+                    ) from e
+                await asyncio.sleep(self._delay(delay_i, e))
+                delay_i += 1
+                continue
+            except openai.APIConnectionError as e:  # includes timeouts
+                failures += 1
+                timed_out = isinstance(e, openai.APITimeoutError)
+                if not timed_out and self.on_unreachable is not None and not recovered:
+                    recovered = True
+                    try:
+                        new_url = await self.on_unreachable()
+                    except Exception as hook_error:
+                        raise self._error(
+                            f"the model endpoint {self.base_url} is unreachable and could not be "
+                            f"recovered: {hook_error}",
+                            attempts,
+                            failures,
+                        ) from hook_error
+                    if new_url:
+                        if new_url != self.base_url:
+                            self.set_base_url(new_url)
+                        continue
+                if delay_i >= self.max_retries:
+                    what = "timed out" if timed_out else "is unreachable"
+                    raise self._error(
+                        f"the model endpoint {self.base_url} {what} after {attempts} attempts ({e})",
+                        attempts,
+                        failures,
+                    ) from e
+                await asyncio.sleep(self._delay(delay_i, None))
+                delay_i += 1
+                continue
+            if dialect == "auto":
+                self.dialect = "openai" if req.response_schema is not None else "auto"
+            return self._to_response(resp, req, attempts, failures)
+
+    def _delay(self, i: int, err: openai.APIStatusError | None) -> float:
+        if err is not None:
+            ra = err.response.headers.get("retry-after") if err.response is not None else None
+            try:
+                if ra is not None:
+                    return min(float(ra), self.backoff_max)
+            except ValueError:
+                pass
+        d = min(self.backoff_base * (2**i), self.backoff_max)
+        return d * (0.75 + random.random() / 2)
+
+    def _error(self, msg: str, attempts: int, failures: int) -> ModelError:
+        return ModelError(msg, usage=Usage(calls=attempts, failed_calls=failures))
+
+    def _to_response(
+        self, resp: Any, req: ModelRequest, attempts: int, failures: int
+    ) -> ModelResponse:
+        if not resp.choices:
+            raise self._error(f"{self.base_url} returned no choices", attempts, attempts)
+        choice = resp.choices[0]
+        msg = choice.message
+        content = msg.content or ""
+        calls = [
+            ToolCall(
+                id=tc.id or f"call_{i}",
+                name=tc.function.name,
+                arguments=tc.function.arguments or "{}",
+            )
+            for i, tc in enumerate(msg.tool_calls or [])
+            if getattr(tc, "function", None) is not None
+        ]
+        if not calls and req.tools and req.tool_choice != "none":
+            names = {t["function"]["name"] for t in req.tools if "function" in t}
+            calls = parse_text_tool_calls(content, names)
+            if calls:
+                content = ""
+        u = resp.usage
+        usage = Usage(calls=attempts, failed_calls=failures)
+        if u is not None:
+            usage.prompt_tokens = u.prompt_tokens or 0
+            usage.completion_tokens = u.completion_tokens or 0
+            details = getattr(u, "prompt_tokens_details", None)
+            usage.cached_tokens = (getattr(details, "cached_tokens", None) or 0) if details else 0
+        usage.cost = cost_of(usage, self.name, self.prices)
+        return ModelResponse(
+            content=content,
+            tool_calls=calls,
+            usage=usage,
+            model=resp.model or self.name,
+            finish_reason="tool_calls" if calls else choice.finish_reason,
+        )
+
+
+def _error_text(e: openai.APIStatusError) -> str:
+    try:
+        body = e.response.json()
+        err = body.get("error", body) if isinstance(body, dict) else body
+        msg = err.get("message") if isinstance(err, dict) else None
+        return str(msg or body)
+    except Exception:
+        return str(e.message if hasattr(e, "message") else e)

@@ -1,0 +1,345 @@
+"""Planners turn a task into a verified-plan DAG, and a failure into a better plan.
+
+`Planner` is a protocol: anything with `plan(task)` and `replan(task, previous,
+failure)` coroutines returning a `Plan` works with the coordinator. Shipped:
+`LLMPlanner` (the paper's verification-aware planner), `TemplatePlanner` (a fixed
+plan; `single_node` builds the ReAct baseline) and `AddVFsPlanner`, an example of a
+custom planner that wraps another and adds deterministic VFs to every node.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import copy
+import json
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, Field, ValidationError
+
+from verimap import prompts
+from verimap.accounting import call_model
+from verimap.llm.base import Message, Model, ModelRequest, ModelResponse
+from verimap.llm.structured import extract_json
+from verimap.plan import USER_TASK, Node, Plan, PlanError, PythonVF, parse_plan, plan_json_schema
+from verimap.result import VFVerdict
+from verimap.tools import ToolRegistry
+from verimap.usage import PLANNER
+
+# Set by the coordinator for the duration of a run, so rejected plans show up as events.
+invalid_plan_hook: contextvars.ContextVar[Callable[[list[str], str], None] | None] = (
+    contextvars.ContextVar("verimap_invalid_plan_hook", default=None)
+)
+
+
+class AncestorContext(BaseModel):
+    node_id: str
+    instruction: str
+    outputs: dict[str, Any] | None = None
+    status: str = ""
+
+
+class FailureContext(BaseModel):
+    """Why the previous plan failed: the failed node, what it saw and produced, every VF verdict,
+    and its ancestors (two generations by default) with their outputs."""
+
+    node_id: str
+    instruction: str = ""
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    outputs: dict[str, Any] | None = None
+    error: str | None = None
+    verdicts: list[VFVerdict] = Field(default_factory=list)
+    attempts: int = 0
+    ancestors: list[AncestorContext] = Field(default_factory=list)
+
+    def render(self) -> str:
+        d = lambda v: json.dumps(v, ensure_ascii=False, default=str)  # noqa: E731
+        lines = [
+            f"Node {self.node_id!r} failed after {self.attempts} attempt(s).",
+            f"Instruction: {self.instruction}",
+            f"Inputs: {d(self.inputs)}",
+            f"Last outputs: {d(self.outputs)}",
+        ]
+        if self.error:
+            lines.append(f"Error: {self.error}")
+        if self.verdicts:
+            lines.append("Verification results of the last attempt:")
+            lines.extend("  " + v.feedback().replace("\n", "\n  ") for v in self.verdicts)
+        if self.ancestors:
+            lines.append("Ancestor nodes (nearest first):")
+            for a in self.ancestors:
+                lines.append(f"  - {a.node_id} [{a.status}]: {a.instruction} -> {d(a.outputs)}")
+        return "\n".join(lines)
+
+
+@runtime_checkable
+class Planner(Protocol):
+    """Write your own: return a `Plan` (use `parse_plan` to validate) from both coroutines."""
+
+    async def plan(self, task: str) -> Plan: ...
+
+    async def replan(self, task: str, previous: Plan, failure: FailureContext) -> Plan: ...
+
+
+class PlanningError(RuntimeError):
+    """The planner gave no valid plan within its repair attempts."""
+
+    def __init__(
+        self, message: str, problems: list[str], responses: list[ModelResponse] | None = None
+    ):
+        super().__init__(
+            message + ("\n" + "\n".join(f"- {p}" for p in problems) if problems else "")
+        )
+        self.problems = problems
+        self.responses = responses or []
+
+
+def plan_quality_problems(
+    plan: Plan, *, demo_plan: dict[str, Any] | None = None, require_vfs: bool = True
+) -> list[str]:
+    """Problems a valid plan can still have that make it useless; small models make all of them.
+
+    A node without inputs sees nothing; a plan where no node takes `USER_TASK` never
+    sees the task; instructions copied from the demonstration solve another task; a
+    node without VFs is unchecked; a Python VF that never reads `outputs` checks nothing.
+    """
+    problems: list[str] = []
+    demo_instructions = {n["instruction"].strip() for n in (demo_plan or {}).get("nodes", [])}
+    if not any(USER_TASK in n.inputs for n in plan.nodes):
+        problems.append(
+            f"no node takes {USER_TASK!r}, so no executor can see the task; add it to the first node's inputs"
+        )
+    for n in plan.nodes:
+        if not n.inputs:
+            problems.append(
+                f"node {n.id!r} has no inputs; an executor sees only its inputs, so give it {USER_TASK!r} "
+                "and/or '<node_id>.<output>' of earlier nodes"
+            )
+        if n.instruction.strip() in demo_instructions:
+            problems.append(
+                f"node {n.id!r} copies the example plan's instruction; write instructions for THIS task"
+            )
+        if require_vfs and not n.verification:
+            problems.append(f"node {n.id!r} has no verification functions; add at least one")
+        for vf in n.verification:
+            if isinstance(vf, PythonVF) and "outputs" not in vf.code:
+                problems.append(
+                    f"node {n.id!r}: python VF {vf.name!r} never reads `outputs`, so it checks nothing"
+                )
+    return problems
+
+
+class LLMPlanner:
+    """The verification-aware planner: tools, task and a demonstration in; a validated plan out.
+
+    Invalid plans go back to the model with every validation message, up to
+    `max_repairs` times; then `PlanningError`.
+    """
+
+    def __init__(
+        self,
+        model: Model,
+        tools: ToolRegistry | None = None,
+        demo: str | None = None,
+        *,
+        use_demo: bool = True,
+        max_repairs: int = 3,
+        temperature: float | None = None,
+        max_tokens: int | None = 2048,
+        on_invalid: Callable[[list[str]], None] | None = None,
+        quality_checks: bool = True,
+        require_vfs: bool = True,
+        repeat_temperature: float = 0.7,
+    ):
+        self.model = model
+        self.tools = tools
+        self.demo = demo if demo is not None else (prompts.default_demo() if use_demo else None)
+        self.max_repairs = max_repairs
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.on_invalid = on_invalid
+        self.quality_checks = quality_checks
+        self.require_vfs = require_vfs
+        self.repeat_temperature = repeat_temperature
+        self.schema = plan_json_schema()
+
+    def system_prompt(self) -> str:
+        tools = (
+            prompts.TOOLS_SECTION.format(tools=self.tools.describe())
+            if self.tools and len(self.tools)
+            else ""
+        )
+        return prompts.PLANNER_SYSTEM.format(tools_section=tools)
+
+    def plan_messages(self, task: str) -> list[Message]:
+        demo = prompts.DEMO_SECTION.format(demo=self.demo) if self.demo else ""
+        user = prompts.PLANNER_USER.format(
+            demo_section=demo, task=task, schema=json.dumps(self.schema)
+        )
+        return [
+            {"role": "system", "content": self.system_prompt()},
+            {"role": "user", "content": user},
+        ]
+
+    def replan_messages(self, task: str, previous: Plan, failure: FailureContext) -> list[Message]:
+        msgs = self.plan_messages(task)[:1]
+        if self.demo:
+            msgs.append(
+                {"role": "user", "content": prompts.DEMO_SECTION.format(demo=self.demo).strip()}
+            )
+            msgs.append({"role": "assistant", "content": "Understood."})
+        msgs.append({
+            "role": "user",
+            "content": prompts.REPLANNER_USER.format(
+                task=task, previous=previous.to_json(indent=2), failure=failure.render(),
+                schema=json.dumps(self.schema),
+            ),
+        })  # fmt: skip
+        return msgs
+
+    async def _solicit(self, messages: list[Message]) -> Plan:
+        responses: list[ModelResponse] = []
+        problems: list[str] = []
+        temperature = self.temperature
+        for _ in range(self.max_repairs + 1):
+            resp = await call_model(
+                self.model,
+                ModelRequest(
+                    messages=messages, response_schema=self.schema, schema_name="plan", role=PLANNER,
+                    temperature=temperature, max_tokens=self.max_tokens,
+                ),
+            )  # fmt: skip
+            if any(r.content == resp.content for r in responses):
+                # A model that repeats a rejected plan word for word (greedy decoding does) gets
+                # sampled more freely next time, or every repair round is wasted.
+                temperature = max(temperature or 0.0, self.repeat_temperature)
+            responses.append(resp)
+            raw: Any = None
+            try:
+                raw = extract_json(resp.content)
+                plan = parse_plan(raw)
+            except ValueError as e:
+                problems = (
+                    e.problems if isinstance(e, PlanError) else [f"reply is not a JSON plan: {e}"]
+                )
+                problems += [p for p in self._quality_of_raw(raw) if p not in problems]
+            else:
+                problems = self.check(plan)
+                if not problems:
+                    return plan
+            if self.on_invalid:
+                self.on_invalid(problems)
+            if hook := invalid_plan_hook.get():
+                hook(problems, resp.content)
+            messages = [
+                *messages,
+                {"role": "assistant", "content": resp.content or ""},
+                {
+                    "role": "user",
+                    "content": prompts.PLAN_REPAIR.format(
+                        problems="\n".join(f"- {p}" for p in problems)
+                    ),
+                },
+            ]
+        raise PlanningError(
+            f"no valid plan after {self.max_repairs} repair(s); last problems:", problems, responses
+        )
+
+    def _quality_of_raw(self, raw: Any) -> list[str]:
+        """Quality problems of a plan that failed validation, so one round can fix everything."""
+        try:
+            return self.check(Plan.model_validate(raw))
+        except (ValidationError, TypeError):
+            return []
+
+    def check(self, plan: Plan) -> list[str]:
+        """The planner's own checks on a valid plan (see `plan_quality_problems`)."""
+        if not self.quality_checks:
+            return []
+        demo = prompts.DEMO_PLAN if self.demo else None
+        return plan_quality_problems(plan, demo_plan=demo, require_vfs=self.require_vfs)
+
+    async def plan(self, task: str) -> Plan:
+        return await self._solicit(self.plan_messages(task))
+
+    async def replan(self, task: str, previous: Plan, failure: FailureContext) -> Plan:
+        return await self._solicit(self.replan_messages(task, previous, failure))
+
+
+class TemplatePlanner:
+    """A fixed plan (or a function of the task), validated once; replanning returns it again.
+
+    `TemplatePlanner.single_node()` is the ReAct baseline: one node that takes the
+    whole task and answers it.
+    """
+
+    def __init__(self, template: Plan | dict[str, Any] | Callable[[str], Plan | dict[str, Any]]):
+        self._fn = (
+            template if callable(template) and not isinstance(template, Plan | dict) else None
+        )
+        self._plan = None if self._fn else parse_plan(template)  # type: ignore[arg-type]
+
+    async def plan(self, task: str) -> Plan:
+        if self._fn is not None:
+            return parse_plan(self._fn(task))
+        assert self._plan is not None
+        return self._plan.model_copy(deep=True)
+
+    async def replan(self, task: str, previous: Plan, failure: FailureContext) -> Plan:
+        return await self.plan(task)
+
+    @classmethod
+    def single_node(
+        cls,
+        outputs: list[str] | None = None,
+        vfs: list[dict[str, Any]] | None = None,
+        instruction: str = "Solve the task completely and give the final result.",
+        node_id: str = "solve",
+    ) -> TemplatePlanner:
+        return cls({
+            "nodes": [{
+                "id": node_id, "name": "Solve", "instruction": instruction, "inputs": [USER_TASK],
+                "outputs": outputs or ["answer"], "verification": vfs or [],
+            }],
+            "edges": [],
+        })  # fmt: skip
+
+
+def nonempty_outputs_vf(node: Node) -> PythonVF:
+    """A deterministic VF: every declared output is present and not empty."""
+    return PythonVF(
+        name="outputs_nonempty",
+        code=(
+            f"for k in {list(node.outputs)!r}:\n"
+            "    assert k in outputs, f'missing output {k}'\n"
+            "    v = outputs[k]\n"
+            "    assert v is not None and v != '' and v != [] and v != {}, f'output {k} is empty'\n"
+        ),
+    )
+
+
+class AddVFsPlanner:
+    """Example custom planner: wraps another planner and adds deterministic VFs to every node.
+
+    `make_vfs(node)` returns the VFs to add (default: outputs present and non-empty);
+    a VF whose name the node already uses is skipped.
+    """
+
+    def __init__(self, inner: Planner, make_vfs: Callable[[Node], list[PythonVF]] | None = None):
+        self.inner = inner
+        self.make_vfs = make_vfs or (lambda n: [nonempty_outputs_vf(n)])
+
+    def _augment(self, plan: Plan) -> Plan:
+        data = copy.deepcopy(plan.model_dump(by_alias=True))
+        for nd, node in zip(data["nodes"], plan.nodes, strict=True):
+            names = {v["name"] for v in nd["verification"]}
+            for vf in self.make_vfs(node):
+                if vf.name not in names:
+                    nd["verification"].append(vf.model_dump())
+        return parse_plan(data)
+
+    async def plan(self, task: str) -> Plan:
+        return self._augment(await self.inner.plan(task))
+
+    async def replan(self, task: str, previous: Plan, failure: FailureContext) -> Plan:
+        return self._augment(await self.inner.replan(task, previous, failure))

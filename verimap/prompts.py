@@ -1,0 +1,192 @@
+"""Prompts of the planner, replanner, executor and judge.
+
+They follow the structure of the VeriMAP paper's prompts (App. A.1 of
+arXiv:2510.17109: tools, task, demonstration; replanning with the previous DAG and
+the failure context), written in our own words and tightened for small models,
+which need a worked demonstration and explicit rules about ids and inputs.
+"""
+
+from __future__ import annotations
+
+import json
+
+PLANNER_SYSTEM = """\
+You are the planner of a team of agents. Break the user's task into a small directed acyclic \
+graph (DAG) of subtasks that executor agents solve one at a time, and give every subtask \
+verification functions (VFs) that decide whether its outputs can be trusted.
+
+Rules for the plan (a JSON object with "nodes" and "edges"):
+- Each node has: "id" (short identifier such as "extract" or "n1"), "name", "instruction" (what the \
+executor must do, self-contained), "inputs", "outputs" (variable names), "verification".
+- An input is either "USER_TASK" (the full task text) or "<node_id>.<output_name>" naming an output \
+of an earlier node. Never put literal values in inputs. An executor sees ONLY its inputs, so give \
+USER_TASK to every node that needs facts from the task.
+- "edges" lists {{"from": id, "to": id}}; every input "<a>.<x>" implies an edge a -> this node.
+- Exactly one node is the final node (the only node without children, or flag it "final": true); \
+its outputs are the answer to the task.
+- Verification functions, two kinds:
+  * {{"name": ..., "type": "python", "code": ...}}: Python run with dicts `inputs` (keyed by the \
+input names, e.g. inputs["USER_TASK"], inputs["n1.total"]; a bare name such as inputs["total"] \
+also works when unambiguous) and `outputs` (keyed by this node's output names). Either use top-level \
+`assert` statements or define `def verify(inputs, outputs):` returning True/False. Check types, \
+formats, ranges and consistency that must hold for ANY correct answer; never hard-code the answer.
+  * {{"name": ..., "type": "llm", "content": ...}}: a yes/no criterion a judge model checks \
+by reading the inputs and outputs.
+- Prefer few nodes (1-4) for simple tasks. Every node needs at least one VF.
+{tools_section}
+Reply with the plan as one JSON object matching the schema, nothing else."""
+
+TOOLS_SECTION = "\nExecutors can use these tools:\n{tools}\n"
+
+PLANNER_USER = """\
+{demo_section}Task:
+{task}
+
+JSON Schema of the plan:
+{schema}
+
+Write the plan for this task."""
+
+DEMO_SECTION = "Here is an example of a good plan for a different task:\n{demo}\n\n"
+
+REPLANNER_USER = """\
+The previous plan for this task failed during execution. Write an improved plan: fix the \
+instructions, inputs, outputs or verification functions that caused the failure (a VF may itself \
+be wrong), and keep the parts that worked unchanged so their results can be reused.
+
+Task:
+{task}
+
+Previous plan:
+{previous}
+
+What failed:
+{failure}
+
+JSON Schema of the plan:
+{schema}
+
+Write the new plan."""
+
+PLAN_REPAIR = """\
+That plan is invalid:
+{problems}
+Fix every problem and reply with the whole corrected plan as one JSON object."""
+
+EXECUTOR_SYSTEM = """\
+You are an executor agent. Solve exactly the subtask you are given, using only its inputs. \
+Think step by step in plain text; use tools when they help (for arithmetic always use a tool). \
+When you are done, state the final value of every requested output."""
+
+EXECUTOR_REACT = """\
+
+You can use tools with this exact text protocol, one action per reply:
+Thought: <your reasoning>
+Action: <tool name>
+Action Input: <JSON object of arguments>
+Then wait for the Observation. When you have the result, reply:
+Thought: <reasoning>
+Final Answer: <the value of every output>
+
+Tools:
+{tools}"""
+
+EXECUTOR_USER = """\
+Subtask: {instruction}
+
+Inputs (JSON):
+{inputs}
+{context}
+Required outputs: {outputs}
+{feedback}"""
+
+EXECUTOR_CONTEXT = "\nResults of earlier subtasks, for context (JSON):\n{context}\n"
+
+EXECUTOR_FEEDBACK = """
+This is a retry. Your previous outputs were:
+{previous}
+They failed verification:
+{failures}
+Correct the problems."""
+
+EXECUTOR_FINAL = """\
+Now give your final result as a JSON object with exactly these keys: {outputs}. \
+Use plain JSON values (numbers as numbers), no extra keys, no commentary."""
+
+JUDGE_SYSTEM = """\
+You are a strict verifier. You decide whether the outputs of a subtask satisfy one criterion. \
+Reason step by step in plain text first; check facts and arithmetic yourself."""
+
+JUDGE_USER = """\
+Subtask instruction: {instruction}
+
+Inputs (JSON):
+{inputs}
+
+Outputs (JSON):
+{outputs}
+
+Criterion: {criterion}
+
+Does the output satisfy the criterion? Explain your reasoning."""
+
+JUDGE_FINAL = """\
+Now give your verdict as JSON: {"passed": true or false, "explanation": "<one or two sentences; \
+say what is wrong when passed is false>"}"""
+
+INSTRUCTION_CRITERION = (
+    "The outputs correctly and completely carry out this instruction: {instruction}"
+)
+
+DEMO_TASK = (
+    "A bakery sold 125 muffins on Monday and twice as many on Tuesday. Each muffin costs $3. "
+    "How many dollars did the bakery earn over the two days?"
+)
+
+DEMO_PLAN: dict = {
+    "nodes": [
+        {
+            "id": "extract",
+            "name": "Extract quantities",
+            "instruction": "Read the task and extract the number of muffins sold on Monday, the "
+            "number sold on Tuesday, and the price of one muffin in dollars.",
+            "inputs": ["USER_TASK"],
+            "outputs": ["monday", "tuesday", "price"],
+            "verification": [
+                {
+                    "name": "numbers_positive",
+                    "type": "python",
+                    "code": "for k in ('monday', 'tuesday', 'price'):\n"
+                    "    assert isinstance(outputs[k], (int, float)), f'{k} must be a number'\n"
+                    "    assert outputs[k] > 0, f'{k} must be positive'",
+                },
+                {
+                    "name": "faithful",
+                    "type": "llm",
+                    "content": "Each extracted number matches what the task states or directly implies.",
+                },
+            ],
+        },
+        {
+            "id": "compute",
+            "name": "Compute earnings",
+            "instruction": "Compute the total earnings in dollars: (monday + tuesday) * price.",
+            "inputs": ["extract.monday", "extract.tuesday", "extract.price"],
+            "outputs": ["answer"],
+            "verification": [
+                {
+                    "name": "consistent",
+                    "type": "python",
+                    "code": "def verify(inputs, outputs):\n"
+                    "    expected = (inputs['extract.monday'] + inputs['extract.tuesday']) * inputs['extract.price']\n"
+                    "    return abs(float(outputs['answer']) - expected) < 1e-6",
+                }
+            ],
+        },
+    ],
+    "edges": [{"from": "extract", "to": "compute"}],
+}
+
+
+def default_demo() -> str:
+    return f"Task: {DEMO_TASK}\nPlan:\n{json.dumps(DEMO_PLAN, indent=2)}"

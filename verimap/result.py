@@ -1,0 +1,98 @@
+"""What a run returns: the answer, the status, and enough detail to see why."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from verimap.plan import Plan
+from verimap.usage import UsageByRole
+
+NodeStatus = Literal["pending", "verified", "failed", "fail-accepted", "reused", "skipped"]
+RunStatus = Literal["success", "failed", "partial", "budget_exhausted"]
+
+
+class VFVerdict(BaseModel):
+    """One verification function's result. `outcome` is a sandbox `Outcome` value for Python
+    VFs and PASS/FAIL/ERROR for judge VFs."""
+
+    name: str
+    type: Literal["python", "llm"]
+    outcome: str
+    message: str = ""
+    traceback: str = ""
+    explanation: str = ""
+    weight: float = 1.0
+
+    @property
+    def passed(self) -> bool:
+        return self.outcome == "PASS"
+
+    def feedback(self) -> str:
+        """The text an executor sees on a retry."""
+        head = f"[{self.type} VF {self.name!r}: {self.outcome}] {self.message}".rstrip()
+        body = self.traceback or self.explanation
+        return f"{head}\n{body.rstrip()}" if body and body.strip() != self.message.strip() else head
+
+
+class VerificationReport(BaseModel):
+    passed: bool
+    verdicts: list[VFVerdict] = Field(default_factory=list)
+    score: float = 1.0
+
+    @property
+    def failures(self) -> list[VFVerdict]:
+        return [v for v in self.verdicts if not v.passed]
+
+
+class AttemptReport(BaseModel):
+    iteration: int
+    attempt: int
+    outputs: dict[str, Any] | None = None
+    error: str | None = None
+    verdicts: list[VFVerdict] = Field(default_factory=list)
+    passed: bool = False
+    steps: int = 0
+
+
+class NodeReport(BaseModel):
+    node_id: str
+    status: NodeStatus = "pending"
+    iteration: int = 0
+    outputs: dict[str, Any] | None = None
+    attempts: list[AttemptReport] = Field(default_factory=list)
+
+    @property
+    def verdicts(self) -> list[VFVerdict]:
+        """Every VF verdict of every attempt, in order."""
+        return [v for a in self.attempts for v in a.verdicts]
+
+
+class RunResult(BaseModel):
+    run_id: str
+    task: str
+    status: RunStatus
+    final_node: str | None = None
+    final_output: dict[str, Any] | None = None
+    nodes: dict[str, NodeReport] = Field(default_factory=dict)
+    iterations: int = 0
+    retries: int = 0
+    plans: list[Plan] = Field(default_factory=list)
+    usage: UsageByRole = Field(default_factory=UsageByRole)
+    error: str | None = None
+    trace_path: str | None = None
+    wall_time_s: float = 0.0
+
+    @property
+    def answer(self) -> Any:
+        """The final node's single output, or the whole output dict when it has several."""
+        if self.final_output is None:
+            return None
+        if len(self.final_output) == 1:
+            return next(iter(self.final_output.values()))
+        return self.final_output
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "success"

@@ -1,0 +1,320 @@
+"""A pool of long-lived workers (containers or host processes) shared by asyncio tasks.
+
+Each worker answers one job at a time over a pipe. The I/O is blocking and runs
+on a private thread pool with one thread per worker, so the pool works from any
+event loop (pytest's per-test loops, `asyncio.run` in sync wrappers) and from
+several tasks at once. A worker that dies, breaks the protocol or misses the
+host-side watchdog is killed and replaced; its job is reported, never lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import contextlib
+import os
+import queue
+import secrets
+import select
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from verimap.sandbox.base import SandboxUnavailable
+from verimap.sandbox.worker_module import worker
+
+WATCHDOG_GRACE_S = 5.0
+START_TIMEOUT_S = 60.0
+
+
+class WorkerLost(RuntimeError):
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class WorkerHandle:
+    """One running worker process (for Docker: the `docker run -i` client attached to it)."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str] | None = None,
+        kill_argv: Sequence[str] | None = None,
+        label: str = "worker",
+        start_timeout: float = START_TIMEOUT_S,
+        on_close: Callable[[], None] | None = None,
+        socket_path: str | None = None,
+    ):
+        """Start the worker. With `socket_path` the worker connects back to a Unix socket
+        there (bind-mounted into its container) instead of talking over stdin/stdout,
+        which otherwise pass through the docker client, daemon and shim."""
+        self.label = label
+        self.on_close = on_close
+        self.jobs = 0
+        self.kill_argv = list(kill_argv) if kill_argv else None
+        self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the worker)
+        self._buf = bytearray()
+        self._sock_fd: int | None = None
+        listener = None
+        if socket_path is not None:
+            listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            listener.bind(socket_path)
+            os.chmod(socket_path, 0o666)  # the container's unprivileged uid must connect
+            listener.listen(1)
+        self.proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.DEVNULL if listener else subprocess.PIPE,
+            stderr=self._stderr,
+            env=env,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + start_timeout
+        token = secrets.token_hex(16)
+        try:
+            if listener is not None:
+                assert self.proc.stdin is not None
+                self.proc.stdin.write(token.encode() + b"\n")
+                self.proc.stdin.flush()
+                self._sock_fd = self._accept(listener, deadline)
+            hello = self._read(deadline)
+        except (WorkerLost, TimeoutError, OSError) as e:
+            self.kill()
+            raise SandboxUnavailable(f"{label} failed to start: {e or 'timed out'}") from None
+        finally:
+            if listener is not None:
+                listener.close()
+                with contextlib.suppress(OSError):
+                    os.unlink(socket_path)  # type: ignore[arg-type]
+        if not hello.get("ready") or hello.get("protocol") != worker().PROTOCOL:
+            self.kill()
+            raise SandboxUnavailable(f"{label} spoke an unexpected protocol: {hello!r}")
+        if listener is not None and hello.get("token") != token:
+            self.kill()
+            raise SandboxUnavailable(f"{label}: the process on the socket did not authenticate")
+        self.python = hello.get("python", "?")
+
+    def _accept(self, listener: socket.socket, deadline: float) -> int:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError("the worker did not connect")
+            ready, _, _ = select.select([listener], [], [], min(remaining, 0.2))
+            if ready:
+                conn, _ = listener.accept()
+                return conn.detach()
+            if self.proc.poll() is not None:
+                raise self._lost("exited before connecting")
+
+    @property
+    def _rfd(self) -> int:
+        return self._sock_fd if self._sock_fd is not None else self.proc.stdout.fileno()  # type: ignore[union-attr]
+
+    @property
+    def _wfd(self) -> int:
+        return self._sock_fd if self._sock_fd is not None else self.proc.stdin.fileno()  # type: ignore[union-attr]
+
+    def stderr_tail(self, limit: int = 2000) -> str:
+        with contextlib.suppress(OSError, ValueError):
+            self._stderr.seek(0)
+            return self._stderr.read().decode("utf-8", "replace")[-limit:].strip()
+        return ""
+
+    def _lost(self, what: str) -> WorkerLost:
+        code = None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            code = self.proc.wait(timeout=5)
+        tail = self.stderr_tail()
+        msg = f"{self.label} {what} (exit status {code})" + (f": {tail}" if tail else "")
+        return WorkerLost(msg, code)
+
+    def _read(self, deadline: float) -> dict[str, Any]:
+        fd = self._rfd
+        w = worker()
+        need = w.FRAME.size
+        size = None
+        while True:
+            if size is None and len(self._buf) >= w.FRAME.size:
+                (size,) = w.FRAME.unpack(bytes(self._buf[: w.FRAME.size]))
+                if size > w.MAX_FRAME:
+                    raise WorkerLost(f"{self.label} sent an oversized frame ({size} bytes)")
+                need = w.FRAME.size + size
+            if size is not None and len(self._buf) >= need:
+                body = bytes(self._buf[w.FRAME.size : need])
+                del self._buf[:need]
+                import json
+
+                return json.loads(body)
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                raise self._lost("exited")
+            self._buf += chunk
+
+    def request(self, job: dict[str, Any], deadline: float) -> dict[str, Any]:
+        w = worker()
+        try:
+            w.write_frame(self._wfd, job)
+        except (BrokenPipeError, OSError):
+            raise self._lost("is gone") from None
+        self.jobs += 1
+        return self._read(deadline)
+
+    def kill(self) -> None:
+        if self.kill_argv:
+            with contextlib.suppress(Exception):
+                subprocess.run(self.kill_argv, capture_output=True, timeout=30)
+        with contextlib.suppress(Exception):
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        if self._sock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._sock_fd)
+            self._sock_fd = None
+        for stream in (self.proc.stdin, self.proc.stdout, self._stderr):
+            with contextlib.suppress(Exception):
+                if stream is not None:
+                    stream.close()
+        if self.on_close is not None:
+            with contextlib.suppress(Exception):
+                self.on_close()
+
+
+_POOLS: weakref.WeakSet[WorkerPool] = weakref.WeakSet()
+
+
+class WorkerPool:
+    """`size` warm workers; the idle queue holds handles or None (a free slot to fill)."""
+
+    def __init__(
+        self, launcher: Callable[[], WorkerHandle], *, size: int = 2, recycle_after: int = 1000
+    ):
+        if size < 1:
+            raise ValueError("pool size must be >= 1")
+        self.launcher = launcher
+        self.size = size
+        self.recycle_after = recycle_after
+        self._idle: queue.Queue[WorkerHandle | None] = queue.Queue()
+        for _ in range(size):
+            self._idle.put(None)
+        self._executor: ThreadPoolExecutor | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+        self.replaced = 0
+        _POOLS.add(self)
+
+    @property
+    def executor(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._executor is None:
+                self._closed = False
+                self._executor = ThreadPoolExecutor(self.size, thread_name_prefix="verimap-sandbox")
+            return self._executor
+
+    def _acquire(self) -> WorkerHandle:
+        handle = self._idle.get()
+        if handle is not None:
+            return handle
+        try:
+            return self.launcher()
+        except BaseException:
+            self._idle.put(None)
+            raise
+
+    def _release(self, handle: WorkerHandle, healthy: bool) -> None:
+        if healthy and not self._closed and handle.jobs < self.recycle_after:
+            self._idle.put(handle)
+            return
+        if not healthy:
+            self.replaced += 1
+        self._idle.put(None)
+        threading.Thread(target=handle.kill, daemon=True).start()
+
+    def run_blocking(self, job: dict[str, Any], timeout: float) -> dict[str, Any]:
+        job = {
+            **job,
+            "id": secrets.token_hex(4),
+            "token": secrets.token_hex(16),
+            "timeout": timeout,
+        }
+        handle = self._acquire()
+        healthy = False
+        try:
+            deadline = time.monotonic() + timeout + WATCHDOG_GRACE_S
+            try:
+                res = handle.request(job, deadline)
+            except TimeoutError:
+                return {
+                    "outcome": "SANDBOX_ERROR",
+                    "message": f"{handle.label} did not answer within {timeout + WATCHDOG_GRACE_S:g}s; "
+                    "it was killed and replaced",
+                }
+            except WorkerLost as e:
+                if e.exit_code == 137:
+                    return {
+                        "outcome": "OOM",
+                        "message": f"{e} (exit 137: killed, counted as OOM); replaced",
+                    }
+                return {"outcome": "SANDBOX_ERROR", "message": f"{e}; replaced"}
+            if res.get("token") != job["token"] or res.get("id") != job["id"]:
+                return {
+                    "outcome": "SANDBOX_ERROR",
+                    "message": "worker answer did not match the job; replaced",
+                }
+            healthy = True
+            return res
+        finally:
+            self._release(handle, healthy)
+
+    async def run(self, job: dict[str, Any], timeout: float) -> dict[str, Any]:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self.executor, self.run_blocking, job, timeout)
+
+    def warm(self) -> None:
+        """Start every worker now instead of on first use."""
+        handles = [self._acquire() for _ in range(self.size)]
+        for h in handles:
+            self._release(h, True)
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            executor, self._executor = self._executor, None
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+        drained = []
+        while True:
+            try:
+                drained.append(self._idle.get_nowait())
+            except queue.Empty:
+                break
+        threads = []
+        for h in drained:
+            if h is not None:
+                t = threading.Thread(target=h.kill, daemon=True)
+                t.start()
+                threads.append(t)
+        for t in threads:
+            t.join(timeout=30)
+        for _ in range(self.size):
+            self._idle.put(None)
+
+
+@atexit.register
+def _close_all() -> None:
+    for pool in list(_POOLS):
+        with contextlib.suppress(Exception):
+            pool.close()

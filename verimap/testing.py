@@ -1,0 +1,142 @@
+"""Test doubles for logic tests: a scripted model and an in-process sandbox.
+
+Never use these in production paths; they exist so the engine can be tested
+without a model server or a container runtime.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+import traceback
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from verimap.llm.base import ModelRequest, ModelResponse
+from verimap.llm.double import ScriptedModel, tool_call_reply
+from verimap.plan import Plan, parse_plan
+from verimap.sandbox.base import ExecResult, Outcome, Sandbox
+
+
+class InProcessSandboxDouble(Sandbox):
+    """Runs VF code with `exec` in this process, with the same PASS/FAIL/ERROR semantics
+    as the real backends. No isolation at all: for logic tests of trusted code only."""
+
+    kind = "in-process-double"
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+
+    async def run_vf(self, code, inputs, outputs, *, timeout=10.0):
+        self.calls.append((code, inputs, outputs))
+        start = time.monotonic()
+        ns: dict[str, Any] = {"__name__": "__verimap_vf__", "inputs": inputs, "outputs": outputs}
+        try:
+            exec(compile(code, "<vf>", "exec"), ns)
+            if callable(ns.get("verify")) and ns["verify"](inputs, outputs) is False:
+                raise AssertionError("verify() returned False")
+            res = ExecResult(outcome=Outcome.PASS)
+        except AssertionError as e:
+            res = ExecResult(
+                outcome=Outcome.FAIL,
+                message=str(e) or "assertion failed",
+                traceback=traceback.format_exc(),
+            )
+        except Exception as e:
+            res = ExecResult(
+                outcome=Outcome.ERROR,
+                message=f"{type(e).__name__}: {e}",
+                traceback=traceback.format_exc(),
+            )
+        await asyncio.sleep(0)
+        res.duration_s = time.monotonic() - start
+        return res
+
+    async def run_program(self, code, *, timeout=10.0, files=None, argv=None, stdin=""):
+        raise NotImplementedError("InProcessSandboxDouble runs VFs only")
+
+    async def run_tests(self, candidate_code, test_code, entry_point, *, timeout=10.0):
+        raise NotImplementedError("InProcessSandboxDouble runs VFs only")
+
+
+OutputsFn = Callable[[str, int, dict[str, Any], str], dict[str, Any]]
+JudgeFn = Callable[[str, str, dict[str, Any]], tuple[bool, str]]
+_SUBTASK = re.compile(
+    r"^Subtask: (.*?)\n\nInputs \(JSON\):\n(.*?)\n(?:\nResults of earlier|Required outputs)", re.S
+)
+_JUDGE = re.compile(
+    r"^Subtask instruction: (.*?)\n\nInputs \(JSON\):.*?Outputs \(JSON\):\n(.*?)\n\nCriterion: (.*?)\n\nDoes",
+    re.S,
+)
+
+
+class ScriptedWorld:
+    """A scripted model for every role of a run, driven by tables instead of a call order.
+
+    The planner gets `plans[i]` on its i-th call (the last one repeats). An executor
+    call is routed to the node whose instruction it carries, and answered with
+    `outputs(node_id, attempt_index, inputs, prompt)` as JSON (one call per attempt).
+    The judge answers `judge(node_id, criterion, outputs) -> (passed, explanation)`,
+    after a free-text reasoning call. Node instructions must be unique within a plan.
+    """
+
+    def __init__(
+        self,
+        plans: Sequence[dict[str, Any] | Plan],
+        outputs: OutputsFn,
+        judge: JudgeFn | None = None,
+        *,
+        latency_s: float = 0.0,
+        supports_tools: bool = True,
+        name: str = "scripted-world",
+    ):
+        self.plans = [parse_plan(p) for p in plans]
+        self.outputs = outputs
+        self.judge = judge or (lambda node_id, criterion, outs: (True, "looks right"))
+        self.executor_calls: dict[str, int] = defaultdict(int)
+        self.executor_prompts: dict[str, list[str]] = defaultdict(list)
+        self.order: list[str] = []
+        self.planner_calls = 0
+        self.model = ScriptedModel(
+            self._answer, name=name, latency_s=latency_s, supports_tools=supports_tools
+        )
+
+    def _node_for(self, instruction: str) -> str:
+        for plan in reversed(self.plans[: self.planner_calls] or self.plans):
+            for n in plan.nodes:
+                if n.instruction == instruction:
+                    return n.id
+        raise LookupError(f"ScriptedWorld: no node has instruction {instruction!r}")
+
+    def _answer(self, req: ModelRequest) -> ModelResponse | str | dict:
+        if req.role == "planner":
+            plan = self.plans[min(self.planner_calls, len(self.plans) - 1)]
+            self.planner_calls += 1
+            return plan.to_json()
+        user = next(m["content"] for m in req.messages if m["role"] == "user")
+        if req.role == "judge":
+            m = _JUDGE.search(user)
+            if m is None:
+                raise LookupError("ScriptedWorld: unrecognised judge prompt")
+            if req.response_schema is None:
+                return "Let me reason about the criterion."
+            passed, why = self.judge(self._node_for(m.group(1)), m.group(3), json.loads(m.group(2)))
+            return {"passed": passed, "explanation": why}
+        m = _SUBTASK.search(user)
+        if m is None:
+            raise LookupError("ScriptedWorld: unrecognised executor prompt")
+        node_id = self._node_for(m.group(1))
+        k = self.executor_calls[node_id]
+        self.executor_calls[node_id] += 1
+        self.executor_prompts[node_id].append(user)
+        self.order.append(node_id)
+        return json.dumps(self.outputs(node_id, k, json.loads(m.group(2)), user))
+
+    def models(self) -> dict[str, ScriptedModel]:
+        return {"planner": self.model, "executor": self.model, "judge": self.model}
+
+
+__all__ = ["InProcessSandboxDouble", "ScriptedModel", "ScriptedWorld", "tool_call_reply"]
