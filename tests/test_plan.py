@@ -112,3 +112,24 @@ def test_schema_and_mermaid():
     p = parse_plan(json.dumps({"nodes": [node("a"), node("b", inputs=["a.x"])]}))
     m = to_mermaid(p)
     assert "a -->|x| b" in m and 'b(["' in m
+
+
+def test_vf_kind_is_inferred_when_type_is_missing_and_named_when_unknown():
+    p = parse_plan({"nodes": [node("a", vfs=[{"name": "p", "code": "assert outputs['x']"},
+                                             {"name": "j", "content": "x is right"}])]})  # fmt: skip
+    assert [v.type for v in p.nodes[0].verification] == ["python", "llm"]
+    bad = problems({"nodes": [node("a", vfs=[{"name": "p", "type": "sql", "code": "x"}])]})
+    assert bad == [
+        "node 'a' verification.0: a VF needs \"type\": \"python\" (with \"code\") or \"llm\" (with \"content\")"
+    ]
+
+
+def test_schema_makes_constrained_models_write_vf_types_and_reference_inputs():
+    import re
+
+    defs = plan_json_schema()["$defs"]
+    assert {"name", "type", "code"} <= set(defs["PythonVF"]["required"])
+    assert {"name", "type", "content"} <= set(defs["LLMVF"]["required"])
+    pattern = re.compile(defs["Node"]["properties"]["inputs"]["items"]["pattern"])
+    assert pattern.match("USER_TASK") and pattern.match("extract.total")
+    assert not pattern.match("12") and not pattern.match("total") and not pattern.match("3 boxes")

@@ -89,8 +89,20 @@ async def test_add_vfs_planner_adds_deterministic_checks():
     assert [d.outcome for d in empty.verdicts if d.name == "outputs_nonempty"] == ["FAIL"]
 
 
-def test_demo_plan_is_valid():
+def test_demo_plans_are_valid():
     assert parse_plan(prompts.DEMO_PLAN).final_node().id == "compute"
+    assert parse_plan(prompts.CODE_DEMO_PLAN).final_node().id == "implement"
+
+
+async def test_programming_demo_is_shown_and_its_function_name_counts_as_copying():
+    copied = json.loads(json.dumps(prompts.CODE_DEMO_PLAN))
+    m = ScriptedModel([copied, GOOD])
+    planner = LLMPlanner(m, domain="programming")
+    await planner.plan("write is_prime")
+    assert "running_max" in m.requests[0].messages[-1]["content"]
+    assert "node 'implement' copies the example plan" in m.requests[1].messages[-1]["content"]
+    generic = json.loads(json.dumps(prompts.CODE_DEMO_PLAN).replace("running_max", "is_prime"))
+    assert planner.check(parse_plan(generic)) == []
 
 
 async def test_quality_checks_reject_useless_valid_plans():
@@ -105,7 +117,7 @@ async def test_quality_checks_reject_useless_valid_plans():
     for needle in (
         "no node takes 'USER_TASK'",
         "node 'extract' has no inputs",
-        "copies the example plan's instruction",
+        "node 'extract' copies the example plan",
         "node 'compute' has no verification functions",
         "python VF 'noop' never reads `outputs`",
     ):

@@ -14,10 +14,23 @@ import re
 from collections.abc import Iterable, Mapping
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+)
 
 USER_TASK = "USER_TASK"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+
+
+def _require_type(schema: dict[str, Any]) -> None:
+    """Schema-constrained models must always write `type`: it is what tells the VF kinds apart."""
+    schema["required"] = ["name", "type", *(r for r in schema.get("required", []) if r != "name")]
 
 
 class PythonVF(BaseModel):
@@ -27,7 +40,7 @@ class PythonVF(BaseModel):
     a `verify` that returns `False` fails too.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_require_type)
     name: str = Field(min_length=1)
     type: Literal["python"] = "python"
     code: str
@@ -37,14 +50,30 @@ class PythonVF(BaseModel):
 class LLMVF(BaseModel):
     """A natural-language criterion for the judge model."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_require_type)
     name: str = Field(min_length=1)
     type: Literal["llm"] = "llm"
     content: str = Field(min_length=1)
     weight: float = Field(default=1.0, ge=0)
 
 
-VF = Annotated[PythonVF | LLMVF, Field(discriminator="type")]
+def _vf_kind(v: Any) -> str | None:
+    """The VF's kind: its `type`, or, when a hand-written plan leaves it out, its body's key."""
+    get = v.get if isinstance(v, dict) else lambda k, d=None: getattr(v, k, d)
+    kind = get("type")
+    if kind is None:
+        kind = "python" if get("code") is not None else "llm" if get("content") is not None else None
+    return kind
+
+
+VF = Annotated[
+    Annotated[PythonVF, Tag("python")] | Annotated[LLMVF, Tag("llm")],
+    Discriminator(
+        _vf_kind,
+        custom_error_type="vf_type",
+        custom_error_message="a VF needs \"type\": \"python\" (with \"code\") or \"llm\" (with \"content\")",
+    ),
+]
 
 
 def normalize_ref(ref: str) -> str:
@@ -55,13 +84,24 @@ def normalize_ref(ref: str) -> str:
     return ref
 
 
+# Patterns only for the JSON Schema: a grammar-constrained model then cannot write a literal
+# value as an input, while hand-written plans still get `check_plan`'s precise messages.
+_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
+_VAR_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+_INPUT_PATTERN = r"^(USER_TASK|[A-Za-z_][A-Za-z0-9_-]*\.[A-Za-z_][A-Za-z0-9_]*)$"
+
+
+def _strings(pattern: str) -> dict[str, Any]:
+    return {"items": {"type": "string", "pattern": pattern}}
+
+
 class Node(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    id: str = Field(min_length=1)
+    id: str = Field(min_length=1, json_schema_extra={"pattern": _ID_PATTERN})
     name: str = ""
     instruction: str = Field(min_length=1)
-    inputs: list[str] = Field(default_factory=list)
-    outputs: list[str] = Field(min_length=1)
+    inputs: list[str] = Field(default_factory=list, json_schema_extra=_strings(_INPUT_PATTERN))
+    outputs: list[str] = Field(min_length=1, json_schema_extra=_strings(_VAR_PATTERN))
     verification: list[VF] = Field(default_factory=list)
     final: bool = False
 

@@ -95,16 +95,16 @@ class PlanningError(RuntimeError):
 
 
 def plan_quality_problems(
-    plan: Plan, *, demo_plan: dict[str, Any] | None = None, require_vfs: bool = True
+    plan: Plan, *, demo_markers: list[str] | tuple[str, ...] = (), require_vfs: bool = True
 ) -> list[str]:
     """Problems a valid plan can still have that make it useless; small models make all of them.
 
     A node without inputs sees nothing; a plan where no node takes `USER_TASK` never
-    sees the task; instructions copied from the demonstration solve another task; a
-    node without VFs is unchecked; a Python VF that never reads `outputs` checks nothing.
+    sees the task; a node that carries a demonstration's marker (its task-specific
+    instruction or function name) solves another task; a node without VFs is
+    unchecked; a Python VF that never reads `outputs` checks nothing.
     """
     problems: list[str] = []
-    demo_instructions = {n["instruction"].strip() for n in (demo_plan or {}).get("nodes", [])}
     if not any(USER_TASK in n.inputs for n in plan.nodes):
         problems.append(
             f"no node takes {USER_TASK!r}, so no executor can see the task; add it to the first node's inputs"
@@ -115,9 +115,11 @@ def plan_quality_problems(
                 f"node {n.id!r} has no inputs; an executor sees only its inputs, so give it {USER_TASK!r} "
                 "and/or '<node_id>.<output>' of earlier nodes"
             )
-        if n.instruction.strip() in demo_instructions:
+        text = "\n".join([n.instruction, *(vf.model_dump_json() for vf in n.verification)])
+        if any(m in text for m in demo_markers):
             problems.append(
-                f"node {n.id!r} copies the example plan's instruction; write instructions for THIS task"
+                f"node {n.id!r} copies the example plan (its instruction or VFs belong to the "
+                "example task); write instructions and VFs for THIS task"
             )
         if require_vfs and not n.verification:
             problems.append(f"node {n.id!r} has no verification functions; add at least one")
@@ -150,10 +152,13 @@ class LLMPlanner:
         quality_checks: bool = True,
         require_vfs: bool = True,
         repeat_temperature: float = 0.7,
+        domain: str = "math",
     ):
         self.model = model
         self.tools = tools
-        self.demo = demo if demo is not None else (prompts.default_demo() if use_demo else None)
+        builtin = demo is None and use_demo
+        self.demo = demo if demo is not None else (prompts.default_demo(domain) if use_demo else None)
+        self.demo_markers = prompts.copy_markers(domain) if builtin else []
         self.max_repairs = max_repairs
         self.temperature = temperature
         self.max_tokens = max_tokens
@@ -256,8 +261,9 @@ class LLMPlanner:
         """The planner's own checks on a valid plan (see `plan_quality_problems`)."""
         if not self.quality_checks:
             return []
-        demo = prompts.DEMO_PLAN if self.demo else None
-        return plan_quality_problems(plan, demo_plan=demo, require_vfs=self.require_vfs)
+        return plan_quality_problems(
+            plan, demo_markers=self.demo_markers, require_vfs=self.require_vfs
+        )
 
     async def plan(self, task: str) -> Plan:
         return await self._solicit(self.plan_messages(task))

@@ -188,5 +188,63 @@ DEMO_PLAN: dict = {
 }
 
 
-def default_demo() -> str:
-    return f"Task: {DEMO_TASK}\nPlan:\n{json.dumps(DEMO_PLAN, indent=2)}"
+CODE_DEMO_TASK = (
+    "Complete the following Python function so that it is correct for all inputs described in "
+    "its docstring. The final answer is the complete Python code of the function `running_max`.\n\n"
+    "```python\ndef running_max(xs: list[int]) -> list[int]:\n"
+    '    """Return the list whose i-th item is the largest of xs[0..i].\n'
+    "    >>> running_max([1, 3, 2, 5])\n    [1, 3, 3, 5]\n"
+    '    >>> running_max([])\n    []\n    """\n```'
+)
+
+CODE_DEMO_PLAN: dict = {
+    "nodes": [
+        {
+            "id": "implement",
+            "name": "Implement the function",
+            "instruction": "Write the complete Python code of the function described in the task, "
+            "with its signature and any imports it needs. Handle the edge cases the docstring "
+            "mentions.",
+            "inputs": ["USER_TASK"],
+            "outputs": ["code"],
+            "verification": [
+                {
+                    "name": "docstring_examples",
+                    "type": "python",
+                    "code": "f = load_function(outputs['code'], 'running_max')\n"
+                    "assert f([1, 3, 2, 5]) == [1, 3, 3, 5], 'docstring example 1 fails'\n"
+                    "assert f([]) == [], 'empty input must give []'",
+                },
+                {
+                    "name": "edge_cases",
+                    "type": "llm",
+                    "content": "The code handles every case the docstring describes, including "
+                    "negative numbers and a single-element list.",
+                },
+            ],
+        }
+    ],
+    "edges": [],
+}
+
+DEMOS: dict[str, tuple[str, dict]] = {
+    "math": (DEMO_TASK, DEMO_PLAN),
+    "programming": (CODE_DEMO_TASK, CODE_DEMO_PLAN),
+}
+
+# What shows that a plan was copied from a demonstration instead of written for its task: the
+# math demo's instructions are task-specific; the code demo's are generic, but its function is not.
+COPY_MARKERS: dict[str, list[str]] = {
+    "math": [n["instruction"] for n in DEMO_PLAN["nodes"]],
+    "programming": ["running_max"],
+}
+
+
+def copy_markers(domain: str = "math") -> list[str]:
+    return COPY_MARKERS.get(domain, COPY_MARKERS["math"])
+
+
+def default_demo(domain: str = "math") -> str:
+    """The worked example shown to the planner: small models need one of their own domain."""
+    task, plan = DEMOS.get(domain, DEMOS["math"])
+    return f"Task: {task}\nPlan:\n{json.dumps(plan, indent=2)}"

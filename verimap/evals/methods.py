@@ -89,6 +89,7 @@ def build_coordinator(
     config: RunConfig | dict[str, Any] | None = None,
     events: Any = None,
     demo: str | None = None,
+    domain: str = "math",
     answer_outputs: list[str] | None = None,
 ) -> Any:
     """A Coordinator wired for `method` (models keyed planner/executor/judge; judge defaults
@@ -110,7 +111,9 @@ def build_coordinator(
             instruction="Solve the task completely, using the tools as needed, and give the final answer.",
         )
     else:
-        planner = LLMPlanner(models["planner"], tools, demo=demo, temperature=cfg.temperature)
+        planner = LLMPlanner(
+            models["planner"], tools, demo=demo, domain=domain, temperature=cfg.temperature
+        )
     executor = Executor(
         models["executor"],
         tools,

@@ -324,7 +324,9 @@ def _default_solver(
         raise ValueError("no models given: pass models (planner, executor, judge) or a solver")
 
     async def solve(task: EvalTask, run: int, trace_path: Path) -> Any:
-        coord = build_coordinator(method, models, sandbox, bench.tools(sandbox), config=cfg)
+        coord = build_coordinator(
+            method, models, sandbox, bench.tools(sandbox), config=cfg, domain=bench.domain
+        )
         return await coord.run(task.prompt, trace_path=trace_path)
 
     return solve
