@@ -4,8 +4,10 @@
 setup:
 	bash scripts/setup.sh
 
+# A fresh directory per demo, so every `make demo` is a real run (the runner refuses to
+# mix a new run into old results).
 demo: setup
-	verimap eval --benchmark humaneval --method verimap --limit 3 --out runs/demo-humaneval
+	verimap eval --benchmark humaneval --method verimap --limit 3 --out runs/demo-$$(date +%Y%m%d-%H%M%S)
 
 test: setup
 	CI=$${CI:-true} python3 -m pytest

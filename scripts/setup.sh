@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 log() { printf '\n==> %s\n' "$*"; }
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
-LOCAL_MODEL="${VERIMAP_LOCAL_MODEL:-qwen2.5-coder-0.5b}"
+# The catalog default (the 1.5B) unless VERIMAP_LOCAL_MODEL picks another (CI: the 0.5B).
+LOCAL_MODEL="${VERIMAP_LOCAL_MODEL:-qwen2.5-coder-1.5b}"
 
 log "system packages (Docker engine, debootstrap)"
 if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null; then

@@ -3,7 +3,7 @@ import json
 import pytest
 
 from verimap import prompts
-from verimap.plan import Plan, parse_plan
+from verimap.plan import Plan, parse_plan, plan_json_schema
 from verimap.planner import (
     AddVFsPlanner,
     FailureContext,
@@ -36,6 +36,9 @@ async def test_plan_prompt_has_tools_task_demo_and_schema():
     assert req.role == "planner" and req.response_schema is not None
     text = json.dumps(req.messages)
     assert "calculator" in text and "Double the number 21." in text and "bakery" in text
+    assert req.response_schema == LLMPlanner(m).schema and "JSON Schema of the plan" not in text
+    shown = LLMPlanner(m, show_schema=True).plan_messages("t")[-1]["content"]
+    assert "JSON Schema of the plan" in shown and '"Node"' in shown
 
 
 async def test_invalid_plan_is_sent_back_with_messages():
@@ -148,4 +151,37 @@ async def test_invalid_and_useless_problems_are_reported_together():
         "no final node" in feedback
         and "copies the example" in feedback
         and "'extra' has no inputs" in feedback
+    )
+
+
+def test_planning_schema_leaves_out_what_small_models_get_wrong_and_admits_only_parsable_plans():
+    import jsonschema
+
+    from verimap.planner import planning_schema
+
+    schema = planning_schema()
+    assert "edges" not in schema["properties"]
+    node = schema["$defs"]["Node"]
+    assert "final" not in node["properties"] and node["properties"]["inputs"]["minItems"] == 1
+    assert set(node["required"]) == {
+        "id",
+        "name",
+        "instruction",
+        "inputs",
+        "outputs",
+        "verification",
+    }
+    for demo in (prompts.DEMO_PLAN, prompts.CODE_DEMO_PLAN, prompts.QA_DEMO_PLAN):
+        jsonschema.validate(demo, schema)
+        jsonschema.validate(demo, plan_json_schema())
+        parse_plan(demo)
+    no_inputs = json.loads(json.dumps(prompts.CODE_DEMO_PLAN))
+    no_inputs["nodes"][0]["inputs"] = []
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(no_inputs, schema)
+    assert (
+        planning_schema(require_vfs=False)["$defs"]["Node"]["properties"]["verification"].get(
+            "minItems"
+        )
+        is None
     )

@@ -62,7 +62,9 @@ def _vf_kind(v: Any) -> str | None:
     get = v.get if isinstance(v, dict) else lambda k, d=None: getattr(v, k, d)
     kind = get("type")
     if kind is None:
-        kind = "python" if get("code") is not None else "llm" if get("content") is not None else None
+        kind = (
+            "python" if get("code") is not None else "llm" if get("content") is not None else None
+        )
     return kind
 
 
@@ -71,7 +73,7 @@ VF = Annotated[
     Discriminator(
         _vf_kind,
         custom_error_type="vf_type",
-        custom_error_message="a VF needs \"type\": \"python\" (with \"code\") or \"llm\" (with \"content\")",
+        custom_error_message='a VF needs "type": "python" (with "code") or "llm" (with "content")',
     ),
 ]
 
@@ -88,7 +90,8 @@ def normalize_ref(ref: str) -> str:
 # value as an input, while hand-written plans still get `check_plan`'s precise messages.
 _ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
 _VAR_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-_INPUT_PATTERN = r"^(USER_TASK|[A-Za-z_][A-Za-z0-9_-]*\.[A-Za-z_][A-Za-z0-9_]*)$"
+# `[.]`, not `\.`: llama.cpp's grammar parser rejects the escape and its server dies on it.
+_INPUT_PATTERN = r"^(USER_TASK|[A-Za-z_][A-Za-z0-9_-]*[.][A-Za-z_][A-Za-z0-9_]*)$"
 
 
 def _strings(pattern: str) -> dict[str, Any]:

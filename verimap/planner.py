@@ -131,6 +131,28 @@ def plan_quality_problems(
     return problems
 
 
+def planning_schema(*, require_vfs: bool = True) -> dict[str, Any]:
+    """The plan schema narrowed for a model to answer in; every plan it admits still parses.
+
+    Small grammar-constrained models fill in whatever the schema allows, so leave out what
+    they get wrong and the validator can infer: edges (implied by inputs), the final flag
+    (the unique sink) and VF weights; and require what a useful node needs.
+    """
+    schema = copy.deepcopy(plan_json_schema())
+    schema["properties"].pop("edges", None)
+    defs = schema["$defs"]
+    node = defs["Node"]
+    node["properties"].pop("final", None)
+    node["properties"]["inputs"]["minItems"] = 1
+    if require_vfs:
+        node["properties"]["verification"]["minItems"] = 1
+    node["required"] = list(node["properties"])
+    for vf in ("PythonVF", "LLMVF"):
+        defs[vf]["properties"].pop("weight", None)
+        defs[vf]["required"] = list(defs[vf]["properties"])
+    return schema
+
+
 class LLMPlanner:
     """The verification-aware planner: tools, task and a demonstration in; a validated plan out.
 
@@ -153,11 +175,14 @@ class LLMPlanner:
         require_vfs: bool = True,
         repeat_temperature: float = 0.7,
         domain: str = "math",
+        show_schema: bool = False,
     ):
         self.model = model
         self.tools = tools
         builtin = demo is None and use_demo
-        self.demo = demo if demo is not None else (prompts.default_demo(domain) if use_demo else None)
+        self.demo = (
+            demo if demo is not None else (prompts.default_demo(domain) if use_demo else None)
+        )
         self.demo_markers = prompts.copy_markers(domain) if builtin else []
         self.max_repairs = max_repairs
         self.temperature = temperature
@@ -166,7 +191,8 @@ class LLMPlanner:
         self.quality_checks = quality_checks
         self.require_vfs = require_vfs
         self.repeat_temperature = repeat_temperature
-        self.schema = plan_json_schema()
+        self.schema = planning_schema(require_vfs=require_vfs)
+        self.show_schema = show_schema
 
     def system_prompt(self) -> str:
         tools = (
@@ -179,7 +205,7 @@ class LLMPlanner:
     def plan_messages(self, task: str) -> list[Message]:
         demo = prompts.DEMO_SECTION.format(demo=self.demo) if self.demo else ""
         user = prompts.PLANNER_USER.format(
-            demo_section=demo, task=task, schema=json.dumps(self.schema)
+            demo_section=demo, task=task, schema_section=self._schema_section()
         )
         return [
             {"role": "system", "content": self.system_prompt()},
@@ -197,10 +223,19 @@ class LLMPlanner:
             "role": "user",
             "content": prompts.REPLANNER_USER.format(
                 task=task, previous=previous.to_json(indent=2), failure=failure.render(),
-                schema=json.dumps(self.schema),
+                schema_section=self._schema_section(),
             ),
         })  # fmt: skip
         return msgs
+
+    def _schema_section(self) -> str:
+        """The schema already constrains the reply; printed too, it costs ~1,000 prompt tokens
+        and small models copy its titles into plans, so printing it is opt-in."""
+        return (
+            prompts.SCHEMA_SECTION.format(schema=json.dumps(self.schema))
+            if self.show_schema
+            else ""
+        )
 
     async def _solicit(self, messages: list[Message]) -> Plan:
         responses: list[ModelResponse] = []

@@ -15,15 +15,16 @@ You are the planner of a team of agents. Break the user's task into a small dire
 graph (DAG) of subtasks that executor agents solve one at a time, and give every subtask \
 verification functions (VFs) that decide whether its outputs can be trusted.
 
-Rules for the plan (a JSON object with "nodes" and "edges"):
+Rules for the plan (a JSON object with a list of "nodes"):
 - Each node has: "id" (short identifier such as "extract" or "n1"), "name", "instruction" (what the \
 executor must do, self-contained), "inputs", "outputs" (variable names), "verification".
 - An input is either "USER_TASK" (the full task text) or "<node_id>.<output_name>" naming an output \
 of an earlier node. Never put literal values in inputs. An executor sees ONLY its inputs, so give \
 USER_TASK to every node that needs facts from the task.
-- "edges" lists {{"from": id, "to": id}}; every input "<a>.<x>" implies an edge a -> this node.
-- Exactly one node is the final node (the only node without children, or flag it "final": true); \
-its outputs are the answer to the task.
+- Dependencies come only from inputs: an input "<a>.<x>" makes node a run before this node. \
+Every node except the last must have an output that a later node takes as input.
+- Exactly one node is the final node (the only node whose outputs no other node takes); its \
+outputs are the answer to the task.
 - Verification functions, two kinds:
   * {{"name": ..., "type": "python", "code": ...}}: Python run with dicts `inputs` (keyed by the \
 input names, e.g. inputs["USER_TASK"], inputs["n1.total"]; a bare name such as inputs["total"] \
@@ -34,7 +35,7 @@ formats, ranges and consistency that must hold for ANY correct answer; never har
 by reading the inputs and outputs.
 - Prefer few nodes (1-4) for simple tasks. Every node needs at least one VF.
 {tools_section}
-Reply with the plan as one JSON object matching the schema, nothing else."""
+Reply with the plan as one JSON object in the format of the example, nothing else."""
 
 TOOLS_SECTION = "\nExecutors can use these tools:\n{tools}\n"
 
@@ -42,10 +43,9 @@ PLANNER_USER = """\
 {demo_section}Task:
 {task}
 
-JSON Schema of the plan:
-{schema}
+{schema_section}Write the plan for this task."""
 
-Write the plan for this task."""
+SCHEMA_SECTION = "JSON Schema of the plan:\n{schema}\n\n"
 
 DEMO_SECTION = "Here is an example of a good plan for a different task:\n{demo}\n\n"
 
@@ -63,10 +63,7 @@ Previous plan:
 What failed:
 {failure}
 
-JSON Schema of the plan:
-{schema}
-
-Write the new plan."""
+{schema_section}Write the new plan."""
 
 PLAN_REPAIR = """\
 That plan is invalid:
@@ -184,7 +181,6 @@ DEMO_PLAN: dict = {
             ],
         },
     ],
-    "edges": [{"from": "extract", "to": "compute"}],
 }
 
 
@@ -224,12 +220,58 @@ CODE_DEMO_PLAN: dict = {
             ],
         }
     ],
-    "edges": [],
+}
+
+QA_DEMO_TASK = (
+    "Did the company that TechCrunch reported as buying a chip startup in March also report "
+    "record revenue according to The Verge?\n\nAnswer from the news corpus, using the search tool."
+)
+
+QA_DEMO_PLAN: dict = {
+    "nodes": [
+        {
+            "id": "find_buyer",
+            "name": "Find the buyer",
+            "instruction": "Search the corpus for the TechCrunch article about a chip startup "
+            "acquisition in March and report the buying company and a quote of the evidence.",
+            "inputs": ["USER_TASK"],
+            "outputs": ["company", "evidence"],
+            "verification": [
+                {
+                    "name": "nonempty",
+                    "type": "python",
+                    "code": "assert outputs['company'].strip(), 'company is empty'\n"
+                    "assert len(outputs['evidence']) > 20, 'quote the evidence'",
+                },
+                {
+                    "name": "grounded",
+                    "type": "llm",
+                    "content": "The evidence is a TechCrunch passage that names the company as the buyer.",
+                },
+            ],
+        },
+        {
+            "id": "check_revenue",
+            "name": "Check the revenue report",
+            "instruction": "Search The Verge's articles about the given company for a report of "
+            "record revenue. Answer Yes or No.",
+            "inputs": ["find_buyer.company"],
+            "outputs": ["answer"],
+            "verification": [
+                {
+                    "name": "yes_no",
+                    "type": "python",
+                    "code": "assert outputs['answer'] in ('Yes', 'No'), 'answer Yes or No'",
+                }
+            ],
+        },
+    ],
 }
 
 DEMOS: dict[str, tuple[str, dict]] = {
     "math": (DEMO_TASK, DEMO_PLAN),
     "programming": (CODE_DEMO_TASK, CODE_DEMO_PLAN),
+    "qa": (QA_DEMO_TASK, QA_DEMO_PLAN),
 }
 
 # What shows that a plan was copied from a demonstration instead of written for its task: the
@@ -237,6 +279,7 @@ DEMOS: dict[str, tuple[str, dict]] = {
 COPY_MARKERS: dict[str, list[str]] = {
     "math": [n["instruction"] for n in DEMO_PLAN["nodes"]],
     "programming": ["running_max"],
+    "qa": ["chip startup", "record revenue"],
 }
 
 

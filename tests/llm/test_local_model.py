@@ -31,8 +31,10 @@ CALCULATOR = {
 
 async def test_plan_request_returns_a_schema_valid_plan(local_model):
     task = "Tom has 3 boxes of 12 pencils and gives away 7 pencils. How many pencils are left?"
-    messages = LLMPlanner(local_model).plan_messages(task)
-    value, responses = await request_structured(local_model, messages, plan_json_schema(), role="planner", max_repairs=1)  # fmt: skip
+    planner = LLMPlanner(local_model)
+    messages = planner.plan_messages(task)
+    value, responses = await request_structured(local_model, messages, planner.schema, role="planner", max_repairs=1)  # fmt: skip
+    jsonschema.validate(value, planner.schema)
     jsonschema.validate(value, plan_json_schema())
     plan = parse_plan(value)
     assert plan.nodes and all(n.outputs for n in plan.nodes)

@@ -7,7 +7,14 @@ import pytest
 from click.testing import CliRunner
 
 from verimap.llm.base import ModelError
-from verimap.llm.endpoint import connect, endpoint_options, is_remote, resolve_local
+from verimap.llm.endpoint import (
+    LOCAL_TEMPERATURE,
+    connect,
+    default_temperature,
+    endpoint_options,
+    is_remote,
+    resolve_local,
+)
 from verimap.llm.openai_model import OpenAIModel
 
 
@@ -29,6 +36,16 @@ def test_local_unless_an_endpoint_is_configured(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
     assert is_remote(None, None)
     assert not is_remote("0.5b", None)
+
+
+def test_local_models_sample_greedily_unless_told_otherwise(monkeypatch, tmp_path):
+    assert default_temperature() == LOCAL_TEMPERATURE == 0.0
+    assert default_temperature(model="0.5b") == 0.0
+    assert default_temperature(model_file=tmp_path / "m.gguf") == 0.0
+    assert default_temperature(model="gpt-4o-mini") is None
+    assert default_temperature(base_url="http://127.0.0.1:8000/v1") is None
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-x")
+    assert default_temperature() is None
 
 
 def test_missing_weights_error_names_the_pull_command():

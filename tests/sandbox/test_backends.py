@@ -166,3 +166,23 @@ async def test_tracebacks_show_the_users_code_not_the_worker(any_sandbox):
     assert prog.outcome is Outcome.ERROR and "raise ValueError('bad')" in prog.stderr
     assert "worker.py" not in prog.stderr
     assert 'File "<vf>", line 2' in vf.traceback and "worker.py" not in vf.traceback
+
+
+async def test_the_planners_demonstration_vfs_pass_right_outputs_and_fail_wrong_ones(any_sandbox):
+    """A demonstration whose VFs do not run would teach the planner broken checks."""
+    from verimap import prompts
+    from verimap.plan import PythonVF, parse_plan
+
+    right = "def running_max(xs):\n    out, m = [], None\n    for x in xs:\n        m = x if m is None else max(m, x)\n        out.append(m)\n    return out\n"  # fmt: skip
+    cases = [
+        (prompts.CODE_DEMO_PLAN, "implement", {}, {"code": right}, {"code": "def running_max(xs):\n    return xs\n"}),
+        (prompts.DEMO_PLAN, "compute", {"extract.monday": 125, "extract.tuesday": 250, "extract.price": 3}, {"answer": 1125}, {"answer": 1000}),
+        (prompts.QA_DEMO_PLAN, "check_revenue", {"find_buyer.company": "Acme"}, {"answer": "Yes"}, {"answer": "yes, it did"}),
+    ]  # fmt: skip
+    for plan, node_id, inputs, good, bad in cases:
+        vfs = [v for v in parse_plan(plan).node(node_id).verification if isinstance(v, PythonVF)]
+        for vf in vfs:
+            ok = await any_sandbox.run_vf(vf.code, inputs, good)
+            wrong = await any_sandbox.run_vf(vf.code, inputs, bad)
+            assert ok.outcome is Outcome.PASS, (node_id, vf.name, ok)
+            assert wrong.outcome is Outcome.FAIL, (node_id, vf.name, wrong)

@@ -21,14 +21,7 @@ from typing import Any
 import click
 
 from verimap.evals.methods import METHODS
-
-try:
-    from verimap.llm.endpoint import endpoint_options
-except ImportError:  # the endpoint module is optional while it is being written
-
-    def endpoint_options(f):  # type: ignore[no-redef]
-        return f
-
+from verimap.llm.endpoint import endpoint_options
 
 ENDPOINT_KEYS = (
     "model",
@@ -257,6 +250,17 @@ def run_command(**kw: Any) -> int:
         )
     endpoint = {k: kw.get(k) for k in ENDPOINT_KEYS if kw.get(k) is not None}
     _drop_config_models_without_endpoint(endpoint, kw.get("from_config") or set())
+    if "temperature" not in run_config and not kw.get("models_factory"):
+        from verimap.llm.endpoint import default_temperature
+
+        local_t = default_temperature(**endpoint)
+        if local_t is not None:
+            run_config["temperature"] = local_t
+            click.echo(
+                f"note: local model: temperature {local_t} (the paper's 1.0 derails small "
+                "models; --temperature overrides)",
+                err=True,
+            )
 
     async def main() -> Any:
         # SIGTERM stops a run the way Ctrl-C does: finished tasks are already on disk.

@@ -169,6 +169,10 @@ def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, seq
     if not task.strip():
         click.echo("error: TASK is empty", err=True)
         sys.exit(EXIT_BAD_INPUT)
+    if temperature is None:
+        from verimap.llm.endpoint import default_temperature
+
+        temperature = default_temperature(**endpoint)
     config = RunConfig(
         max_retries=max_retries, max_iterations=max_iterations, max_parallel=max_parallel, sequential=sequential,
         reuse_verified=not no_reuse, fail_accepted=fail_accepted, verification=verification,  # type: ignore[arg-type]
