@@ -13,7 +13,7 @@ test: setup
 	CI=$${CI:-true} python3 -m pytest
 
 lint:
-	ruff check verimap tests benchmarks && ruff format --check verimap tests benchmarks
+	ruff check verimap sandbox tests benchmarks && ruff format --check verimap sandbox tests benchmarks
 
 bench:
 	python3 benchmarks/coordinator.py

@@ -536,6 +536,18 @@ class CandidateFunction:
 
 
 _MAX_CANDIDATES = 8
+
+# Signals that stop a process by default and can be caught: the worker ignores them, a job gets
+# the defaults back.
+_CATCHABLE_STOPS = (
+    signal.SIGTERM,
+    signal.SIGINT,
+    signal.SIGHUP,
+    signal.SIGUSR1,
+    signal.SIGUSR2,
+    signal.SIGALRM,
+    signal.SIGQUIT,
+)
 _candidates: list[_CandidateProcess] = []
 
 
@@ -779,16 +791,7 @@ def _child_main(job_fd: int, jobdir: str, scratch: str, fds: dict) -> None:
             if n not in keep:
                 with contextlib.suppress(OSError):
                     os.close(n)
-        for sig in (
-            signal.SIGPIPE,
-            signal.SIGTERM,
-            signal.SIGINT,
-            signal.SIGHUP,
-            signal.SIGUSR1,
-            signal.SIGUSR2,
-            signal.SIGALRM,
-            signal.SIGQUIT,
-        ):
+        for sig in (signal.SIGPIPE, *_CATCHABLE_STOPS):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         _warm_up()
@@ -1175,15 +1178,7 @@ def serve(container: bool, scratch_root: str, socket_path: str | None = None) ->
     _set_dumpable(0)
     _prctl(36, 1)  # PR_SET_CHILD_SUBREAPER: orphans of a job come to us and get reaped
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    for sig in (
-        signal.SIGTERM,
-        signal.SIGINT,
-        signal.SIGHUP,
-        signal.SIGUSR1,
-        signal.SIGUSR2,
-        signal.SIGALRM,
-        signal.SIGQUIT,
-    ):
+    for sig in _CATCHABLE_STOPS:
         signal.signal(sig, signal.SIG_IGN)  # a job cannot stop its worker with a catchable signal
     hello = {"ready": True, "protocol": PROTOCOL, "python": sys.version.split()[0]}
     if socket_path:

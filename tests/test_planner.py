@@ -185,3 +185,13 @@ def test_planning_schema_leaves_out_what_small_models_get_wrong_and_admits_only_
         )
         is None
     )
+
+
+async def test_a_reply_cut_at_the_length_limit_is_named_as_such():
+    from verimap.llm.base import ModelResponse
+
+    cut = ModelResponse(content='{"nodes": [{"id": "a", "verification": [{"name": "v"}]', finish_reason="length")  # fmt: skip
+    m = ScriptedModel([cut, GOOD])
+    await LLMPlanner(m, max_tokens=300).plan("t")
+    feedback = m.requests[1].messages[-1]["content"]
+    assert "cut off at the length limit (300 tokens)" in feedback and "empty plan" not in feedback

@@ -256,6 +256,13 @@ class LLMPlanner:
             responses.append(resp)
             raw: Any = None
             try:
+                if resp.finish_reason == "length":
+                    # A cut reply's first balanced `{...}` is some inner object: name the real cause.
+                    raise PlanError([
+                        f"the reply was cut off at the length limit ({self.max_tokens} tokens) before "
+                        "the plan was complete; write a shorter plan (fewer nodes, short names and "
+                        "VFs) and never repeat a phrase"
+                    ])  # fmt: skip
                 raw = extract_json(resp.content)
                 plan = parse_plan(raw)
             except ValueError as e:

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from verimap.sandbox.base import Sandbox
+from verimap.sandbox.base import ExecResult, Sandbox
 
 
 @dataclass
@@ -198,19 +198,24 @@ def calculator_tool() -> Tool:
     )
 
 
+def render_result(res: ExecResult, empty: str = "(no output)") -> str:
+    """What an agent sees of a sandbox run: its output, and on failure why it failed."""
+    parts = []
+    if res.stdout:
+        parts.append(res.stdout.rstrip())
+    if res.stderr and not res.passed:
+        parts.append(res.stderr.rstrip())
+    if not res.passed:
+        parts.append(f"[{res.outcome.value}] {res.message}".rstrip())
+        if res.traceback:
+            parts.append(res.traceback.rstrip())
+    return "\n".join(parts) or empty
+
+
 def python_tool(sandbox: Sandbox, *, timeout: float = 10.0) -> Tool:
     async def run_python(code: str) -> str:
         res = await sandbox.run_program(code, timeout=timeout)
-        parts = []
-        if res.stdout:
-            parts.append(res.stdout.rstrip())
-        if res.stderr and not res.passed:
-            parts.append(res.stderr.rstrip())
-        if not res.passed:
-            parts.append(f"[{res.outcome.value}] {res.message}".rstrip())
-            if res.traceback:
-                parts.append(res.traceback.rstrip())
-        return "\n".join(parts) or "(no output; use print() to show values)"
+        return render_result(res, "(no output; use print() to show values)")
 
     return Tool(
         name="python",

@@ -19,6 +19,19 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
+def sandbox_option(dest: str = "sandbox_kind"):
+    """`--sandbox auto|docker|process`, the same on every command that runs code."""
+    return click.option(
+        "--sandbox",
+        dest,
+        type=click.Choice(["auto", "docker", "process"]),
+        default="auto",
+        show_default=True,
+        help="Where Python VFs and generated code run: auto (Docker when its daemon answers), "
+        "docker, or process (isolates less).",
+    )
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(SUBCOMMANDS)

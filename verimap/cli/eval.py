@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 
+from verimap.cli import sandbox_option
 from verimap.evals.methods import METHODS
 from verimap.llm.endpoint import endpoint_options
 
@@ -126,14 +127,7 @@ def _load_factory(spec: str):
     default=None,
     help="Data directory [$VERIMAP_DATA, ../shared/datasets, datasets/].",
 )
-@click.option(
-    "--sandbox",
-    "sandbox_kind",
-    type=click.Choice(["auto", "docker", "process"]),
-    default="auto",
-    show_default=True,
-    help="Sandbox backend: auto, docker or process.",
-)
+@sandbox_option()
 @click.option("--temperature", type=float, default=None, help="Sampling temperature [paper: 1.0].")
 @click.option("--top-p", type=float, default=None, help="Nucleus sampling [paper: 1.0].")
 @click.option(

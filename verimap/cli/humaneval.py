@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from verimap.cli import sandbox_option
+
 
 @click.group()
 def humaneval() -> None:
@@ -24,13 +26,7 @@ def humaneval() -> None:
 )
 @click.option("--k", "ks", default="1,10,100", show_default=True, help="comma-separated k values")
 @click.option("--timeout", default=10.0, show_default=True, help="seconds per sample")
-@click.option(
-    "--sandbox",
-    "kind",
-    type=click.Choice(["auto", "docker", "process"]),
-    default="auto",
-    show_default=True,
-)
+@sandbox_option("kind")
 @click.option("--concurrency", default=4, show_default=True)
 @click.option(
     "--out",

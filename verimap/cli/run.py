@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from verimap.cli import sandbox_option
 from verimap.config import Budget, RunConfig
 from verimap.llm.endpoint import endpoint_options
 from verimap.result import RunResult
@@ -138,9 +139,7 @@ def print_result(result: RunResult, *, console=None) -> None:
 )
 @click.option("--plan-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Use this fixed plan instead of asking the planner model.")  # fmt: skip
-@click.option(
-    "--sandbox", "sandbox_kind", default="auto", show_default=True, help="auto, docker or process."
-)
+@sandbox_option()
 @click.option("--trace-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where run traces go (default: $VERIMAP_TRACE_DIR or ./runs/traces).")  # fmt: skip
 @click.option("--max-calls", type=int, default=None, help="Budget: LLM calls.")

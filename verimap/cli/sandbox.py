@@ -9,6 +9,8 @@ import secrets
 
 import click
 
+from verimap.cli import sandbox_option
+
 # Runs inside the sandbox; prints one JSON object per confinement check.
 SELF_TEST = r"""
 import json, os, resource, socket, sys
@@ -87,13 +89,7 @@ def build(offline: bool, force: bool) -> None:
 
 
 @sandbox.command()
-@click.option(
-    "--sandbox",
-    "kind",
-    type=click.Choice(["auto", "docker", "process"]),
-    default="auto",
-    show_default=True,
-)
+@sandbox_option("kind")
 def doctor(kind: str) -> None:
     """Print backend, daemon and image, then run the confinement self-test (one line per check)."""
     from verimap.sandbox import SandboxUnavailable, get_sandbox

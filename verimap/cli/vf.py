@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from verimap.cli import sandbox_option
 from verimap.llm.base import ModelError
 from verimap.llm.endpoint import endpoint_options
 from verimap.plan import USER_TASK, PlanError, parse_plan
@@ -51,8 +52,7 @@ def vf() -> None:
               help="JSON object with the node's outputs.")  # fmt: skip
 @click.option("--inputs", "inputs_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help='JSON object of input values keyed by reference ("USER_TASK", "n1.x").')  # fmt: skip
-@click.option("--sandbox", "sandbox_kind", default="auto", show_default=True,
-              help="Sandbox backend for Python VFs: auto, docker or process.")  # fmt: skip
+@sandbox_option()
 @click.option("--timeout", default=10.0, show_default=True, help="Seconds per Python VF.")
 @click.option("--judge", "use_judge", is_flag=True,
               help="Also run natural-language VFs on a judge model (chosen with the endpoint options).")  # fmt: skip

@@ -14,24 +14,11 @@ import posixpath
 import threading
 from typing import TYPE_CHECKING
 
-from verimap.sandbox.base import ExecResult, Sandbox
-from verimap.tools import Tool, ToolRegistry, calculator_tool, python_tool
+from verimap.sandbox.base import Sandbox
+from verimap.tools import Tool, ToolRegistry, calculator_tool, python_tool, render_result
 
 if TYPE_CHECKING:
     from verimap.evals.retrieval import CorpusIndex
-
-
-def _render(res: ExecResult) -> str:
-    parts = []
-    if res.stdout:
-        parts.append(res.stdout.rstrip())
-    if res.stderr and not res.passed:
-        parts.append(res.stderr.rstrip())
-    if not res.passed:
-        parts.append(f"[{res.outcome.value}] {res.message}".rstrip())
-        if res.traceback:
-            parts.append(res.traceback.rstrip())
-    return "\n".join(parts) or "(no output)"
 
 
 def _schema(props: dict[str, dict], required: list[str]) -> dict:
@@ -87,7 +74,7 @@ def sympy_tool(sandbox: Sandbox, *, timeout: float = 20.0) -> Tool:
             return f"error: operation must be one of {', '.join(SYMPY_OPERATIONS)}"
         args = {"expression": expression, "operation": operation, "variable": variable}
         code = f"ARGS = {json.dumps(json.dumps(args))}\n{_SYMPY_PROGRAM}"
-        return _render(await sandbox.run_program(code, timeout=timeout))
+        return render_result(await sandbox.run_program(code, timeout=timeout))
 
     return Tool(
         name="sympy",
@@ -189,7 +176,7 @@ class Workspace:
         res = await self.sandbox.run_program(
             code, files=dict(self.files), argv=argv, timeout=self.timeout
         )
-        return _render(res)
+        return render_result(res)
 
     async def run_pytest(self, args: list[str] | None = None) -> str:
         argv = ["-q", "-p", "no:cacheprovider", *(args or [])]
@@ -200,7 +187,7 @@ class Workspace:
             "if rc:\n    raise SystemExit(f'pytest exit status {rc}')\n"
         )
         res = await self.sandbox.run_program(code, files=dict(self.files), timeout=self.timeout)
-        return _render(res)
+        return render_result(res)
 
 
 def workspace_tools(sandbox: Sandbox, workspace: Workspace | None = None) -> ToolRegistry:
