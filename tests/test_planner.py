@@ -195,3 +195,12 @@ async def test_a_reply_cut_at_the_length_limit_is_named_as_such():
     await LLMPlanner(m, max_tokens=300).plan("t")
     feedback = m.requests[1].messages[-1]["content"]
     assert "cut off at the length limit (300 tokens)" in feedback and "empty plan" not in feedback
+
+
+async def test_repairs_show_only_the_latest_rejected_reply():
+    m = ScriptedModel(["not a plan", BAD, GOOD])
+    await LLMPlanner(m, max_repairs=3).plan("t")
+    first, third = m.requests[0].messages, m.requests[2].messages
+    assert len(third) == len(first) + 2
+    assert third[-2] == {"role": "assistant", "content": json.dumps(BAD)}
+    assert "not a plan" not in json.dumps(third)

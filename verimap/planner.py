@@ -238,6 +238,7 @@ class LLMPlanner:
         )
 
     async def _solicit(self, messages: list[Message]) -> Plan:
+        base = messages
         responses: list[ModelResponse] = []
         problems: list[str] = []
         temperature = self.temperature
@@ -278,15 +279,16 @@ class LLMPlanner:
                 self.on_invalid(problems)
             if hook := invalid_plan_hook.get():
                 hook(problems, resp.content)
+            # Only the latest rejected reply goes back, so the prompt stays bounded; a reply cut
+            # at the limit is usually a repetition loop, and showing it primes another one.
+            shown = resp.content or ""
+            if resp.finish_reason == "length":
+                shown = shown[:1500] + " ... [cut off]"
+            repair = prompts.PLAN_REPAIR.format(problems="\n".join(f"- {p}" for p in problems))
             messages = [
-                *messages,
-                {"role": "assistant", "content": resp.content or ""},
-                {
-                    "role": "user",
-                    "content": prompts.PLAN_REPAIR.format(
-                        problems="\n".join(f"- {p}" for p in problems)
-                    ),
-                },
+                *base,
+                {"role": "assistant", "content": shown},
+                {"role": "user", "content": repair},
             ]
         raise PlanningError(
             f"no valid plan after {self.max_repairs} repair(s); last problems:", problems, responses

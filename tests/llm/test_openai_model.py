@@ -233,3 +233,21 @@ def test_missing_key_for_openai_is_a_clear_error(monkeypatch):
 def test_unknown_dialect_rejected():
     with pytest.raises(ValueError, match="dialect"):
         OpenAIModel("m", base_url="http://127.0.0.1:1/v1", dialect="xml")  # type: ignore[arg-type]
+
+
+async def test_max_tokens_cap_bounds_every_request(http_server, monkeypatch):
+    http_server.replies = [Reply(body=completion("ok"))]
+    capped = fast(http_server.url, max_tokens_cap=1024)
+    await capped.request(ask(max_tokens=2048))
+    await capped.request(ask(max_tokens=100))
+    await capped.request(ask())
+    await fast(http_server.url).request(ask(max_tokens=2048))
+    assert [r.get("max_tokens") for r in http_server.requests] == [1024, 100, 1024, 2048]
+
+    from verimap.llm.endpoint import local_max_tokens
+
+    monkeypatch.delenv("VERIMAP_LOCAL_MAX_TOKENS", raising=False)
+    assert local_max_tokens() == 1024
+    monkeypatch.setenv("VERIMAP_LOCAL_MAX_TOKENS", "lots")
+    with pytest.raises(ModelError, match="VERIMAP_LOCAL_MAX_TOKENS"):
+        local_max_tokens()

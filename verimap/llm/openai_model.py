@@ -156,6 +156,7 @@ class OpenAIModel:
         local: bool = False,
         on_unreachable: Recover | None = None,
         extra_body: dict[str, Any] | None = None,
+        max_tokens_cap: int | None = None,
     ):
         if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}; choose one of {', '.join(DIALECTS)}")
@@ -166,6 +167,7 @@ class OpenAIModel:
         # The dialect in use; "auto" resolves on the first structured request.
         self.dialect: str = "llamacpp" if dialect == "auto" and local else dialect
         self.max_retries = max_retries
+        self.max_tokens_cap = max_tokens_cap
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.prices = prices
@@ -224,8 +226,9 @@ class OpenAIModel:
             kw["temperature"] = req.temperature
         if req.top_p is not None:
             kw["top_p"] = req.top_p
-        if req.max_tokens is not None:
-            kw["max_tokens"] = req.max_tokens
+        limits = [n for n in (req.max_tokens, self.max_tokens_cap) if n is not None]
+        if limits:
+            kw["max_tokens"] = min(limits)
         if self.extra_body:
             kw["extra_body"] = self.extra_body
         return kw
