@@ -190,9 +190,11 @@ def test_planning_schema_leaves_out_what_small_models_get_wrong_and_admits_only_
 async def test_a_reply_cut_at_the_length_limit_is_named_as_such():
     from verimap.llm.base import ModelResponse
 
-    cut = ModelResponse(content='{"nodes": [{"id": "a", "verification": [{"name": "v"}]', finish_reason="length")  # fmt: skip
+    from verimap.usage import Usage
+
+    cut = ModelResponse(content='{"nodes": [{"id": "a", "verification": [{"name": "v"}]', finish_reason="length", usage=Usage(calls=1, completion_tokens=300))  # fmt: skip
     m = ScriptedModel([cut, GOOD])
-    await LLMPlanner(m, max_tokens=300).plan("t")
+    await LLMPlanner(m, max_tokens=2048).plan("t")
     feedback = m.requests[1].messages[-1]["content"]
     assert "cut off at the length limit (300 tokens)" in feedback and "empty plan" not in feedback
 

@@ -259,10 +259,11 @@ class LLMPlanner:
             try:
                 if resp.finish_reason == "length":
                     # A cut reply's first balanced `{...}` is some inner object: name the real cause.
+                    n = resp.usage.completion_tokens or self.max_tokens
                     raise PlanError([
-                        f"the reply was cut off at the length limit ({self.max_tokens} tokens) before "
-                        "the plan was complete; write a shorter plan (fewer nodes, short names and "
-                        "VFs) and never repeat a phrase"
+                        f"the reply was cut off at the length limit ({n} tokens) before the plan "
+                        "was complete; write a shorter plan (fewer nodes, short names and VFs) and "
+                        "never repeat a phrase"
                     ])  # fmt: skip
                 raw = extract_json(resp.content)
                 plan = parse_plan(raw)
