@@ -551,6 +551,14 @@ _CATCHABLE_STOPS = (
 _candidates: list[_CandidateProcess] = []
 
 
+def _unfence(code: str) -> str:
+    """Models often wrap the code they return in a markdown fence; the fence is not Python."""
+    lines = code.strip().splitlines()
+    if len(lines) >= 2 and lines[0].startswith("```") and lines[-1].strip() == "```":
+        return "\n".join(lines[1:-1]) + "\n"
+    return code
+
+
 def load_function(code: str, name: str) -> CandidateFunction:
     """Load `name` from model-written `code` in a separate process and return a proxy to it.
 
@@ -558,10 +566,13 @@ def load_function(code: str, name: str) -> CandidateFunction:
     caller an object whose comparisons lie, nor patch the caller's AssertionError.
     """
     if type(code) is not str or type(name) is not str:
-        raise TypeError("load_function(code: str, name: str)")
+        raise TypeError(
+            "load_function(code, name) takes the source code as a str and the function name as a "
+            f"str; got code of type {type(code).__name__} and name of type {type(name).__name__}"
+        )
     if len(_candidates) >= _MAX_CANDIDATES:
         raise RuntimeError(f"at most {_MAX_CANDIDATES} load_function() calls per job")
-    proc = _CandidateProcess(code)
+    proc = _CandidateProcess(_unfence(code))
     _candidates.append(proc)
     if name not in proc.names:
         raise CandidateError(f"the code under test defines no function named {name!r}")

@@ -127,3 +127,18 @@ async def test_empty_reply_content_never_none():
     out = await Executor(m).execute(NODE, INPUTS)
     assert out.outputs == {"product": 3}
     assert all(msg.get("content") is not None for msg in m.requests[-1].messages)
+
+
+def test_outputs_named_as_source_code_must_be_strings():
+    from verimap.executor import outputs_schema
+    from verimap.plan import parse_plan
+
+    node = parse_plan({"nodes": [{"id": "a", "instruction": "i", "inputs": ["USER_TASK"],
+                                  "outputs": ["code", "python_source", "total", "encode"]}]}).nodes[0]  # fmt: skip
+    props = outputs_schema(node)["properties"]
+    assert props == {
+        "code": {"type": "string"},
+        "python_source": {"type": "string"},
+        "total": {},
+        "encode": {},
+    }

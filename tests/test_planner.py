@@ -189,7 +189,6 @@ def test_planning_schema_leaves_out_what_small_models_get_wrong_and_admits_only_
 
 async def test_a_reply_cut_at_the_length_limit_is_named_as_such():
     from verimap.llm.base import ModelResponse
-
     from verimap.usage import Usage
 
     cut = ModelResponse(content='{"nodes": [{"id": "a", "verification": [{"name": "v"}]', finish_reason="length", usage=Usage(calls=1, completion_tokens=300))  # fmt: skip

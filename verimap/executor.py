@@ -54,10 +54,15 @@ class ExecutorOutput(BaseModel):
         return self.error is None and self.outputs is not None
 
 
+# A plan names its outputs but gives no types. A name that says "source code" is the one case where
+# a type is certain, and small models otherwise describe the function as an object.
+_SOURCE_NAMES = re.compile(r"(^|_)(code|source|program|script|implementation|solution)($|_)", re.I)
+
+
 def outputs_schema(node: Node) -> dict[str, Any]:
     return {
         "type": "object",
-        "properties": {o: {} for o in node.outputs},
+        "properties": {o: {"type": "string"} if _SOURCE_NAMES.search(o) else {} for o in node.outputs},
         "required": list(node.outputs),
         "additionalProperties": False,
     }

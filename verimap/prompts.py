@@ -108,7 +108,8 @@ Correct the problems."""
 
 EXECUTOR_FINAL = """\
 Now give your final result as a JSON object with exactly these keys: {outputs}. \
-Use plain JSON values (numbers as numbers), no extra keys, no commentary."""
+Use plain JSON values (numbers as numbers; code as one string holding the complete source), \
+no extra keys, no commentary."""
 
 JUDGE_SYSTEM = """\
 You are a strict verifier. You decide whether the outputs of a subtask satisfy one criterion. \

@@ -101,8 +101,12 @@ async def test_load_function_in_a_vf(any_sandbox):
         "assert f(-2) == 4\n"
     )
     good = await any_sandbox.run_vf(vf, {}, {"code": "def square(x):\n    return x * x\n"})
+    fenced = await any_sandbox.run_vf(
+        vf, {}, {"code": "```python\ndef square(x):\n    return x * x\n```"}
+    )
     wrong = await any_sandbox.run_vf(vf, {}, {"code": "def square(x):\n    return x + x\n"})
     assert good.outcome is Outcome.PASS, good
+    assert fenced.outcome is Outcome.PASS, fenced
     assert wrong.outcome is Outcome.FAIL and "square(3) should be 9" in wrong.message
 
 
@@ -186,3 +190,10 @@ async def test_the_planners_demonstration_vfs_pass_right_outputs_and_fail_wrong_
             wrong = await any_sandbox.run_vf(vf.code, inputs, bad)
             assert ok.outcome is Outcome.PASS, (node_id, vf.name, ok)
             assert wrong.outcome is Outcome.FAIL, (node_id, vf.name, wrong)
+
+
+async def test_load_function_on_a_non_string_says_what_it_got(any_sandbox):
+    res = await any_sandbox.run_vf(
+        "f = load_function(outputs['code'], 'f')", {}, {"code": {"function": "f"}}
+    )
+    assert res.outcome is Outcome.ERROR and "got code of type dict" in res.message
