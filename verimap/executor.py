@@ -62,7 +62,9 @@ _SOURCE_NAMES = re.compile(r"(^|_)(code|source|program|script|implementation|sol
 def outputs_schema(node: Node) -> dict[str, Any]:
     return {
         "type": "object",
-        "properties": {o: {"type": "string"} if _SOURCE_NAMES.search(o) else {} for o in node.outputs},
+        "properties": {
+            o: {"type": "string"} if _SOURCE_NAMES.search(o) else {} for o in node.outputs
+        },
         "required": list(node.outputs),
         "additionalProperties": False,
     }
