@@ -109,9 +109,8 @@ def _load_factory(spec: str):
     "--max-concurrency",
     "-c",
     type=click.IntRange(min=1),
-    default=4,
-    show_default=True,
-    help="Tasks in flight at once.",
+    default=None,
+    help="Tasks in flight at once [4; 1 on the local model].",
 )
 @click.option(
     "--out",
@@ -244,17 +243,23 @@ def run_command(**kw: Any) -> int:
         )
     endpoint = {k: kw.get(k) for k in ENDPOINT_KEYS if kw.get(k) is not None}
     _drop_config_models_without_endpoint(endpoint, kw.get("from_config") or set())
-    if "temperature" not in run_config and not kw.get("models_factory"):
+    concurrency = kw.get("max_concurrency")
+    if not kw.get("models_factory"):
         from verimap.llm.endpoint import default_temperature
 
         local_t = default_temperature(**endpoint)
-        if local_t is not None:
+        if local_t is not None and "temperature" not in run_config:
             run_config["temperature"] = local_t
             click.echo(
                 f"note: local model: temperature {local_t} (the paper's 1.0 derails small "
                 "models; --temperature overrides)",
                 err=True,
             )
+        if local_t is not None and concurrency is None:
+            # The llama.cpp server answers one request at a time and keeps only the last
+            # prompt's cache; interleaved tasks evict each other's prefixes and all run slower.
+            concurrency = 1
+            click.echo("note: local model: one task at a time (-c overrides)", err=True)
 
     async def main() -> Any:
         # SIGTERM stops a run the way Ctrl-C does: finished tasks are already on disk.
@@ -269,7 +274,7 @@ def run_command(**kw: Any) -> int:
             common = dict(
                 runs=kw.get("runs") or 1,
                 limit=kw.get("limit"),
-                max_concurrency=kw.get("max_concurrency") or 4,
+                max_concurrency=concurrency or 4,
                 resume=bool(kw.get("resume")),
                 config=run_config,
                 progress=bool(kw.get("progress", True)),
