@@ -132,4 +132,10 @@ def test_schema_makes_constrained_models_write_vf_types_and_reference_inputs():
     assert {"name", "type", "content"} <= set(defs["LLMVF"]["required"])
     pattern = re.compile(defs["Node"]["properties"]["inputs"]["items"]["pattern"])
     assert pattern.match("USER_TASK") and pattern.match("extract.total")
-    assert not pattern.match("12") and not pattern.match("total") and not pattern.match("3 boxes")
+    assert pattern.match("total")  # a bare name must stay closable; the validator explains it
+    assert not pattern.match("12") and not pattern.match("3 boxes") and not pattern.match("a.b c")
+
+
+def test_bare_input_name_gets_a_suggestion_when_one_node_outputs_it():
+    p = problems({"nodes": [node("a", outputs=["g"]), node("b", inputs=["g"], outputs=["z"])]})
+    assert "node 'b': input 'g' must be 'USER_TASK' or '<node_id>.<var>'; did you mean 'a.g'?" in p

@@ -91,7 +91,9 @@ def normalize_ref(ref: str) -> str:
 _ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]*$"
 _VAR_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # `[.]`, not `\.`: llama.cpp's grammar parser rejects the escape and its server dies on it.
-_INPUT_PATTERN = r"^(USER_TASK|[A-Za-z_][A-Za-z0-9_-]*[.][A-Za-z_][A-Za-z0-9_]*)$"
+# A bare name stays allowed: a model that meant "paren_groups" and may not close the string
+# writes identifier characters until the length limit; the validator names the fix instead.
+_INPUT_PATTERN = r"^(USER_TASK|[A-Za-z_][A-Za-z0-9_-]*([.][A-Za-z_][A-Za-z0-9_]*)?)$"
 
 
 def _strings(pattern: str) -> dict[str, Any]:
@@ -285,8 +287,10 @@ def check_plan(plan: Plan) -> list[str]:
             if r == USER_TASK:
                 continue
             if "." not in r:
+                owners = [m.id for m in plan.nodes if r in m.outputs and m.id != n.id]
+                hint = f"; did you mean {owners[0] + '.' + r!r}?" if len(owners) == 1 else ""
                 problems.append(
-                    f"node {n.id!r}: input {r!r} must be {USER_TASK!r} or '<node_id>.<var>'"
+                    f"node {n.id!r}: input {r!r} must be {USER_TASK!r} or '<node_id>.<var>'{hint}"
                 )
                 continue
             src, var = r.split(".", 1)
