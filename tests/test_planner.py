@@ -205,3 +205,20 @@ async def test_repairs_show_only_the_latest_rejected_reply():
     assert len(third) == len(first) + 2
     assert third[-2] == {"role": "assistant", "content": json.dumps(BAD)}
     assert "not a plan" not in json.dumps(third)
+
+
+async def test_unambiguous_bare_input_names_are_resolved_and_ambiguous_ones_reported():
+    from verimap.planner import resolve_bare_inputs
+
+    def n(id, inputs, outputs):
+        return {"id": id, "instruction": id, "inputs": inputs, "outputs": outputs,
+                "verification": [{"name": "v", "type": "python", "code": f"assert outputs['{outputs[0]}']"}]}  # fmt: skip
+
+    bare = {"nodes": [n("a", ["USER_TASK"], ["g"]), n("b", ["g", "USER_TASK"], ["z"])]}
+    plan = await LLMPlanner(ScriptedModel([bare])).plan("t")
+    assert plan.node("b").inputs == ["a.g", "USER_TASK"] and plan.final_node().id == "b"
+    twice = {
+        "nodes": [n("a", ["USER_TASK"], ["g"]), n("c", ["USER_TASK"], ["g"]), n("b", ["g"], ["z"])]
+    }
+    assert resolve_bare_inputs(twice)["nodes"][2]["inputs"] == ["g"]
+    assert resolve_bare_inputs(["not", "a", "plan"]) == ["not", "a", "plan"]

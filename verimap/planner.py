@@ -131,6 +131,32 @@ def plan_quality_problems(
     return problems
 
 
+def resolve_bare_inputs(raw: Any) -> Any:
+    """Rewrite an input naming a bare output (`"total"`) to `"<node>.total"` when exactly one
+    other node outputs it. Small models write bare names and repeat them through every repair;
+    the rewrite is unambiguous, and anything else is left for the validator to report."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list):
+        return raw
+    nodes = [n for n in raw["nodes"] if isinstance(n, dict)]
+    owners: dict[str, list[str]] = {}
+    for n in nodes:
+        for o in n.get("outputs") or []:
+            if isinstance(o, str) and isinstance(n.get("id"), str):
+                owners.setdefault(o, []).append(n["id"])
+    for n in nodes:
+        inputs = n.get("inputs")
+        if not isinstance(inputs, list):
+            continue
+        n["inputs"] = [
+            f"{ids[0]}.{r}"
+            if isinstance(r, str) and r != USER_TASK and "." not in r
+            and len(ids := [i for i in owners.get(r, []) if i != n.get("id")]) == 1
+            else r
+            for r in inputs
+        ]  # fmt: skip
+    return raw
+
+
 def planning_schema(*, require_vfs: bool = True) -> dict[str, Any]:
     """The plan schema narrowed for a model to answer in; every plan it admits still parses.
 
@@ -265,7 +291,7 @@ class LLMPlanner:
                         "was complete; write a shorter plan (fewer nodes, short names and VFs) and "
                         "never repeat a phrase"
                     ])  # fmt: skip
-                raw = extract_json(resp.content)
+                raw = resolve_bare_inputs(extract_json(resp.content))
                 plan = parse_plan(raw)
             except ValueError as e:
                 problems = (
