@@ -7,7 +7,8 @@ setup:
 # A fresh directory per demo, so every `make demo` is a real run (the runner refuses to
 # mix a new run into old results).
 demo: setup
-	verimap eval --benchmark humaneval --method verimap --limit 3 --out runs/demo-$$(date +%Y%m%d-%H%M%S)
+	verimap eval --benchmark humaneval --method verimap --limit 3 --max-retries 2 --max-iterations 2 \
+		--out runs/demo-$$(date +%Y%m%d-%H%M%S)
 
 test: setup
 	CI=$${CI:-true} python3 -m pytest

@@ -158,7 +158,7 @@ def resolve_bare_inputs(raw: Any) -> Any:
 
 
 def planning_schema(*, require_vfs: bool = True) -> dict[str, Any]:
-    """The plan schema narrowed for a model to answer in; every plan it admits still parses.
+    """The plan schema narrowed for a model to answer in: a subset of `plan_json_schema()`.
 
     Small grammar-constrained models fill in whatever the schema allows, so leave out what
     they get wrong and the validator can infer: edges (implied by inputs), the final flag

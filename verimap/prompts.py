@@ -30,7 +30,9 @@ outputs are the answer to the task.
 input names, e.g. inputs["USER_TASK"], inputs["n1.total"]; a bare name such as inputs["total"] \
 also works when unambiguous) and `outputs` (keyed by this node's output names). Either use top-level \
 `assert` statements or define `def verify(inputs, outputs):` returning True/False. Check types, \
-formats, ranges and consistency that must hold for ANY correct answer; never hard-code the answer.
+formats, ranges and consistency that must hold for ANY correct answer; never hard-code the answer. \
+Take expected values only from the task (e.g. its examples), and compare floats with a tolerance \
+(abs(a - b) < 1e-6), never with ==.
   * {{"name": ..., "type": "llm", "content": ...}}: a yes/no criterion a judge model checks \
 by reading the inputs and outputs.
 - Prefer few nodes (1-4) for simple tasks. Every node needs at least one VF.
