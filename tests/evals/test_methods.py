@@ -132,6 +132,11 @@ def test_every_method_has_the_paper_sampling_defaults():
     assert (
         method_config("verimap-1it", {"max_retries": 3}).max_retries == 1
     )  # the method's own knob wins
+    tuned = method_config(
+        "verimap", {"max_retries": 2, "max_iterations": 2, "verification": "none"}
+    )
+    assert (tuned.max_retries, tuned.max_iterations, tuned.verification) == (2, 2, "full")
+    assert method_config("map-v").max_retries == 3 and method_config("verimap").max_iterations == 5
 
 
 @pytest.mark.parametrize("method", list(METHODS))

@@ -243,6 +243,14 @@ def run_command(**kw: Any) -> int:
         )
     endpoint = {k: kw.get(k) for k in ENDPOINT_KEYS if kw.get(k) is not None}
     _drop_config_models_without_endpoint(endpoint, kw.get("from_config") or set())
+    fixed = [
+        k for k in ("max_retries", "max_iterations")
+        if k in run_config and k not in METHODS[method].adjustable
+    ]  # fmt: skip
+    if fixed:
+        click.echo(
+            f"note: {method} is one pass by definition; ignoring {', '.join(fixed)}", err=True
+        )
     concurrency = kw.get("max_concurrency")
     if not kw.get("models_factory"):
         from verimap.llm.endpoint import default_temperature

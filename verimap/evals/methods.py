@@ -28,7 +28,12 @@ class Method:
     planner: str  # "react" (one fixed node) or "llm"
     overrides: dict[str, Any] = field(default_factory=dict)
     description: str = ""
+    # Knobs the user may change: a method's retries and iterations are its paper defaults,
+    # unless being one pass (the -1it variants, react, map) is what the method is.
+    adjustable: frozenset[str] = frozenset()
 
+
+_LOOP = frozenset({"max_retries", "max_iterations"})
 
 METHODS: dict[str, Method] = {
     m.name: m
@@ -40,9 +45,9 @@ METHODS: dict[str, Method] = {
                {"verification": "none", "max_retries": 1, "max_iterations": 1, "context_generations": 2},
                "plan, no verification; raw outputs two generations back"),
         Method("map-v", "llm", {"verification": "instruction", "max_retries": 3, "max_iterations": 5},
-               "plan + generic judge whose criterion is the node instruction"),
+               "plan + generic judge whose criterion is the node instruction", _LOOP),
         Method("verimap", "llm", {"verification": "full", "max_retries": 3, "max_iterations": 5},
-               "plan with planner-written Python and NL verification functions"),
+               "plan with planner-written Python and NL verification functions", _LOOP),
         Method("map-v-1it", "llm",
                {"verification": "instruction", "max_retries": 1, "max_iterations": 1, "fail_accepted": True},
                "map-v in one pass: no retries, no replanning"),
@@ -66,14 +71,16 @@ def get_method(name: str) -> Method:
 def method_config(
     method: str | Method, base: RunConfig | dict[str, Any] | None = None
 ) -> RunConfig:
-    """The method's RunConfig: paper defaults, then `base` (user settings), then the method's own knobs."""
+    """The method's RunConfig: paper defaults and the method's adjustable knobs, then `base`
+    (user settings), then the knobs that define the method."""
     m = get_method(method) if isinstance(method, str) else method
     data: dict[str, Any] = dict(PAPER_DEFAULTS)
+    data.update({k: v for k, v in m.overrides.items() if k in m.adjustable})
     if isinstance(base, RunConfig):
         data.update(base.model_dump(exclude_unset=True))
     elif base:
         data.update(base)
-    data.update(m.overrides)
+    data.update({k: v for k, v in m.overrides.items() if k not in m.adjustable})
     return RunConfig.model_validate(data)
 
 
