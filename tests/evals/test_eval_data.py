@@ -104,3 +104,20 @@ def test_multihoprag_wrong_shape(tmp_path):
     (tmp_path / "multihoprag" / "corpus.json").write_text("[]")
     with pytest.raises(d.DataError, match="expected a JSON list"):
         d.load_multihoprag(d.resolve("multihoprag", tmp_path))
+
+
+def test_committed_full_files_are_byte_identical_to_upstream(samples):
+    import hashlib
+
+    upstream = {  # sha256 recorded in each SOURCE.txt beside the file
+        "full/gsm8k/test.jsonl": "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
+        "full/humaneval/HumanEval.jsonl.gz": "b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef",
+    }
+    for rel, sha in upstream.items():
+        path = samples / rel
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == sha, rel
+        assert sha in (path.parent / "SOURCE.txt").read_text()
+        assert (
+            "MIT"
+            in (path.parent / "LICENSE").read_text() + (path.parent / "SOURCE.txt").read_text()
+        )

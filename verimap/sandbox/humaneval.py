@@ -27,12 +27,16 @@ HUMANEVAL_FILE = "humaneval/HumanEval.jsonl.gz"
 
 
 def data_dir() -> Path | None:
-    """`$VERIMAP_DATA`, else `../shared/datasets` next to the repository, if present."""
+    """`$VERIMAP_DATA`, else `../shared/datasets` next to the repository, else the full copy
+    committed in the repository's `datasets/full`, whichever exists first."""
     env = os.environ.get("VERIMAP_DATA")
     if env:
         return Path(env)
-    default = Path(__file__).resolve().parents[2].parent / "shared" / "datasets"
-    return default if default.is_dir() else None
+    repo = Path(__file__).resolve().parents[2]
+    for d in (repo.parent / "shared" / "datasets", repo / "datasets" / "full"):
+        if (d / HUMANEVAL_FILE).is_file():
+            return d
+    return None
 
 
 def default_problems_file() -> Path:
