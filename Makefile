@@ -10,7 +10,9 @@ demo: setup
 	verimap eval --benchmark humaneval --method verimap --limit 3 --max-retries 2 --max-iterations 2 \
 		--out runs/demo-$$(date +%Y%m%d-%H%M%S)
 
-test: setup
+# The tests serve the small model (VERIMAP_TEST_MODEL, default the 0.5B), so setup pulls that one.
+test:
+	VERIMAP_LOCAL_MODEL=$${VERIMAP_LOCAL_MODEL:-qwen2.5-coder-0.5b} bash scripts/setup.sh
 	CI=$${CI:-true} python3 -m pytest
 
 lint:

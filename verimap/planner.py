@@ -302,6 +302,7 @@ class LLMPlanner:
                 problems = self.check(plan)
                 if not problems:
                     return plan
+            problems = list(dict.fromkeys(problems))
             if self.on_invalid:
                 self.on_invalid(problems)
             if hook := invalid_plan_hook.get():
