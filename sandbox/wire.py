@@ -136,6 +136,48 @@ def decode(obj):
     raise CodecError(f"undecodable value of type {type(obj).__name__}")
 
 
+# --------------------------------------------------------------------------- AST transport
+
+
+def ast_to_json(node):
+    """A policy-checked AST as JSON, line numbers kept, so the worker never re-parses source."""
+    import ast
+
+    if isinstance(node, ast.AST):
+        out = {"_t": type(node).__name__}
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if isinstance(node, ast.Constant) and field == "value":
+                out[field] = {"$c": {"$t": "ellipsis"} if value is ... else encode(value)}
+            else:
+                out[field] = ast_to_json(value)
+        for attr in ("lineno", "col_offset", "end_lineno", "end_col_offset"):
+            if hasattr(node, attr):
+                out[attr] = getattr(node, attr)
+        return out
+    if isinstance(node, list):
+        return [ast_to_json(x) for x in node]
+    return node
+
+
+def ast_from_json(node):
+    """Rebuild the host's policy-checked AST, keeping the original line numbers."""
+    import ast
+
+    if isinstance(node, list):
+        return [ast_from_json(x) for x in node]
+    if isinstance(node, dict):
+        if "$c" in node:
+            c = node["$c"]
+            if isinstance(c, dict) and c.get("$t") == "ellipsis":
+                return ...
+            return decode(c)
+        cls = getattr(ast, node["_t"])
+        fields = {k: ast_from_json(v) for k, v in node.items() if k != "_t"}
+        return cls(**fields)
+    return node
+
+
 def _lenient_encode(obj):
     """Candidate side: convert numpy scalars/arrays before encoding (not a trust boundary)."""
     mod = type(obj).__module__

@@ -31,9 +31,7 @@ import selectors
 import shutil
 import signal
 import string
-import subprocess
 import sys
-import tempfile
 import time
 import traceback
 
@@ -41,6 +39,13 @@ PROTOCOL = 1
 RESULT_LIMIT = 4 * 1024 * 1024
 DROP_UID: int | None = None  # process backend started as root: jobs run as this uid
 CANDIDATE_PYTHON: str | None = None  # interpreter for code under test (default: this one)
+CHILD_ENV = {  # the whole environment of a job: nothing of the host's
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "LANG": "C.UTF-8",
+    "OPENBLAS_NUM_THREADS": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONIOENCODING": "utf-8",
+}
 TRUNCATION_MARK = "\n[... output truncated by the verimap sandbox ...]\n"
 
 
@@ -62,26 +67,8 @@ wire = _load_wire()
 FRAME, MAX_FRAME = wire.FRAME, wire.MAX_FRAME
 read_frame, write_frame = wire.read_frame, wire.write_frame
 CodecError, encode, decode = wire.CodecError, wire.encode, wire.decode
+ast_to_json, ast_from_json = wire.ast_to_json, wire.ast_from_json
 WIRE_PATH = wire.__file__
-
-
-# --------------------------------------------------------------------------- AST transport
-
-
-def ast_from_json(node):
-    """Rebuild the host's policy-checked AST, keeping the original line numbers."""
-    if isinstance(node, list):
-        return [ast_from_json(x) for x in node]
-    if isinstance(node, dict):
-        if "$c" in node:
-            c = node["$c"]
-            if isinstance(c, dict) and c.get("$t") == "ellipsis":
-                return ...
-            return decode(c)
-        cls = getattr(ast, node["_t"])
-        fields = {k: ast_from_json(v) for k, v in node.items() if k != "_t"}
-        return cls(**fields)
-    return node
 
 
 # --------------------------------------------------------------------------- restricted runtime
@@ -442,8 +429,26 @@ _REraisable = {
 }
 
 
+def fresh_dir(parent: str, prefix: str) -> str:
+    """A new private directory, like tempfile.mkdtemp.
+
+    The worker avoids importing tempfile (and subprocess, below): they bring in
+    `random` and `threading`, whose at-fork hooks then run in every job's child and
+    add measurable page-copy work to each job.
+    """
+    while True:
+        path = os.path.join(parent, prefix + os.urandom(6).hex())
+        try:
+            os.mkdir(path, 0o700)
+            return path
+        except FileExistsError:
+            continue
+
+
 def spawn_candidate(workdir: str, stdout=None, stderr=None):
     """A fresh interpreter serving calls into model-written code: (process, write fd, read fd)."""
+    import subprocess  # only tests jobs need it; see fresh_dir
+
     to_child_r, to_child_w = os.pipe()
     from_child_r, from_child_w = os.pipe()
     extra = {}
@@ -480,7 +485,7 @@ class _CandidateProcess:
         if spare is not None:  # started before the job arrived, off its critical path
             self._proc, self._w, self._r = spare
         else:
-            self._proc, self._w, self._r = spawn_candidate(tempfile.mkdtemp(prefix="cand-"))
+            self._proc, self._w, self._r = spawn_candidate(fresh_dir(os.getcwd(), "cand-"))
         reply = self._ask({"op": "load", "code": code})
         if not reply.get("ok"):
             raise CandidateError(f"candidate code failed to load: {reply.get('error', '?')}")
@@ -782,11 +787,12 @@ def _warm_up() -> None:
 
 
 def _child_main(job_fd: int, jobdir: str, scratch: str, fds: dict) -> None:
-    """In the pre-forked child: wait for the job, confine, run it, report, exit.
+    """In the pre-forked child: confine, wait for the job, run it, report, exit.
 
     The child is forked before its job arrives (so fork latency is off the
     critical path) but after the previous job was cleaned up, so it holds
-    nothing of earlier jobs.
+    nothing of earlier jobs. Everything that does not depend on the job is done
+    before it arrives.
     """
     status = 0
     try:
@@ -805,6 +811,18 @@ def _child_main(job_fd: int, jobdir: str, scratch: str, fds: dict) -> None:
         for sig in (signal.SIGPIPE, *_CATCHABLE_STOPS):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        if DROP_UID is not None:
+            for path in (jobdir, scratch):
+                os.chown(path, DROP_UID, DROP_UID)
+            os.setgroups([])
+            os.setgid(DROP_UID)
+            os.setuid(DROP_UID)
+        os.chdir(scratch)
+        os.environ.clear()
+        os.environ.update(CHILD_ENV, HOME=scratch, TMPDIR=scratch)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115
+        sys.stdout = open(1, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
+        sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
         _warm_up()
         job = read_frame(job_fd)
         if job is None:
@@ -817,18 +835,7 @@ def _child_main(job_fd: int, jobdir: str, scratch: str, fds: dict) -> None:
             else:
                 for fd in spare[1:]:
                     os.close(fd)
-        if DROP_UID is not None:
-            for path in (jobdir, scratch):
-                os.chown(path, DROP_UID, DROP_UID)
-            os.setgroups([])
-            os.setgid(DROP_UID)
-            os.setuid(DROP_UID)
         _write_files(job, jobdir, scratch)
-        os.chdir(scratch)
-        os.environ.clear()
-        os.environ.update(job.get("env_base", {}))
-        os.environ["HOME"] = scratch
-        os.environ["TMPDIR"] = scratch
         limits = job.get("limits", {})
         mem = limits.get("memory_bytes")
         if mem:
@@ -842,9 +849,6 @@ def _child_main(job_fd: int, jobdir: str, scratch: str, fds: dict) -> None:
         nofile = limits.get("nofile")
         if nofile:
             resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115
-        sys.stdout = open(1, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
-        sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
         kind = job["kind"]
         if kind == "vf":
             rec = _child_vf(job)
@@ -908,10 +912,16 @@ class Worker:
         return found
 
     def kill_leftovers(self, pgid: int | None) -> None:
-        """Kill every process a job left behind, then reap them (we are their subreaper)."""
+        """Kill every process a job left behind, then reap them (we are their subreaper).
+
+        The job's own child is awaited on its pidfd rather than polled: a SIGKILLed
+        process is gone within microseconds, and a fixed poll interval was most of the
+        per-job cost.
+        """
         if pgid:
             with contextlib.suppress(OSError):
                 os.killpg(pgid, signal.SIGKILL)
+            self._await_exit(pgid, 1.0)
         for _ in range(5):
             pids = self._descendants()
             if not pids:
@@ -921,6 +931,21 @@ class Worker:
                     os.kill(p, signal.SIGKILL)
             self._reap(0.2)
         self._reap(0)
+
+    @staticmethod
+    def _await_exit(pid: int, wait_s: float) -> None:
+        try:
+            fd = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            return
+        try:
+            with selectors.DefaultSelector() as sel:
+                sel.register(fd, selectors.EVENT_READ)
+                sel.select(wait_s)
+        finally:
+            os.close(fd)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
 
     @staticmethod
     def _reap(wait_s: float) -> None:
@@ -933,7 +958,7 @@ class Worker:
             if pid == 0:
                 if time.monotonic() >= deadline:
                     return
-                time.sleep(0.002)
+                time.sleep(0.0005)
 
     def wipe(self, jobdir: str) -> None:
         shutil.rmtree(jobdir, ignore_errors=True)
@@ -957,7 +982,7 @@ class Worker:
 
     def prefork(self) -> None:
         """Fork the next job's child now, while nobody waits for it."""
-        jobdir = tempfile.mkdtemp(prefix="job-", dir=self.scratch_root)
+        jobdir = fresh_dir(self.scratch_root, "job-")
         scratch = os.path.join(jobdir, "work")
         os.mkdir(scratch)
         job_r, job_w = os.pipe()

@@ -57,24 +57,6 @@ def _check_imports(tree: ast.AST) -> list[str]:
     return problems
 
 
-def _to_json(node: Any) -> Any:
-    if isinstance(node, ast.AST):
-        out: dict[str, Any] = {"_t": type(node).__name__}
-        for field in node._fields:
-            value = getattr(node, field, None)
-            if isinstance(node, ast.Constant) and field == "value":
-                out[field] = {"$c": {"$t": "ellipsis"} if value is ... else worker().encode(value)}
-            else:
-                out[field] = _to_json(value)
-        for attr in ("lineno", "col_offset", "end_lineno", "end_col_offset"):
-            if hasattr(node, attr):
-                out[attr] = getattr(node, attr)
-        return out
-    if isinstance(node, list):
-        return [_to_json(x) for x in node]
-    return node
-
-
 def compile_vf(source: str) -> dict[str, Any]:
     """Check and rewrite VF source; returns the JSON form of the restricted AST.
 
@@ -101,4 +83,4 @@ def _compile_cached(source: str) -> dict[str, Any]:
     if problems:
         raise PolicyViolation(problems)
     ast.fix_missing_locations(tree)
-    return _to_json(tree)
+    return worker().ast_to_json(tree)

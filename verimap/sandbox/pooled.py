@@ -14,13 +14,6 @@ from verimap.sandbox.worker_module import worker
 
 OUTPUT_LIMIT = 64 * 1024
 MAX_PAYLOAD = 16 * 1024 * 1024  # characters per job, well under the wire's frame limit
-CHILD_ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "LANG": "C.UTF-8",
-    "OPENBLAS_NUM_THREADS": "1",
-    "PYTHONDONTWRITEBYTECODE": "1",
-    "PYTHONIOENCODING": "utf-8",
-}
 
 
 def _check_files(files: dict[str, str] | None) -> dict[str, str]:
@@ -70,7 +63,6 @@ class PooledSandbox(Sandbox):
             **job,
             "limits": self._limits(timeout),
             "output_limit": self.output_limit,
-            "env_base": CHILD_ENV,
         }
         start = time.monotonic()
         res = await self.pool.run(job, float(timeout))

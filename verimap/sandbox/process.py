@@ -20,8 +20,8 @@ import warnings
 from pathlib import Path
 
 from verimap.sandbox.pool import WorkerHandle, WorkerPool
-from verimap.sandbox.pooled import CHILD_ENV, PooledSandbox
-from verimap.sandbox.worker_module import worker_path
+from verimap.sandbox.pooled import PooledSandbox
+from verimap.sandbox.worker_module import worker, worker_path
 
 log = logging.getLogger(__name__)
 NOBODY_UID = 65534
@@ -103,7 +103,7 @@ class ProcessSandbox(PooledSandbox):
         argv = [*prefix, python, "-I", str(script), "serve", "--scratch", scratch, *extra]
         return WorkerHandle(
             argv,
-            env=dict(CHILD_ENV),
+            env=dict(worker().CHILD_ENV),
             label="process worker",
             on_close=lambda: shutil.rmtree(scratch, ignore_errors=True),
         )
