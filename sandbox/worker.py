@@ -1,11 +1,12 @@
-"""verimap sandbox worker: runs untrusted jobs, one forked child per job (stdlib only).
+"""verimap sandbox worker: runs untrusted jobs, a fresh process per job (stdlib only).
 
 It runs inside the sandbox container (or as a host subprocess for the process
 backend) and talks to the host over stdin/stdout with length-prefixed JSON
-frames. Every job gets a fresh forked child with rlimits and an empty scratch
-directory; the worker enforces the wall timeout, caps output, kills every
-process the job left behind and wipes scratch before answering, so nothing of
-one job reaches the next.
+frames. Every job gets a fresh process with rlimits and an empty scratch
+directory, forked by a spawner process that never sees a job; the worker
+supervises it, enforces the wall timeout, caps output, and before it takes the
+next job kills every process the job left behind and wipes scratch, so nothing
+of one job reaches the next.
 
 Verdicts are never taken from the job's own process when the job could forge
 them: code under test runs in a separate exec'd process behind a proxy and only
@@ -27,9 +28,11 @@ import linecache
 import operator
 import os
 import resource
+import select
 import selectors
 import shutil
 import signal
+import socket
 import string
 import sys
 import time
@@ -787,12 +790,12 @@ def _warm_up() -> None:
 
 
 def _child_main(job_fd: int, jobdir: str, scratch: str, fds: dict) -> None:
-    """In the pre-forked child: confine, wait for the job, run it, report, exit.
+    """In the pre-forked job process: confine, wait for the job, run it, report, exit.
 
-    The child is forked before its job arrives (so fork latency is off the
-    critical path) but after the previous job was cleaned up, so it holds
-    nothing of earlier jobs. Everything that does not depend on the job is done
-    before it arrives.
+    The spawner forks it before its job arrives (so fork latency is off the
+    critical path); the spawner never sees a job, so this process holds nothing
+    of earlier jobs. Everything that does not depend on the job is done before
+    it arrives.
     """
     status = 0
     try:
@@ -818,11 +821,7 @@ def _child_main(job_fd: int, jobdir: str, scratch: str, fds: dict) -> None:
             os.setgid(DROP_UID)
             os.setuid(DROP_UID)
         os.chdir(scratch)
-        os.environ.clear()
-        os.environ.update(CHILD_ENV, HOME=scratch, TMPDIR=scratch)
-        sys.stdin = open(0, closefd=False)  # noqa: SIM115
-        sys.stdout = open(1, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
-        sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
+        os.environ["HOME"] = os.environ["TMPDIR"] = scratch
         _warm_up()
         job = read_frame(job_fd)
         if job is None:
@@ -873,6 +872,136 @@ def _child_main(job_fd: int, jobdir: str, scratch: str, fds: dict) -> None:
     os._exit(status)
 
 
+# --------------------------------------------------------------------------- the spawner
+
+
+class SpawnerGone(Exception):
+    """The spawner process died or stopped answering (a job may kill it: same uid)."""
+
+
+def _spawner_main(sock: socket.socket) -> None:
+    """Serve the worker's requests until it hangs up; never returns.
+
+    spawn: reap the previous job process, fork the next one with the fds sent
+    along, answer its pid. wait / poll: answer a job process's exit status.
+    Requests are NUL-separated fields; there is no unsolicited message. The
+    spawner never reads a job, so a process it forks holds nothing of any job.
+    """
+    ctl = sock.fileno()
+    for fd in os.listdir("/proc/self/fd"):
+        n = int(fd)
+        if n > 2 and n != ctl:
+            with contextlib.suppress(OSError):
+                os.close(n)
+    # what every job process needs and no job changes is set up here, once
+    os.environ.clear()
+    os.environ.update(CHILD_ENV)
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115
+    sys.stdout = open(1, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
+    sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
+    try:
+        while True:
+            msg, fds, _flags, _addr = socket.recv_fds(sock, 8192, 8)
+            if not msg:
+                break
+            op, *args = msg.split(b"\0")
+            if op == b"spawn":
+                jobdir, scratch, names, reap = args
+                if reap:
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(int(reap), 0)
+                pid = os.fork()
+                if pid == 0:
+                    named = dict(zip(names.decode().split(","), fds, strict=True))
+                    if "spare_w" in named:
+                        named["spare"] = (None, named.pop("spare_w"), named.pop("spare_r"))
+                    _child_main(named.pop("job"), jobdir.decode(), scratch.decode(), named)
+                for fd in fds:
+                    os.close(fd)
+                sock.send(b"%d" % pid)
+            else:
+                try:
+                    wpid, st = os.waitpid(int(args[0]), 0 if op == b"wait" else os.WNOHANG)
+                    sock.send(b"%d" % st if wpid else b"running")
+                except ChildProcessError:
+                    sock.send(b"unknown")
+    except BaseException:  # the worker is gone, or we cannot serve it: it will start another
+        pass
+    os._exit(0)
+
+
+class Spawner:
+    """Forks job processes for the worker, so that the worker itself never forks.
+
+    fork() write-protects every page of the process that calls it; the caller then
+    takes a page fault on each page it writes, and on a VM a fault costs several
+    microseconds. The worker writes a few hundred pages per job while supervising
+    it; the spawner's loop writes few. It is forked before any job.
+    """
+
+    def __init__(self) -> None:
+        self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.pid = os.fork()
+        if self.pid == 0:
+            self.sock.close()
+            _spawner_main(theirs)
+        theirs.close()
+        self.last: int | None = None  # the last job process: reaped at the next spawn
+
+    def _ask(self, msg: bytes, fds: list[int] | None = None, timeout: float = 5.0) -> bytes:
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGCONT)  # a job may have stopped it
+        try:
+            socket.send_fds(self.sock, [msg], fds or [])
+            if not select.select([self.sock], [], [], timeout)[0]:
+                raise SpawnerGone("the spawner did not answer")
+            reply = self.sock.recv(64)
+        except OSError as e:
+            raise SpawnerGone(f"the spawner is unreachable: {e}") from None
+        if not reply:
+            raise SpawnerGone("the spawner exited")
+        return reply
+
+    def spawn(self, fds: dict[str, int], jobdir: str, scratch: str) -> int:
+        fields = [b"spawn", jobdir.encode(), scratch.encode(), ",".join(fds).encode()]
+        fields.append(b"%d" % self.last if self.last else b"")
+        self.last = int(self._ask(b"\0".join(fields), list(fds.values())))
+        return self.last
+
+    def status(self, pid: int, wait: bool) -> int | None:
+        """A job process's wait status; None while it runs (wait=False) or if it was lost.
+
+        If the spawner died, the job process was reparented to the worker (the
+        subreaper) and is waited for here.
+        """
+        try:
+            wpid, st = os.waitpid(pid, 0 if wait else os.WNOHANG)
+            return st if wpid else None
+        except ChildProcessError:
+            pass
+        try:
+            reply = self._ask(b"%s\0%d" % (b"wait" if wait else b"poll", pid), timeout=2.0)
+        except SpawnerGone:
+            with contextlib.suppress(ChildProcessError):
+                wpid, st = os.waitpid(pid, 0 if wait else os.WNOHANG)
+                return st if wpid else None
+            return None
+        return int(reply) if reply.isdigit() else None
+
+    def alive(self) -> bool:
+        try:
+            return os.waitpid(self.pid, os.WNOHANG)[0] == 0
+        except ChildProcessError:
+            return False
+
+    def close(self) -> None:
+        self.sock.close()
+        with contextlib.suppress(OSError):
+            os.kill(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+
+
 # --------------------------------------------------------------------------- the worker
 
 
@@ -885,11 +1014,18 @@ class Worker:
         self.current = None
         self.want_spare = False  # pre-start a candidate interpreter (after a tests job)
         self.spare_proc = None
+        self.spawner: Spawner | None = None
         os.makedirs(scratch_root, exist_ok=True)
 
     # -- cleanup ---------------------------------------------------------------
 
     def _descendants(self) -> list[int]:
+        """Every process a job may have left, living or not yet reaped.
+
+        The spawner is not one, nor are its reaped-at-next-spawn zombies (earlier
+        job processes, already dead); a job process of its that still lives is.
+        """
+        spawner = self.spawner.pid if self.spawner is not None else None
         parents: dict[int, int] = {}
         for entry in os.listdir("/proc"):
             if not entry.isdigit():
@@ -900,14 +1036,16 @@ class Worker:
             except OSError:
                 continue
             rest = stat[stat.rfind(b")") + 2 :].split()
-            parents[int(entry)] = int(rest[1])
+            pid, ppid = int(entry), int(rest[1])
+            if not (ppid == spawner and rest[0] == b"Z"):
+                parents[pid] = ppid
         if self.container:
-            return [p for p in parents if p not in (1, self.pid)]
+            return [p for p in parents if p not in (1, self.pid, spawner)]
         found, frontier = [], [self.pid]
         while frontier:
             cur = frontier.pop()
             kids = [p for p, pp in parents.items() if pp == cur]
-            found.extend(kids)
+            found.extend(k for k in kids if k != spawner)
             frontier.extend(kids)
         return found
 
@@ -929,8 +1067,10 @@ class Worker:
             for p in pids:
                 with contextlib.suppress(OSError):
                     os.kill(p, signal.SIGKILL)
-            self._reap(0.2)
-        self._reap(0)
+            deadline = time.monotonic() + 0.2
+            for p in pids:
+                self._await_exit(p, max(0.0, deadline - time.monotonic()))
+        self._reap()
 
     @staticmethod
     def _await_exit(pid: int, wait_s: float) -> None:
@@ -948,17 +1088,10 @@ class Worker:
             os.waitpid(pid, os.WNOHANG)
 
     @staticmethod
-    def _reap(wait_s: float) -> None:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                pid, _ = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                return
-            if pid == 0:
-                if time.monotonic() >= deadline:
-                    return
-                time.sleep(0.0005)
+    def _reap() -> None:
+        with contextlib.suppress(ChildProcessError):
+            while os.waitpid(-1, os.WNOHANG)[0]:
+                pass
 
     def wipe(self, jobdir: str) -> None:
         shutil.rmtree(jobdir, ignore_errors=True)
@@ -981,7 +1114,7 @@ class Worker:
     # -- one job ---------------------------------------------------------------
 
     def prefork(self) -> None:
-        """Fork the next job's child now, while nobody waits for it."""
+        """Have the next job's process forked now, while nobody waits for it."""
         jobdir = fresh_dir(self.scratch_root, "job-")
         scratch = os.path.join(jobdir, "work")
         os.mkdir(scratch)
@@ -1001,9 +1134,10 @@ class Worker:
                 self.spare_proc = spare[0]
             except OSError:
                 spare = None
-        pid = os.fork()
-        if pid == 0:
-            _child_main(job_r, jobdir, scratch, child_fds)
+        sent = {"job": job_r, **{k: v for k, v in child_fds.items() if k != "spare"}}
+        if spare is not None:
+            sent.update(spare_w=spare[1], spare_r=spare[2])
+        pid = self._spawn(sent, jobdir, scratch)
         os.close(job_r)
         for _r, w in pipes.values():
             os.close(w)
@@ -1011,6 +1145,21 @@ class Worker:
             os.close(spare[1])
             os.close(spare[2])
         self.next = (pid, job_w, jobdir, {k: r for k, (r, _w) in pipes.items()})
+
+    def _spawn(self, fds: dict[str, int], jobdir: str, scratch: str) -> int:
+        for attempt in range(2):
+            if self.spawner is None or not self.spawner.alive():
+                if self.spawner is not None:
+                    self.spawner.close()
+                self.spawner = Spawner()
+            try:
+                return self.spawner.spawn(fds, jobdir, scratch)
+            except SpawnerGone:
+                if attempt:
+                    raise
+                self.spawner.close()
+                self.spawner = None
+        raise AssertionError("unreachable")
 
     def run(self, job: dict) -> dict:
         """Run one job on the pre-forked child; cleanup() must follow before the next job."""
@@ -1052,11 +1201,14 @@ class Worker:
             self.current = None
             self.kill_leftovers(pid)
             self.wipe(jobdir)
+        if self.spawner is not None:
+            self.spawner.close()
+            self.spawner = None
         if remove_root:
             shutil.rmtree(self.scratch_root, ignore_errors=True)
 
     def cleanup(self) -> None:
-        """Kill what the last job left behind, wipe scratch, and pre-fork the next child."""
+        """Kill what the last job left behind, wipe scratch, and pre-fork the next job process."""
         if self.current is not None:
             pid, jobdir = self.current
             self.current = None
@@ -1077,6 +1229,7 @@ class Worker:
         overflow = False
         timed_out = False
         early = False  # the record came and its fd closed: answer without awaiting teardown
+        lost = False  # the job process ended but its exit status could not be had
         status = None
         sel = selectors.DefaultSelector()
         for name, fd in readers.items():
@@ -1120,14 +1273,14 @@ class Worker:
             if overflow or early:
                 break
             if pidfd is None or exited:
-                wpid, st = os.waitpid(pid, os.WNOHANG)
-                if wpid:
-                    status = st
+                status = self.spawner.status(pid, wait=exited)
+                if status is not None or exited:
+                    lost = status is None
                     break
-        if status is None and not early:
+        if status is None and not early and not lost:
             with contextlib.suppress(OSError):
                 os.killpg(pid, signal.SIGKILL)
-            _, status = os.waitpid(pid, 0)
+            status = self.spawner.status(pid, wait=True)
         # drain what is already buffered; never wait for grandchildren holding pipes
         for fd in list(open_fds):
             name = sel.get_key(fd).data
@@ -1165,9 +1318,9 @@ class Worker:
                 parsed = None
         if not isinstance(parsed, dict):
             parsed = None
-        if status is None:  # answered on the record alone
+        if status is None:  # answered on the record alone, or the exit status was lost
             sig = None
-            code = (parsed or {}).get("exit_status", 0) if kind == "program" else 0
+            code = (parsed or {}).get("exit_status") if kind == "program" else 0
         else:
             sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
             code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
@@ -1193,9 +1346,8 @@ class Worker:
                 traceback=str((parsed or {}).get("traceback", ""))[:32000],
             )
         elif parsed is None:
-            rec.update(
-                outcome="ERROR", message=f"exited with status {code} before reporting a verdict"
-            )
+            how = f"with status {code}" if status is not None else "(exit status lost)"
+            rec.update(outcome="ERROR", message=f"exited {how} before reporting a verdict")
         else:
             outcome = str(parsed.get("outcome", "ERROR"))
             if outcome not in {"PASS", "FAIL", "ERROR", "OOM", "POLICY", "SANDBOX_ERROR"}:

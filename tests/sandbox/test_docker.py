@@ -69,7 +69,8 @@ async def test_containers_are_recycled_after_n_jobs():
 async def test_a_killed_container_is_replaced_and_its_job_reported(fresh_docker_sandbox):
     sb = fresh_docker_sandbox
     before = (await sb.run_program(CONTAINER_ID)).stdout.strip()
-    res = await sb.run_program("import os\nos.kill(os.getppid(), 9)")
+    worker = "int(open(f'/proc/{os.getppid()}/stat').read().rsplit(')', 1)[1].split()[1])"
+    res = await sb.run_program(f"import os\nos.kill({worker}, 9)")
     after = await sb.run_program(CONTAINER_ID)
     assert res.outcome is Outcome.OOM and "replaced" in res.message
     assert after.outcome is Outcome.PASS and after.stdout.strip() != before

@@ -36,6 +36,8 @@ class Case:
     env: dict[str, str] = field(default_factory=dict)
 
 
+WORKER = "int(open(f'/proc/{os.getppid()}/stat').read().rsplit(')', 1)[1].split()[1])"  # the pid of the job's grandparent, the worker
+
 CASES = [
     # --- resource exhaustion (model-written programs, container only) ---
     Case("infinite-loop", PROGRAM, "while True:\n    pass", Outcome.TIMEOUT, message="timed out"),
@@ -142,17 +144,31 @@ CASES = [
         Outcome.FAIL,
         message="setuid failed",
     ),
-    Case(
+    Case(  # the job's parent is the spawner: the worker still supervises the job
         "kill-parent-sigkill",
         PROGRAM,
-        "import os\nos.kill(os.getppid(), 9)",
+        "import os\nos.kill(os.getppid(), 9)\nprint('still here')",
+        Outcome.PASS,
+        stdout="still here",
+    ),
+    Case(
+        "stop-parent",
+        PROGRAM,
+        "import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)\nprint('still here')",
+        Outcome.PASS,
+        stdout="still here",
+    ),
+    Case(  # the worker itself dies: its container is replaced and the job reported
+        "kill-worker-sigkill",
+        PROGRAM,
+        f"import os\nos.kill({WORKER}, 9)",
         Outcome.OOM,
         message="exit 137",
     ),
     Case(
         "kill-parent-catchable",
         PROGRAM,
-        "import os, signal\nfor s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):\n    os.kill(os.getppid(), s)\n    os.kill(1, s)\nprint('still here')",
+        f"import os, signal\nfor s in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):\n    for pid in (os.getppid(), {WORKER}, 1):\n        os.kill(pid, s)\nprint('still here')",
         Outcome.PASS,
         stdout="still here",
     ),
@@ -340,7 +356,8 @@ async def _run(sb, unrestricted_sb, case: Case):
 HEALTH = textwrap.dedent(
     """
     import os
-    mine = {1, os.getppid(), os.getpid()}  # init, the worker, this job
+    worker = int(open(f'/proc/{os.getppid()}/stat').read().rsplit(')', 1)[1].split()[1])
+    mine = {1, worker, os.getppid(), os.getpid()}  # init, the worker, its spawner, this job
     others = [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) not in mine]
     cmds = [open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0') for p in others]
     # at most the worker's idle candidate interpreter, started for this job after a tests job

@@ -28,3 +28,85 @@ def test_fresh_dir_makes_distinct_private_directories(tmp_path):
     for path in made:
         assert path.startswith(str(tmp_path / "job-"))
         assert (tmp_path / path).stat().st_mode & 0o777 == 0o700
+
+
+DRIVER = """
+import json, os, sys, importlib.util
+spec = importlib.util.spec_from_file_location('w', sys.argv[1])
+w = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(w)
+w._prctl(36, 1)  # PR_SET_CHILD_SUBREAPER, as serve() sets it
+worker = w.Worker(False, sys.argv[2])
+worker.prefork()
+out = []
+for code in json.loads(sys.stdin.read()):
+    spawner = worker.spawner.pid
+    res = worker.run({'kind': 'program', 'code': code, 'timeout': 10})
+    worker.cleanup()
+    res['spawner_before'], res['spawner_after'] = spawner, worker.spawner.pid
+    out.append(res)
+worker.shutdown(remove_root=True)
+print(json.dumps(out))
+"""
+
+
+def run_jobs(tmp_path, *programs: str) -> list[dict]:
+    """Run programs one after another on a real worker (as this user, no container)."""
+    import json
+
+    proc = subprocess.run(
+        [sys.executable, "-I", "-c", DRIVER, str(worker_path()), str(tmp_path / "scratch")],
+        input=json.dumps(programs),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return json.loads(proc.stdout)
+
+
+def test_job_processes_come_from_the_spawner_and_their_status_is_relayed(tmp_path):
+    """The worker never forks a job itself; exit statuses and signals still reach it exactly."""
+    parent, exit3, segv = run_jobs(
+        tmp_path,
+        "import os\nprint(os.getppid(), os.getpid())",
+        "import os\nos._exit(3)",
+        "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)",
+    )
+    ppid = int(parent["stdout"].split()[0])
+    assert parent["outcome"] == "PASS" and ppid == parent["spawner_before"]
+    assert exit3["outcome"] == "ERROR" and exit3["message"] == "exit status 3"
+    assert segv["outcome"] == "ERROR" and "SIGSEGV" in segv["message"]
+
+
+def test_a_killed_spawner_is_replaced_and_a_stopped_one_resumed(tmp_path):
+    killed, after_kill, stopped, after_stop = run_jobs(
+        tmp_path,
+        "import os\nos.kill(os.getppid(), 9)\nprint('still here')",
+        "print('next')",
+        "import os, signal\nos.kill(os.getppid(), signal.SIGSTOP)\nprint('still here')",
+        "print('next')",
+    )
+    assert killed["outcome"] == "PASS" and killed["stdout"] == "still here\n"
+    assert killed["spawner_after"] != killed["spawner_before"]
+    assert after_kill["outcome"] == "PASS" and after_kill["stdout"] == "next\n"
+    assert stopped["outcome"] == "PASS"
+    assert stopped["spawner_after"] == stopped["spawner_before"]  # resumed, not replaced
+    assert after_stop["outcome"] == "PASS" and after_stop["stdout"] == "next\n"
+
+
+def test_processes_a_job_leaves_behind_are_killed_before_the_next_job(tmp_path):
+    note = tmp_path / "left.pid"
+    left, probe = run_jobs(
+        tmp_path,
+        "import os, time\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n    os.setsid()\n    time.sleep(60)\n"
+        f"open({str(note)!r}, 'w').write(str(pid))",
+        "import os\n"
+        f"pid = int(open({str(note)!r}).read())\n"
+        "try:\n    os.kill(pid, 0)\n    print('alive')\n"
+        "except ProcessLookupError:\n    print('gone')",
+    )
+    assert left["outcome"] == "PASS"
+    assert probe["outcome"] == "PASS" and probe["stdout"] == "gone\n"
