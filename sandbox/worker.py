@@ -949,17 +949,20 @@ class Spawner:
         self.last: int | None = None  # the last job process: reaped at the next spawn
 
     def _ask(self, msg: bytes, fds: list[int] | None = None, timeout: float = 5.0) -> bytes:
+        if self.sock.fileno() < 0:
+            raise SpawnerGone("the spawner was given up")
         with contextlib.suppress(OSError):
             os.kill(self.pid, signal.SIGCONT)  # a job may have stopped it
         try:
             socket.send_fds(self.sock, [msg], fds or [])
-            if not select.select([self.sock], [], [], timeout)[0]:
-                raise SpawnerGone("the spawner did not answer")
-            reply = self.sock.recv(64)
-        except OSError as e:
-            raise SpawnerGone(f"the spawner is unreachable: {e}") from None
+            ready = select.select([self.sock], [], [], timeout)[0]
+            reply = self.sock.recv(64) if ready else b""
+        except OSError:
+            reply = b""
         if not reply:
-            raise SpawnerGone("the spawner exited")
+            # dead, or late: a late answer would be taken for the next request's
+            self.close()
+            raise SpawnerGone("the spawner died or did not answer")
         return reply
 
     def spawn(self, fds: dict[str, int], jobdir: str, scratch: str) -> int:
@@ -1148,17 +1151,17 @@ class Worker:
 
     def _spawn(self, fds: dict[str, int], jobdir: str, scratch: str) -> int:
         for attempt in range(2):
-            if self.spawner is None or not self.spawner.alive():
-                if self.spawner is not None:
-                    self.spawner.close()
+            if self.spawner is not None and not self.spawner.alive():
+                self.spawner.close()
+                self.spawner = None
+                self._reap()  # the job processes it had are ours now (we are the subreaper)
+            if self.spawner is None:
                 self.spawner = Spawner()
             try:
                 return self.spawner.spawn(fds, jobdir, scratch)
             except SpawnerGone:
                 if attempt:
                     raise
-                self.spawner.close()
-                self.spawner = None
         raise AssertionError("unreachable")
 
     def run(self, job: dict) -> dict:
