@@ -930,6 +930,12 @@ def _spawner_main(sock: socket.socket) -> None:
     os._exit(0)
 
 
+def _own_status(pid: int, wait: bool) -> int | None:
+    """Wait status of a child of ours; raises ChildProcessError if it is not ours."""
+    wpid, st = os.waitpid(pid, 0 if wait else os.WNOHANG)
+    return st if wpid else None
+
+
 class Spawner:
     """Forks job processes for the worker, so that the worker itself never forks.
 
@@ -978,17 +984,16 @@ class Spawner:
         subreaper) and is waited for here.
         """
         try:
-            wpid, st = os.waitpid(pid, 0 if wait else os.WNOHANG)
-            return st if wpid else None
+            return _own_status(pid, wait)
         except ChildProcessError:
             pass
         try:
             reply = self._ask(b"%s\0%d" % (b"wait" if wait else b"poll", pid), timeout=2.0)
         except SpawnerGone:
-            with contextlib.suppress(ChildProcessError):
-                wpid, st = os.waitpid(pid, 0 if wait else os.WNOHANG)
-                return st if wpid else None
-            return None
+            try:
+                return _own_status(pid, wait)
+            except ChildProcessError:
+                return None
         return int(reply) if reply.isdigit() else None
 
     def alive(self) -> bool:
@@ -1123,7 +1128,7 @@ class Worker:
         os.mkdir(scratch)
         job_r, job_w = os.pipe()
         pipes = {name: os.pipe() for name in ("stdout", "stderr", "result")}
-        child_fds = {k: w for k, (_r, w) in pipes.items()}
+        child_fds = {"job": job_r, **{k: w for k, (_r, w) in pipes.items()}}
         spare = None
         if self.want_spare:
             cand_dir = os.path.join(jobdir, "cand")
@@ -1133,14 +1138,11 @@ class Worker:
                     os.chown(path, DROP_UID, DROP_UID)
             try:
                 spare = spawn_candidate(cand_dir, child_fds["stdout"], child_fds["stderr"])
-                child_fds["spare"] = spare
+                child_fds.update(spare_w=spare[1], spare_r=spare[2])
                 self.spare_proc = spare[0]
             except OSError:
                 spare = None
-        sent = {"job": job_r, **{k: v for k, v in child_fds.items() if k != "spare"}}
-        if spare is not None:
-            sent.update(spare_w=spare[1], spare_r=spare[2])
-        pid = self._spawn(sent, jobdir, scratch)
+        pid = self._spawn(child_fds, jobdir, scratch)
         os.close(job_r)
         for _r, w in pipes.values():
             os.close(w)
