@@ -121,8 +121,15 @@ def _start(out, *extra):
            "-o", str(out), "--sandbox", "process", "--data-dir", str(SAMPLES), "--no-progress",
            "--models-factory", "verimap.evals.doubles:factory", *extra]  # fmt: skip
     return subprocess.Popen(
-        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
-    )
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=_as_from_a_terminal,
+    )  # fmt: skip
+
+
+def _as_from_a_terminal() -> None:
+    """A shell starts background jobs with SIGINT ignored, and an ignored signal stays ignored
+    across exec: under `.ci/run &` the run would never see the test's Ctrl-C and would finish."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait_for_records(path, n, proc, timeout=60):
@@ -135,7 +142,9 @@ def _wait_for_records(path, n, proc, timeout=60):
     raise AssertionError(f"fewer than {n} records after {timeout}s")
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
+@pytest.mark.parametrize(
+    "sig", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM], ids=lambda s: signal.Signals(s).name
+)
 def test_killed_run_resumes_without_loss_or_duplicates(tmp_path, sig):
     out = tmp_path / "run"
     proc = _start(out)
