@@ -19,12 +19,16 @@ Invocation:
 """
 
 from __future__ import annotations
+import __future__
 
 import ast
+import binascii
 import builtins
 import contextlib
+import importlib.util
 import json
 import linecache
+import marshal
 import operator
 import os
 import resource
@@ -38,7 +42,9 @@ import sys
 import time
 import traceback
 
-PROTOCOL = 1
+PROTOCOL = 2
+MAGIC = importlib.util.MAGIC_NUMBER.hex()  # the host sends bytecode only when it matches
+_VF_FLAGS = __future__.annotations.compiler_flag  # the host compiles VFs with the same flags
 RESULT_LIMIT = 4 * 1024 * 1024
 DROP_UID: int | None = None  # process backend started as root: jobs run as this uid
 CANDIDATE_PYTHON: str | None = None  # interpreter for code under test (default: this one)
@@ -57,8 +63,6 @@ TRUNCATION_MARK = "\n[... output truncated by the verimap sandbox ...]\n"
 
 def _load_wire():
     """wire.py sits next to this file; `-I` keeps the script's directory off sys.path."""
-    import importlib.util
-
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "wire.py")
     spec = importlib.util.spec_from_file_location("verimap_sandbox_wire", path)
     module = importlib.util.module_from_spec(spec)
@@ -545,8 +549,8 @@ class CandidateFunction:
 
 _MAX_CANDIDATES = 8
 
-# Signals that stop a process by default and can be caught: the worker ignores them, a job gets
-# the defaults back.
+# Signals that stop a process by default and can be caught: the worker ignores them; the spawner
+# restores the defaults, which every job process inherits.
 _CATCHABLE_STOPS = (
     signal.SIGTERM,
     signal.SIGINT,
@@ -634,9 +638,14 @@ def _child_vf(job: dict) -> dict:
     source = job.get("source", "")
     linecache.cache["<vf>"] = (len(source), None, source.splitlines(True), "<vf>")
     try:
-        if job.get("restricted", True):
+        if "code" in job:
+            if job.get("magic") != MAGIC:
+                return {"outcome": "SANDBOX_ERROR", "message": "VF bytecode for another Python"}
+            code = marshal.loads(binascii.a2b_base64(job["code"]))
+            ns = restricted_globals()
+        elif job.get("restricted", True):
             tree = ast.fix_missing_locations(ast_from_json(job["ast"]))
-            code = compile(tree, "<vf>", "exec")
+            code = compile(tree, "<vf>", "exec", _VF_FLAGS, True)
             ns = restricted_globals()
         else:
             code = compile(source, "<vf>", "exec")
@@ -771,6 +780,9 @@ def _write_files(job: dict, jobdir: str, scratch: str) -> None:
     os.close(fd)
 
 
+_WARM_CODE = binascii.b2a_base64(marshal.dumps(compile("x = 1", "<warm>", "exec")))
+
+
 def _warm_up() -> None:
     """Touch the code paths a job uses before the job arrives.
 
@@ -779,14 +791,24 @@ def _warm_up() -> None:
     paying them while the child waits keeps them off the job's critical path.
     """
     try:
-        tree = ast.parse("x = 1")
         ns = restricted_globals()
         ns["inputs"], ns["outputs"] = decode(json.loads(json.dumps(encode({"a": (1,)})))), {}
-        exec(compile(tree, "<warm>", "exec"), ns)
+        exec(marshal.loads(binascii.a2b_base64(_WARM_CODE)), ns)
         json.dumps({"outcome": "PASS", "message": ""})
         sys.stdout.flush()
     except BaseException:
         pass
+
+
+def _close_all_but(keep: set[int]) -> None:
+    """Close every other fd, a range at a time (no /proc listing: fewer page copies)."""
+    low = 0
+    for fd in sorted(keep):
+        if fd > low:  # never an empty range: closerange(0, 0) closes every fd
+            os.closerange(low, fd)
+        low = fd + 1
+    top = os.sysconf("SC_OPEN_MAX")
+    os.closerange(low, top if top > low else 1 << 20)
 
 
 def _child_main(job_fd: int, jobdir: str, scratch: str, fds: dict) -> None:
@@ -806,14 +828,7 @@ def _child_main(job_fd: int, jobdir: str, scratch: str, fds: dict) -> None:
         spare = fds.get("spare")
         if spare is not None:
             keep.update(spare[1:])
-        for fd in os.listdir("/proc/self/fd"):
-            n = int(fd)
-            if n not in keep:
-                with contextlib.suppress(OSError):
-                    os.close(n)
-        for sig in (signal.SIGPIPE, *_CATCHABLE_STOPS):
-            signal.signal(sig, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _close_all_but(keep)
         if DROP_UID is not None:
             for path in (jobdir, scratch):
                 os.chown(path, DROP_UID, DROP_UID)
@@ -896,6 +911,12 @@ def _spawner_main(sock: socket.socket) -> None:
     # what every job process needs and no job changes is set up here, once
     os.environ.clear()
     os.environ.update(CHILD_ENV)
+    for sig in (signal.SIGPIPE, *_CATCHABLE_STOPS):
+        signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)  # free heap pages back: fewer page-table entries for fork to copy
     sys.stdin = open(0, closefd=False)  # noqa: SIM115
     sys.stdout = open(1, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
     sys.stderr = open(2, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
@@ -960,7 +981,7 @@ class Spawner:
         with contextlib.suppress(OSError):
             os.kill(self.pid, signal.SIGCONT)  # a job may have stopped it
         try:
-            socket.send_fds(self.sock, [msg], fds or [])
+            socket.send_fds(self.sock, [msg], fds or [], socket.MSG_NOSIGNAL)
             ready = select.select([self.sock], [], [], timeout)[0]
             reply = self.sock.recv(64) if ready else b""
         except OSError:
@@ -1373,7 +1394,12 @@ def serve(container: bool, scratch_root: str, socket_path: str | None = None) ->
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     for sig in _CATCHABLE_STOPS:
         signal.signal(sig, signal.SIG_IGN)  # a job cannot stop its worker with a catchable signal
-    hello = {"ready": True, "protocol": PROTOCOL, "python": sys.version.split()[0]}
+    hello = {
+        "ready": True,
+        "protocol": PROTOCOL,
+        "python": sys.version.split()[0],
+        "magic": MAGIC,
+    }
     if socket_path:
         # a direct socket to the host (bind-mounted), instead of stdin/stdout through the
         # docker daemon; the host sends a one-time token on stdin to authenticate us

@@ -5,6 +5,7 @@ import asyncio
 import pytest
 
 from verimap.sandbox import Outcome
+from verimap.sandbox.policy import BYTECODE_MAGIC
 
 
 async def test_vf_pass_fail_policy(any_sandbox):
@@ -17,6 +18,37 @@ async def test_vf_pass_fail_policy(any_sandbox):
         bad.outcome is Outcome.FAIL and bad.message == "y must be 3" and "line 1" in bad.traceback
     )
     assert pol.outcome is Outcome.POLICY and "import of 'os' is not allowed" in pol.message
+
+
+async def test_vfs_travel_as_bytecode_the_worker_can_load_else_as_ast(any_sandbox, monkeypatch):
+    sb = any_sandbox
+    await sb.run_vf("assert True", {}, {})
+    magic = sb.pool.worker_magic
+    assert isinstance(magic, str) and len(magic) == 8  # the worker said which bytecode it reads
+    jobs = []
+    run = sb.pool.run
+
+    async def spy(job, timeout):
+        jobs.append(job)
+        return await run(job, timeout)
+
+    monkeypatch.setattr(sb.pool, "run", spy)
+    code = "a = 1\nassert outputs['y'] == inputs['x'] + a, 'off by one'"
+    forms = {"bytecode": magic, "ast": "a-worker-on-another-python"}
+    for form, worker_magic in forms.items():
+        monkeypatch.setattr(sb.pool, "worker_magic", worker_magic)
+        ok = await sb.run_vf(code, {"x": 1}, {"y": 2})
+        bad = await sb.run_vf(code, {"x": 1}, {"y": 3})
+        pol = await sb.run_vf("getattr(1, '__class__')", {}, {})
+        sent = jobs[-1]
+        if form == "ast" or magic != BYTECODE_MAGIC:
+            assert "ast" in sent and "code" not in sent
+        else:
+            assert "code" in sent and "ast" not in sent and sent["magic"] == magic
+        assert ok.outcome is Outcome.PASS, (form, ok)
+        assert bad.outcome is Outcome.FAIL and bad.message == "off by one", (form, bad)
+        assert 'File "<vf>", line 2' in bad.traceback
+        assert pol.outcome is Outcome.POLICY and "__class__" in pol.message, (form, pol)
 
 
 async def test_vf_sees_tuples_sets_and_bytes_as_sent(any_sandbox):

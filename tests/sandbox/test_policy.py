@@ -6,19 +6,26 @@ same function the forked child runs), so these tests need no sandbox.
 
 import pytest
 
-from verimap.sandbox.policy import PolicyViolation, compile_vf
+from verimap.sandbox.policy import BYTECODE_MAGIC, PolicyViolation, compile_vf, vf_job_code
 from verimap.sandbox.worker_module import worker
 
 W = worker()
 
 
-def run_vf(code, inputs=None, outputs=None):
+@pytest.fixture(params=["bytecode", "ast"])
+def form(request):
+    """Every runtime case runs both ways a VF can travel: bytecode, or AST for another Python."""
+    return request.param
+
+
+def run_vf(code, inputs=None, outputs=None, form="ast"):
     job = {
         "source": code,
-        "ast": compile_vf(code),
+        **vf_job_code(code, BYTECODE_MAGIC if form == "bytecode" else "another-python"),
         "inputs": W.encode(inputs or {}),
         "outputs": W.encode(outputs or {}),
     }
+    assert ("code" in job) == (form == "bytecode") and ("ast" in job) == (form == "ast")
     return W._child_vf(job)
 
 
@@ -82,15 +89,32 @@ def test_rejections_name_the_line_and_reason(code, reason):
         ("x = 1 / 0", "ERROR", "ZeroDivisionError"),
     ],
 )
-def test_runtime_outcomes(code, outcome, fragment):
-    rec = run_vf(code, {"x": 2}, {"y": 4})
+def test_runtime_outcomes(code, outcome, fragment, form):
+    rec = run_vf(code, {"x": 2}, {"y": 4}, form)
     assert rec["outcome"] == outcome, rec
     assert fragment in rec.get("message", "")
 
 
-def test_tracebacks_point_at_the_original_source_lines():
+def test_tracebacks_point_at_the_original_source_lines(form):
     code = "a = 1\nb = 2\nassert outputs['y'] == 5, 'nope'\n"
-    rec = run_vf(code, {}, {"y": 4})
+    rec = run_vf(code, {}, {"y": 4}, form)
     assert rec["outcome"] == "FAIL"
     assert 'File "<vf>", line 3' in rec["traceback"]
     assert "assert outputs['y'] == 5" in rec["traceback"]
+
+
+def test_bytecode_for_another_python_is_refused_not_run():
+    job = {
+        **vf_job_code("assert True", BYTECODE_MAGIC),
+        "source": "assert True",
+        "inputs": W.encode({}),
+        "outputs": W.encode({}),
+    }
+    job["magic"] = "00000000"
+    rec = W._child_vf(job)
+    assert rec["outcome"] == "SANDBOX_ERROR" and "another Python" in rec["message"]
+
+
+def test_both_forms_compile_annotations_alike(form):
+    code = "def verify(inputs: Undefined, outputs: dict) -> bool:\n    return True\n"
+    assert run_vf(code, form=form)["outcome"] == "PASS"  # annotations stay unevaluated

@@ -2,15 +2,21 @@
 
 VF code is parsed and rewritten by RestrictedPython's transformer *before* it is
 sent, so a rejection costs no sandbox round trip and comes back as a POLICY
-outcome the planner can act on. The rewritten AST travels as JSON with its
-original line numbers; the worker (stdlib only) supplies the runtime guards.
+outcome the planner can act on. What travels is the rewritten code compiled to
+bytecode when the worker's Python reads this interpreter's bytecode (same magic
+number), else the rewritten AST as JSON, which any worker compiles; both keep
+the original line numbers. The worker (stdlib only) supplies the runtime guards.
 Model-written programs are not restricted: they rely on the container alone.
 """
 
 from __future__ import annotations
+import __future__
 
 import ast
+import base64
 import functools
+import importlib.util
+import marshal
 from typing import Any
 
 from RestrictedPython.transformer import RestrictingNodeTransformer
@@ -18,6 +24,7 @@ from RestrictedPython.transformer import RestrictingNodeTransformer
 from verimap.sandbox.worker_module import worker
 
 ALLOWED_IMPORTS: frozenset[str] = worker().ALLOWED_IMPORTS
+BYTECODE_MAGIC = importlib.util.MAGIC_NUMBER.hex()
 
 POLICY_HINT = (
     "Write the VF as plain assertions over `inputs`/`outputs` (or a `verify(inputs, outputs)` "
@@ -63,13 +70,43 @@ def compile_vf(source: str) -> dict[str, Any]:
     Raises PolicyViolation with line-numbered reasons (syntax errors included).
     Results are cached: a plan's VFs are re-checked on every retry.
     """
+    return _ast_json(_checked(source))
+
+
+def vf_job_code(source: str, worker_magic: str | None) -> dict[str, Any]:
+    """The checked VF as a job's fields: bytecode if the worker can load ours, else the AST.
+
+    Bytecode spares each fresh job process rebuilding and compiling the AST, which
+    costs page copies there (the pool's bottleneck); a worker on another Python
+    version gets the AST and compiles it itself. Raises PolicyViolation.
+    """
+    source = _checked(source)
+    if worker_magic == BYTECODE_MAGIC:
+        return {"code": _bytecode(source), "magic": BYTECODE_MAGIC}
+    return {"ast": _ast_json(source)}
+
+
+def _checked(source: object) -> str:
     if not isinstance(source, str):
         raise PolicyViolation([f"VF code must be a str, not {type(source).__name__}"])
-    return _compile_cached(source)
+    _restricted_tree(source)
+    return source
 
 
 @functools.lru_cache(maxsize=1024)
-def _compile_cached(source: str) -> dict[str, Any]:
+def _ast_json(source: str) -> dict[str, Any]:
+    return worker().ast_to_json(_restricted_tree(source))
+
+
+@functools.lru_cache(maxsize=1024)
+def _bytecode(source: str) -> str:
+    flags = __future__.annotations.compiler_flag  # as the worker compiles an AST
+    code = compile(_restricted_tree(source), "<vf>", "exec", flags, dont_inherit=True)
+    return base64.b64encode(marshal.dumps(code)).decode("ascii")
+
+
+@functools.lru_cache(maxsize=1024)
+def _restricted_tree(source: str) -> ast.Module:
     try:
         tree = ast.parse(source, filename="<vf>")
     except SyntaxError as e:
@@ -82,5 +119,4 @@ def _compile_cached(source: str) -> dict[str, Any]:
     problems.extend(errors)
     if problems:
         raise PolicyViolation(problems)
-    ast.fix_missing_locations(tree)
-    return worker().ast_to_json(tree)
+    return ast.fix_missing_locations(tree)

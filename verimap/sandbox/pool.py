@@ -101,6 +101,7 @@ class WorkerHandle:
             self.kill()
             raise SandboxUnavailable(f"{label}: the process on the socket did not authenticate")
         self.python = hello.get("python", "?")
+        self.magic: str | None = hello.get("magic")
 
     def _accept(self, listener: socket.socket, deadline: float) -> int:
         while True:
@@ -214,6 +215,7 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._closed = False
         self.replaced = 0
+        self.worker_magic: str | None = None  # bytecode magic of the workers' Python, once known
         _POOLS.add(self)
 
     @property
@@ -229,10 +231,12 @@ class WorkerPool:
         if handle is not None:
             return handle
         try:
-            return self.launcher()
+            handle = self.launcher()
         except BaseException:
             self._idle.put(None)
             raise
+        self.worker_magic = handle.magic
+        return handle
 
     def _release(self, handle: WorkerHandle, healthy: bool) -> None:
         if healthy and not self._closed and handle.jobs < self.recycle_after:

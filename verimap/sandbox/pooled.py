@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from verimap.sandbox.base import ExecResult, Outcome, Sandbox
-from verimap.sandbox.policy import PolicyViolation, compile_vf
+from verimap.sandbox.policy import PolicyViolation, vf_job_code
 from verimap.sandbox.pool import WorkerPool
 from verimap.sandbox.worker_module import worker
 
@@ -94,7 +94,7 @@ class PooledSandbox(Sandbox):
         job: dict[str, Any] = {"kind": "vf", "source": code, **data}
         if self.policy:
             try:
-                job["ast"] = compile_vf(code)
+                job.update(vf_job_code(code, self.pool.worker_magic))
             except PolicyViolation as e:
                 return ExecResult(outcome=Outcome.POLICY, message=e.message)
         else:
