@@ -981,7 +981,7 @@ class Spawner:
         with contextlib.suppress(OSError):
             os.kill(self.pid, signal.SIGCONT)  # a job may have stopped it
         try:
-            socket.send_fds(self.sock, [msg], fds or [], socket.MSG_NOSIGNAL)
+            socket.send_fds(self.sock, [msg], fds or [])
             ready = select.select([self.sock], [], [], timeout)[0]
             reply = self.sock.recv(64) if ready else b""
         except OSError:
@@ -1055,6 +1055,15 @@ class Worker:
         job processes, already dead); a job process of its that still lives is.
         """
         spawner = self.spawner.pid if self.spawner is not None else None
+        try:
+            with open(f"/proc/{self.pid}/task/{self.pid}/children", "rb") as f:
+                children = f.read().split()
+        except OSError:
+            children = None
+        if children is not None and all(int(c) == spawner for c in children):
+            # Orphans come to us (the subreaper) and the job process was killed, so
+            # with no child but the spawner nothing is left: skip reading all of /proc.
+            return []
         parents: dict[int, int] = {}
         for entry in os.listdir("/proc"):
             if not entry.isdigit():

@@ -110,3 +110,32 @@ def test_processes_a_job_leaves_behind_are_killed_before_the_next_job(tmp_path):
     )
     assert left["outcome"] == "PASS"
     assert probe["outcome"] == "PASS" and probe["stdout"] == "gone\n"
+
+
+def test_a_spawner_dead_before_a_request_does_not_take_the_worker_down(tmp_path):
+    """The worker runs with SIGPIPE at its default (so it dies with its host); a request to
+    a spawner that died after the liveness check must end in SpawnerGone (the worker then
+    starts another), not in SIGPIPE: a SOCK_SEQPACKET send to a closed peer raises none."""
+    probe = (
+        "import os, signal, sys, importlib.util\n"
+        "spec = importlib.util.spec_from_file_location('w', sys.argv[1])\n"
+        "w = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(w)\n"
+        "signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n"
+        "s = w.Spawner()\n"
+        "os.kill(s.pid, signal.SIGKILL)\n"
+        "os.waitpid(s.pid, 0)\n"
+        "r, wr = os.pipe()\n"
+        "try:\n"
+        "    s.spawn({'job': r}, sys.argv[2], sys.argv[2])\n"
+        "except w.SpawnerGone as e:\n"
+        "    print('gone:', e)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-I", "-c", probe, str(worker_path()), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 0, (out.returncode, out.stderr)
+    assert out.stdout.startswith("gone: the spawner died")
