@@ -44,7 +44,7 @@ import traceback
 
 PROTOCOL = 2
 MAGIC = importlib.util.MAGIC_NUMBER.hex()  # the host sends bytecode only when it matches
-_VF_FLAGS = __future__.annotations.compiler_flag  # the host compiles VFs with the same flags
+VF_COMPILE_FLAGS = __future__.annotations.compiler_flag  # host and worker compile VFs alike
 RESULT_LIMIT = 4 * 1024 * 1024
 DROP_UID: int | None = None  # process backend started as root: jobs run as this uid
 CANDIDATE_PYTHON: str | None = None  # interpreter for code under test (default: this one)
@@ -642,13 +642,14 @@ def _child_vf(job: dict) -> dict:
             if job.get("magic") != MAGIC:
                 return {"outcome": "SANDBOX_ERROR", "message": "VF bytecode for another Python"}
             code = marshal.loads(binascii.a2b_base64(job["code"]))
-            ns = restricted_globals()
         elif job.get("restricted", True):
             tree = ast.fix_missing_locations(ast_from_json(job["ast"]))
-            code = compile(tree, "<vf>", "exec", _VF_FLAGS, True)
-            ns = restricted_globals()
+            code = compile(tree, "<vf>", "exec", VF_COMPILE_FLAGS, True)
         else:
             code = compile(source, "<vf>", "exec")
+        if job.get("restricted", True):
+            ns = restricted_globals()
+        else:
             ns = {"__name__": "__verimap_vf__", "load_function": load_function}
         inputs, outputs = decode(job["inputs"]), decode(job["outputs"])
         ns["inputs"], ns["outputs"] = inputs, outputs
@@ -902,12 +903,7 @@ def _spawner_main(sock: socket.socket) -> None:
     Requests are NUL-separated fields; there is no unsolicited message. The
     spawner never reads a job, so a process it forks holds nothing of any job.
     """
-    ctl = sock.fileno()
-    for fd in os.listdir("/proc/self/fd"):
-        n = int(fd)
-        if n > 2 and n != ctl:
-            with contextlib.suppress(OSError):
-                os.close(n)
+    _close_all_but({0, 1, 2, sock.fileno()})
     # what every job process needs and no job changes is set up here, once
     os.environ.clear()
     os.environ.update(CHILD_ENV)

@@ -10,12 +10,10 @@ Model-written programs are not restricted: they rely on the container alone.
 """
 
 from __future__ import annotations
-import __future__
 
 import ast
 import base64
 import functools
-import importlib.util
 import marshal
 from typing import Any
 
@@ -24,7 +22,7 @@ from RestrictedPython.transformer import RestrictingNodeTransformer
 from verimap.sandbox.worker_module import worker
 
 ALLOWED_IMPORTS: frozenset[str] = worker().ALLOWED_IMPORTS
-BYTECODE_MAGIC = importlib.util.MAGIC_NUMBER.hex()
+BYTECODE_MAGIC: str = worker().MAGIC  # this interpreter's, as the worker module reports it here
 
 POLICY_HINT = (
     "Write the VF as plain assertions over `inputs`/`outputs` (or a `verify(inputs, outputs)` "
@@ -100,7 +98,7 @@ def _ast_json(source: str) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1024)
 def _bytecode(source: str) -> str:
-    flags = __future__.annotations.compiler_flag  # as the worker compiles an AST
+    flags = worker().VF_COMPILE_FLAGS  # as the worker compiles an AST
     code = compile(_restricted_tree(source), "<vf>", "exec", flags, dont_inherit=True)
     return base64.b64encode(marshal.dumps(code)).decode("ascii")
 
