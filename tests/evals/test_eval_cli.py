@@ -140,3 +140,18 @@ def test_a_local_model_name_in_a_config_is_kept(monkeypatch):
     endpoint = {"planner_model": "gpt-4.1"}
     _drop_config_models_without_endpoint(endpoint, {"planner_model"})
     assert endpoint == {"planner_model": "gpt-4.1"}
+
+
+def test_a_model_that_cannot_be_served_is_a_clear_error_not_a_traceback(tmp_path, monkeypatch):
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    missing = tmp_path / "absent.gguf"
+    r = CliRunner().invoke(
+        main,
+        ["eval", "-b", "gsm8k", "-m", "react", "-n", "1", "--data-dir", str(SAMPLES),
+         "--sandbox", "process", "--no-progress", "--model-file", str(missing),
+         "--out", str(tmp_path / "o")],
+    )  # fmt: skip
+    assert r.exit_code == 1, r.output
+    assert f"Error: model file not found: {missing}" in r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)

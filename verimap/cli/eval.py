@@ -224,6 +224,9 @@ def run_command(**kw: Any) -> int:
     from verimap.evals.report import report_dirs
     from verimap.evals.retrieval import RetrievalUnavailable
     from verimap.evals.runner import RunDirError, run_eval
+    from verimap.llm.base import ModelError
+    from verimap.local.server import ServerError
+    from verimap.local.weights import WeightsError
     from verimap.sandbox import get_sandbox
     from verimap.sandbox.base import SandboxUnavailable
 
@@ -305,6 +308,8 @@ def run_command(**kw: Any) -> int:
         )
         return 130
     except (RunDirError, SandboxUnavailable, DataError, RetrievalUnavailable, ValueError) as e:
+        raise click.ClickException(str(e)) from None
+    except (ModelError, ServerError, WeightsError) as e:  # no model to serve: nothing ran
         raise click.ClickException(str(e)) from None
     t = outcome.tally
     click.echo(
