@@ -222,3 +222,29 @@ async def test_unambiguous_bare_input_names_are_resolved_and_ambiguous_ones_repo
     }
     assert resolve_bare_inputs(twice)["nodes"][2]["inputs"] == ["g"]
     assert resolve_bare_inputs(["not", "a", "plan"]) == ["not", "a", "plan"]
+
+
+async def test_a_planner_without_vfs_neither_asks_for_nor_keeps_them():
+    """The paper's MAP and MAP-V plan without verification functions."""
+    import jsonschema
+
+    from verimap.planner import planning_schema
+
+    m = ScriptedModel([GOOD, GOOD])
+    planner = LLMPlanner(m, default_tools(), write_vfs=False)
+    plan = await planner.plan("Double the number 21.")
+    assert [n.verification for n in plan.nodes] == [[], []]
+    text = json.dumps(m.requests[0].messages)
+    assert "bakery" in text and "calculator" in text
+    assert "verification" not in text and "VF" not in text
+    schema = m.requests[0].response_schema
+    assert "verification" not in schema["$defs"]["Node"]["properties"]
+    stripped = {"nodes": [prompts.without_vfs(n) for n in prompts.DEMO_PLAN["nodes"]]}
+    jsonschema.validate(stripped, schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(stripped, planning_schema())
+    failure = FailureContext(node_id="b", instruction="double", inputs={}, outputs={}, attempts=3)
+    await planner.replan("task T", plan, failure)
+    assert "verification functions" not in m.requests[1].messages[-1]["content"]
+    with_vfs = "\n".join(x["content"] for x in LLMPlanner(m, default_tools()).plan_messages("t"))
+    assert "verification functions (VFs)" in with_vfs and '"verification"' in with_vfs

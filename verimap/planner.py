@@ -157,7 +157,13 @@ def resolve_bare_inputs(raw: Any) -> Any:
     return raw
 
 
-def planning_schema(*, require_vfs: bool = True) -> dict[str, Any]:
+def _without_vfs(raw: Any) -> Any:
+    if isinstance(raw, dict) and isinstance(raw.get("nodes"), list):
+        raw["nodes"] = [prompts.without_vfs(n) if isinstance(n, dict) else n for n in raw["nodes"]]
+    return raw
+
+
+def planning_schema(*, require_vfs: bool = True, with_vfs: bool = True) -> dict[str, Any]:
     """The plan schema narrowed for a model to answer in: a subset of `plan_json_schema()`.
 
     Small grammar-constrained models fill in whatever the schema allows, so leave out what
@@ -170,7 +176,9 @@ def planning_schema(*, require_vfs: bool = True) -> dict[str, Any]:
     node = defs["Node"]
     node["properties"].pop("final", None)
     node["properties"]["inputs"]["minItems"] = 1
-    if require_vfs:
+    if not with_vfs:
+        node["properties"].pop("verification")
+    elif require_vfs:
         node["properties"]["verification"]["minItems"] = 1
     node["required"] = list(node["properties"])
     for vf in ("PythonVF", "LLMVF"):
@@ -202,12 +210,20 @@ class LLMPlanner:
         repeat_temperature: float = 0.7,
         domain: str = "math",
         show_schema: bool = False,
+        write_vfs: bool = True,
     ):
+        """`write_vfs=False` plans without verification functions (the paper's MAP and MAP-V
+        baselines): no VF rules in the prompt or the demonstration, none in the schema, and any
+        a model writes anyway are dropped, so they cost no tokens and appear in no statistics."""
         self.model = model
         self.tools = tools
+        self.write_vfs = write_vfs
+        require_vfs = require_vfs and write_vfs
         builtin = demo is None and use_demo
         self.demo = (
-            demo if demo is not None else (prompts.default_demo(domain) if use_demo else None)
+            demo
+            if demo is not None
+            else (prompts.default_demo(domain, with_vfs=write_vfs) if use_demo else None)
         )
         self.demo_markers = prompts.copy_markers(domain) if builtin else []
         self.max_repairs = max_repairs
@@ -217,7 +233,7 @@ class LLMPlanner:
         self.quality_checks = quality_checks
         self.require_vfs = require_vfs
         self.repeat_temperature = repeat_temperature
-        self.schema = planning_schema(require_vfs=require_vfs)
+        self.schema = planning_schema(require_vfs=require_vfs, with_vfs=write_vfs)
         self.show_schema = show_schema
 
     def system_prompt(self) -> str:
@@ -226,7 +242,9 @@ class LLMPlanner:
             if self.tools and len(self.tools)
             else ""
         )
-        return prompts.PLANNER_SYSTEM.format(tools_section=tools)
+        return prompts.PLANNER_SYSTEM.format(
+            tools_section=tools, **prompts.VF_PROMPT_PARTS[self.write_vfs]
+        )
 
     def plan_messages(self, task: str) -> list[Message]:
         demo = prompts.DEMO_SECTION.format(demo=self.demo) if self.demo else ""
@@ -249,6 +267,7 @@ class LLMPlanner:
             "role": "user",
             "content": prompts.REPLANNER_USER.format(
                 task=task, previous=previous.to_json(indent=2), failure=failure.render(),
+                fixable=prompts.REPLAN_FIXABLE[self.write_vfs],
                 schema_section=self._schema_section(),
             ),
         })  # fmt: skip
@@ -292,6 +311,8 @@ class LLMPlanner:
                         "never repeat a phrase"
                     ])  # fmt: skip
                 raw = resolve_bare_inputs(extract_json(resp.content))
+                if not self.write_vfs:
+                    raw = _without_vfs(raw)
                 plan = parse_plan(raw)
             except ValueError as e:
                 problems = (

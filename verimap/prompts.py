@@ -12,12 +12,11 @@ import json
 
 PLANNER_SYSTEM = """\
 You are the planner of a team of agents. Break the user's task into a small directed acyclic \
-graph (DAG) of subtasks that executor agents solve one at a time, and give every subtask \
-verification functions (VFs) that decide whether its outputs can be trusted.
+graph (DAG) of subtasks that executor agents solve one at a time{vf_goal}.
 
 Rules for the plan (a JSON object with a list of "nodes"):
 - Each node has: "id" (short identifier such as "extract" or "n1"), "name", "instruction" (what the \
-executor must do, self-contained), "inputs", "outputs" (variable names), "verification".
+executor must do, self-contained), "inputs", "outputs" (variable names){vf_field}.
 - An input is either "USER_TASK" (the full task text) or "<node_id>.<output_name>" naming an output \
 of an earlier node. Never put literal values in inputs. An executor sees ONLY its inputs, so give \
 USER_TASK to every node that needs facts from the task.
@@ -25,19 +24,34 @@ USER_TASK to every node that needs facts from the task.
 Every node except the last must have an output that a later node takes as input.
 - Exactly one node is the final node (the only node whose outputs no other node takes); its \
 outputs are the answer to the task.
+{vf_rules}- Prefer few nodes (1-4) for simple tasks.{vf_required}
+{tools_section}
+Reply with the plan as one JSON object in the format of the example, nothing else."""
+
+# The parts of PLANNER_SYSTEM about verification functions; the paper's MAP and MAP-V baselines
+# plan without them.
+VF_RULES = """\
 - Verification functions, two kinds:
-  * {{"name": ..., "type": "python", "code": ...}}: Python run with dicts `inputs` (keyed by the \
+  * {"name": ..., "type": "python", "code": ...}: Python run with dicts `inputs` (keyed by the \
 input names, e.g. inputs["USER_TASK"], inputs["n1.total"]; a bare name such as inputs["total"] \
 also works when unambiguous) and `outputs` (keyed by this node's output names). Either use top-level \
 `assert` statements or define `def verify(inputs, outputs):` returning True/False. Check types, \
 formats, ranges and consistency that must hold for ANY correct answer; never hard-code the answer. \
 Take expected values only from the task (e.g. its examples), and compare floats with a tolerance \
 (abs(a - b) < 1e-6), never with ==.
-  * {{"name": ..., "type": "llm", "content": ...}}: a yes/no criterion a judge model checks \
+  * {"name": ..., "type": "llm", "content": ...}: a yes/no criterion a judge model checks \
 by reading the inputs and outputs.
-- Prefer few nodes (1-4) for simple tasks. Every node needs at least one VF.
-{tools_section}
-Reply with the plan as one JSON object in the format of the example, nothing else."""
+"""
+VF_PROMPT_PARTS: dict[bool, dict[str, str]] = {
+    True: {
+        "vf_goal": ", and give every subtask verification functions (VFs) that decide whether its "
+        "outputs can be trusted",
+        "vf_field": ', "verification"',
+        "vf_rules": VF_RULES,
+        "vf_required": " Every node needs at least one VF.",
+    },
+    False: {"vf_goal": "", "vf_field": "", "vf_rules": "", "vf_required": ""},
+}
 
 TOOLS_SECTION = "\nExecutors can use these tools:\n{tools}\n"
 
@@ -53,8 +67,8 @@ DEMO_SECTION = "Here is an example of a good plan for a different task:\n{demo}\
 
 REPLANNER_USER = """\
 The previous plan for this task failed during execution. Write an improved plan: fix the \
-instructions, inputs, outputs or verification functions that caused the failure (a VF may itself \
-be wrong), and keep the parts that worked unchanged so their results can be reused.
+{fixable} that caused the failure, and keep the parts that worked unchanged so their results can \
+be reused.
 
 Task:
 {task}
@@ -66,6 +80,11 @@ What failed:
 {failure}
 
 {schema_section}Write the new plan."""
+
+REPLAN_FIXABLE = {
+    True: "instructions, inputs, outputs or verification functions (a VF may itself be wrong)",
+    False: "instructions, inputs or outputs",
+}
 
 PLAN_REPAIR = """\
 That plan is invalid:
@@ -290,7 +309,13 @@ def copy_markers(domain: str = "math") -> list[str]:
     return COPY_MARKERS.get(domain, COPY_MARKERS["math"])
 
 
-def default_demo(domain: str = "math") -> str:
+def default_demo(domain: str = "math", *, with_vfs: bool = True) -> str:
     """The worked example shown to the planner: small models need one of their own domain."""
     task, plan = DEMOS.get(domain, DEMOS["math"])
+    if not with_vfs:
+        plan = {**plan, "nodes": [without_vfs(n) for n in plan["nodes"]]}
     return f"Task: {task}\nPlan:\n{json.dumps(plan, indent=2)}"
+
+
+def without_vfs(node: dict) -> dict:
+    return {k: v for k, v in node.items() if k != "verification"}

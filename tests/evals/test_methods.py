@@ -89,6 +89,22 @@ async def test_verimap_gives_executors_only_their_parents(sandbox):
     assert any("The answer is a number." in j for j in judged)
 
 
+@pytest.mark.parametrize("method", ["map", "map-v", "map-v-1it"])
+async def test_map_methods_plan_without_vfs(method, sandbox):
+    res, models = await run(method, chain_plan(ALWAYS_FAILS), sandbox)
+    assert res.status == "success"
+    assert all(not n.verification for n in res.plans[0].nodes)
+    asked = json.dumps(models["planner"].requests[0].messages)
+    assert "verification functions" not in asked
+
+
+@pytest.mark.parametrize("method", ["verimap", "verimap-1it"])
+async def test_verimap_methods_ask_for_vfs_and_keep_them(method, sandbox):
+    res, models = await run(method, chain_plan(), sandbox)
+    assert all(n.verification for n in res.plans[0].nodes)
+    assert "verification functions (VFs)" in json.dumps(models["planner"].requests[0].messages)
+
+
 async def test_map_v_judges_against_the_instruction_and_ignores_plan_vfs(sandbox):
     res, models = await run("map-v", chain_plan(ALWAYS_FAILS), sandbox)
     assert res.status == "success"

@@ -3,10 +3,10 @@
 | method | planner | verification | retries x iterations | notes |
 |---|---|---|---|---|
 | react | one node, all tools | none | 1 x 1 | single agent, <= 20 steps |
-| map | LLM planner | none | 1 x 1 | executors see raw outputs two generations back |
-| map-v | LLM planner | judge, criterion = the instruction | 3 x 5 | |
+| map | LLM planner, no VFs | none | 1 x 1 | executors see raw outputs two generations back |
+| map-v | LLM planner, no VFs | judge, criterion = the instruction | 3 x 5 | |
 | verimap | LLM planner | the plan's VFs | 3 x 5 | |
-| map-v-1it | LLM planner | judge, criterion = the instruction | 1 x 1 | failed outputs flow on |
+| map-v-1it | LLM planner, no VFs | judge, criterion = the instruction | 1 x 1 | failed outputs flow on |
 | verimap-1it | LLM planner | the plan's VFs | 1 x 1 | failed outputs flow on |
 """
 
@@ -119,8 +119,9 @@ def build_coordinator(
         )
     else:
         planner = LLMPlanner(
-            models["planner"], tools, demo=demo, domain=domain, temperature=cfg.temperature
-        )
+            models["planner"], tools, demo=demo, domain=domain, temperature=cfg.temperature,
+            write_vfs=cfg.verification == "full",
+        )  # fmt: skip
     executor = Executor(
         models["executor"],
         tools,
