@@ -65,6 +65,10 @@ async def test_replan_prompt_has_previous_plan_and_failure_context():
     )  # fmt: skip
     await LLMPlanner(m).replan("task T", parse_plan(GOOD), failure)
     text = m.requests[0].messages[-1]["content"]
+    previous = text.split("Previous plan:")[1].split("What failed:")[0]
+    shown = json.loads(previous)
+    assert set(shown) == {"nodes"} and all("final" not in n for n in shown["nodes"])
+    assert all("weight" not in vf for n in shown["nodes"] for vf in n["verification"])
     for needle in (
         "task T",
         '"id": "a"',

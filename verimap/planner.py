@@ -266,12 +266,28 @@ class LLMPlanner:
         msgs.append({
             "role": "user",
             "content": prompts.REPLANNER_USER.format(
-                task=task, previous=previous.to_json(indent=2), failure=failure.render(),
+                task=task, previous=self._as_written(previous), failure=failure.render(),
                 fixable=prompts.REPLAN_FIXABLE[self.write_vfs],
                 schema_section=self._schema_section(),
             ),
         })  # fmt: skip
         return msgs
+
+    def _as_written(self, plan: Plan) -> str:
+        """The plan in the shape the model answers in: shown fields it may not write (edges,
+        final flags, weights), small models copy, e.g. as a node named "edges"."""
+        defs = self.schema["$defs"]
+        node_keys = set(defs["Node"]["properties"])
+        vf_keys = set(defs["PythonVF"]["properties"]) | set(defs["LLMVF"]["properties"])
+        nodes = []
+        for n in json.loads(plan.to_json())["nodes"]:
+            node = {k: v for k, v in n.items() if k in node_keys}
+            if "verification" in node:
+                node["verification"] = [
+                    {k: v for k, v in vf.items() if k in vf_keys} for vf in node["verification"]
+                ]
+            nodes.append(node)
+        return json.dumps({"nodes": nodes}, indent=2)
 
     def _schema_section(self) -> str:
         """The schema already constrains the reply; printed too, it costs ~1,000 prompt tokens
