@@ -21,7 +21,6 @@ Invocation:
 from __future__ import annotations
 import __future__
 
-import ast
 import binascii
 import builtins
 import contextlib
@@ -34,13 +33,16 @@ import os
 import resource
 import select
 import selectors
-import shutil
 import signal
 import socket
 import string
 import sys
 import time
 import traceback
+
+# Only what a job process needs is imported here; the worker imports ast and shutil
+# (about 2 MB) after it has forked the spawner: every page the spawner holds is a
+# page table entry that each fork copies and each job process's exit frees.
 
 PROTOCOL = 2
 MAGIC = importlib.util.MAGIC_NUMBER.hex()  # the host sends bytecode only when it matches
@@ -643,6 +645,8 @@ def _child_vf(job: dict) -> dict:
                 return {"outcome": "SANDBOX_ERROR", "message": "VF bytecode for another Python"}
             code = marshal.loads(binascii.a2b_base64(job["code"]))
         elif job.get("restricted", True):
+            import ast
+
             tree = ast.fix_missing_locations(ast_from_json(job["ast"]))
             code = compile(tree, "<vf>", "exec", VF_COMPILE_FLAGS, True)
         else:
@@ -1039,8 +1043,9 @@ class Worker:
         self.current = None
         self.want_spare = False  # pre-start a candidate interpreter (after a tests job)
         self.spare_proc = None
-        self.spawner: Spawner | None = None
         os.makedirs(scratch_root, exist_ok=True)
+        # forked first, while this process holds little: see the imports at the top
+        self.spawner: Spawner | None = Spawner()
 
     # -- cleanup ---------------------------------------------------------------
 
@@ -1128,6 +1133,8 @@ class Worker:
                 pass
 
     def wipe(self, jobdir: str) -> None:
+        import shutil
+
         shutil.rmtree(jobdir, ignore_errors=True)
         if self.container:
             for root in ("/tmp", "/dev/shm"):
@@ -1236,6 +1243,8 @@ class Worker:
             self.spawner.close()
             self.spawner = None
         if remove_root:
+            import shutil
+
             shutil.rmtree(self.scratch_root, ignore_errors=True)
 
     def cleanup(self) -> None:

@@ -57,6 +57,29 @@ def test_container_flags_confine():
     assert "-e" not in args and "--env" not in args and "--env-file" not in args
 
 
+async def test_the_worker_loads_from_bytecode_compiled_into_the_image(docker_sandbox):
+    # compiling worker.py at each start left ~3 MB of garbage in the worker and the spawner
+    check = (
+        "import importlib.util as u\n"
+        "src = open('/opt/verimap/worker.py', 'rb').read()\n"
+        "pyc = open(u.cache_from_source('/opt/verimap/worker.py'), 'rb').read(16)\n"
+        "print(pyc[:4] == u.MAGIC_NUMBER, int.from_bytes(pyc[4:8], 'little'),"
+        " pyc[8:16] == u.source_hash(src))"
+    )
+    res = await docker_sandbox.run_program(check)
+    assert res.outcome == Outcome.PASS, res
+    assert res.stdout.split() == ["True", "3", "True"]  # flags 3: a checked source hash
+
+
+async def test_job_processes_come_from_a_spawner_without_the_supervisors_modules(docker_sandbox):
+    # the spawner forks before the worker imports these, so no job process carries them
+    res = await docker_sandbox.run_program(
+        "import sys\nprint([m for m in ('ast', 'shutil') if m in sys.modules])"
+    )
+    assert res.outcome == Outcome.PASS, res
+    assert res.stdout.strip() == "[]"
+
+
 async def test_containers_are_recycled_after_n_jobs():
     sb = DockerSandbox(pool_size=1, recycle_after=3)
     try:

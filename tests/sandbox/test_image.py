@@ -63,5 +63,16 @@ def test_dockerfiles_ship_the_worker_and_the_unprivileged_user():
         text = (sandbox_dir() / name).read_text()
         assert "COPY worker.py wire.py /opt/verimap/" in text
         assert f"USER {image.SANDBOX_UID}:{image.SANDBOX_UID}" in text
-        if name == "Dockerfile.offline":  # no RUN step: the offline build needs no network
-            assert not [ln for ln in text.splitlines() if ln.startswith("RUN")]
+        runs = [ln for ln in text.splitlines() if ln.startswith("RUN")]
+        # the worker's bytecode is compiled into the image, where the launcher loads it from
+        assert any("compileall" in ln and "/opt/verimap" in ln for ln in runs)
+        if name == "Dockerfile.offline":  # the only step run: it needs no network
+            assert len(runs) == 1
+
+
+def test_the_launcher_imports_the_worker_instead_of_running_it_as_a_script():
+    # a script would be compiled at every start; a module loads from the image's bytecode
+    argv = image.WORKER_COMMAND
+    assert argv[:3] == ("python3", "-I", "-c")
+    assert image.WORKER_IN_IMAGE not in argv[:3] and "exec_module" in argv[3]
+    assert "sys.path" not in argv[3]  # job processes see no extra import path

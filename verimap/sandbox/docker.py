@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 
 from verimap.sandbox.base import SandboxUnavailable
-from verimap.sandbox.image import SANDBOX_UID, WORKER_IN_IMAGE, image_tag
+from verimap.sandbox.image import SANDBOX_UID, WORKER_COMMAND, image_tag
 from verimap.sandbox.pool import WorkerHandle, WorkerPool
 from verimap.sandbox.pooled import PooledSandbox
 
@@ -182,9 +182,7 @@ class DockerSandbox(PooledSandbox):
             *self.container_args(name),
             *mount,
             self.image,
-            "python3",
-            "-I",
-            WORKER_IN_IMAGE,
+            *WORKER_COMMAND,
             "serve",
             "--container",
             "--scratch",
