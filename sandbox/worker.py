@@ -405,6 +405,22 @@ def restricted_globals():
     }
 
 
+_VF_GLOBALS: dict | None = None  # built once in the spawner, before it forks job processes
+
+
+def _vf_globals() -> dict:
+    """The namespace for one VF: in a job process, the one the spawner built.
+
+    Building it touches some ninety objects, and in a process fresh from fork()
+    each touched page is a page copy; the spawner's prebuilt one is only read
+    (about 65 fewer page copies per VF). The spawner never runs a job, so every job
+    process gets it pristine; a second VF in one process gets a new one.
+    """
+    global _VF_GLOBALS
+    ns, _VF_GLOBALS = _VF_GLOBALS, None
+    return ns if ns is not None else restricted_globals()
+
+
 # --------------------------------------------------------------------------- candidate proxy
 
 
@@ -652,7 +668,7 @@ def _child_vf(job: dict) -> dict:
         else:
             code = compile(source, "<vf>", "exec")
         if job.get("restricted", True):
-            ns = restricted_globals()
+            ns = _vf_globals()
         else:
             ns = {"__name__": "__verimap_vf__", "load_function": load_function}
         inputs, outputs = decode(job["inputs"]), decode(job["outputs"])
@@ -796,7 +812,7 @@ def _warm_up() -> None:
     paying them while the child waits keeps them off the job's critical path.
     """
     try:
-        ns = restricted_globals()
+        ns: dict = {"__builtins__": {}}  # not the VF namespace: a VF must not see warm-up names
         ns["inputs"], ns["outputs"] = decode(json.loads(json.dumps(encode({"a": (1,)})))), {}
         exec(marshal.loads(binascii.a2b_base64(_WARM_CODE)), ns)
         json.dumps({"outcome": "PASS", "message": ""})
@@ -914,6 +930,8 @@ def _spawner_main(sock: socket.socket) -> None:
     for sig in (signal.SIGPIPE, *_CATCHABLE_STOPS):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    global _VF_GLOBALS
+    _VF_GLOBALS = restricted_globals()
     libc = _libc()
     if libc is not None:
         libc.malloc_trim(0)  # free heap pages back: fewer page-table entries for fork to copy

@@ -51,6 +51,19 @@ async def test_vfs_travel_as_bytecode_the_worker_can_load_else_as_ast(any_sandbo
         assert pol.outcome is Outcome.POLICY and "__class__" in pol.message, (form, pol)
 
 
+async def test_a_vf_sees_no_name_of_an_earlier_vf_or_of_the_warm_up(any_sandbox):
+    # the VF namespace is built once in the spawner; each job process must get it pristine
+    sb = any_sandbox
+    for _ in range(3):  # both workers of the pool, and the same one again
+        first = await sb.run_vf("leaked = 1\nassert leaked == 1", {}, {})
+        assert first.outcome is Outcome.PASS, first
+    for name in ("leaked", "x"):  # x: the name the warm-up assigns
+        res = await sb.run_vf(f"{name}", {}, {})
+        assert res.outcome is Outcome.ERROR and f"name '{name}' is not defined" in res.message
+    again = await sb.run_vf("assert len([1, 2]) == 2 and isinstance(inputs, dict)", {}, {})
+    assert again.outcome is Outcome.PASS, again
+
+
 async def test_vf_sees_tuples_sets_and_bytes_as_sent(any_sandbox):
     out = {"t": (1, 2), "s": {3}, "b": b"\x00\xff", "c": 1 + 2j, "n": None}
     code = (

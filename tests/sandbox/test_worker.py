@@ -139,3 +139,12 @@ def test_a_spawner_dead_before_a_request_does_not_take_the_worker_down(tmp_path)
     )
     assert out.returncode == 0, (out.returncode, out.stderr)
     assert out.stdout.startswith("gone: the spawner died")
+
+
+def test_a_job_process_takes_the_prebuilt_vf_namespace_once(monkeypatch):
+    w = worker()
+    prebuilt = w.restricted_globals()
+    monkeypatch.setattr(w, "_VF_GLOBALS", prebuilt)
+    assert w._vf_globals() is prebuilt
+    second = w._vf_globals()  # a second VF in the same process gets its own
+    assert second is not prebuilt and second.keys() == prebuilt.keys()
