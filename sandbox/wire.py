@@ -48,10 +48,13 @@ def read_frame(fd: int):
     return json.loads(body)
 
 
-def write_frame(fd: int, obj) -> None:
+def frame_bytes(obj) -> bytes:
     body = json.dumps(obj, allow_nan=False).encode()
-    data = FRAME.pack(len(body)) + body
-    view = memoryview(data)
+    return FRAME.pack(len(body)) + body
+
+
+def write_frame(fd: int, obj) -> None:
+    view = memoryview(frame_bytes(obj))
     while view:
         n = os.write(fd, view)
         view = view[n:]

@@ -1,5 +1,6 @@
 """Pool logic with a scripted stand-in worker (a test double, no sandbox needed)."""
 
+import asyncio
 import sys
 import textwrap
 
@@ -25,6 +26,8 @@ FAKE_WORKER = textwrap.dedent(
             time.sleep(600)
         if behave == "die":
             os._exit(3)
+        if behave == "slow":
+            time.sleep(0.3)
         if behave == "wrong-token":
             job["token"] = "forged"
         w.write_frame(1, {"outcome": "PASS", "id": job["id"], "token": job["token"]})
@@ -74,3 +77,54 @@ def test_a_worker_that_cannot_start_is_unavailable_not_hung():
 def test_pool_size_must_be_positive():
     with pytest.raises(ValueError, match="pool size"):
         WorkerPool(fake_launcher, size=0)
+
+
+@pytest.fixture
+def warm_pool(pool):
+    pool.warm()  # an idle worker at hand: jobs go through the event loop, not a pool thread
+    return pool
+
+
+async def test_an_idle_worker_is_driven_from_the_event_loop(warm_pool, monkeypatch):
+    def no_thread(job, timeout):
+        raise AssertionError("went through a pool thread")
+
+    monkeypatch.setattr(warm_pool, "run_blocking", no_thread)
+    assert [(await warm_pool.run({}, timeout=1))["outcome"] for _ in range(3)] == ["PASS"] * 3
+
+
+async def test_a_big_job_goes_through_a_pool_thread(warm_pool, monkeypatch):
+    calls = []
+    run_blocking = warm_pool.run_blocking
+
+    def spy(job, timeout):
+        calls.append(job)
+        return run_blocking(job, timeout)
+
+    monkeypatch.setattr(warm_pool, "run_blocking", spy)
+    res = await warm_pool.run({"payload": "x" * (pool_mod.INLINE_FRAME_MAX + 1)}, timeout=1)
+    assert res["outcome"] == "PASS" and len(calls) == 1
+
+
+@pytest.mark.parametrize(
+    ("behave", "message"),
+    [("hang", "did not answer"), ("die", "exit status 3"), ("wrong-token", "did not match")],
+)
+async def test_on_the_event_loop_failures_are_reported_and_the_worker_replaced(
+    warm_pool, behave, message
+):
+    res = await warm_pool.run({"behave": behave}, timeout=0.2)
+    assert res["outcome"] == "SANDBOX_ERROR" and message in res["message"], res
+    assert warm_pool.replaced == 1
+    assert (await warm_pool.run({}, timeout=1))["outcome"] == "PASS"
+
+
+async def test_a_cancelled_job_frees_its_worker_once_the_answer_came(warm_pool):
+    task = asyncio.create_task(warm_pool.run({"behave": "slow"}, timeout=5))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # the late answer is read and the worker reused, not killed and replaced
+    assert (await warm_pool.run({}, timeout=5))["outcome"] == "PASS"
+    assert warm_pool.replaced == 0
