@@ -86,22 +86,22 @@ def warm_pool(pool):
 
 
 async def test_an_idle_worker_is_driven_from_the_event_loop(warm_pool, monkeypatch):
-    def no_thread(job, timeout):
+    def no_thread(slot, job, timeout):
         raise AssertionError("went through a pool thread")
 
-    monkeypatch.setattr(warm_pool, "run_blocking", no_thread)
+    monkeypatch.setattr(warm_pool, "_run_on", no_thread)
     assert [(await warm_pool.run({}, timeout=1))["outcome"] for _ in range(3)] == ["PASS"] * 3
 
 
 async def test_a_big_job_goes_through_a_pool_thread(warm_pool, monkeypatch):
     calls = []
-    run_blocking = warm_pool.run_blocking
+    run_on = warm_pool._run_on
 
-    def spy(job, timeout):
+    def spy(slot, job, timeout):
         calls.append(job)
-        return run_blocking(job, timeout)
+        return run_on(slot, job, timeout)
 
-    monkeypatch.setattr(warm_pool, "run_blocking", spy)
+    monkeypatch.setattr(warm_pool, "_run_on", spy)
     res = await warm_pool.run({"payload": "x" * (pool_mod.INLINE_FRAME_MAX + 1)}, timeout=1)
     assert res["outcome"] == "PASS" and len(calls) == 1
 
@@ -128,3 +128,17 @@ async def test_a_cancelled_job_frees_its_worker_once_the_answer_came(warm_pool):
     # the late answer is read and the worker reused, not killed and replaced
     assert (await warm_pool.run({}, timeout=5))["outcome"] == "PASS"
     assert warm_pool.replaced == 0
+
+
+async def test_sequential_jobs_start_and_use_every_worker(monkeypatch):
+    # jobs go to the worker idle longest, so one's cleanup overlaps the other's job
+    p = WorkerPool(fake_launcher, size=2)
+    try:
+        used = set()
+        for _ in range(6):
+            assert (await p.run({}, timeout=2))["outcome"] == "PASS"
+            handles = list(p._idle.queue)
+            used.update(id(h) for h in handles if h is not None)
+        assert len(used) == 2 and None not in p._idle.queue
+    finally:
+        p.close()

@@ -33,6 +33,7 @@ from verimap.sandbox.worker_module import worker
 WATCHDOG_GRACE_S = 5.0
 START_TIMEOUT_S = 60.0
 INLINE_FRAME_MAX = 16 * 1024  # fits an empty pipe or socket buffer: writing it never blocks
+_WAIT = object()  # no worker taken from the idle queue yet: wait for one
 MISMATCH = {"outcome": "SANDBOX_ERROR", "message": "worker answer did not match the job; replaced"}
 
 
@@ -238,10 +239,11 @@ class WorkerPool:
                 self._executor = ThreadPoolExecutor(self.size, thread_name_prefix="verimap-sandbox")
             return self._executor
 
-    def _acquire(self) -> WorkerHandle:
-        handle = self._idle.get()
-        if handle is not None:
-            return handle
+    def _acquire(self, slot: object = _WAIT) -> WorkerHandle:
+        """A worker for one job: `slot` as taken from the idle queue, else wait for one."""
+        taken = self._idle.get() if slot is _WAIT else slot
+        if isinstance(taken, WorkerHandle):
+            return taken
         try:
             handle = self.launcher()
         except BaseException:
@@ -288,8 +290,11 @@ class WorkerPool:
         return res.get("token") == job["token"] and res.get("id") == job["id"]
 
     def run_blocking(self, job: dict[str, Any], timeout: float) -> dict[str, Any]:
+        return self._run_on(_WAIT, job, timeout)
+
+    def _run_on(self, slot: object, job: dict[str, Any], timeout: float) -> dict[str, Any]:
         job = self._stamp(job, timeout)
-        handle = self._acquire()
+        handle = self._acquire(slot)
         healthy = False
         try:
             deadline = time.monotonic() + timeout + WATCHDOG_GRACE_S
@@ -302,15 +307,6 @@ class WorkerPool:
         finally:
             self._release(handle, healthy)
 
-    def _idle_handle(self) -> WorkerHandle | None:
-        try:
-            handle = self._idle.get_nowait()
-        except queue.Empty:
-            return None
-        if handle is None:
-            self._idle.put(None)  # a worker to start: a pool thread does that
-        return handle
-
     async def run(self, job: dict[str, Any], timeout: float) -> dict[str, Any]:
         """Run a job on a worker; never raises for what the worker does.
 
@@ -320,14 +316,16 @@ class WorkerPool:
         a busy pool or a big job go through a pool thread, which may block.
         """
         loop = asyncio.get_running_loop()
-        handle = self._idle_handle()
-        if handle is not None:
+        try:
+            slot: object = self._idle.get_nowait()
+        except queue.Empty:
+            slot = _WAIT
+        if isinstance(slot, WorkerHandle):
             stamped = self._stamp(job, timeout)
             data = worker().frame_bytes(stamped)
             if len(data) <= INLINE_FRAME_MAX:
-                return await self._run_on_loop(loop, handle, stamped, data, timeout)
-            self._idle.put(handle)
-        return await loop.run_in_executor(self.executor, self.run_blocking, job, timeout)
+                return await self._run_on_loop(loop, slot, stamped, data, timeout)
+        return await loop.run_in_executor(self.executor, self._run_on, slot, job, timeout)
 
     async def _run_on_loop(
         self,
