@@ -857,7 +857,8 @@ def _child_main(job_fd: int, jobdir: str, scratch: str, fds: dict) -> None:
             os.setgid(DROP_UID)
             os.setuid(DROP_UID)
         os.chdir(scratch)
-        os.environ["HOME"] = os.environ["TMPDIR"] = scratch
+        if os.environ.get("HOME") != scratch:  # the spawner set the usual one
+            os.environ["HOME"] = os.environ["TMPDIR"] = scratch
         _warm_up()
         job = read_frame(job_fd)
         if job is None:
@@ -915,7 +916,7 @@ class SpawnerGone(Exception):
     """The spawner process died or stopped answering (a job may kill it: same uid)."""
 
 
-def _spawner_main(sock: socket.socket) -> None:
+def _spawner_main(sock: socket.socket, home: str) -> None:
     """Serve the worker's requests until it hangs up; never returns.
 
     spawn: reap the previous job process, fork the next one with the fds sent
@@ -926,7 +927,7 @@ def _spawner_main(sock: socket.socket) -> None:
     _close_all_but({0, 1, 2, sock.fileno()})
     # what every job process needs and no job changes is set up here, once
     os.environ.clear()
-    os.environ.update(CHILD_ENV)
+    os.environ.update(CHILD_ENV, HOME=home, TMPDIR=home)
     for sig in (signal.SIGPIPE, *_CATCHABLE_STOPS):
         signal.signal(sig, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -984,12 +985,13 @@ class Spawner:
     it; the spawner's loop writes few. It is forked before any job.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, home: str) -> None:
+        """`home`: the scratch directory job processes usually get (HOME and TMPDIR)."""
         self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.pid = os.fork()
         if self.pid == 0:
             self.sock.close()
-            _spawner_main(theirs)
+            _spawner_main(theirs, home)
         theirs.close()
         self.last: int | None = None  # the last job process: reaped at the next spawn
 
@@ -1063,7 +1065,7 @@ class Worker:
         self.spare_proc = None
         os.makedirs(scratch_root, exist_ok=True)
         # forked first, while this process holds little: see the imports at the top
-        self.spawner: Spawner | None = Spawner()
+        self.spawner: Spawner | None = Spawner(self._scratch(self._jobdir()))
 
     # -- cleanup ---------------------------------------------------------------
 
@@ -1156,10 +1158,14 @@ class Worker:
     def wipe(self, jobdir: str) -> None:
         import shutil
 
-        try:  # most jobs leave scratch empty: two syscalls instead of rmtree's thirty
-            os.rmdir(os.path.join(jobdir, "work"))
+        try:  # most jobs leave scratch empty: a few syscalls instead of rmtree's thirty
+            fd = os.open(jobdir, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+            try:
+                os.rmdir(os.path.basename(self._scratch(jobdir)), dir_fd=fd)
+            finally:
+                os.close(fd)
             os.rmdir(jobdir)
-        except OSError:  # not empty, not a directory (rmdir never follows a symlink), gone
+        except OSError:  # not empty, a symlink, gone: rmtree copes (and never follows links)
             shutil.rmtree(jobdir, ignore_errors=True)
         if self.container:
             for root in ("/tmp", "/dev/shm"):
@@ -1181,8 +1187,12 @@ class Worker:
 
     def prefork(self) -> None:
         """Have the next job's process forked now, while nobody waits for it."""
-        jobdir = fresh_dir(self.scratch_root, "job-")
-        scratch = os.path.join(jobdir, "work")
+        jobdir = self._jobdir()
+        try:  # the usual path, whose HOME and TMPDIR the spawner set once for all jobs
+            os.mkdir(jobdir, 0o700)
+        except OSError:  # something is in the way (cleanup wipes it before the next job)
+            jobdir = fresh_dir(self.scratch_root, "job-")
+        scratch = self._scratch(jobdir)
         os.mkdir(scratch)
         job_r, job_w = os.pipe()
         pipes = {name: os.pipe() for name in ("stdout", "stderr", "result")}
@@ -1209,6 +1219,13 @@ class Worker:
             os.close(spare[2])
         self.next = (pid, job_w, jobdir, {k: r for k, (r, _w) in pipes.items()})
 
+    def _jobdir(self) -> str:
+        return os.path.join(self.scratch_root, "job")
+
+    @staticmethod
+    def _scratch(jobdir: str) -> str:
+        return os.path.join(jobdir, "work")
+
     def _spawn(self, fds: dict[str, int], jobdir: str, scratch: str) -> int:
         for attempt in range(2):
             if self.spawner is not None and not self.spawner.alive():
@@ -1216,7 +1233,7 @@ class Worker:
                 self.spawner = None
                 self._reap()  # the job processes it had are ours now (we are the subreaper)
             if self.spawner is None:
-                self.spawner = Spawner()
+                self.spawner = Spawner(self._scratch(self._jobdir()))
             try:
                 return self.spawner.spawn(fds, jobdir, scratch)
             except SpawnerGone:

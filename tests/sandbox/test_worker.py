@@ -1,7 +1,10 @@
 """Properties of the worker module itself (it runs inside the container, stdlib only)."""
 
+import os
 import subprocess
 import sys
+
+import pytest
 
 from verimap.sandbox.worker_module import worker, worker_path
 
@@ -37,6 +40,8 @@ w = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(w)
 w._prctl(36, 1)  # PR_SET_CHILD_SUBREAPER, as serve() sets it
 worker = w.Worker(False, sys.argv[2])
+if len(sys.argv) > 3:  # something in the way of the usual job directory
+    open(os.path.join(sys.argv[2], 'job'), 'w').close()
 worker.prefork()
 out = []
 for code in json.loads(sys.stdin.read()):
@@ -50,12 +55,13 @@ print(json.dumps(out))
 """
 
 
-def run_jobs(tmp_path, *programs: str) -> list[dict]:
+def run_jobs(tmp_path, *programs: str, blocked: bool = False) -> list[dict]:
     """Run programs one after another on a real worker (as this user, no container)."""
     import json
 
+    argv = [sys.executable, "-I", "-c", DRIVER, str(worker_path()), str(tmp_path / "scratch")]
     proc = subprocess.run(
-        [sys.executable, "-I", "-c", DRIVER, str(worker_path()), str(tmp_path / "scratch")],
+        argv + (["blocked"] if blocked else []),
         input=json.dumps(programs),
         capture_output=True,
         text=True,
@@ -122,7 +128,7 @@ def test_a_spawner_dead_before_a_request_does_not_take_the_worker_down(tmp_path)
         "w = importlib.util.module_from_spec(spec)\n"
         "spec.loader.exec_module(w)\n"
         "signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n"
-        "s = w.Spawner()\n"
+        "s = w.Spawner(sys.argv[2])\n"
         "os.kill(s.pid, signal.SIGKILL)\n"
         "os.waitpid(s.pid, 0)\n"
         "r, wr = os.pipe()\n"
@@ -148,3 +154,15 @@ def test_a_job_process_takes_the_prebuilt_vf_namespace_once(monkeypatch):
     assert w._vf_globals() is prebuilt
     second = w._vf_globals()  # a second VF in the same process gets its own
     assert second is not prebuilt and second.keys() == prebuilt.keys()
+
+
+@pytest.mark.parametrize("blocked", [False, True])
+def test_home_and_tmpdir_are_the_jobs_fresh_scratch(tmp_path, blocked):
+    # the spawner sets them once for the usual path; a job elsewhere sets its own
+    where = "import os\nprint(os.environ['HOME'], os.environ['TMPDIR'], os.getcwd())"
+    results = run_jobs(tmp_path, where, where, blocked=blocked)
+    for res in results:
+        home, tmpdir, cwd = res["stdout"].split()
+        assert home == tmpdir == cwd and os.path.isabs(cwd)
+        assert cwd.endswith(os.sep + os.path.join("job", "work")) != blocked
+    assert blocked or results[0]["stdout"] == results[1]["stdout"]
