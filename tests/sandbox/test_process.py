@@ -88,9 +88,9 @@ async def test_scratch_is_fresh_per_job(one_worker):
         "import os\nopen('note', 'w').write('x')\nprint(os.getcwd())"
     )
     second = await process_sandbox.run_program("import os\nprint(os.getcwd(), os.listdir('.'))")
-    assert second.stdout.split()[0] != first.stdout.strip()
-    assert second.stdout.strip().endswith("[]")
-    assert not os.path.exists(first.stdout.strip())
+    # the same path (HOME and TMPDIR are set once), but a new, empty directory
+    assert second.stdout.split() == [first.stdout.strip(), "[]"]
+    assert not os.path.exists(os.path.join(first.stdout.strip(), "note"))
 
 
 def test_workers_clean_up_after_themselves_when_the_host_dies():
