@@ -1,7 +1,9 @@
 """A pool of long-lived workers (containers or host processes) shared by asyncio tasks.
 
-Each worker answers one job at a time over a pipe. The I/O is blocking and runs
-on a private thread pool with one thread per worker, so the pool works from any
+Each worker answers one job at a time over a pipe or socket. With a worker idle,
+the calling event loop writes the job and awaits the answer on the worker's fd;
+starting a worker, waiting for a busy one and writing a big job are blocking and
+run on a private thread pool (one thread per worker), so the pool works from any
 event loop (pytest's per-test loops, `asyncio.run` in sync wrappers) and from
 several tasks at once. A worker that dies, breaks the protocol or misses the
 host-side watchdog is killed and replaced; its job is reported, never lost.
