@@ -1,5 +1,6 @@
 """Image identity and the offline build's inputs (no Docker needed)."""
 
+import json
 import shutil
 
 import pytest
@@ -76,3 +77,6 @@ def test_the_launcher_imports_the_worker_instead_of_running_it_as_a_script():
     assert argv[:3] == ("python3", "-I", "-c")
     assert image.WORKER_IN_IMAGE not in argv[:3] and "exec_module" in argv[3]
     assert "sys.path" not in argv[3]  # job processes see no extra import path
+    for name in ("Dockerfile", "Dockerfile.offline"):  # their CMD starts the worker alike
+        cmd = [ln for ln in (sandbox_dir() / name).read_text().splitlines() if ln.startswith("CMD")]
+        assert json.loads(cmd[0][len("CMD") :])[:4] == list(argv), name

@@ -86,7 +86,7 @@ def warm_pool(pool):
 
 
 async def test_an_idle_worker_is_driven_from_the_event_loop(warm_pool, monkeypatch):
-    def no_thread(slot, job, timeout):
+    def no_thread(slot, job, data, timeout):
         raise AssertionError("went through a pool thread")
 
     monkeypatch.setattr(warm_pool, "_run_on", no_thread)
@@ -97,9 +97,9 @@ async def test_a_big_job_goes_through_a_pool_thread(warm_pool, monkeypatch):
     calls = []
     run_on = warm_pool._run_on
 
-    def spy(slot, job, timeout):
+    def spy(slot, job, data, timeout):
         calls.append(job)
-        return run_on(slot, job, timeout)
+        return run_on(slot, job, data, timeout)
 
     monkeypatch.setattr(warm_pool, "_run_on", spy)
     res = await warm_pool.run({"payload": "x" * (pool_mod.INLINE_FRAME_MAX + 1)}, timeout=1)

@@ -185,8 +185,8 @@ class WorkerHandle:
             raise self._lost("is gone") from None
         self.jobs += 1
 
-    def request(self, job: dict[str, Any], deadline: float) -> dict[str, Any]:
-        self.send(worker().frame_bytes(job))
+    def request(self, data: bytes, deadline: float) -> dict[str, Any]:
+        self.send(data)
         return self._read(deadline)
 
     def kill(self) -> None:
@@ -292,16 +292,19 @@ class WorkerPool:
         return res.get("token") == job["token"] and res.get("id") == job["id"]
 
     def run_blocking(self, job: dict[str, Any], timeout: float) -> dict[str, Any]:
-        return self._run_on(_WAIT, job, timeout)
-
-    def _run_on(self, slot: object, job: dict[str, Any], timeout: float) -> dict[str, Any]:
         job = self._stamp(job, timeout)
+        return self._run_on(_WAIT, job, worker().frame_bytes(job), timeout)
+
+    def _run_on(
+        self, slot: object, job: dict[str, Any], data: bytes, timeout: float
+    ) -> dict[str, Any]:
+        """Run a stamped job (`data`: its frame) on `slot`, or on the next idle worker."""
         handle = self._acquire(slot)
         healthy = False
         try:
             deadline = time.monotonic() + timeout + WATCHDOG_GRACE_S
             try:
-                res = handle.request(job, deadline)
+                res = handle.request(data, deadline)
             except (TimeoutError, WorkerLost) as e:
                 return self._failure(handle, timeout, e)
             healthy = self._matches(job, res)
@@ -322,12 +325,11 @@ class WorkerPool:
             slot: object = self._idle.get_nowait()
         except queue.Empty:
             slot = _WAIT
-        if isinstance(slot, WorkerHandle):
-            stamped = self._stamp(job, timeout)
-            data = worker().frame_bytes(stamped)
-            if len(data) <= INLINE_FRAME_MAX:
-                return await self._run_on_loop(loop, slot, stamped, data, timeout)
-        return await loop.run_in_executor(self.executor, self._run_on, slot, job, timeout)
+        job = self._stamp(job, timeout)
+        data = worker().frame_bytes(job)
+        if isinstance(slot, WorkerHandle) and len(data) <= INLINE_FRAME_MAX:
+            return await self._run_on_loop(loop, slot, job, data, timeout)
+        return await loop.run_in_executor(self.executor, self._run_on, slot, job, data, timeout)
 
     async def _run_on_loop(
         self,
