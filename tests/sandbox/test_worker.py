@@ -25,6 +25,23 @@ def test_worker_loads_no_module_with_a_costly_at_fork_hook():
     assert out.stdout.strip() == "[]"
 
 
+def run_with_worker(probe: str, workdir) -> subprocess.CompletedProcess:
+    """Run `probe` in a fresh interpreter with the worker module loaded as `w`,
+    `sys.argv[2]` naming `workdir`: for what must not touch the test process."""
+    loader = (
+        "import importlib.util, sys\n"
+        "spec = importlib.util.spec_from_file_location('w', sys.argv[1])\n"
+        "w = importlib.util.module_from_spec(spec)\n"
+        "spec.loader.exec_module(w)\n"
+    )
+    return subprocess.run(
+        [sys.executable, "-I", "-c", loader + probe, str(worker_path()), str(workdir)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+
+
 def test_fresh_dir_makes_distinct_private_directories(tmp_path):
     made = {worker().fresh_dir(str(tmp_path), "job-") for _ in range(50)}
     assert len(made) == 50
@@ -123,10 +140,7 @@ def test_a_spawner_dead_before_a_request_does_not_take_the_worker_down(tmp_path)
     a spawner that died after the liveness check must end in SpawnerGone (the worker then
     starts another), not in SIGPIPE: a SOCK_SEQPACKET send to a closed peer raises none."""
     probe = (
-        "import os, signal, sys, importlib.util\n"
-        "spec = importlib.util.spec_from_file_location('w', sys.argv[1])\n"
-        "w = importlib.util.module_from_spec(spec)\n"
-        "spec.loader.exec_module(w)\n"
+        "import os, signal\n"
         "signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n"
         "s = w.Spawner(sys.argv[2])\n"
         "os.kill(s.pid, signal.SIGKILL)\n"
@@ -137,12 +151,7 @@ def test_a_spawner_dead_before_a_request_does_not_take_the_worker_down(tmp_path)
         "except w.SpawnerGone as e:\n"
         "    print('gone:', e)\n"
     )
-    out = subprocess.run(
-        [sys.executable, "-I", "-c", probe, str(worker_path()), str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    out = run_with_worker(probe, tmp_path)
     assert out.returncode == 0, (out.returncode, out.stderr)
     assert out.stdout.startswith("gone: the spawner died")
 
@@ -166,3 +175,37 @@ def test_home_and_tmpdir_are_the_jobs_fresh_scratch(tmp_path, blocked):
         assert home == tmpdir == cwd and os.path.isabs(cwd)
         assert cwd.endswith(os.sep + os.path.join("job", "work")) != blocked
     assert blocked or results[0]["stdout"] == results[1]["stdout"]
+
+
+def test_a_taken_vf_namespace_is_kept_until_the_process_exits(monkeypatch):
+    # freeing it would write to every object it holds: page copies while the worker waits
+    w = worker()
+    prebuilt = w.restricted_globals()
+    monkeypatch.setattr(w, "_VF_GLOBALS", prebuilt)
+    monkeypatch.setattr(w, "_SPENT", [])
+    taken = [w._vf_globals(), w._vf_globals()]
+    assert [id(ns) for ns in w._SPENT] == [id(ns) for ns in taken]
+
+
+def test_the_warm_up_runs_the_usual_vf_path_and_leaves_the_vf_namespace_alone(tmp_path):
+    # a warm-up that failed would fail silently (a job must not): check it runs through
+    probe = (
+        "import linecache\n"
+        "w._VF_GLOBALS = prebuilt = w.restricted_globals()\n"
+        "before = dict(prebuilt)\n"
+        "ok = w._warm_up(sys.argv[2], sys.argv[2])\n"
+        "print(ok, w._VF_GLOBALS is prebuilt and prebuilt == before, '<vf>' in linecache.cache)\n"
+    )
+    out = run_with_worker(probe, tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["True", "True", "False"]
+
+
+def test_the_warm_up_vf_takes_the_branch_a_checked_vf_takes():
+    # the host sends bytecode when the worker reads its Python's: warm that branch
+    from verimap.sandbox.policy import vf_job_code
+
+    w = worker()
+    sent = vf_job_code("assert True", w.MAGIC)
+    warm = w.json.loads(w._WARM_FRAME[w.FRAME.size :])
+    assert warm["kind"] == "vf" and sent.keys() <= warm.keys() and warm["magic"] == w.MAGIC
