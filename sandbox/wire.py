@@ -53,11 +53,14 @@ def frame_bytes(obj) -> bytes:
     return FRAME.pack(len(body)) + body
 
 
-def write_frame(fd: int, obj) -> None:
-    view = memoryview(frame_bytes(obj))
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
     while view:
-        n = os.write(fd, view)
-        view = view[n:]
+        view = view[os.write(fd, view) :]
+
+
+def write_frame(fd: int, obj) -> None:
+    write_all(fd, frame_bytes(obj))
 
 
 # --------------------------------------------------------------------------- tagged codec

@@ -75,6 +75,7 @@ def _load_wire():
 wire = _load_wire()
 FRAME, MAX_FRAME = wire.FRAME, wire.MAX_FRAME
 read_frame, write_frame, frame_bytes = wire.read_frame, wire.write_frame, wire.frame_bytes
+write_all = wire.write_all
 CodecError, encode, decode = wire.CodecError, wire.encode, wire.decode
 ast_to_json, ast_from_json = wire.ast_to_json, wire.ast_from_json
 WIRE_PATH = wire.__file__

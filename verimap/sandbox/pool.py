@@ -177,10 +177,8 @@ class WorkerHandle:
                 raise self._lost("exited")
 
     def send(self, data: bytes) -> None:
-        view = memoryview(data)
         try:
-            while view:
-                view = view[os.write(self._wfd, view) :]
+            worker().write_all(self._wfd, data)
         except OSError:
             raise self._lost("is gone") from None
         self.jobs += 1
