@@ -28,6 +28,19 @@ GOOD = {
 BAD = {"nodes": [{"id": "a", "instruction": "i", "inputs": ["zz.q"], "outputs": ["x"]}]}
 
 
+def changed(plan: dict, node_id: str, **fields) -> dict:
+    out = json.loads(json.dumps(plan))
+    next(n for n in out["nodes"] if n["id"] == node_id).update(fields)
+    return out
+
+
+def failed_at(node_id: str) -> FailureContext:
+    return FailureContext(
+        node_id=node_id, attempts=3,
+        verdicts=[VFVerdict(name="dbl", type="python", outcome="FAIL", message="", traceback="")],
+    )  # fmt: skip
+
+
 async def test_plan_prompt_has_tools_task_demo_and_schema():
     m = ScriptedModel([GOOD])
     plan = await LLMPlanner(m, default_tools()).plan("Double the number 21.")
@@ -57,7 +70,7 @@ async def test_repair_loop_is_bounded():
 
 
 async def test_replan_prompt_has_previous_plan_and_failure_context():
-    m = ScriptedModel([GOOD])
+    m = ScriptedModel([changed(GOOD, "b", instruction="double x, as an integer")])
     failure = FailureContext(
         node_id="b", instruction="double", inputs={"a.x": 3}, outputs={"y": 7}, attempts=3,
         verdicts=[VFVerdict(name="dbl", type="python", outcome="FAIL", message="", traceback="AssertionError at line 1")],
@@ -77,6 +90,67 @@ async def test_replan_prompt_has_previous_plan_and_failure_context():
         "a [verified]: extract",
     ):
         assert needle in text
+
+
+async def test_a_replan_repeating_the_failed_node_goes_back_once_sampled_more_freely():
+    fixed = changed(GOOD, "b", instruction="double x, as an integer")
+    m = ScriptedModel([GOOD, fixed])
+    planner = LLMPlanner(m, temperature=0.0, repeat_temperature=0.7)
+    plan = await planner.replan("t", parse_plan(GOOD), failed_at("b"))
+    assert plan.node("b").instruction == "double x, as an integer"
+    assert [r.temperature for r in m.requests] == [0.0, 0.7]
+    repair = m.requests[1].messages[-1]["content"]
+    assert "node 'b' and every node it depends on are exactly as in the plan that failed" in repair
+
+
+async def test_a_replan_counts_as_a_repeat_only_if_the_failed_node_and_its_ancestors_are_unchanged():
+    previous = parse_plan(GOOD)
+    for reply in (
+        changed(GOOD, "a", instruction="extract the number, as an integer"),  # an ancestor
+        changed(GOOD, "b", verification=[]),  # the failed node's VFs
+        changed(GOOD, "b", outputs=["z"]),
+    ):
+        m = ScriptedModel([reply])
+        await LLMPlanner(m, quality_checks=False).replan("t", previous, failed_at("b"))
+        assert m.calls == 1
+    # a new display name is no change; a changed node downstream of the failure is none either
+    for reply, failed in (
+        (changed(GOOD, "b", name="Double it"), "b"),
+        (changed(GOOD, "b", instruction="x2"), "a"),
+    ):
+        problems = []
+        m = ScriptedModel([reply, GOOD])
+        await LLMPlanner(m, on_invalid=problems.append).replan("t", previous, failed_at(failed))
+        assert m.calls == 2
+        assert problems[0][0].startswith(f"node {failed!r} and every node it depends on")
+
+
+async def test_a_repeated_plan_is_used_when_asking_once_brings_nothing_better():
+    previous = parse_plan(GOOD)
+    for script, repairs in (
+        ([GOOD, GOOD], 3),
+        ([GOOD, BAD], 3),
+        ([BAD, GOOD, BAD], 3),
+        ([GOOD], 0),
+    ):
+        m = ScriptedModel(script)
+        plan = await LLMPlanner(m, max_repairs=repairs).replan("t", previous, failed_at("b"))
+        assert plan.model_dump() == previous.model_dump() and m.calls == len(script)
+    with pytest.raises(PlanningError):  # invalid plans alone still fail
+        await LLMPlanner(ScriptedModel([BAD] * 2), max_repairs=1).replan(
+            "t", previous, failed_at("b")
+        )
+
+
+async def test_a_replan_may_keep_the_plan_when_no_vf_failed_or_when_told_to():
+    previous = parse_plan(GOOD)
+    no_verdicts = FailureContext(node_id="b", attempts=3, error="executor gave no valid outputs")
+    for planner, failure in (
+        (LLMPlanner(ScriptedModel([GOOD])), no_verdicts),
+        (LLMPlanner(ScriptedModel([GOOD]), challenge_repeats=False), failed_at("b")),
+    ):
+        assert (await planner.replan("t", previous, failure)).model_dump() == previous.model_dump()
+        assert planner.model.calls == 1
 
 
 async def test_template_planner_single_node_is_react():

@@ -131,6 +131,28 @@ def plan_quality_problems(
     return problems
 
 
+def repeated_failure_problems(previous: Plan, plan: Plan, failure: FailureContext) -> list[str]:
+    """A replan that keeps a node that failed verification, and everything it depends on, as they
+    were asks for what the node's retries already tried. Under greedy decoding it fails again word
+    for word, and small models often hand back the failed plan unchanged (seen on GSM8K: the same
+    plan in all five iterations). With a sampling executor a rerun may still pass, so the planner
+    asks once for a change but does not refuse the plan."""
+    nid = failure.node_id
+    if nid not in plan.by_id or all(v.passed for v in failure.verdicts):
+        return []
+
+    def work(p: Plan, node_id: str) -> dict[str, Any] | None:
+        node = p.by_id.get(node_id)
+        return node.model_dump(exclude={"name"}) if node else None
+
+    if any(work(previous, i) != work(plan, i) for i in (nid, *plan.ancestors(nid))):
+        return []
+    return [
+        f"node {nid!r} and every node it depends on are exactly as in the plan that failed, so "
+        "running them again repeats what already failed; change what caused the failure"
+    ]
+
+
 def resolve_bare_inputs(raw: Any) -> Any:
     """Rewrite an input naming a bare output (`"total"`) to `"<node>.total"` when exactly one
     other node outputs it. Small models write bare names and repeat them through every repair;
@@ -211,10 +233,14 @@ class LLMPlanner:
         domain: str = "math",
         show_schema: bool = False,
         write_vfs: bool = True,
+        challenge_repeats: bool = True,
     ):
         """`write_vfs=False` plans without verification functions (the paper's MAP and MAP-V
         baselines): no VF rules in the prompt or the demonstration, none in the schema, and any
-        a model writes anyway are dropped, so they cost no tokens and appear in no statistics."""
+        a model writes anyway are dropped, so they cost no tokens and appear in no statistics.
+        A replan that leaves the failed node and its ancestors as they were goes back to the model
+        once, sampled at `repeat_temperature` (see `repeated_failure_problems`), and is used if
+        the answer is no better; `challenge_repeats=False` takes it as it comes."""
         self.model = model
         self.tools = tools
         self.write_vfs = write_vfs
@@ -235,6 +261,7 @@ class LLMPlanner:
         self.repeat_temperature = repeat_temperature
         self.schema = planning_schema(require_vfs=require_vfs, with_vfs=write_vfs)
         self.show_schema = show_schema
+        self.challenge_repeats = challenge_repeats
 
     def system_prompt(self) -> str:
         tools = (
@@ -298,12 +325,18 @@ class LLMPlanner:
             else ""
         )
 
-    async def _solicit(self, messages: list[Message]) -> Plan:
+    async def _solicit(
+        self, messages: list[Message], challenge: Callable[[Plan], list[str]] | None = None
+    ) -> Plan:
+        """`challenge`: problems that send a valid plan back once, sampled more freely; if the
+        next reply is no better (invalid, or no repairs left), the challenged plan is taken."""
         base = messages
+        challenged: Plan | None = None
         responses: list[ModelResponse] = []
         problems: list[str] = []
         temperature = self.temperature
         for _ in range(self.max_repairs + 1):
+            fresh_challenge = False
             resp = await call_model(
                 self.model,
                 ModelRequest(
@@ -338,12 +371,20 @@ class LLMPlanner:
             else:
                 problems = self.check(plan)
                 if not problems:
-                    return plan
+                    if challenge is None or challenged is not None:
+                        return plan
+                    problems = challenge(plan)
+                    if not problems:
+                        return plan
+                    challenged, fresh_challenge = plan, True
+                    temperature = max(temperature or 0.0, self.repeat_temperature)
             problems = list(dict.fromkeys(problems))
             if self.on_invalid:
                 self.on_invalid(problems)
             if hook := invalid_plan_hook.get():
                 hook(problems, resp.content)
+            if challenged is not None and not fresh_challenge:
+                return challenged
             # Only the latest rejected reply goes back, so the prompt stays bounded; a reply cut
             # at the limit is usually a repetition loop, and showing it primes another one.
             shown = resp.content or ""
@@ -355,6 +396,8 @@ class LLMPlanner:
                 {"role": "assistant", "content": shown},
                 {"role": "user", "content": repair},
             ]
+        if challenged is not None:
+            return challenged
         raise PlanningError(
             f"no valid plan after {self.max_repairs} repair(s); last problems:", problems, responses
         )
@@ -378,7 +421,11 @@ class LLMPlanner:
         return await self._solicit(self.plan_messages(task))
 
     async def replan(self, task: str, previous: Plan, failure: FailureContext) -> Plan:
-        return await self._solicit(self.replan_messages(task, previous, failure))
+        def repeats(plan: Plan) -> list[str]:
+            return repeated_failure_problems(previous, plan, failure)
+
+        messages = self.replan_messages(task, previous, failure)
+        return await self._solicit(messages, repeats if self.challenge_repeats else None)
 
 
 class TemplatePlanner:

@@ -1,5 +1,6 @@
 """Every method end to end on scripted models, checking what makes each method what it is."""
 
+import itertools
 import json
 
 import pytest
@@ -47,7 +48,9 @@ def scripted(plan):
         return {"passed": True, "explanation": "fine"} if req.response_schema else "Looks fine."
 
     return {
-        "planner": ScriptedModel(lambda req: plan, name="planner-double"),
+        "planner": ScriptedModel(
+            plan if callable(plan) else lambda req: plan, name="planner-double"
+        ),
         "executor": ScriptedModel(executor, name="executor-double"),
         "judge": ScriptedModel(judge, name="judge-double"),
     }
@@ -113,12 +116,37 @@ async def test_map_v_judges_against_the_instruction_and_ignores_plan_vfs(sandbox
     assert not any("The answer is a number." in j for j in judged)
 
 
+def replanned(vf_on_a):
+    """A planner double that changes the failing node at every replan, as a replan must."""
+    calls = itertools.count(1)
+
+    def reply(req):
+        plan = chain_plan(vf_on_a)
+        plan["nodes"][0]["instruction"] += f" (plan {next(calls)})"
+        return plan
+
+    return reply
+
+
 async def test_verimap_retries_and_replans_on_a_failing_vf(sandbox):
-    res, models = await run("verimap", chain_plan(ALWAYS_FAILS), sandbox)
+    res, models = await run("verimap", replanned(ALWAYS_FAILS), sandbox)
     assert res.status == "failed"
     assert res.iterations == 5 and models["planner"].calls == 5
     assert len(executor_prompt_for(models, "Step A")) == 15  # 3 attempts x 5 iterations
     assert not executor_prompt_for(models, "Step B")
+
+
+async def test_verimap_asks_a_replanner_that_repeats_the_failed_node_for_a_change(sandbox):
+    res, models = await run("verimap", chain_plan(ALWAYS_FAILS), sandbox)
+    assert res.status == "failed" and res.iterations == 5
+    assert models["planner"].calls == 1 + 4 * 2  # each replan: the reply, asked once for a change
+    repairs = [
+        r
+        for r in models["planner"].requests
+        if "exactly as in the plan that failed" in json.dumps(r.messages)
+    ]
+    assert len(repairs) == 4
+    assert len(executor_prompt_for(models, "Step A")) == 15  # the repeated plan still ran
 
 
 @pytest.mark.parametrize("method", ["verimap-1it", "map-v-1it"])
