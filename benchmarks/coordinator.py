@@ -108,7 +108,7 @@ async def reuse_vs_restart() -> None:
 class InstantExecutorDouble:
     """Answers every node at once, so only the coordinator's own work is timed."""
 
-    async def execute(self, node, inputs, feedback=None, context=None):
+    async def execute(self, node, inputs, feedback=None, context=None, input_types=None):
         return ExecutorOutput(outputs=dict.fromkeys(node.outputs, "ok"), steps=1)
 
 

@@ -28,8 +28,10 @@ import importlib.util
 import json
 import linecache
 import marshal
+import math
 import operator
 import os
+import re
 import resource
 import select
 import selectors
@@ -403,7 +405,16 @@ def restricted_globals():
         "_print_": _Printer,
         "_apply_": lambda f, *a, **k: f(*a, **k),
         "load_function": load_function,
+        **_VF_HELPER_FUNCTIONS,
     }
+
+
+def vf_namespace(restricted: bool = True) -> dict:
+    """A fresh namespace for one VF: the guarded one, or (policy off) a plain one; both
+    with load_function and the VF helpers in scope."""
+    if restricted:
+        return restricted_globals()
+    return {"__name__": "__verimap_vf__", "load_function": load_function, **_VF_HELPER_FUNCTIONS}
 
 
 _VF_GLOBALS: dict | None = None  # built once in the spawner, before it forks job processes
@@ -514,14 +525,32 @@ class _CandidateProcess:
     """Model-written code in its own exec'd interpreter; only codec data crosses."""
 
     def __init__(self, code: str, spare: tuple | None = None):
+        self.workdir = None
         if spare is not None:  # started before the job arrived, off its critical path
             self._proc, self._w, self._r = spare
         else:
-            self._proc, self._w, self._r = spawn_candidate(fresh_dir(os.getcwd(), "cand-"))
+            self.workdir = fresh_dir(CANDIDATE_ROOT or os.getcwd(), "cand-")
+            self._proc, self._w, self._r = spawn_candidate(self.workdir)
+        _candidates.append(self)  # counted, and stopped by close_candidates(), even if it fails
         reply = self._ask({"op": "load", "code": code})
         if not reply.get("ok"):
-            raise CandidateError(f"candidate code failed to load: {reply.get('error', '?')}")
+            what = f"{reply.get('type', 'Exception')}: {reply.get('error', '?')}"
+            raise CandidateError(f"candidate code failed to load: {what}")
         self.names = [n for n in reply.get("names", []) if isinstance(n, str)]
+
+    def close(self) -> None:
+        """Stop the interpreter and remove its directory (a job process just exits instead)."""
+        for fd in (self._w, self._r):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        if self._proc is not None:
+            with contextlib.suppress(OSError):
+                self._proc.kill()
+            self._proc.wait()
+        if self.workdir is not None:
+            import shutil
+
+            shutil.rmtree(self.workdir, ignore_errors=True)
 
     def _ask(self, msg):
         try:
@@ -586,6 +615,14 @@ _CATCHABLE_STOPS = (
     signal.SIGQUIT,
 )
 _candidates: list[_CandidateProcess] = []
+CANDIDATE_ROOT: str | None = None  # where candidates get their directories (default: the cwd)
+
+
+def close_candidates() -> None:
+    """Stop every candidate this process started, so a host that runs VFs in-process
+    (the test double) starts each VF with a fresh budget and leaves nothing running."""
+    while _candidates:
+        _candidates.pop().close()
 
 
 def _unfence(code: str) -> str:
@@ -610,10 +647,621 @@ def load_function(code: str, name: str) -> CandidateFunction:
     if len(_candidates) >= _MAX_CANDIDATES:
         raise RuntimeError(f"at most {_MAX_CANDIDATES} load_function() calls per job")
     proc = _CandidateProcess(_unfence(code))
-    _candidates.append(proc)
     if name not in proc.names:
         raise CandidateError(f"the code under test defines no function named {name!r}")
     return CandidateFunction(proc, name)
+
+
+# --------------------------------------------------------------------------- VF helpers
+#
+# Plain functions in every VF's namespace, for what small models get wrong when they write
+# checks by hand: == on floats, digging the number out of a sentence, and checks that need
+# expected values the planner cannot know (the task's own examples know them). They are
+# trusted code: the code under test reaches them only as plain data.
+
+_NUMBER = re.compile(
+    r"(?<![\w.])[-+]?(?:(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)(?:\.[0-9]+)?|\.[0-9]+)"
+    r"(?:[eE][-+]?[0-9]+)?"
+)
+
+
+def _real(x) -> bool:
+    """int or float, or another real number type (numpy scalars, Fraction); never a bool."""
+    t = type(x)
+    if t is int or t is float:
+        return True
+    if t is bool or t is str or x is None or t in (list, tuple, dict, set, bytes):
+        return False
+    import numbers
+
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def _plain(x):
+    """numpy arrays and scalars as the Python values they hold, so they compare like them."""
+    if getattr(type(x), "__module__", None) == "numpy" and hasattr(x, "tolist"):
+        return x.tolist()
+    return x
+
+
+def is_number(x) -> bool:
+    """True for a finite int or float. A bool is not a number here: True == 1 hides bugs."""
+    if not _real(x):
+        return False
+    if isinstance(x, int):
+        return True
+    try:
+        return math.isfinite(x)
+    except OverflowError:  # a Fraction too large for a float is still finite
+        return True
+    except (TypeError, ValueError):
+        return False
+
+
+def isclose(a, b, rel_tol=1e-9, abs_tol=0.0) -> bool:
+    """math.isclose, also for ints too large for a float (compared exactly)."""
+    try:
+        return math.isclose(a, b, rel_tol=rel_tol, abs_tol=abs_tol)
+    except OverflowError:
+        return a == b
+
+
+def _close(a, b, rel, abs_) -> bool:
+    if a == b:
+        return True
+    try:
+        return math.isclose(a, b, rel_tol=rel, abs_tol=abs_)
+    except OverflowError:
+        return False
+
+
+def _approx(a, b, rel, abs_, strict: bool) -> bool:
+    a, b = _plain(a), _plain(b)
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if _real(a) and _real(b):
+        return _close(a, b, rel, abs_)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        if strict and type(a) is not type(b):
+            return False
+        return len(a) == len(b) and all(
+            _approx(x, y, rel, abs_, strict) for x, y in zip(a, b, strict=True)
+        )
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_approx(a[k], b[k], rel, abs_, strict) for k in a)
+    return bool(a == b)
+
+
+def approx(a, b, rel=1e-6, abs=1e-9) -> bool:
+    """a and b are equal up to rounding: numbers within `rel` (relative) or `abs` (absolute),
+    element by element through lists and tuples (alike, same length) and dicts (same keys);
+    anything else must be ==. A bool equals only a bool: approx(True, 1) is False."""
+    return _approx(a, b, rel, abs, False)
+
+
+def parse_number(text):
+    """The last number written in `text`, as an int unless it has a decimal point or an
+    exponent ("The answer is $1,234.50." -> 1234.5): models end with their answer. A number
+    given as a number is returned as it is."""
+    if _real(text):
+        return text
+    if not isinstance(text, str):
+        raise TypeError(f"parse_number() takes a str or a number, not {type(text).__name__}")
+    last = None
+    for last in _NUMBER.finditer(text.replace("\u2212", "-")):  # noqa: B007
+        pass
+    if last is None:
+        raise ValueError(f"no number in {_short(text, 80)}")
+    digits = last.group().replace(",", "")
+    if "." in digits or "e" in digits or "E" in digits:
+        return float(digits)
+    return int(digits)
+
+
+def _short(value, limit: int = 200) -> str:
+    return _clip(repr(value), limit)
+
+
+def _clip(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+# -- the task's own examples
+#
+# Examples are read from the task text as it is written in the wild (HumanEval alone has a
+# dozen styles). Whatever cannot be read with certainty is left out: a misread example would
+# fail correct code, which is worse than checking one example fewer.
+
+_PURE_FUNCTIONS = {  # may wrap an example call, as in `round(find_zero([1, 2]), 2)`
+    f.__name__: f
+    for f in (abs, round, sorted, len, list, tuple, set, frozenset, sum, min, max, str, int, float)
+}
+_DEF_RE = r"^([ \t]*)(?:async[ \t]+)?def[ \t]+([A-Za-z_]\w*)[ \t]*\("
+_CLASS_RE = r"^([ \t]*)class[ \t]+[A-Za-z_]"
+_CALL_RE = r"(?<![\w.])([A-Za-z_]\w*)[ \t]*\("
+_PREFIX_RE = (  # what may come before an example's call on its line
+    r"[ \t]*(?:[rRuU]?(?:\"\"\"|'''))?[ \t]*(?:(?:[-*\u2022+]|[0-9]{1,2}[.)])[ \t]+)?"
+    r"(?:(?:for[ \t]+example|for[ \t]+instance|e\.g\.|examples?(?:[ \t]*[0-9]+)?|assert|for"
+    r"|\**[A-Za-z][\w ]{0,30}:\**)[ \t]*[:,]?[ \t]*)?$"
+)
+_SEP_RE = (
+    r"[ \t]*(?:#[ \t]*)?(==>|-->|=>|->|\u279e|\u2192|\u21d2|==|=(?![=>])|should[ \t]+return"
+    r"|should[ \t]+be|will[ \t]+return|returns|evaluates[ \t]+to)[ \t]*"
+)
+_INPUT_RE = r"^[ \t]*(?:[-\u2022][ \t]*)?\**[ \t]*input[ \t]*\**[ \t]*:[ \t]*\**(.*)$"
+_OUTPUT_RE = r"^[ \t]*(?:[-\u2022][ \t]*)?\**[ \t]*output[ \t]*\**[ \t]*:[ \t]*\**(.*)$"
+_FOR_RE = (
+    r"^[ \t]*(?:[-*\u2022][ \t]*)?for[ \t]+(.+?),?[ \t]+the[ \t]+(?:output|result|answer)[ \t]+"
+    r"(?:should[ \t]+be|will[ \t]+be|is)[ \t]*:?[ \t]+(.+)$"
+)
+_NAMED_VALUE_RE = r"^[ \t]*([A-Za-z_]\w*)[ \t]*[:=][ \t]*(.+?)[ \t]*,?[ \t]*$"
+_WORDS = {"true": "True", "false": "False", "none": "None", "null": "None"}
+_CLOSERS = {"(": ")", "[": "]", "{": "}"}
+
+
+def _group_end(text: str, i: int, limit: int = 5000) -> int:
+    """Index just past the bracket group that opens at text[i]; -1 if it does not close
+    (or a string in it does not end on its line: prose, not code)."""
+    stack = []
+    end = min(len(text), i + limit)
+    j = i
+    while j < end:
+        c = text[j]
+        if c == '"' or c == "'":
+            if text.startswith(c * 3, j):
+                return -1
+            j += 1
+            while j < end and text[j] != c:
+                if text[j] == "\n":
+                    return -1
+                j += 2 if text[j] == "\\" else 1
+            if j >= end:
+                return -1
+        elif c == "#":
+            j = text.find("\n", j)
+            if j < 0:
+                return -1
+            continue
+        elif c in _CLOSERS:
+            stack.append(_CLOSERS[c])
+        elif c in ")]}":
+            if not stack or stack.pop() != c:
+                return -1
+            if not stack:
+                return j + 1
+        j += 1
+    return -1
+
+
+def _literal(ast, node):
+    """The value of a literal expression node; ValueError for anything else (or an Ellipsis)."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and sub.value is ...:
+            raise ValueError("an ellipsis is not a value")
+    return ast.literal_eval(node)
+
+
+def _parse(ast, source: str, mode: str = "eval"):
+    """The AST of `source`, or None. Task text is not code: its warnings (an invalid escape
+    in a string, "1if") are nobody's to read."""
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            tree = ast.parse(source.strip(), mode=mode)
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    return tree.body if mode == "eval" else tree
+
+
+def _example_calls(ast, node, known) -> set | None:
+    """Task functions an example expression calls; None unless it is one we may evaluate:
+    calls with literal arguments, to task functions or to a few pure builtins around them."""
+    if not isinstance(node, ast.Call):
+        try:
+            _literal(ast, node)
+        except Exception:
+            return None
+        return set()
+    if not isinstance(node.func, ast.Name):
+        return None
+    name = node.func.id
+    if not known(name) and name not in _PURE_FUNCTIONS:
+        return None
+    called = {name} if known(name) else set()
+    for arg in [*node.args, *(k.value for k in node.keywords)]:
+        if isinstance(arg, ast.Starred):
+            return None
+        sub = _example_calls(ast, arg, known)
+        if sub is None:
+            return None
+        called |= sub
+    if any(k.arg is None for k in node.keywords):
+        return None
+    return called
+
+
+def _expected(ast, text: str, prose: bool) -> str | None:
+    """The source of the literal an example expects, or None when it is not certain.
+
+    Doctest output is taken whole. Prose may follow the value with a comment, a
+    parenthetical or a full stop; an unparenthesized tuple, a parenthesized non-tuple
+    (`("Venus")`, meant as a 1-tuple) and an ellipsis are ambiguous and left out.
+    """
+    s = text.strip()
+    if not s or len(s) > 20000:
+        return None
+    if not prose:
+        node = _parse(ast, s)
+        try:
+            _literal(ast, node)
+        except Exception:
+            return None
+        return ast.unparse(node)
+    cuts = [len(s) - 1, len(s)] if s.endswith(".") else [len(s)]  # "1." in prose is 1
+    for i in range(len(s) - 1, 0, -1):
+        rest = s[i:]
+        comment = s[i] == "#" or (s[i].isspace() and rest.lstrip()[:1] in ("#", "("))
+        if comment or rest.strip() in (".", ",", ";"):
+            cuts.append(i)
+    for cut in cuts[:64]:
+        p = s[:cut].strip()
+        if p.lower() in _WORDS:
+            return _WORDS[p.lower()]
+        node = _parse(ast, p)
+        if node is None:
+            continue
+        try:
+            _literal(ast, node)
+        except Exception:
+            continue
+        tuple_ = isinstance(node, ast.Tuple)
+        if tuple_ != (p.startswith("(") and p.endswith(")")):
+            return None
+        return ast.unparse(node)
+    return None
+
+
+def _task_functions(ast, text: str) -> dict:
+    """{name: (parameter names or None, required count, offset)} of the task's top-level
+    functions (the least indented defs that are not methods), in order of definition."""
+    classes = [
+        (m.start(), len(m.group(1).expandtabs())) for m in re.finditer(_CLASS_RE, text, re.M)
+    ]
+    found = []
+    for m in re.finditer(_DEF_RE, text, re.M):
+        indent = len(m.group(1).expandtabs())
+        if not any(pos < m.start() and depth < indent for pos, depth in classes):
+            found.append((indent, m))
+    top = min((indent for indent, _ in found), default=0)
+    funcs: dict = {}
+    for indent, m in found:
+        if indent != top:
+            continue
+        params, required = None, 0
+        end = _group_end(text, m.end() - 1)
+        tree = _parse(ast, f"def f({text[m.end() : end - 1]}):\n pass", "exec") if end > 0 else None
+        if tree is not None and tree.body[0].args.vararg is None:
+            args = tree.body[0].args
+            params = [a.arg for a in [*args.posonlyargs, *args.args]]
+            required = len(params) - len(args.defaults)
+        funcs.pop(m.group(2), None)
+        funcs[m.group(2)] = (params, required, m.start())
+    return funcs
+
+
+def _synthesized_call(ast, name: str, info, text: str) -> str | None:
+    """`name(...)` from an "Input: x = 1, y = [2]" style argument list, or None.
+
+    Arguments are passed by position, so they are taken only when their names (if given)
+    are the function's leading parameters in order, covering every required one."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        return None
+    if len(lines) > 1:
+        named = [re.match(_NAMED_VALUE_RE, ln) for ln in lines]
+        if not all(named):
+            return None
+        inner = ", ".join(f"{m.group(1)}={m.group(2)}" for m in named)
+    else:
+        inner = lines[0].strip()
+        m = re.match(r"^([A-Za-z_]\w*)[ \t]*:[ \t]*(.+)$", inner)
+        if m:
+            inner = f"{m.group(1)}={m.group(2)}"
+    node = _parse(ast, f"f({inner})")
+    if not isinstance(node, ast.Call) or (node.args and node.keywords):
+        return None
+    params, required, _ = info
+    if node.keywords:
+        names = [k.arg for k in node.keywords]
+        if params is None or names != params[: len(names)]:
+            return None
+        values = [k.value for k in node.keywords]
+    else:
+        values = node.args
+        if params is not None and len(values) > len(params):
+            return None
+    if params is not None and len(values) < required:
+        return None
+    try:
+        for v in values:
+            _literal(ast, v)
+    except Exception:
+        return None
+    return f"{name}({', '.join(ast.unparse(v) for v in values)})"
+
+
+def _task_examples(task: str, name: str | None = None) -> tuple[list, str | None]:
+    """([(call source, expected literal source, task functions called)], entry point)."""
+    import ast
+    import bisect
+    import keyword
+
+    task = task.replace("\r\n", "\n")
+    funcs = _task_functions(ast, task)
+    entry = name or (next(reversed(funcs)) if funcs else None)
+    if funcs or name or re.search(_DEF_RE, task, re.M):
+        known = (set(funcs) | ({name} if name else set())).__contains__
+    else:  # no code in the task: any name that is not Python's own
+
+        def known(n):
+            return not (hasattr(builtins, n) or keyword.iskeyword(n) or n in _PURE_FUNCTIONS)
+
+    lines = task.split("\n")
+    offsets = [0]
+    for line in lines[:-1]:
+        offsets.append(offsets[-1] + len(line) + 1)
+
+    def line_of(pos: int) -> int:
+        return bisect.bisect_right(offsets, pos) - 1
+
+    def owner(pos: int) -> str | None:
+        before = [n for n, info in funcs.items() if info[2] < pos]
+        return before[-1] if before else entry
+
+    def display(source: str, node) -> str:
+        source = source.strip()
+        return ast.unparse(node) if "\n" in source or "#" in source else source
+
+    found = []  # (offset, call, expected, called, written with "=")
+    defined_by_equation = set()  # `tri(n) = ...`: its `tri(3) = 8` lines are maths, not code
+    doctest_lines = set()
+    i = 0
+    while i < len(lines):
+        m = re.match(r"^([ \t]*)>>>(?:[ \t]|$)(.*)$", lines[i])
+        if not m:
+            i += 1
+            continue
+        start, indent, source = offsets[i], m.group(1), m.group(2)
+        doctest_lines.add(i)
+        i += 1
+        while i < len(lines) and re.match(r"^[ \t]*\.\.\.(?:[ \t]|$)", lines[i]):
+            source += "\n" + re.sub(r"^[ \t]*\.\.\.[ \t]?", "", lines[i])
+            doctest_lines.add(i)
+            i += 1
+        want, clear = [], True
+        while i < len(lines) and lines[i].strip() and not lines[i].lstrip().startswith(">>>"):
+            if not lines[i].startswith(indent):
+                clear = False  # output indented less than its prompt: not a doctest
+                break
+            out = lines[i][len(indent) :]
+            if out.rstrip().endswith(('"""', "'''")):
+                want.append(out.rstrip()[:-3])
+                break
+            want.append(out)
+            doctest_lines.add(i)
+            i += 1
+        node = _parse(ast, source)
+        text = "\n".join(want).strip()
+        expected = _expected(ast, text, prose=False) if text else "None"
+        if (  # `>>> f(x) == y` with no output (or True): written as an assertion
+            isinstance(node, ast.Compare)
+            and len(node.ops) == 1
+            and isinstance(node.ops[0], ast.Eq)
+            and text in ("", "True")
+        ):
+            expected = _expected(ast, ast.unparse(node.comparators[0]), prose=False)
+            node = node.left
+            source = ast.unparse(node)
+        called = _example_calls(ast, node, known) if isinstance(node, ast.Call) else None
+        if clear and called and expected is not None:
+            found.append((start, display(source, node), expected, called, False))
+
+    lines = [_untick(line) for line in lines]
+    task = "\n".join(lines)
+    i = 0
+    while i < len(lines):
+        line, base = lines[i], offsets[i]
+        if i in doctest_lines:
+            i += 1
+            continue
+        io = re.match(_INPUT_RE, line, re.I)
+        target = owner(base)
+        if io and target is not None:
+            j, given = i + 1, [io.group(1)]
+            while j < len(lines) and j < i + 12 and lines[j].strip():
+                if re.match(_OUTPUT_RE, lines[j], re.I):
+                    break
+                given.append(lines[j])
+                j += 1
+            out = re.match(_OUTPUT_RE, lines[j], re.I) if j < len(lines) else None
+            if out:
+                info = funcs.get(target, (None, 0, 0))
+                call = _synthesized_call(ast, target, info, "\n".join(given))
+                text = _value_text(task, offsets[j] + out.start(1))
+                expected = _expected(ast, text, prose=True)
+                if call and expected is not None:
+                    found.append((base, call, expected, {target}, False))
+                i = line_of(offsets[j] + out.start(1) + len(text)) + 1
+                continue
+        m = re.match(_FOR_RE, line, re.I)
+        if m and target is not None:
+            call = _synthesized_call(ast, target, funcs.get(target, (None, 0, 0)), m.group(1))
+            expected = _expected(ast, m.group(2), prose=True)
+            if call and expected is not None:
+                found.append((base, call, expected, {target}, False))
+            i += 1
+            continue
+        head = next((c for c in re.finditer(_CALL_RE, line) if known(c.group(1))), None)
+        if head is None or not re.match(_PREFIX_RE, line[: head.start()], re.I):
+            i += 1
+            continue
+        end = _group_end(task, base + head.end() - 1)
+        if end < 0:
+            i += 1
+            continue
+        source = task[base + head.start() : end]
+        node = _parse(ast, source)
+        line_end = task.find("\n", end)
+        sep = re.match(_SEP_RE, task[end : len(task) if line_end < 0 else line_end], re.I)
+        if sep is None or not isinstance(node, ast.Call):
+            i = line_of(end) + 1
+            continue
+        by_equation = sep.group(1) == "="
+        called = _example_calls(ast, node, known)
+        if not called:
+            if by_equation:
+                defined_by_equation.add(head.group(1))
+            i = line_of(end) + 1
+            continue
+        text = _value_text(task, end + sep.end())
+        expected = _expected(ast, text, prose=True)
+        if expected is not None and not (by_equation and not funcs and not name):
+            found.append((base, display(source, node), expected, called, by_equation))
+        i = line_of(end + sep.end() + len(text)) + 1
+
+    examples, seen = [], set()
+    for _, call, expected, called, by_equation in sorted(found, key=lambda f: f[0]):
+        if (by_equation and called & defined_by_equation) or (call, expected) in seen:
+            continue
+        seen.add((call, expected))
+        examples.append((call, expected, frozenset(called)))
+    return examples, entry
+
+
+def _untick(line: str) -> str:
+    """The line with markdown's backticks as spaces (`f(1)` returns `2`), unless one sits in
+    a string literal, where it is data; same length, so offsets hold."""
+    if "`" not in line:
+        return line
+    quote = None
+    for c in line:
+        if quote is None and c in "'\"":
+            quote = c
+        elif c == quote:
+            quote = None
+        elif c == "`" and quote is not None:
+            return line
+    return line if quote is not None else line.replace("`", " ")
+
+
+def _value_text(text: str, start: int) -> str:
+    """The text of a value starting at `start`: to the end of its line, or of the bracket
+    group it opens when that spans lines, plus the rest of that line."""
+    i = start
+    while i < len(text) and text[i] in " \t":
+        i += 1
+    if i < len(text) and text[i] in _CLOSERS:
+        end = _group_end(text, i)
+        if end > 0:
+            i = end
+    line_end = text.find("\n", i)
+    value = text[start : len(text) if line_end < 0 else line_end]
+    if value.rstrip().endswith(('"""', "'''")):  # the docstring ends on the example's line
+        value = value.rstrip()[:-3]
+    return value
+
+
+def extract_examples(task: str, name: str | None = None) -> list[tuple[str, str]]:
+    """The examples written in a task, as (call source, expected literal source) pairs.
+
+    Read: doctests (`>>> f(x)` then its output), `f(x) ==> y` and its kin (==, =>, ->, ➞,
+    =, returns, should return, # => y), "Input: ... Output: ..." blocks and "For x = ...
+    the output should be y" lines. Calls are to the task's top-level functions (`name`
+    too; with neither, to any non-builtin name) with literal arguments.
+    """
+    if not isinstance(task, str):
+        raise TypeError(f"the task must be a str, not {type(task).__name__}")
+    return [(call, expected) for call, expected, _ in _task_examples(task, name)[0]]
+
+
+def _run_call(ast, node, funcs: dict, call: str):
+    if not isinstance(node, ast.Call):
+        return _literal(ast, node)
+    args = [_run_call(ast, a, funcs, call) for a in node.args]
+    kwargs = {k.arg: _run_call(ast, k.value, funcs, call) for k in node.keywords}
+    fname = node.func.id
+    fn = funcs.get(fname)
+    try:
+        if fn is not None:
+            return fn(*args, **kwargs)
+        return _PURE_FUNCTIONS[fname](*args, **kwargs)
+    except CandidateError as e:
+        raise AssertionError(f"example {_clip(call)} raised {e}") from None
+    except CandidateCrashed as e:
+        raise AssertionError(f"example {_clip(call)}: {e}") from None
+    except Exception as e:
+        what = f"example {_clip(call)}"
+        if fn is None:
+            what += f": {fname}() around it"
+        raise AssertionError(f"{what} raised {type(e).__name__}: {e}") from None
+
+
+def run_examples(code: str, task: str, name: str | None = None) -> int:
+    """Check `code` against the examples written in `task`; returns how many were checked.
+
+    The code is loaded once, in its own process (load_function), for the functions the
+    examples call: the entry point is the task's last top-level def unless `name` says
+    otherwise. An example calling some other task function the code does not define is
+    left out. The first example whose result differs (approx for numbers; a list is not
+    a tuple) or that raises is an AssertionError naming it. A task without examples is a
+    ValueError: a check that checks nothing must not pass.
+    """
+    if type(code) is not str or type(task) is not str:
+        raise TypeError(
+            "run_examples(code, task) takes the code and the task text as str; got "
+            f"{type(code).__name__} and {type(task).__name__}"
+        )
+    if name is not None and type(name) is not str:
+        raise TypeError(f"run_examples() name must be a str, not {type(name).__name__}")
+    import ast
+
+    examples, entry = _task_examples(task, name)
+    if not examples:
+        raise ValueError("the task has no examples to run")
+    parsed, wanted = [], []
+    for call, expected, called in examples:
+        parsed.append((call, ast.parse(call, mode="eval").body, ast.literal_eval(expected), called))
+        wanted.extend(n for n in sorted(called) if n not in wanted)
+    first = entry if entry in wanted else wanted[0]
+    try:
+        proc = load_function(code, first)._proc
+    except CandidateError as e:
+        raise AssertionError(str(e)) from None
+    funcs = {n: CandidateFunction(proc, n) for n in wanted if n in proc.names}
+    checked = 0
+    for call, node, expected, called in parsed:
+        if not called <= funcs.keys():
+            continue
+        got = _run_call(ast, node, funcs, call)
+        if not _approx(got, expected, 1e-6, 1e-9, True):
+            raise AssertionError(
+                f"example {_clip(call)} returned {_short(got)}, expected {_short(expected)}"
+            )
+        checked += 1
+    if not checked:
+        raise AssertionError(
+            "the code defines none of the functions the task's examples call: "
+            + ", ".join(sorted(wanted))
+        )
+    return checked
+
+
+_VF_HELPER_FUNCTIONS = {
+    f.__name__: f for f in (approx, isclose, is_number, parse_number, run_examples)
+}
+VF_HELPERS = frozenset(_VF_HELPER_FUNCTIONS)
 
 
 # --------------------------------------------------------------------------- job children
@@ -663,7 +1311,8 @@ def _assert_line(e: BaseException, tb_file: str | None) -> str:
 
 
 def _child_vf(job: dict, namespace: dict | None = None) -> dict:
-    """`namespace`: for the warm-up only; a VF gets the spawner's pristine one."""
+    """`namespace`: for the warm-up and the host's in-process double (vf_namespace());
+    in a job process a VF gets the spawner's pristine one."""
     source = job.get("source", "")
     linecache.cache["<vf>"] = (len(source), None, source.splitlines(True), "<vf>")
     try:
@@ -683,7 +1332,7 @@ def _child_vf(job: dict, namespace: dict | None = None) -> dict:
         elif job.get("restricted", True):
             ns = _vf_globals()
         else:
-            ns = {"__name__": "__verimap_vf__", "load_function": load_function}
+            ns = vf_namespace(restricted=False)
         inputs, outputs = decode(job["inputs"]), decode(job["outputs"])
         ns["inputs"], ns["outputs"] = inputs, outputs
         exec(code, ns)
@@ -705,7 +1354,6 @@ def _child_tests(job: dict) -> dict:
         global _SPARE
         spare, _SPARE = _SPARE, None
         proc = _CandidateProcess(job["candidate_code"], spare)
-        _candidates.append(proc)
         entry = job["entry_point"]
         if entry not in proc.names:
             raise CandidateError(f"the candidate defines no function named {entry!r}")

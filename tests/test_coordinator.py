@@ -7,7 +7,7 @@ import verimap
 from verimap.config import Budget, RunConfig
 from verimap.events import read_trace
 from verimap.picture import run_to_mermaid
-from verimap.planner import TemplatePlanner
+from verimap.planner import LLMPlanner, TemplatePlanner
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld
 
 PRESENT = {
@@ -164,7 +164,8 @@ async def test_wall_clock_budget():
 
 async def test_planning_and_model_errors_are_reported():
     bad = ScriptedModel(['{"nodes": []}'] * 10)
-    r = await verimap.build({"planner": bad, "executor": bad}, None).run("t")
+    strict = LLMPlanner(bad, fallback=False)
+    r = await verimap.build({"executor": bad}, None, planner=strict).run("t")
     assert r.status == "failed" and "planning failed" in r.error and "empty plan" in r.error
     dead = ScriptedModel([RuntimeError("connection refused")])
     r = await verimap.build({"executor": dead}, None, planner=TemplatePlanner.single_node()).run(

@@ -1,4 +1,5 @@
-"""The engine on the REAL local model server (0.5B): the structure of what comes back, not accuracy."""
+"""The engine on the REAL local model server (0.5B): the structure of what comes back, and, where
+a check makes the answer certain, the answer."""
 
 import warnings
 
@@ -42,9 +43,54 @@ async def test_judge_gives_a_structured_verdict(local_model):
         node, {"USER_TASK": "capital of France?"}, {"city": "Berlin"}
     )
     v = rep.verdicts[0]
-    assert v.outcome in ("PASS", "FAIL") and v.type == "llm"
-    if v.outcome == "FAIL":
-        assert v.explanation.strip()
+    assert v.outcome == "FAIL" and v.type == "llm" and v.explanation.strip()
+    right = await Verifier(None, local_model).verify(
+        node, {"USER_TASK": "capital of France?"}, {"city": "Paris"}
+    )
+    assert right.verdicts[0].outcome == "PASS"
+
+
+TYPED_PLAN = {
+    "nodes": [
+        {
+            "id": "extract",
+            "instruction": "Read the task and extract the price of one pen in dollars and the "
+            "number of pens.",
+            "inputs": ["USER_TASK"],
+            "outputs": {"price": "number", "quantity": "integer"},
+            "verification": [
+                {"name": "positive", "type": "python",
+                 "code": "assert outputs['price'] > 0 and outputs['quantity'] > 0"},
+            ],
+        },
+        {
+            "id": "total",
+            "instruction": "Compute the total cost: price * quantity.",
+            "inputs": ["extract.price", "extract.quantity"],
+            "outputs": {"answer": "number"},
+            "verification": [
+                {"name": "product", "type": "python",
+                 "code": "expected = inputs['extract.price'] * inputs['extract.quantity']\n"
+                 "assert approx(outputs['answer'], expected), f'expected {expected}'"},
+            ],
+        },
+    ]
+}  # fmt: skip
+
+
+async def test_a_typed_two_node_plan_gives_the_right_answer(local_models):
+    """Typed outputs reach the VFs as numbers, and a failed check's message leads the retry to
+    the right total: the run verifies and its answer is 391, a number."""
+    from verimap.planner import TemplatePlanner
+
+    config = RunConfig(max_retries=3, max_iterations=1, temperature=0)
+    sandbox = process_sandbox()
+    coord = verimap.build(local_models, sandbox, config=config, planner=TemplatePlanner(TYPED_PLAN))
+    r = await coord.run("A shop sells pens at 17 dollars each. How much do 23 pens cost?")
+    await sandbox.aclose()
+    assert r.status == "success" and r.verified, r.error
+    assert r.nodes["extract"].outputs == {"price": 17, "quantity": 23}
+    assert r.answer == 391 and isinstance(r.answer, int | float)
 
 
 async def test_full_run_terminates_with_a_complete_report(local_models, tmp_path):

@@ -65,7 +65,7 @@ async def test_invalid_plan_is_sent_back_with_messages():
 async def test_repair_loop_is_bounded():
     m = ScriptedModel([BAD] * 5)
     with pytest.raises(PlanningError) as ei:
-        await LLMPlanner(m, max_repairs=2).plan("t")
+        await LLMPlanner(m, max_repairs=2, fallback=False).plan("t")
     assert m.calls == 3 and any("unknown node" in p for p in ei.value.problems)
 
 
@@ -108,7 +108,7 @@ async def test_a_replan_counts_as_a_repeat_only_if_the_failed_node_and_its_ances
     for reply in (
         changed(GOOD, "a", instruction="extract the number, as an integer"),  # an ancestor
         changed(GOOD, "b", verification=[]),  # the failed node's VFs
-        changed(GOOD, "b", outputs=["z"]),
+        changed(GOOD, "b", outputs=["y", "z"]),
     ):
         m = ScriptedModel([reply])
         await LLMPlanner(m, quality_checks=False).replan("t", previous, failed_at("b"))
@@ -137,7 +137,7 @@ async def test_a_repeated_plan_is_used_when_asking_once_brings_nothing_better():
         plan = await LLMPlanner(m, max_repairs=repairs).replan("t", previous, failed_at("b"))
         assert plan.model_dump() == previous.model_dump() and m.calls == len(script)
     with pytest.raises(PlanningError):  # invalid plans alone still fail
-        await LLMPlanner(ScriptedModel([BAD] * 2), max_repairs=1).replan(
+        await LLMPlanner(ScriptedModel([BAD] * 2), max_repairs=1, fallback=False).replan(
             "t", previous, failed_at("b")
         )
 
@@ -157,7 +157,9 @@ async def test_template_planner_single_node_is_react():
     tp = TemplatePlanner.single_node(outputs=["answer"])
     assert isinstance(tp, Planner)
     p = await tp.plan("anything")
-    assert [n.inputs for n in p.nodes] == [["USER_TASK"]] and p.nodes[0].outputs == ["answer"]
+    assert [n.inputs for n in p.nodes] == [["USER_TASK"]] and p.nodes[0].outputs == {
+        "answer": "any"
+    }
     assert (await tp.replan("t", p, FailureContext(node_id="solve"))).nodes[0].id == "solve"
 
 
@@ -326,3 +328,67 @@ async def test_a_planner_without_vfs_neither_asks_for_nor_keeps_them():
     assert "verification functions" not in m.requests[1].messages[-1]["content"]
     with_vfs = "\n".join(x["content"] for x in LLMPlanner(m, default_tools()).plan_messages("t"))
     assert "verification functions (VFs)" in with_vfs and '"verification"' in with_vfs
+
+
+def test_a_vf_reading_an_input_as_an_output_is_rewritten_when_unambiguous():
+    from verimap.planner import resolve_vf_keys
+
+    raw = {"nodes": [{"id": "c", "inputs": ["ex.first", "ex.second", "ey.second"], "outputs": {"total": "number"},
+                      "verification": [{"name": "v", "type": "python",
+                                        "code": "assert outputs['total'] == outputs['first'] + outputs.get(\"second\")"}]}]}  # fmt: skip
+    code = resolve_vf_keys(raw)["nodes"][0]["verification"][0]["code"]
+    assert code == "assert outputs['total'] == inputs['ex.first'] + outputs.get(\"second\")"
+
+
+def test_the_planning_schema_types_every_output():
+    from verimap.planner import planning_schema
+
+    outputs = planning_schema()["$defs"]["Node"]["properties"]["outputs"]
+    assert outputs["type"] == "object" and "number" in outputs["additionalProperties"]["enum"]
+    assert "any" not in outputs["additionalProperties"]["enum"]
+
+
+def test_the_replan_context_shows_only_what_failed():
+    ok = VFVerdict(name="fine", type="python", outcome="PASS")
+    bad = VFVerdict(
+        name="sum", type="python", outcome="FAIL", message="expected 12", traceback="x" * 9000
+    )
+    text = FailureContext(node_id="b", verdicts=[ok, bad], attempts=3).render()
+    assert "'sum'" in text and "'fine'" not in text and "(1 other(s) passed)" in text
+    assert len(text) <= 4000 and "characters cut" in text
+    assert FailureContext(node_id="b", verdicts=[bad]).kind == "verification"
+    assert (
+        FailureContext(
+            node_id="b", verdicts=[VFVerdict(name="e", type="python", outcome="ERROR")]
+        ).kind
+        == "vf_error"
+    )
+    assert FailureContext(node_id="b", error="price: expected number").kind == "executor"
+
+
+async def test_a_failed_replan_falls_back_and_a_failed_fallback_runs_again():
+    from verimap.planner import fallback_plan
+
+    previous = parse_plan(GOOD)
+    plan = await LLMPlanner(ScriptedModel([BAD] * 2), max_repairs=1).replan(
+        "t", previous, failed_at("b")
+    )
+    assert plan.fallback_reason and "no valid plan" in plan.fallback_reason
+    fb = fallback_plan("What is 6 * 7?")
+    again = await LLMPlanner(ScriptedModel([BAD] * 2), max_repairs=1).replan(
+        "t", fb, failed_at("solve")
+    )
+    assert again is fb
+
+
+def test_fallback_plans_follow_the_task_kind():
+    from verimap.planner import fallback_plan
+
+    code_task = 'def add(a, b):\n    """Add.\n    >>> add(1, 2)\n    3\n    """\n'
+    code = fallback_plan(code_task, "programming")
+    assert code.nodes[0].outputs == {"code": "code"}
+    assert "run_examples" in code.nodes[0].verification[0].code
+    num = fallback_plan("How many apples?", "math")
+    assert num.nodes[0].outputs == {"answer": "number"} and num.nodes[0].inputs == ["USER_TASK"]
+    assert fallback_plan("Who won?", "qa").nodes[0].outputs == {"answer": "string"}
+    assert fallback_plan("How many?", with_vfs=False).nodes[0].verification == []

@@ -119,7 +119,7 @@ async def test_weights_and_threshold():
 
 
 async def test_missing_sandbox_or_judge_is_explicit():
-    rep = await Verifier(None, None).verify(mk([PY_OK, LLM]), {}, {"y": 1})
+    rep = await Verifier(None, None, full_feedback=True).verify(mk([PY_OK, LLM]), {}, {"y": 1})
     assert {d.outcome for d in rep.verdicts} == {"SANDBOX_ERROR", "ERROR"}
 
 

@@ -29,7 +29,13 @@ class RunConfig(BaseModel):
     # Executors also see raw outputs of ancestors this many generations back (map uses 2).
     context_generations: int = Field(default=1, ge=1)
     vf_timeout_s: float = 10.0
+    # Probe Python VFs with null and absurd outputs before a plan runs; drop those that pass both.
+    vacuity_check: bool = True
     executor_max_steps: int = Field(default=20, ge=1)
     temperature: float | None = None
+    # Attempts after the first (they carry the failure's feedback); None: `temperature`. Greedy
+    # decoding repeats a wrong answer word for word whatever the feedback says; sampling a retry
+    # lets a sound VF choose among different answers.
+    retry_temperature: float | None = None
     top_p: float | None = None
     budget: Budget = Field(default_factory=Budget)

@@ -91,6 +91,12 @@ class _RunState:
         self.plans: list[Plan] = []
         self.retries = 0
         self.iteration = 0
+        self.fallbacks: list[int] = []
+        self.vacuous: list[str] = []
+        # Feedback a node's next attempt starts from when its plan is kept for another iteration.
+        self.carry: dict[str, Feedback] = {}
+        self.kept: Counter[str] = Counter()
+        self.best: dict[str, Any] | None = None
 
 
 class Coordinator:
@@ -207,15 +213,19 @@ class Coordinator:
     # -- internals ----------------------------------------------------------
     def _result(self, st: _RunState, status: str, *, final: str | None = None,
                 final_output: dict | None = None, error: str | None = None) -> RunResult:  # fmt: skip
+        verified = status == "success"
+        if final_output is None and status != "budget_exhausted":
+            final_output = st.best
         return RunResult(
             run_id=st.run_id, task=st.task, status=status, final_node=final, final_output=final_output,  # type: ignore[arg-type]
             nodes=st.reports, iterations=st.iteration, retries=st.retries, plans=list(st.plans), error=error,
+            verified=verified, fallback_iterations=list(st.fallbacks), vacuous_vfs=list(st.vacuous),
         )  # fmt: skip
 
     async def _run(self, st: _RunState) -> RunResult:
         cfg = self.config
         st.iteration = 1
-        plan = await self.planner.plan(st.task)
+        plan = await self._vet(st, await self.planner.plan(st.task))
         while True:
             st.plans.append(plan)
             self._emit(st, ev.PLAN, plan=plan.model_dump(mode="json", by_alias=True))
@@ -231,6 +241,7 @@ class Coordinator:
                     final=final,
                     final_output=dict(values[final]),
                 )
+            st.best = self._best_unverified(st, plan) or st.best
             if st.iteration >= cfg.max_iterations:
                 return self._result(
                     st, "failed", final=plan.final_node().id,
@@ -238,10 +249,65 @@ class Coordinator:
                     f"iteration(s) are spent",
                 )  # fmt: skip
             st.iteration += 1
+            if failure.kind == "executor" and not st.kept[failure.node_id]:
+                # No VF failed: the executor gave no answer of the declared shape. The plan is not
+                # at fault, so it runs again, the node starting from what its retries were told.
+                st.kept[failure.node_id] += 1
+                self._emit(st, ev.PLAN_KEPT, failed_node=failure.node_id, error=failure.error)
+                continue
             self._emit(
                 st, ev.REPLAN, failed_node=failure.node_id, failure=failure.model_dump(mode="json")
             )
-            plan = await self.planner.replan(st.task, plan, failure)
+            st.carry.clear()
+            plan = await self._vet(st, await self.planner.replan(st.task, plan, failure))
+
+    def _best_unverified(self, st: _RunState, plan: Plan) -> dict[str, Any] | None:
+        """The final node's last outputs, else the outputs of its deepest verified ancestor."""
+        final = plan.final_node().id
+        rep = st.reports.get(final)
+        if rep is not None and rep.iteration == st.iteration and rep.outputs:
+            return dict(rep.outputs)
+        for aid in reversed(plan.topological_order()):
+            arep = st.reports.get(aid)
+            if aid in plan.ancestors(final) and arep and arep.status in _DONE and arep.outputs:
+                return dict(arep.outputs)
+        return None
+
+    async def _vet(self, st: _RunState, plan: Plan) -> Plan:
+        """Record a fallback plan; find Python VFs that pass on null and on absurd outputs (they
+        check nothing), send them back to the planner once, then drop those still vacuous."""
+        if plan.fallback_reason is not None:
+            st.fallbacks.append(st.iteration)
+            self._emit(st, ev.PLAN_FALLBACK, reason=plan.fallback_reason)
+            return plan
+        if self.config.verification != "full" or not self.config.vacuity_check:
+            return plan
+        found = await self.verifier.vacuous_vfs(plan, st.task)
+        repair = getattr(self.planner, "repair", None)
+        if found and repair is not None:
+            problems = [
+                f"node {nid!r}: python VF {name!r} passes on empty outputs and on absurd ones, so it "
+                "checks nothing; make it check what every correct answer must satisfy"
+                for nid, name in found
+            ]
+            try:
+                repaired = await repair(st.task, plan, problems)
+            except (PlanningError, PlanError):
+                repaired = None
+            if repaired is not None and repaired.fallback_reason is None:
+                plan, found = repaired, await self.verifier.vacuous_vfs(repaired, st.task)
+        if not found:
+            return plan
+        drop: dict[str, set[str]] = {}
+        for nid, name in found:
+            drop.setdefault(nid, set()).add(name)
+            st.vacuous.append(f"{st.iteration}:{nid}.{name}")
+            self._emit(st, ev.VF_VACUOUS, nid, vf=name)
+        plan = plan.model_copy(deep=True)
+        for node in plan.nodes:
+            if node.id in drop:
+                node.verification = [v for v in node.verification if v.name not in drop[node.id]]
+        return plan
 
     def _context_for(
         self, plan: Plan, node: Node, values: Mapping[str, Mapping[str, Any]]
@@ -282,7 +348,13 @@ class Coordinator:
                     inputs = resolve_inputs(node, st.task, values)
                     context = self._context_for(plan, node, values)
                     status[nid] = "running"
-                    task = asyncio.create_task(self._run_node(st, node, inputs, context))
+                    types = {
+                        ref: by_id[src].output_type(var)
+                        for src, var in node.input_refs()
+                        if src in by_id
+                        for ref in (f"{src}.{var}",)
+                    }
+                    task = asyncio.create_task(self._run_node(st, node, inputs, context, types))
                     running[task] = nid
                 if not running:
                     break
@@ -317,6 +389,7 @@ class Coordinator:
     ) -> FailureContext:
         cur = [a for a in report.attempts if a.iteration == st.iteration]
         last = cur[-1] if cur else None
+        judged = [a for a in cur if a.verdicts]
         ancestors = []
         for aid in plan.ancestors(node.id, 2):
             arep = st.reports.get(aid)
@@ -327,12 +400,13 @@ class Coordinator:
         return FailureContext(
             node_id=node.id, instruction=node.instruction, inputs=inputs,
             outputs=last.outputs if last else None, error=last.error if last else None,
-            verdicts=last.verdicts if last else [], attempts=len(cur), ancestors=ancestors,
+            verdicts=judged[-1].verdicts if judged else [], attempts=len(cur), ancestors=ancestors,
         )  # fmt: skip
 
     async def _run_node(
-        self, st: _RunState, node: Node, inputs: dict, context: dict | None
-    ) -> tuple[NodeReport, dict]:
+        self, st: _RunState, node: Node, inputs: dict, context: dict | None,
+        input_types: dict[str, Any] | None = None,
+    ) -> tuple[NodeReport, dict]:  # fmt: skip
         cfg = self.config
         rep = st.reports.setdefault(node.id, NodeReport(node_id=node.id))
         rep.iteration = st.iteration
@@ -343,7 +417,7 @@ class Coordinator:
             return rep, inputs
         rep.status = "pending"
         self._emit(st, ev.NODE_START, node.id, instruction=node.instruction, inputs=inputs)
-        feedback: Feedback | None = None
+        feedback: Feedback | None = st.carry.pop(node.id, None)
         last_outputs: dict[str, Any] | None = None
         for attempt in range(1, cfg.max_retries + 1):
             if attempt > 1:
@@ -356,7 +430,7 @@ class Coordinator:
                     feedback=feedback.model_dump(mode="json") if feedback else None,
                 )
             self._emit(st, ev.ATTEMPT, node.id, attempt)
-            out = await self.executor.execute(node, inputs, feedback, context)
+            out = await self.executor.execute(node, inputs, feedback, context, input_types)
             rec = AttemptReport(
                 iteration=st.iteration, attempt=attempt, outputs=out.outputs, steps=out.steps
             )
@@ -402,6 +476,8 @@ class Coordinator:
         else:
             rep.status = "failed"
             rep.outputs = last_outputs
+            if feedback is not None:
+                st.carry[node.id] = feedback
         self._emit(st, ev.NODE_FINISH, node.id, status=rep.status, outputs=rep.outputs)
         return rep, inputs
 
@@ -433,7 +509,7 @@ def build(
     )
     executor = Executor(
         models["executor"], tools, max_steps=config.executor_max_steps,
-        temperature=config.temperature, top_p=config.top_p,
+        temperature=config.temperature, top_p=config.top_p, retry_temperature=config.retry_temperature,
     )  # fmt: skip
     verifier = Verifier(
         sandbox, models.get("judge", models["executor"]), mode=config.verification,

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from verimap import prompts
+from verimap import iotypes, prompts
 from verimap.accounting import call_model
 from verimap.llm.base import Message, Model, ModelRequest, ModelResponse
 from verimap.llm.structured import StructuredOutputError, extract_json, request_structured
 from verimap.plan import Node
-from verimap.result import VFVerdict
+from verimap.result import VFVerdict, clip
 from verimap.tools import ToolRegistry
 from verimap.usage import EXECUTOR
 
@@ -32,13 +33,15 @@ class Feedback(BaseModel):
     failures: list[VFVerdict] = Field(default_factory=list)
     error: str | None = None
 
-    def render(self) -> str:
+    def render(self, limit: int = 3000) -> str:
+        """Cut to fit a small model's context: each failure gets its share of `limit`."""
         lines = [v.feedback() for v in self.failures]
         if self.error:
             lines.append(f"[attempt error] {self.error}")
+        per = max(300, limit // max(1, 2 * len(lines)))
         return prompts.EXECUTOR_FEEDBACK.format(
-            previous=json.dumps(self.previous_outputs, ensure_ascii=False, default=str),
-            failures="\n".join(lines) or "(no details)",
+            previous=clip(json.dumps(self.previous_outputs, ensure_ascii=False, default=str), 1000),
+            failures="\n".join(clip(line, per) for line in lines) or "(no details)",
         )
 
 
@@ -54,20 +57,55 @@ class ExecutorOutput(BaseModel):
         return self.error is None and self.outputs is not None
 
 
-# A plan names its outputs but gives no types. A name that says "source code" is the one case where
-# a type is certain, and small models otherwise describe the function as an object.
+# An output of type "any" (a plan from before types) whose name says "source code" is a string:
+# small models otherwise describe the function as an object.
 _SOURCE_NAMES = re.compile(r"(^|_)(code|source|program|script|implementation|solution)($|_)", re.I)
 
 
+def output_type(node: Node, name: str) -> iotypes.TypeSpec:
+    spec = node.output_type(name)
+    if spec == iotypes.ANY and _SOURCE_NAMES.search(name):
+        return iotypes.CODE
+    return spec
+
+
 def outputs_schema(node: Node) -> dict[str, Any]:
+    """What the final call is constrained to: exactly the declared outputs, each of its type."""
     return {
         "type": "object",
-        "properties": {
-            o: {"type": "string"} if _SOURCE_NAMES.search(o) else {} for o in node.outputs
-        },
+        "properties": {o: iotypes.json_schema(output_type(node, o)) for o in node.outputs},
         "required": list(node.outputs),
         "additionalProperties": False,
     }
+
+
+def coerce_outputs(node: Node, value: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """Each output in its declared type, and one precise message per output that does not fit
+    (`price: expected number, got object {"value": 17}`): what the retry is told."""
+    out, problems = dict(value), []
+    for name in node.outputs:
+        if name not in value:
+            continue
+        try:
+            out[name] = iotypes.coerce(output_type(node, name), value[name])
+        except iotypes.TypeMismatch as e:
+            problems.append(f"{name}: {e}")
+    return out, problems
+
+
+def input_types_line(types: Mapping[str, iotypes.TypeSpec] | None) -> str:
+    typed = {r: t for r, t in (types or {}).items() if t != iotypes.ANY}
+    if not typed:
+        return ""
+    return "Input types: " + ", ".join(f"{r} ({iotypes.label(t)})" for r, t in typed.items()) + "\n"
+
+
+def describe_outputs(node: Node) -> str:
+    """`price (number), quantity (integer)`: names with their types, for prompts."""
+    return ", ".join(
+        o if (t := output_type(node, o)) == iotypes.ANY else f"{o} ({iotypes.label(t)})"
+        for o in node.outputs
+    )
 
 
 def check_output_keys(node: Node, value: Any) -> str | None:
@@ -138,8 +176,12 @@ class Executor:
         top_p: float | None = None,
         max_repairs: int = 1,
         max_tokens: int | None = 2048,
+        retry_temperature: float | None = None,
     ):
+        """`retry_temperature`: the temperature of an attempt that carries feedback (None: the
+        same as `temperature`)."""
         self.model = model
+        self.retry_temperature = retry_temperature
         self.tools = tools or ToolRegistry()
         self.max_steps = max_steps
         self.temperature = temperature
@@ -157,6 +199,7 @@ class Executor:
         inputs: dict[str, Any],
         feedback: Feedback | None = None,
         context: dict[str, Any] | None = None,
+        input_types: Mapping[str, iotypes.TypeSpec] | None = None,
     ) -> list[Message]:
         system = prompts.EXECUTOR_SYSTEM
         if len(self.tools) and not self.use_tool_api:
@@ -167,18 +210,24 @@ class Executor:
             context=prompts.EXECUTOR_CONTEXT.format(context=json.dumps(context, indent=2, ensure_ascii=False, default=str))
             if context
             else "",
-            outputs=", ".join(node.outputs),
+            outputs=describe_outputs(node),
+            input_types=input_types_line(input_types),
             feedback=feedback.render() if feedback else "",
         )  # fmt: skip
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
-    async def _step(self, messages: list[Message]) -> ModelResponse:
+    def _temperature(self, retry: bool) -> float | None:
+        if retry and self.retry_temperature is not None:
+            return self.retry_temperature
+        return self.temperature
+
+    async def _step(self, messages: list[Message], temperature: float | None) -> ModelResponse:
         req = ModelRequest(
             messages=messages,
             tools=self.tools.openai_specs() if self.use_tool_api else None,
             tool_choice="auto" if self.use_tool_api else None,
             role=EXECUTOR,
-            temperature=self.temperature,
+            temperature=temperature,
             top_p=self.top_p,
             max_tokens=self.max_tokens,
         )
@@ -190,13 +239,16 @@ class Executor:
         inputs: dict[str, Any],
         feedback: Feedback | None = None,
         context: dict[str, Any] | None = None,
+        input_types: Mapping[str, iotypes.TypeSpec] | None = None,
     ) -> ExecutorOutput:
-        """One attempt. Model and budget errors propagate; a bad final object is a failed attempt."""
-        messages = self.build_messages(node, inputs, feedback, context)
+        """One attempt. Model and budget errors propagate; a bad final object is a failed attempt.
+        `input_types`: the producer's type of each input, shown beside the inputs."""
+        messages = self.build_messages(node, inputs, feedback, context, input_types)
+        temperature = self._temperature(feedback is not None)
         steps = tool_calls = 0
         last_text = ""
         while steps < self.max_steps:
-            resp = await self._step(messages)
+            resp = await self._step(messages, temperature)
             steps += 1
             last_text = resp.content or ""
             if resp.tool_calls:
@@ -235,21 +287,19 @@ class Executor:
             except ValueError:
                 direct = None
             if direct is not None and check_output_keys(node, direct) is None:
-                return ExecutorOutput(
-                    outputs=direct, steps=steps, tool_calls=tool_calls, messages=messages
-                )
+                return self._typed(node, direct, steps, tool_calls, messages)
 
         final_msgs = [
             *flatten_tool_messages(messages),
             {
                 "role": "user",
-                "content": prompts.EXECUTOR_FINAL.format(outputs=", ".join(node.outputs)),
+                "content": prompts.EXECUTOR_FINAL.format(outputs=describe_outputs(node)),
             },
         ]
         try:
             value, _ = await request_structured(
                 self.model, final_msgs, outputs_schema(node), role=EXECUTOR, max_repairs=self.max_repairs,
-                schema_name="outputs", temperature=self.temperature, top_p=self.top_p, max_tokens=self.max_tokens,
+                schema_name="outputs", temperature=temperature, top_p=self.top_p, max_tokens=self.max_tokens,
             )  # fmt: skip
         except StructuredOutputError as e:
             msg = check_output_keys(node, e.last_value) if e.last_value is not None else None
@@ -261,6 +311,18 @@ class Executor:
                 tool_calls=tool_calls,
                 messages=final_msgs,
             )
+        return self._typed(node, value, steps, tool_calls, final_msgs)
+
+    @staticmethod
+    def _typed(
+        node: Node, value: dict[str, Any], steps: int, tool_calls: int, messages: list[Message]
+    ) -> ExecutorOutput:
+        """A value that does not fit its type fails the attempt before any VF sees it."""
+        outputs, problems = coerce_outputs(node, value)
         return ExecutorOutput(
-            outputs=value, steps=steps, tool_calls=tool_calls, messages=final_msgs
+            outputs=outputs,
+            error="; ".join(problems) or None,
+            steps=steps,
+            tool_calls=tool_calls,
+            messages=messages,
         )

@@ -8,6 +8,7 @@ planner can repair all of them in one round.
 from __future__ import annotations
 
 import contextlib
+import copy
 import graphlib
 import json
 import re
@@ -19,10 +20,15 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    PrivateAttr,
     Tag,
     ValidationError,
     field_validator,
 )
+
+from verimap import iotypes
+from verimap.iotypes import TypeSpec
+from verimap.vfcheck import normalize_code, vf_problems
 
 USER_TASK = "USER_TASK"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
@@ -45,6 +51,11 @@ class PythonVF(BaseModel):
     type: Literal["python"] = "python"
     code: str
     weight: float = Field(default=1.0, ge=0)
+
+    @field_validator("code")
+    @classmethod
+    def _normalize(cls, v: str) -> str:
+        return normalize_code(v)
 
 
 class LLMVF(BaseModel):
@@ -100,13 +111,60 @@ def _strings(pattern: str) -> dict[str, Any]:
     return {"items": {"type": "string", "pattern": pattern}}
 
 
+_OUTPUTS_SCHEMA: dict[str, Any] = {
+    "anyOf": [
+        {
+            "type": "object",
+            "minProperties": 1,
+            "propertyNames": {"pattern": _VAR_PATTERN},
+            "additionalProperties": {
+                "anyOf": [{"enum": list(iotypes.TYPE_NAMES)}, {"type": "object"}]
+            },
+            "description": "output name -> type: a short type name or a JSON Schema object",
+        },
+        {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "string", "pattern": _VAR_PATTERN},
+            "description": "bare output names (type any), as older plans write them",
+        },
+    ]
+}
+
+
+def _outputs_schema(schema: dict[str, Any]) -> None:
+    title = schema.get("title")
+    schema.clear()
+    schema.update(copy.deepcopy(_OUTPUTS_SCHEMA), **({"title": title} if title else {}))
+
+
+def _typed_outputs(v: Any) -> Any:
+    """Every accepted spelling as `{name: type}`: a list of bare names (type any: old plans and
+    traces keep loading), `"name: type"` strings, `{"name", "type"}` objects, or the mapping."""
+    if not isinstance(v, list | tuple):
+        return v
+    out: dict[str, Any] = {}
+    for item in v:
+        if isinstance(item, str):
+            name, _, spec = item.partition(":")
+            name, spec = name.strip(), spec.strip() or iotypes.ANY
+        elif isinstance(item, Mapping) and isinstance(item.get("name"), str):
+            name, spec = item["name"], item.get("type", iotypes.ANY)
+        else:
+            raise ValueError(f"an output is a name or {{'name', 'type'}}, got {item!r}")
+        if name in out:
+            raise ValueError(f"duplicate output {name!r}")
+        out[name] = spec
+    return out
+
+
 class Node(BaseModel):
     model_config = ConfigDict(extra="forbid")
     id: str = Field(min_length=1, json_schema_extra={"pattern": _ID_PATTERN})
     name: str = ""
     instruction: str = Field(min_length=1)
     inputs: list[str] = Field(default_factory=list, json_schema_extra=_strings(_INPUT_PATTERN))
-    outputs: list[str] = Field(min_length=1, json_schema_extra=_strings(_VAR_PATTERN))
+    outputs: dict[str, TypeSpec] = Field(min_length=1, json_schema_extra=_outputs_schema)
     verification: list[VF] = Field(default_factory=list)
     final: bool = False
 
@@ -114,6 +172,19 @@ class Node(BaseModel):
     @classmethod
     def _normalize_inputs(cls, v: list[str]) -> list[str]:
         return [normalize_ref(r) for r in v]
+
+    @field_validator("outputs", mode="before")
+    @classmethod
+    def _outputs(cls, v: Any) -> Any:
+        return _typed_outputs(v)
+
+    @field_validator("outputs")
+    @classmethod
+    def _canonical_types(cls, v: dict[str, TypeSpec]) -> dict[str, TypeSpec]:
+        return {k: iotypes.canonical(t) for k, t in v.items()}
+
+    def output_type(self, name: str) -> TypeSpec:
+        return self.outputs.get(name, iotypes.ANY)
 
     def input_refs(self) -> list[tuple[str, str]]:
         """(node_id, var) for every input that names another node."""
@@ -159,6 +230,16 @@ class Plan(BaseModel):
     model_config = ConfigDict(extra="forbid")
     nodes: list[Node] = Field(min_length=1)
     edges: list[Edge] = Field(default_factory=list)
+    # Why the planner fell back to a one-node plan (None: a planned plan); not part of its JSON.
+    _fallback_reason: str | None = PrivateAttr(default=None)
+
+    @property
+    def fallback_reason(self) -> str | None:
+        return self._fallback_reason
+
+    @fallback_reason.setter
+    def fallback_reason(self, reason: str | None) -> None:
+        self._fallback_reason = reason
 
     @field_validator("edges", mode="before")
     @classmethod
@@ -276,13 +357,11 @@ def check_plan(plan: Plan) -> list[str]:
     by_id = {n.id: n for n in plan.nodes}
 
     for n in plan.nodes:
-        outs = set()
-        for o in n.outputs:
+        for o, spec in n.outputs.items():
             if not o.isidentifier():
                 problems.append(f"node {n.id!r}: output name {o!r} is not an identifier")
-            if o in outs:
-                problems.append(f"node {n.id!r}: duplicate output {o!r}")
-            outs.add(o)
+            if (why := iotypes.type_problem(spec)) is not None:
+                problems.append(f"node {n.id!r}: output {o!r}: {why}")
         for r in n.inputs:
             if r == USER_TASK:
                 continue
@@ -313,16 +392,7 @@ def check_plan(plan: Plan) -> list[str]:
                 problems.append(f"node {n.id!r}: duplicate verification name {vf.name!r}")
             names.add(vf.name)
             if isinstance(vf, PythonVF):
-                if not vf.code.strip():
-                    problems.append(f"node {n.id!r}: python VF {vf.name!r} has no code")
-                    continue
-                try:
-                    compile(vf.code, f"<vf {n.id}.{vf.name}>", "exec")
-                except SyntaxError as e:
-                    problems.append(
-                        f"node {n.id!r}: python VF {vf.name!r} does not compile: "
-                        f"{e.msg} (line {e.lineno})"
-                    )
+                problems.extend(vf_problems(n, vf))
 
     for e in plan.edges:
         for end in (e.source, e.target):

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import contextvars
 import copy
+import functools
 import json
+import re
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, ValidationError
 
-from verimap import prompts
+from verimap import iotypes, prompts
 from verimap.accounting import call_model
 from verimap.llm.base import Message, Model, ModelRequest, ModelResponse
 from verimap.llm.structured import extract_json
 from verimap.plan import USER_TASK, Node, Plan, PlanError, PythonVF, parse_plan, plan_json_schema
-from verimap.result import VFVerdict
+from verimap.result import VFVerdict, clip
 from verimap.tools import ToolRegistry
 from verimap.usage import PLANNER
 
@@ -52,24 +54,41 @@ class FailureContext(BaseModel):
     attempts: int = 0
     ancestors: list[AncestorContext] = Field(default_factory=list)
 
-    def render(self) -> str:
-        d = lambda v: json.dumps(v, ensure_ascii=False, default=str)  # noqa: E731
+    @property
+    def kind(self) -> str:
+        """What failed: "verification" (a VF said no), "vf_error" (a VF could not run: its own
+        bug), or "executor" (no answer of the declared shape reached verification)."""
+        if any(v.outcome == "FAIL" for v in self.verdicts):
+            return "verification"
+        if any(not v.passed for v in self.verdicts):
+            return "vf_error"
+        return "executor"
+
+    def render(self, limit: int = 4000) -> str:
+        """Only what failed (passing VFs are counted, not shown), each part cut to fit."""
+        d = lambda v, n=600: clip(json.dumps(v, ensure_ascii=False, default=str), n)  # noqa: E731
         lines = [
             f"Node {self.node_id!r} failed after {self.attempts} attempt(s).",
             f"Instruction: {self.instruction}",
-            f"Inputs: {d(self.inputs)}",
-            f"Last outputs: {d(self.outputs)}",
+            f"Inputs: {d(self.inputs, 1200)}",
+            f"Last outputs: {d(self.outputs, 1200)}",
         ]
         if self.error:
-            lines.append(f"Error: {self.error}")
-        if self.verdicts:
-            lines.append("Verification results of the last attempt:")
-            lines.extend("  " + v.feedback().replace("\n", "\n  ") for v in self.verdicts)
+            lines.append(f"Error: {clip(self.error, 600)}")
+        failed = [v for v in self.verdicts if not v.passed]
+        if failed:
+            passed = len(self.verdicts) - len(failed)
+            lines.append(
+                "Verification functions that failed on the last attempt"
+                + (f" ({passed} other(s) passed):" if passed else ":")
+            )
+            per = max(300, limit // (2 * len(failed)))
+            lines.extend("  " + clip(v.feedback(), per).replace("\n", "\n  ") for v in failed)
         if self.ancestors:
             lines.append("Ancestor nodes (nearest first):")
             for a in self.ancestors:
                 lines.append(f"  - {a.node_id} [{a.status}]: {a.instruction} -> {d(a.outputs)}")
-        return "\n".join(lines)
+        return clip("\n".join(lines), limit)
 
 
 @runtime_checkable
@@ -179,6 +198,40 @@ def resolve_bare_inputs(raw: Any) -> Any:
     return raw
 
 
+_OUTPUT_KEY = re.compile(r"""\boutputs(\[\s*|\.get\(\s*)(['"])([A-Za-z_]\w*)\2""")
+
+
+def _as_input(names: set[str], refs: dict[str, list[str]], m: re.Match[str]) -> str:
+    key = m.group(3)
+    if key in names or len(refs.get(key, [])) != 1:
+        return m.group(0)
+    return f"inputs{m.group(1)}{m.group(2)}{refs[key][0]}{m.group(2)}"
+
+
+def resolve_vf_keys(raw: Any) -> Any:
+    """Rewrite `outputs["x"]` in a node's Python VF to `inputs["<node>.x"]` when `x` is not an
+    output of the node but exactly one of its inputs: small models check a node's inputs as if
+    they were its outputs, and repeat it through every repair. Other keys are left for the
+    validator to report."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list):
+        return raw
+    for n in raw["nodes"]:
+        if not isinstance(n, dict) or not isinstance(n.get("verification"), list):
+            continue
+        outs = n.get("outputs")
+        names = set(outs) if isinstance(outs, dict | list) else set()
+        names = {str(o).partition(":")[0].strip() for o in names}
+        refs: dict[str, list[str]] = {}
+        for r in n.get("inputs") or []:
+            if isinstance(r, str) and "." in r:
+                refs.setdefault(r.split(".", 1)[1], []).append(r)
+
+        for vf in n["verification"]:
+            if isinstance(vf, dict) and isinstance(vf.get("code"), str):
+                vf["code"] = _OUTPUT_KEY.sub(functools.partial(_as_input, names, refs), vf["code"])
+    return raw
+
+
 def _without_vfs(raw: Any) -> Any:
     if isinstance(raw, dict) and isinstance(raw.get("nodes"), list):
         raw["nodes"] = [prompts.without_vfs(n) if isinstance(n, dict) else n for n in raw["nodes"]]
@@ -198,6 +251,11 @@ def planning_schema(*, require_vfs: bool = True, with_vfs: bool = True) -> dict[
     node = defs["Node"]
     node["properties"].pop("final", None)
     node["properties"]["inputs"]["minItems"] = 1
+    # One typed form for models: a name -> type-name object the grammar can enforce.
+    node["properties"]["outputs"] = {
+        "type": "object",
+        "additionalProperties": {"enum": [t for t in iotypes.TYPE_NAMES if t != iotypes.ANY]},
+    }
     if not with_vfs:
         node["properties"].pop("verification")
     elif require_vfs:
@@ -234,14 +292,20 @@ class LLMPlanner:
         show_schema: bool = False,
         write_vfs: bool = True,
         challenge_repeats: bool = True,
+        fallback: bool = True,
     ):
         """`write_vfs=False` plans without verification functions (the paper's MAP and MAP-V
         baselines): no VF rules in the prompt or the demonstration, none in the schema, and any
         a model writes anyway are dropped, so they cost no tokens and appear in no statistics.
         A replan that leaves the failed node and its ancestors as they were goes back to the model
         once, sampled at `repeat_temperature` (see `repeated_failure_problems`), and is used if
-        the answer is no better; `challenge_repeats=False` takes it as it comes."""
+        the answer is no better; `challenge_repeats=False` takes it as it comes.
+        With `fallback` (the default), a task the model cannot plan within `max_repairs` still
+        runs, as the one-node `fallback_plan`; `fallback=False` raises `PlanningError` (the
+        paper's behaviour)."""
         self.model = model
+        self.domain = domain
+        self.fallback = fallback
         self.tools = tools
         self.write_vfs = write_vfs
         require_vfs = require_vfs and write_vfs
@@ -359,7 +423,7 @@ class LLMPlanner:
                         "was complete; write a shorter plan (fewer nodes, short names and VFs) and "
                         "never repeat a phrase"
                     ])  # fmt: skip
-                raw = resolve_bare_inputs(extract_json(resp.content))
+                raw = resolve_vf_keys(resolve_bare_inputs(extract_json(resp.content)))
                 if not self.write_vfs:
                     raw = _without_vfs(raw)
                 plan = parse_plan(raw)
@@ -418,14 +482,43 @@ class LLMPlanner:
         )
 
     async def plan(self, task: str) -> Plan:
-        return await self._solicit(self.plan_messages(task))
+        try:
+            return await self._solicit(self.plan_messages(task))
+        except PlanningError as e:
+            if not self.fallback:
+                raise
+            return fallback_plan(task, self.domain, reason=str(e), with_vfs=self.write_vfs)
 
     async def replan(self, task: str, previous: Plan, failure: FailureContext) -> Plan:
+        """With no valid new plan, the one-node fallback runs; a failed fallback runs again
+        (a retry at its node may still pass, and the iteration cap bounds it)."""
+
         def repeats(plan: Plan) -> list[str]:
             return repeated_failure_problems(previous, plan, failure)
 
         messages = self.replan_messages(task, previous, failure)
-        return await self._solicit(messages, repeats if self.challenge_repeats else None)
+        try:
+            return await self._solicit(messages, repeats if self.challenge_repeats else None)
+        except PlanningError as e:
+            if not self.fallback:
+                raise
+            if previous.fallback_reason is not None:
+                return previous
+            return fallback_plan(task, self.domain, reason=str(e), with_vfs=self.write_vfs)
+
+    async def repair(self, task: str, plan: Plan, problems: list[str]) -> Plan:
+        """One plan sent back with problems found outside the planner (e.g. vacuous VFs)."""
+        messages = [
+            *self.plan_messages(task),
+            {"role": "assistant", "content": self._as_written(plan)},
+            {
+                "role": "user",
+                "content": prompts.PLAN_REPAIR.format(
+                    problems="\n".join(f"- {p}" for p in problems)
+                ),
+            },
+        ]
+        return await self._solicit(messages)
 
 
 class TemplatePlanner:
@@ -465,6 +558,48 @@ class TemplatePlanner:
             }],
             "edges": [],
         })  # fmt: skip
+
+
+def fallback_plan(
+    task: str, domain: str = "math", *, reason: str = "", with_vfs: bool = True
+) -> Plan:
+    """The whole task as one node with one typed answer, checked by what the task's kind gives
+    for free: a code task's own examples, a numeric answer's type (a finite number). Used when a
+    planner writes no valid plan, so a task that can be attempted is attempted."""
+    from verimap.sandbox.policy import task_examples
+
+    code = domain == "programming" or (domain != "qa" and bool(task_examples(task)))
+    vfs: list[dict[str, Any]] = []
+    if code:
+        output, kind = "code", iotypes.CODE
+        instruction = (
+            "Write the complete Python code that the task asks for: the function with its exact "
+            "signature and any imports it needs."
+        )
+        if task_examples(task):
+            vfs.append({
+                "name": "task_examples", "type": "python",
+                "code": "run_examples(outputs['code'], inputs['USER_TASK'])",
+            })  # fmt: skip
+    elif domain == "qa":
+        output, kind = "answer", "string"
+        instruction = "Answer the question in the task, using the tools as needed."
+        vfs.append({"name": "answered", "type": "python",
+                    "code": "assert outputs['answer'].strip(), 'the answer is empty'"})  # fmt: skip
+    else:
+        output, kind = "answer", "number"
+        instruction = "Solve the task step by step and give the final numeric answer."
+        vfs.append({"name": "finite_number", "type": "python",
+                    "code": "assert is_number(outputs['answer']), 'the answer must be a finite number'"})  # fmt: skip
+    plan = parse_plan({
+        "nodes": [{
+            "id": "solve", "name": "Solve the whole task", "instruction": instruction,
+            "inputs": [USER_TASK], "outputs": {output: kind},
+            "verification": vfs if with_vfs else [],
+        }],
+    })  # fmt: skip
+    plan.fallback_reason = reason or "fallback plan"
+    return plan
 
 
 def nonempty_outputs_vf(node: Node) -> PythonVF:

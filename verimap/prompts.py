@@ -16,7 +16,9 @@ graph (DAG) of subtasks that executor agents solve one at a time{vf_goal}.
 
 Rules for the plan (a JSON object with a list of "nodes"):
 - Each node has: "id" (short identifier such as "extract" or "n1"), "name", "instruction" (what the \
-executor must do, self-contained), "inputs", "outputs" (variable names){vf_field}.
+executor must do, self-contained), "inputs", "outputs" (an object mapping each output name to its \
+type: number, integer, string, boolean, list[number], list[string], object, or code for Python \
+source){vf_field}. Give one output per value: a number is "number", never an object.
 - An input is either "USER_TASK" (the full task text) or "<node_id>.<output_name>" naming an output \
 of an earlier node. Never put literal values in inputs. An executor sees ONLY its inputs, so give \
 USER_TASK to every node that needs facts from the task.
@@ -34,13 +36,16 @@ VF_RULES = """\
 - Verification functions, two kinds:
   * {"name": ..., "type": "python", "code": ...}: Python run with dicts `inputs` (keyed by the \
 input names, e.g. inputs["USER_TASK"], inputs["n1.total"]; a bare name such as inputs["total"] \
-also works when unambiguous) and `outputs` (keyed by this node's output names). Either use top-level \
-`assert` statements or define `def verify(inputs, outputs):` returning True/False. Check types, \
-formats, ranges and consistency that must hold for ANY correct answer; never hard-code the answer. \
-Take expected values only from the task (e.g. its examples), and compare floats with a tolerance \
-(abs(a - b) < 1e-6), never with ==.
-  * {"name": ..., "type": "llm", "content": ...}: a yes/no criterion a judge model checks \
-by reading the inputs and outputs.
+also works when unambiguous) and `outputs` (keyed by this node's output names). Use top-level \
+`assert` statements, or define `def verify(inputs, outputs):` that returns True/False. Outputs \
+already have their declared types, so do not check types: check what must hold for ANY correct \
+answer (ranges, consistency with the inputs, the task's own examples). Never hard-code the answer, \
+and read `outputs`: a check on constants checks nothing. Helpers you can call: approx(a, b) \
+(compare numbers with a tolerance: never use == on floats), parse_number(text), is_number(x), \
+load_function(code, name) (the function `name` from code outputs), and \
+run_examples(code, inputs["USER_TASK"]) (runs the task's own >>> examples against the code).
+  * {"name": ..., "type": "llm", "content": ...}: a yes/no criterion a judge model checks by \
+reading the inputs and outputs; use it only for what code cannot check.
 """
 VF_PROMPT_PARTS: dict[bool, dict[str, str]] = {
     True: {
@@ -116,7 +121,7 @@ Inputs (JSON):
 {inputs}
 {context}
 Required outputs: {outputs}
-{feedback}"""
+{input_types}{feedback}"""
 
 EXECUTOR_CONTEXT = "\nResults of earlier subtasks, for context (JSON):\n{context}\n"
 
@@ -129,8 +134,8 @@ Correct the problems."""
 
 EXECUTOR_FINAL = """\
 Now give your final result as a JSON object with exactly these keys: {outputs}. \
-Use plain JSON values (numbers as numbers; code as one string holding the complete source), \
-no extra keys, no commentary."""
+Each value has its type: a number is a plain JSON number (never an object or a sentence); code \
+is one string holding the complete source. No extra keys, no commentary."""
 
 JUDGE_SYSTEM = """\
 You are a strict verifier. You decide whether the outputs of a subtask satisfy one criterion. \
@@ -170,19 +175,13 @@ DEMO_PLAN: dict = {
             "instruction": "Read the task and extract the number of muffins sold on Monday, the "
             "number sold on Tuesday, and the price of one muffin in dollars.",
             "inputs": ["USER_TASK"],
-            "outputs": ["monday", "tuesday", "price"],
+            "outputs": {"monday": "number", "tuesday": "number", "price": "number"},
             "verification": [
                 {
-                    "name": "numbers_positive",
+                    "name": "positive",
                     "type": "python",
                     "code": "for k in ('monday', 'tuesday', 'price'):\n"
-                    "    assert isinstance(outputs[k], (int, float)), f'{k} must be a number'\n"
                     "    assert outputs[k] > 0, f'{k} must be positive'",
-                },
-                {
-                    "name": "faithful",
-                    "type": "llm",
-                    "content": "Each extracted number matches what the task states or directly implies.",
                 },
             ],
         },
@@ -191,14 +190,13 @@ DEMO_PLAN: dict = {
             "name": "Compute earnings",
             "instruction": "Compute the total earnings in dollars: (monday + tuesday) * price.",
             "inputs": ["extract.monday", "extract.tuesday", "extract.price"],
-            "outputs": ["answer"],
+            "outputs": {"answer": "number"},
             "verification": [
                 {
                     "name": "consistent",
                     "type": "python",
-                    "code": "def verify(inputs, outputs):\n"
-                    "    expected = (inputs['extract.monday'] + inputs['extract.tuesday']) * inputs['extract.price']\n"
-                    "    return abs(float(outputs['answer']) - expected) < 1e-6",
+                    "code": "expected = (inputs['extract.monday'] + inputs['extract.tuesday']) * inputs['extract.price']\n"
+                    "assert approx(outputs['answer'], expected), f'expected {expected}'",
                 }
             ],
         },
@@ -224,20 +222,19 @@ CODE_DEMO_PLAN: dict = {
             "with its signature and any imports it needs. Handle the edge cases the docstring "
             "mentions.",
             "inputs": ["USER_TASK"],
-            "outputs": ["code"],
+            "outputs": {"code": "code"},
             "verification": [
                 {
-                    "name": "docstring_examples",
+                    "name": "task_examples",
                     "type": "python",
-                    "code": "f = load_function(outputs['code'], 'running_max')\n"
-                    "assert f([1, 3, 2, 5]) == [1, 3, 3, 5], 'docstring example 1 fails'\n"
-                    "assert f([]) == [], 'empty input must give []'",
+                    "code": "run_examples(outputs['code'], inputs['USER_TASK'])",
                 },
                 {
                     "name": "edge_cases",
-                    "type": "llm",
-                    "content": "The code handles every case the docstring describes, including "
-                    "negative numbers and a single-element list.",
+                    "type": "python",
+                    "code": "f = load_function(outputs['code'], 'running_max')\n"
+                    "assert f([-2, -5]) == [-2, -2], 'negative numbers'\n"
+                    "assert f([7]) == [7], 'single element'",
                 },
             ],
         }
@@ -257,7 +254,7 @@ QA_DEMO_PLAN: dict = {
             "instruction": "Search the corpus for the TechCrunch article about a chip startup "
             "acquisition in March and report the buying company and a quote of the evidence.",
             "inputs": ["USER_TASK"],
-            "outputs": ["company", "evidence"],
+            "outputs": {"company": "string", "evidence": "string"},
             "verification": [
                 {
                     "name": "nonempty",
@@ -278,7 +275,7 @@ QA_DEMO_PLAN: dict = {
             "instruction": "Search The Verge's articles about the given company for a report of "
             "record revenue. Answer Yes or No.",
             "inputs": ["find_buyer.company"],
-            "outputs": ["answer"],
+            "outputs": {"answer": "string"},
             "verification": [
                 {
                     "name": "yes_no",

@@ -13,6 +13,10 @@ NodeStatus = Literal["pending", "verified", "failed", "fail-accepted", "reused",
 RunStatus = Literal["success", "failed", "partial", "budget_exhausted"]
 
 
+# A judge VF not asked because a Python VF had already failed the attempt (strict AND).
+SKIPPED = "SKIPPED"
+
+
 class VFVerdict(BaseModel):
     """One verification function's result. `outcome` is a sandbox `Outcome` value for Python
     VFs and PASS/FAIL/ERROR for judge VFs."""
@@ -36,6 +40,16 @@ class VFVerdict(BaseModel):
         return f"{head}\n{body.rstrip()}" if body and body.strip() != self.message.strip() else head
 
 
+def clip(text: str, limit: int) -> str:
+    """Text cut to `limit` characters, keeping its head and its tail (a traceback's last line,
+    an answer's end): feedback must fit the model's context, whatever a VF or a model printed."""
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - 40)
+    head = keep // 3
+    return f"{text[:head]}\n...[{len(text) - keep} characters cut]...\n{text[len(text) - (keep - head) :]}"
+
+
 class VerificationReport(BaseModel):
     passed: bool
     verdicts: list[VFVerdict] = Field(default_factory=list)
@@ -43,7 +57,7 @@ class VerificationReport(BaseModel):
 
     @property
     def failures(self) -> list[VFVerdict]:
-        return [v for v in self.verdicts if not v.passed]
+        return [v for v in self.verdicts if not v.passed and v.outcome != SKIPPED]
 
 
 class AttemptReport(BaseModel):
@@ -83,6 +97,13 @@ class RunResult(BaseModel):
     error: str | None = None
     trace_path: str | None = None
     wall_time_s: float = 0.0
+    # `final_output` of a run that did not verify is its best unverified answer (the final
+    # node's last outputs, else the deepest verified node's), so it can still be scored.
+    verified: bool = False
+    # Plans that were the one-node fallback (iteration numbers), and VFs dropped as vacuous
+    # ("iteration:node.vf").
+    fallback_iterations: list[int] = Field(default_factory=list)
+    vacuous_vfs: list[str] = Field(default_factory=list)
 
     @property
     def answer(self) -> Any:

@@ -7,10 +7,16 @@ without a model server or a container runtime.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import contextlib
+import functools
+import io
 import json
+import linecache
 import re
+import shutil
+import tempfile
 import time
-import traceback
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -19,38 +25,27 @@ from verimap.llm.base import ModelRequest, ModelResponse
 from verimap.llm.double import ScriptedModel, tool_call_reply
 from verimap.plan import Plan, parse_plan
 from verimap.sandbox.base import ExecResult, Outcome, Sandbox
+from verimap.sandbox.policy import BYTECODE_MAGIC, PolicyViolation, vf_job_code
+from verimap.sandbox.pooled import OUTPUT_LIMIT
+from verimap.sandbox.worker_module import worker
 
 
 class InProcessSandboxDouble(Sandbox):
-    """Runs VF code with `exec` in this process, with the same PASS/FAIL/ERROR semantics
-    as the real backends. No isolation at all: for logic tests of trusted code only."""
+    """Judges VFs in this process with the worker's own VF runner, on a job built as the real
+    backends build it (policy check, bytecode, codec): same namespace and helpers, same
+    PASS/FAIL/ERROR/POLICY rules and messages. No isolation and no time limit: for logic
+    tests of trusted code only. `policy=False` runs VFs unrestricted, as the backends can."""
 
     kind = "in-process-double"
 
-    def __init__(self) -> None:
+    def __init__(self, *, policy: bool = True) -> None:
         self.calls: list[tuple[str, dict[str, Any], dict[str, Any]]] = []
+        self.policy = policy
 
     async def run_vf(self, code, inputs, outputs, *, timeout=10.0):
         self.calls.append((code, inputs, outputs))
         start = time.monotonic()
-        ns: dict[str, Any] = {"__name__": "__verimap_vf__", "inputs": inputs, "outputs": outputs}
-        try:
-            exec(compile(code, "<vf>", "exec"), ns)
-            if callable(ns.get("verify")) and ns["verify"](inputs, outputs) is False:
-                raise AssertionError("verify() returned False")
-            res = ExecResult(outcome=Outcome.PASS)
-        except AssertionError as e:
-            res = ExecResult(
-                outcome=Outcome.FAIL,
-                message=str(e) or "assertion failed",
-                traceback=traceback.format_exc(),
-            )
-        except Exception as e:
-            res = ExecResult(
-                outcome=Outcome.ERROR,
-                message=f"{type(e).__name__}: {e}",
-                traceback=traceback.format_exc(),
-            )
+        res = judge_vf(code, inputs, outputs, policy=self.policy)
         await asyncio.sleep(0)
         res.duration_s = time.monotonic() - start
         return res
@@ -60,6 +55,69 @@ class InProcessSandboxDouble(Sandbox):
 
     async def run_tests(self, candidate_code, test_code, entry_point, *, timeout=10.0):
         raise NotImplementedError("InProcessSandboxDouble runs VFs only")
+
+
+def judge_vf(
+    code: str, inputs: dict[str, Any], outputs: dict[str, Any], *, policy: bool = True
+) -> ExecResult:
+    """One VF's verdict as a sandbox worker gives it, computed in this process.
+
+    The job is the one PooledSandbox sends; the worker's `_child_vf` runs it in a fresh
+    namespace, with stdout and stderr captured, and the record is mapped as the worker's
+    supervisor maps it. Candidates a VF loads (load_function, run_examples) run as host
+    processes and are stopped before this returns.
+    """
+    w = worker()
+    try:
+        data = {"inputs": w.encode(dict(inputs)), "outputs": w.encode(dict(outputs))}
+    except (w.CodecError, TypeError, ValueError) as e:
+        return ExecResult(
+            outcome=Outcome.ERROR,
+            message=f"VF inputs/outputs must be plain data (JSON types, tuple, set, bytes, complex): {e}",
+        )
+    job: dict[str, Any] = {"kind": "vf", "source": code, **data}
+    if policy:
+        try:
+            job.update(vf_job_code(code, BYTECODE_MAGIC))
+        except PolicyViolation as e:
+            return ExecResult(outcome=Outcome.POLICY, message=e.message)
+    else:
+        job["restricted"] = False
+    out, err = io.StringIO(), io.StringIO()
+    w.CANDIDATE_ROOT = _candidate_root()
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rec = w._child_vf(job, w.vf_namespace(policy))
+    finally:
+        w.close_candidates()
+        linecache.cache.pop("<vf>", None)
+    stdout, stderr = out.getvalue(), err.getvalue()
+    if max(len(stdout.encode()), len(stderr.encode())) > OUTPUT_LIMIT:
+        return ExecResult(
+            outcome=Outcome.OUTPUT_LIMIT,
+            message="output exceeded the sandbox limit; job stopped",
+            truncated=True,
+        )
+    try:
+        outcome = Outcome(rec.get("outcome", "ERROR"))
+    except ValueError:
+        outcome = Outcome.ERROR
+    return ExecResult(
+        outcome=outcome,
+        message=str(rec.get("message", ""))[:8000],
+        traceback=str(rec.get("traceback", ""))[:32000],
+        stdout=stdout,
+        stderr=stderr,
+    )
+
+
+@functools.cache
+def _candidate_root() -> str:
+    """Where candidates of in-process VFs get their directories (the worker's default, the
+    current directory, would be the repository's)."""
+    root = tempfile.mkdtemp(prefix="verimap-double-")
+    atexit.register(shutil.rmtree, root, True)
+    return root
 
 
 OutputsFn = Callable[[str, int, dict[str, Any], str], dict[str, Any]]
@@ -139,4 +197,10 @@ class ScriptedWorld:
         return {"planner": self.model, "executor": self.model, "judge": self.model}
 
 
-__all__ = ["InProcessSandboxDouble", "ScriptedModel", "ScriptedWorld", "tool_call_reply"]
+__all__ = [
+    "InProcessSandboxDouble",
+    "ScriptedModel",
+    "ScriptedWorld",
+    "judge_vf",
+    "tool_call_reply",
+]

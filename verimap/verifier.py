@@ -15,12 +15,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from verimap import prompts
+from verimap import iotypes, prompts
 from verimap.accounting import BudgetExceeded, call_model
 from verimap.llm.base import Model, ModelError, ModelRequest
 from verimap.llm.structured import StructuredOutputError, request_structured
-from verimap.plan import LLMVF, Node, PythonVF
-from verimap.result import VerificationReport, VFVerdict
+from verimap.plan import LLMVF, USER_TASK, Node, Plan, PythonVF
+from verimap.result import SKIPPED, VerificationReport, VFVerdict
 from verimap.sandbox.base import Outcome, Sandbox
 from verimap.usage import JUDGE
 
@@ -62,7 +62,10 @@ class Verifier:
         temperature: float | None = 0.0,
         judge_reasoning: bool = True,
         max_tokens: int | None = 1024,
+        full_feedback: bool = False,
     ):
+        """`full_feedback`: ask the judge even when a Python VF has already failed the attempt
+        (the paper runs every VF; the verdict is the same under strict AND)."""
         if threshold is not None and not 0 <= threshold <= 1:
             raise ValueError(f"threshold must be within [0, 1], got {threshold}")
         self.sandbox = sandbox
@@ -73,6 +76,7 @@ class Verifier:
         self.temperature = temperature
         self.judge_reasoning = judge_reasoning
         self.max_tokens = max_tokens
+        self.full_feedback = full_feedback
 
     def vfs_for(self, node: Node) -> list[PythonVF | LLMVF]:
         if self.mode == "none":
@@ -89,16 +93,70 @@ class Verifier:
     async def verify(
         self, node: Node, inputs: dict[str, Any], outputs: dict[str, Any]
     ) -> VerificationReport:
+        """Python VFs first: when one fails under strict AND the verdict is decided, and the
+        judge (the slow, costly part) is not asked unless `full_feedback` is set."""
         vfs = self.vfs_for(node)
         if not vfs:
             return VerificationReport(passed=True, verdicts=[], score=1.0)
+        python = [v for v in vfs if isinstance(v, PythonVF)]
+        judged = [v for v in vfs if not isinstance(v, PythonVF)]
+        first = await self._gather(node, python, inputs, outputs)
+        if (
+            judged
+            and self.threshold is None
+            and not self.full_feedback
+            and any(not v.passed for v in first)
+        ):
+            rest = [
+                VFVerdict(name=v.name, type="llm", outcome=SKIPPED, weight=v.weight,
+                          message="not judged: a Python VF already failed this attempt")
+                for v in judged
+            ]  # fmt: skip
+        else:
+            rest = await self._gather(node, judged, inputs, outputs)
+        by_name = {v.name: v for v in [*first, *rest]}
+        return self.aggregate([by_name[v.name] for v in vfs])
+
+    async def _gather(
+        self, node: Node, vfs: list[PythonVF | LLMVF], inputs: dict, outputs: dict
+    ) -> list[VFVerdict]:
         verdicts = await asyncio.gather(
             *(self._run_one(node, vf, inputs, outputs) for vf in vfs), return_exceptions=True
         )
         for v in verdicts:
             if isinstance(v, BaseException):
                 raise v
-        return self.aggregate(list(verdicts))  # type: ignore[arg-type]
+        return list(verdicts)  # type: ignore[arg-type]
+
+    async def vacuous_vfs(self, plan: Plan, task: str) -> list[tuple[str, str]]:
+        """(node, VF) of every Python VF that passes both on null outputs of the declared types
+        (0, "", [], ...) and on absurd ones (-987654.321, "zq xq zq"): whatever it checks, no
+        answer can fail it. Inputs hold ordinary values of their producers' types."""
+        if self.sandbox is None:
+            return []
+        probes = []
+        for node in plan.nodes:
+            inputs: dict[str, Any] = {}
+            for ref in node.inputs:
+                if ref == USER_TASK:
+                    inputs[ref] = task
+                elif "." in ref:
+                    src, var = ref.split(".", 1)
+                    spec = plan.by_id[src].output_type(var) if src in plan.by_id else iotypes.ANY
+                    inputs[ref] = inputs.setdefault(var, iotypes.plausible_value(spec))
+            for vf in node.verification:
+                if isinstance(vf, PythonVF):
+                    for make in (iotypes.null_value, iotypes.absurd_value):
+                        outs = {o: make(t) for o, t in node.outputs.items()}
+                        probes.append((node.id, vf, inputs, outs))
+        results = await asyncio.gather(
+            *(self.run_python(vf, i, o) for _, vf, i, o in probes), return_exceptions=True
+        )
+        passed: dict[tuple[str, str], int] = {}
+        for (nid, vf, _, _), r in zip(probes, results, strict=True):
+            if isinstance(r, VFVerdict) and r.passed:
+                passed[(nid, vf.name)] = passed.get((nid, vf.name), 0) + 1
+        return [k for k, n in passed.items() if n == 2]
 
     def aggregate(self, verdicts: list[VFVerdict]) -> VerificationReport:
         total = sum(v.weight for v in verdicts)

@@ -251,3 +251,30 @@ async def test_max_tokens_cap_bounds_every_request(http_server, monkeypatch):
     monkeypatch.setenv("VERIMAP_LOCAL_MAX_TOKENS", "lots")
     with pytest.raises(ModelError, match="VERIMAP_LOCAL_MAX_TOKENS"):
         local_max_tokens()
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+async def test_blank_key_and_url_in_the_environment_mean_unset(http_server, monkeypatch, blank):
+    monkeypatch.setenv("OPENAI_API_KEY", blank)
+    monkeypatch.setenv("OPENAI_BASE_URL", blank)
+    http_server.replies = [Reply(body=completion("ok"))]
+    local = OpenAIModel("local", base_url=http_server.url, local=True)
+    assert (await local.request(ask())).content == "ok"
+    sent = {k.lower(): v for k, v in http_server.headers[0].items()}
+    assert sent["authorization"] == "Bearer sk-no-key-required"
+    assert OpenAIModel("llama", base_url=http_server.url).base_url == http_server.url
+    with pytest.raises(ModelError, match="OPENAI_API_KEY"):
+        OpenAIModel("gpt-4o-mini")
+
+
+async def test_blank_org_and_project_send_no_headers(http_server, monkeypatch):
+    http_server.replies = [Reply(body=completion("ok"))]
+    monkeypatch.setenv("OPENAI_ORG_ID", "")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", " ")
+    await fast(http_server.url).request(ask())
+    monkeypatch.setenv("OPENAI_ORG_ID", "org-1")
+    monkeypatch.setenv("OPENAI_PROJECT_ID", "proj-1")
+    await fast(http_server.url).request(ask())
+    sent = [{k.lower(): v for k, v in h.items()} for h in http_server.headers]
+    assert "openai-organization" not in sent[0] and "openai-project" not in sent[0]
+    assert (sent[1]["openai-organization"], sent[1]["openai-project"]) == ("org-1", "proj-1")

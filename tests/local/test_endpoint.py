@@ -131,3 +131,19 @@ def test_cli_status_json_lists_catalog():
     assert {m["name"] for m in report["models"]} == {"qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}
     assert not any(m["pulled"] for m in report["models"])  # empty VERIMAP_CACHE_DIR
     assert report["servers"] == []
+
+
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_blank_openai_variables_mean_the_local_model(monkeypatch, blank):
+    monkeypatch.setenv("OPENAI_API_KEY", blank)
+    monkeypatch.setenv("OPENAI_BASE_URL", blank)
+    assert not is_remote(None, None)
+    assert default_temperature() == LOCAL_TEMPERATURE
+    assert is_remote("gpt-4o-mini", None)
+
+
+def test_blank_local_model_variables_mean_the_default_model(monkeypatch):
+    monkeypatch.setenv("VERIMAP_MODEL_FILE", " ")
+    monkeypatch.setenv("VERIMAP_LOCAL_MODEL", "")
+    with pytest.raises(ModelError, match=r"verimap model pull --model qwen2\.5-coder-1\.5b"):
+        resolve_local(None)

@@ -256,17 +256,18 @@ def run_command(**kw: Any) -> int:
         )
     concurrency = kw.get("max_concurrency")
     if not kw.get("models_factory"):
-        from verimap.llm.endpoint import default_temperature
+        from verimap.llm.endpoint import default_sampling
 
-        local_t = default_temperature(**endpoint)
-        if local_t is not None and "temperature" not in run_config:
-            run_config["temperature"] = local_t
+        local = default_sampling(**endpoint)
+        if local and "temperature" not in run_config:
+            run_config.update(local)
             click.echo(
-                f"note: local model: temperature {local_t} (the paper's 1.0 derails small "
-                "models; --temperature overrides)",
+                f"note: local model: temperature {local['temperature']}, retries at "
+                f"{local['retry_temperature']} (the paper's 1.0 derails small models; "
+                "--temperature overrides)",
                 err=True,
             )
-        if local_t is not None and concurrency is None:
+        if local and concurrency is None:
             # The llama.cpp server answers one request at a time and keeps only the last
             # prompt's cache; interleaved tasks evict each other's prefixes and all run slower.
             concurrency = 1

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import sys
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -14,6 +13,7 @@ import click
 
 from verimap.cli import sandbox_option
 from verimap.config import Budget, RunConfig
+from verimap.env import getenv
 from verimap.llm.endpoint import endpoint_options
 from verimap.result import RunResult
 
@@ -63,6 +63,12 @@ def progress_printer(stream=None):
             out.write(f"{where}{e.node_id}: {d.get('status')}\n")
         elif e.type == "replan":
             out.write(f"{where}replanning after node {d.get('failed_node')!r} failed\n")
+        elif e.type == "plan_kept":
+            out.write(f"{where}plan kept: node {d.get('failed_node')!r} gave no typed answer\n")
+        elif e.type == "plan_fallback":
+            out.write(f"{where}no valid plan: running the task as one node (fallback)\n")
+        elif e.type == "vf_vacuous":
+            out.write(f"{where}{e.node_id}: vf {d.get('vf')} dropped: it passes on any output\n")
         elif e.type == "budget_exhausted":
             out.write(f"{where}budget exhausted: {d.get('error')}\n")
         else:
@@ -100,10 +106,17 @@ def print_result(result: RunResult, *, console=None) -> None:
     u = result.usage.total
     console.print(f"usage: {u.calls} calls ({u.failed_calls} failed), {u.prompt_tokens} prompt + "
                   f"{u.completion_tokens} completion tokens, ${u.cost:.4f}")  # fmt: skip
+    if result.fallback_iterations:
+        console.print(f"fallback plan in iteration(s): {result.fallback_iterations}")
+    if result.vacuous_vfs:
+        console.print(f"vacuous VFs dropped: {', '.join(result.vacuous_vfs)}", markup=False)
     if result.trace_path:
         console.print(f"trace: {result.trace_path}", markup=False)
     answer = result.answer
-    console.print("[bold]answer:[/bold]")
+    if answer is not None and not result.verified:
+        console.print("[bold]answer (NOT verified):[/bold]")
+    else:
+        console.print("[bold]answer:[/bold]")
     console.print(
         answer if isinstance(answer, str) else json.dumps(answer, indent=2, default=str),
         markup=False,
@@ -168,14 +181,15 @@ def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, seq
     if not task.strip():
         click.echo("error: TASK is empty", err=True)
         sys.exit(EXIT_BAD_INPUT)
-    if temperature is None:
-        from verimap.llm.endpoint import default_temperature
+    from verimap.llm.endpoint import default_sampling
 
-        temperature = default_temperature(**endpoint)
+    sampling = default_sampling(**endpoint)
+    if temperature is not None:
+        sampling = {"temperature": temperature}
     config = RunConfig(
         max_retries=max_retries, max_iterations=max_iterations, max_parallel=max_parallel, sequential=sequential,
         reuse_verified=not no_reuse, fail_accepted=fail_accepted, verification=verification,  # type: ignore[arg-type]
-        temperature=temperature,
+        **sampling,
         budget=Budget(max_llm_calls=max_calls, max_tokens=max_tokens, max_cost=max_cost, timeout_s=timeout),
     )  # fmt: skip
     planner = None
@@ -187,7 +201,7 @@ def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, seq
         except (PlanError, json.JSONDecodeError) as e:
             click.echo(f"error: {plan_file}: {e}", err=True)
             sys.exit(EXIT_BAD_INPUT)
-    trace_dir = trace_dir or Path(os.environ.get("VERIMAP_TRACE_DIR") or "runs/traces")
+    trace_dir = trace_dir or Path(getenv("VERIMAP_TRACE_DIR", "runs/traces"))
 
     async def go() -> RunResult:
         sandbox = _sandbox(sandbox_kind)

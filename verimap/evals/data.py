@@ -21,6 +21,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from verimap.env import getenv
+
 ENV_VAR = "VERIMAP_DATA"
 BENCHMARKS = ("gsm8k", "humaneval", "multihoprag")
 
@@ -102,8 +104,8 @@ def resolve(benchmark: str, data_dir: str | os.PathLike[str] | None = None) -> D
     explicit: tuple[Path, str] | None = None
     if data_dir is not None:
         explicit = (Path(data_dir).expanduser().resolve(), "flag")
-    elif os.environ.get(ENV_VAR):
-        explicit = (Path(os.environ[ENV_VAR]).expanduser().resolve(), "env")
+    elif (env := getenv(ENV_VAR)) is not None:
+        explicit = (Path(env).expanduser().resolve(), "env")
     if explicit is not None:
         root, origin = explicit
         missing = [r for r in rels if not (root / r).is_file()]

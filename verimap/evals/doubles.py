@@ -10,10 +10,10 @@ measured with it say nothing about any real model.
 from __future__ import annotations
 
 import json
-import os
 import re
 from typing import Any
 
+from verimap.env import getenv_float, getenv_int
 from verimap.evals.benchmarks import EvalTask, get_benchmark
 from verimap.llm.base import ModelRequest, ModelResponse
 from verimap.llm.double import ScriptedModel, tool_call_reply
@@ -45,12 +45,12 @@ def _plan(tools: bool) -> dict[str, Any]:
                 "name": "Solve",
                 "instruction": "Solve the task and give the final answer.",
                 "inputs": ["USER_TASK"],
-                "outputs": ["answer"],
+                "outputs": {"answer": "string"},
                 "verification": [
                     {
                         "name": "nonempty",
                         "type": "python",
-                        "code": "assert str(outputs['answer']).strip()",
+                        "code": "assert outputs['answer'].strip(), 'the answer is empty'",
                     },
                     {
                         "name": "answers_task",
@@ -121,6 +121,6 @@ def factory(benchmark: str, data_dir: str | None = None) -> dict[str, ScriptedMo
     bench = get_benchmark(benchmark, data_dir)
     return oracle_models(
         bench.tasks(),
-        latency_s=float(os.environ.get("VERIMAP_DOUBLE_LATENCY", "0")),
-        wrong_every=int(os.environ.get("VERIMAP_DOUBLE_WRONG_EVERY", "0")),
+        latency_s=getenv_float("VERIMAP_DOUBLE_LATENCY", 0.0),
+        wrong_every=getenv_int("VERIMAP_DOUBLE_WRONG_EVERY", 0),
     )

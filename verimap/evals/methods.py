@@ -128,6 +128,7 @@ def build_coordinator(
         max_steps=cfg.executor_max_steps,
         temperature=cfg.temperature,
         top_p=cfg.top_p,
+        retry_temperature=cfg.retry_temperature,
     )
     judge = models.get("judge", models["executor"])
     verifier = Verifier(sandbox, judge, mode=cfg.verification, vf_timeout_s=cfg.vf_timeout_s)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
+from verimap.env import getenv
 from verimap.evals.data import Article, MultiHopQuery
 
 if TYPE_CHECKING:  # numpy comes with the eval extras; plain `verimap eval gsm8k` never needs it
@@ -168,9 +169,10 @@ def _tokenize(texts: list[str]) -> list[list[str]]:
 
 def default_cache_dir() -> Path:
     """`$VERIMAP_CACHE/retrieval`, else `$XDG_CACHE_HOME/verimap/retrieval` (default `~/.cache`)."""
-    if os.environ.get("VERIMAP_CACHE"):
-        return Path(os.environ["VERIMAP_CACHE"]) / "retrieval"
-    xdg = os.environ.get("XDG_CACHE_HOME")
+    cache = getenv("VERIMAP_CACHE")
+    if cache:
+        return Path(cache) / "retrieval"
+    xdg = getenv("XDG_CACHE_HOME")
     return (Path(xdg) if xdg else Path.home() / ".cache") / "verimap" / "retrieval"
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -29,6 +28,7 @@ from typing import Any, Literal
 import openai
 from openai import AsyncOpenAI
 
+from verimap.env import getenv
 from verimap.llm.base import ModelError, ModelRequest, ModelResponse, ToolCall
 from verimap.usage import Price, Usage, cost_of
 
@@ -162,7 +162,7 @@ class OpenAIModel:
             raise ValueError(f"unknown dialect {dialect!r}; choose one of {', '.join(DIALECTS)}")
         self.name = model
         self.supports_tools = supports_tools
-        self.base_url = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
+        self.base_url = base_url or getenv("OPENAI_BASE_URL", "https://api.openai.com/v1")
         self.requested_dialect: str = dialect
         # The dialect in use; "auto" resolves on the first structured request.
         self.dialect: str = "llamacpp" if dialect == "auto" and local else dialect
@@ -174,7 +174,7 @@ class OpenAIModel:
         self.on_unreachable = on_unreachable
         self.extra_body = extra_body
         self._timeout = timeout
-        key = api_key or os.environ.get("OPENAI_API_KEY")
+        key = api_key or getenv("OPENAI_API_KEY")
         if key is None and (local or "api.openai.com" not in self.base_url):
             key = _NO_KEY  # self-hosted servers (llama.cpp, vLLM, Ollama) usually need none
         if key is None:
@@ -187,9 +187,16 @@ class OpenAIModel:
         self._retired: list[AsyncOpenAI] = []
 
     def _make_client(self) -> AsyncOpenAI:
-        return AsyncOpenAI(
+        """A client whose settings follow verimap's rule that an empty variable is unset: base
+        URL and key are always passed, and the SDK would take an empty OPENAI_ORG_ID /
+        OPENAI_PROJECT_ID as a value and send it as an empty `OpenAI-Organization` /
+        `OpenAI-Project` header."""
+        client = AsyncOpenAI(
             base_url=self.base_url, api_key=self._key, timeout=self._timeout, max_retries=0
         )
+        client.organization = getenv("OPENAI_ORG_ID")
+        client.project = getenv("OPENAI_PROJECT_ID")
+        return client
 
     def __repr__(self) -> str:  # never shows the key
         return f"OpenAIModel({self.name!r}, base_url={self.base_url!r}, dialect={self.dialect!r})"

@@ -7,10 +7,11 @@ so a changed or truncated upload is caught before a server ever loads it.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from pydantic import BaseModel
+
+from verimap.env import getenv
 
 
 class CatalogModel(BaseModel):
@@ -76,19 +77,19 @@ def lookup(name: str) -> CatalogModel:
 
 def cache_dir() -> Path:
     """Where assembled weights and the wheelhouse live (`VERIMAP_CACHE_DIR` overrides)."""
-    env = os.environ.get("VERIMAP_CACHE_DIR")
+    env = getenv("VERIMAP_CACHE_DIR")
     if env:
         return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    base = getenv("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "verimap"
 
 
 def state_dir() -> Path:
     """Where pid/port files of servers kept for reuse live (`VERIMAP_STATE_DIR` overrides)."""
-    env = os.environ.get("VERIMAP_STATE_DIR")
+    env = getenv("VERIMAP_STATE_DIR")
     if env:
         return Path(env).expanduser()
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    base = getenv("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "verimap"
 
 

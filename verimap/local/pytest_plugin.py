@@ -9,12 +9,12 @@ under CI (`CI` set), where they fail: CI must exercise the real path.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
+from verimap.env import getenv
 from verimap.llm.openai_model import OpenAIModel
 from verimap.local import catalog, server, weights
 
@@ -23,7 +23,7 @@ TEST_MODEL = "qwen2.5-coder-0.5b"
 
 def unavailable(reason: str) -> None:
     """Fail under CI, skip elsewhere: the service is part of CI, optional on a laptop."""
-    if os.environ.get("CI"):
+    if getenv("CI"):
         pytest.fail(f"local model unavailable under CI: {reason}", pytrace=False)
     pytest.skip(f"local model unavailable: {reason}")
 
@@ -31,13 +31,13 @@ def unavailable(reason: str) -> None:
 @pytest.fixture(scope="session")
 def local_model_file() -> Path:
     """The GGUF file the local-model tests serve."""
-    env = os.environ.get("VERIMAP_MODEL_FILE")
+    env = getenv("VERIMAP_MODEL_FILE")
     if env:
         p = Path(env).expanduser()
         if not p.is_file():
             unavailable(f"VERIMAP_MODEL_FILE={p} does not exist")
         return p
-    m = catalog.lookup(os.environ.get("VERIMAP_TEST_MODEL", TEST_MODEL))
+    m = catalog.lookup(getenv("VERIMAP_TEST_MODEL", TEST_MODEL))
     if not weights.is_ready(m):
         unavailable(f"{m.name} is not pulled; run `verimap model pull --model {m.name}`")
     return catalog.model_path(m)
@@ -48,7 +48,7 @@ def local_server(local_model_file: Path) -> Iterator[server.ServerInfo]:
     """A server started for this session and stopped at its end."""
     if not server.runtime_available():
         unavailable(server.INSTALL_HINT)
-    alias = os.environ.get("VERIMAP_TEST_MODEL", TEST_MODEL)
+    alias = getenv("VERIMAP_TEST_MODEL", TEST_MODEL)
     info = server.start_server(local_model_file, alias=alias, keep=False, timeout=120)
     try:
         yield info

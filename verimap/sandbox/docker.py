@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import tempfile
 
+from verimap.env import getenv
 from verimap.sandbox.base import SandboxUnavailable
 from verimap.sandbox.image import SANDBOX_UID, WORKER_COMMAND, image_tag
 from verimap.sandbox.pool import WorkerHandle, WorkerPool
@@ -96,7 +97,7 @@ class DockerSandbox(PooledSandbox):
         """`transport`: "socket" (a bind-mounted Unix socket straight to the worker; needs a
         local daemon), "stdio" (through `docker run -i`), or "auto" (socket when local)."""
         if transport == "auto":
-            host = os.environ.get("DOCKER_HOST", "")
+            host = getenv("DOCKER_HOST", "")
             transport = "socket" if not host or host.startswith("unix://") else "stdio"
         if transport not in ("socket", "stdio"):
             raise ValueError(f"transport must be auto, socket or stdio, not {transport!r}")

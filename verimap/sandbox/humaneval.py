@@ -14,13 +14,13 @@ import asyncio
 import gzip
 import json
 import math
-import os
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from verimap.env import getenv
 from verimap.sandbox.base import ExecResult, Sandbox
 
 HUMANEVAL_FILE = "humaneval/HumanEval.jsonl.gz"
@@ -29,7 +29,7 @@ HUMANEVAL_FILE = "humaneval/HumanEval.jsonl.gz"
 def data_dir() -> Path | None:
     """`$VERIMAP_DATA`, else `../shared/datasets` next to the repository, else the full copy
     committed in the repository's `datasets/full`, whichever exists first."""
-    env = os.environ.get("VERIMAP_DATA")
+    env = getenv("VERIMAP_DATA")
     if env:
         return Path(env)
     repo = Path(__file__).resolve().parents[2]

@@ -22,6 +22,7 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
+from verimap.env import getenv
 from verimap.sandbox.worker_module import sandbox_dir
 
 IMAGE_REPO = "verimap-sandbox"
@@ -49,7 +50,7 @@ class BuildError(RuntimeError):
 
 def cache_dir() -> Path:
     """Rootfs cache, outside the repository."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    base = getenv("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     return Path(base) / "verimap" / "sandbox"
 
 

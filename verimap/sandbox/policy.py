@@ -23,6 +23,8 @@ from verimap.sandbox.worker_module import worker
 
 ALLOWED_IMPORTS: frozenset[str] = worker().ALLOWED_IMPORTS
 BYTECODE_MAGIC: str = worker().MAGIC  # this interpreter's, as the worker module reports it here
+# Functions in scope of every Python VF besides load_function (approx, parse_number, ...).
+VF_HELPERS: frozenset[str] = worker().VF_HELPERS
 
 POLICY_HINT = (
     "Write the VF as plain assertions over `inputs`/`outputs` (or a `verify(inputs, outputs)` "
@@ -118,3 +120,18 @@ def _restricted_tree(source: str) -> ast.Module:
     if problems:
         raise PolicyViolation(problems)
     return ast.fix_missing_locations(tree)
+
+
+def task_examples(task: str) -> list[tuple[str, str]]:
+    """The examples written in `task` as (call, expected) source pairs; empty when it has none.
+
+    Read by the very parser `run_examples` uses in the sandbox, so the host knows without
+    running anything whether a `run_examples` VF would check something or raise "the task
+    has no examples to run".
+    """
+    return list(_task_examples(task))
+
+
+@functools.lru_cache(maxsize=256)
+def _task_examples(task: str) -> tuple[tuple[str, str], ...]:
+    return tuple(worker().extract_examples(task))

@@ -1,0 +1,175 @@
+"""Runs that verification makes better, not worse: typed outputs, vacuous VFs, the fallback
+plan, replan blame, feedback that fits, and the best unverified answer of a failed run."""
+
+import verimap
+from verimap.config import RunConfig
+from verimap.events import EventBus
+from verimap.planner import LLMPlanner
+from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld
+
+
+def node(id, outputs, vfs, inputs=("USER_TASK",), instruction=None):
+    return {"id": id, "instruction": instruction or f"do {id}", "inputs": list(inputs),
+            "outputs": outputs, "verification": vfs}  # fmt: skip
+
+
+def py(name, code):
+    return {"name": name, "type": "python", "code": code}
+
+
+POSITIVE = py("positive", "assert outputs['price'] > 0, 'price must be positive'")
+VACUOUS = py("typed", "assert isinstance(outputs['price'], (int, float))")
+
+
+def run(world, config=None, sandbox=None, events=None):
+    coord = verimap.build(
+        world.models(), sandbox or InProcessSandboxDouble(), config=config or RunConfig(),
+        events=events,
+    )  # fmt: skip
+    return coord.run("task")
+
+
+def recorded(bus: EventBus) -> list:
+    seen: list = []
+    bus.subscribe(seen.append)
+    return seen
+
+
+async def test_an_output_that_does_not_fit_its_type_fails_the_attempt_before_any_vf():
+    plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": {"value": 17}} if k < 2 else {"price": "17"})  # fmt: skip
+    sandbox = InProcessSandboxDouble()
+    r = await run(world, RunConfig(max_retries=3, vacuity_check=False), sandbox)
+    assert r.status == "success" and r.answer == 17 and isinstance(r.answer, int)
+    first, _, third = r.nodes["ex"].attempts
+    assert third.passed and third.verdicts[0].passed
+    assert first.error == 'price: expected number, got object {"value": 17}' and not first.verdicts
+    assert 'price: expected number, got object {"value": 17}' in world.executor_prompts["ex"][1]
+    assert len(sandbox.calls) == 1 and sandbox.calls[0][2] == {"price": 17}
+    assert "Required outputs: price (number)" in world.executor_prompts["ex"][0]
+
+
+async def test_consumers_see_the_producers_type_beside_each_input():
+    plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE]),
+                      node("tw", {"total": "number"}, [py("dbl", "assert approx(outputs['total'], 2 * inputs['ex.price'])")],
+                           inputs=["ex.price"])]}  # fmt: skip
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 4} if nid == "ex" else {"total": 2 * inp["ex.price"]})  # fmt: skip
+    r = await run(world)
+    assert r.status == "success" and r.answer == 8
+    assert "Input types: ex.price (number)" in world.executor_prompts["tw"][0]
+
+
+async def test_a_vacuous_vf_goes_back_to_the_planner_once_then_the_repair_runs():
+    bad = {"nodes": [node("ex", {"price": "number"}, [VACUOUS])]}
+    good = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
+    world = ScriptedWorld([bad, good], lambda nid, k, inp, p: {"price": 3})
+    r = await run(world)
+    assert r.status == "success" and world.planner_calls == 2 and r.vacuous_vfs == []
+    assert [v.name for v in r.plans[0].nodes[0].verification] == ["positive"]
+    repair = world.model.requests[1].messages[-1]["content"]
+    assert "python VF 'typed' passes on empty outputs and on absurd ones" in repair
+
+
+async def test_a_vf_still_vacuous_after_repair_is_dropped_and_recorded():
+    bad = {"nodes": [node("ex", {"price": "number"}, [VACUOUS, POSITIVE])]}
+    world = ScriptedWorld([bad], lambda nid, k, inp, p: {"price": 3})
+    bus = EventBus()
+    seen = recorded(bus)
+    r = await run(world, events=bus)
+    assert r.status == "success" and r.vacuous_vfs == ["1:ex.typed"]
+    assert [v.name for v in r.plans[0].nodes[0].verification] == ["positive"]
+    assert [(e.node_id, e.data["vf"]) for e in seen if e.type == "vf_vacuous"] == [("ex", "typed")]
+    assert [v.name for v in r.nodes["ex"].verdicts] == ["positive"]
+
+
+async def test_vfs_that_check_something_are_not_vacuous():
+    vfs = [POSITIVE, py("bounded", "assert outputs['price'] >= 0"),
+           py("examples", "f = load_function(outputs['price'], 'f')"),
+           py("inputs_only", "assert inputs['USER_TASK']")]  # fmt: skip
+    plan = {"nodes": [node("ex", {"price": "number"}, vfs)]}
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3})
+    verifier = verimap.build(world.models(), InProcessSandboxDouble()).verifier
+    found = await verifier.vacuous_vfs(verimap.parse_plan(plan), "a task")
+    assert found == [("ex", "inputs_only")]
+
+
+async def test_no_valid_plan_falls_back_to_one_typed_node_and_the_result_says_so():
+    planner = LLMPlanner(ScriptedModel(['{"nodes": []}'] * 4), max_repairs=3)
+    executor = ScriptedModel(['{"answer": "42"}'])
+    bus = EventBus()
+    seen = recorded(bus)
+    coord = verimap.build(
+        {"executor": executor}, InProcessSandboxDouble(), planner=planner, events=bus
+    )
+    r = await coord.run("What is six times seven?")
+    assert r.status == "success" and r.answer == 42 and r.verified
+    assert r.fallback_iterations == [1] and len(r.plans) == 1
+    assert r.plans[0].nodes[0].outputs == {"answer": "number"}
+    assert [e.type for e in seen].count("plan_fallback") == 1
+
+
+async def test_an_executor_error_keeps_the_plan_once_before_a_replan():
+    plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": "a lot"})
+    bus = EventBus()
+    seen = recorded(bus)
+    r = await run(world, RunConfig(max_retries=2, max_iterations=3), events=bus)
+    types = [e.type for e in seen]
+    assert r.status == "failed" and r.iterations == 3
+    assert types.count("plan_kept") == 1 and types.count("replan") == 1
+    assert world.planner_calls == 2
+    # The kept iteration starts from the last feedback rather than from scratch.
+    assert "This is a retry" in world.executor_prompts["ex"][2]
+
+
+async def test_feedback_is_cut_to_fit_the_context():
+    huge = py("huge", "assert outputs['price'] > 100, 'x' * 50000")
+    plan = {"nodes": [node("ex", {"price": "number"}, [huge])]}
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3})
+    r = await run(world, RunConfig(max_retries=2, max_iterations=2))
+    assert r.status == "failed"
+    retry = world.executor_prompts["ex"][1]
+    assert len(retry) < 6000 and "characters cut" in retry
+    replan = world.model.requests[
+        [i for i, q in enumerate(world.model.requests) if q.role == "planner"][1]
+    ].messages[-1]["content"]
+    assert len(replan) < 12000 and "characters cut" in replan
+
+
+async def test_a_failed_run_keeps_its_best_answer_unverified():
+    plan = {"nodes": [node("ex", {"price": "number"}, [py("big", "assert outputs['price'] > 100, 'too small'")])]}  # fmt: skip
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3 + k})
+    r = await run(world, RunConfig(max_retries=2, max_iterations=1))
+    assert r.status == "failed" and not r.verified and r.final_output == {"price": 4}
+
+
+async def test_the_judge_is_not_asked_once_a_python_vf_failed():
+    judge_asked = []
+    plan = {"nodes": [node("ex", {"price": "number"}, [py("big", "assert outputs['price'] > 100"),
+                                                        {"name": "j", "type": "llm", "content": "plausible"}])]}  # fmt: skip
+    world = ScriptedWorld(
+        [plan], lambda nid, k, inp, p: {"price": 3 if k == 0 else 300},
+        judge=lambda nid, c, o: (judge_asked.append(o) or True, "ok"),
+    )  # fmt: skip
+    r = await run(world, RunConfig(max_retries=2))
+    assert r.status == "success" and judge_asked == [{"price": 300}]
+    skipped = r.nodes["ex"].attempts[0].verdicts[1]
+    assert skipped.outcome == "SKIPPED" and "not judged" in skipped.message
+
+
+async def test_retries_sample_at_the_retry_temperature():
+    plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": -1 if k < 2 else 2})
+    r = await run(world, RunConfig(temperature=0.0, retry_temperature=0.7, vacuity_check=False))
+    assert r.status == "success" and len(r.nodes["ex"].attempts) == 3
+    temps = [q.temperature for q in world.model.requests if q.role == "executor"]
+    assert temps == [0.0, 0.7, 0.7]
+
+
+def test_the_local_model_samples_retries_and_an_endpoint_keeps_its_defaults(monkeypatch):
+    from verimap.llm.endpoint import default_sampling
+
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    assert default_sampling() == {"temperature": 0.0, "retry_temperature": 0.7}
+    assert default_sampling(base_url="http://127.0.0.1:9/v1") == {}
