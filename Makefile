@@ -10,9 +10,11 @@ demo: setup
 	verimap eval --benchmark humaneval --method verimap --limit 3 --max-retries 2 --max-iterations 2 \
 		--out runs/demo-$$(date +%Y%m%d-%H%M%S)
 
-# The tests serve the small model (VERIMAP_TEST_MODEL, default the 0.5B), so setup pulls that one.
+# The tests serve the small model (VERIMAP_TEST_MODEL, default the 0.5B), so setup pulls that one;
+# the judge test needs the default 1.5B (the 0.5B passes "Berlin" for "city is Paris").
 test:
 	VERIMAP_LOCAL_MODEL=$${VERIMAP_LOCAL_MODEL:-qwen2.5-coder-0.5b} bash scripts/setup.sh
+	verimap model pull --model qwen2.5-coder-1.5b
 	CI=$${CI:-true} python3 -m pytest
 
 lint:

@@ -1,6 +1,8 @@
 """Runs that verification makes better, not worse: typed outputs, vacuous VFs, the fallback
 plan, replan blame, feedback that fits, and the best unverified answer of a failed run."""
 
+import json
+
 import verimap
 from verimap.config import RunConfig
 from verimap.events import EventBus
@@ -64,7 +66,7 @@ async def test_a_vacuous_vf_goes_back_to_the_planner_once_then_the_repair_runs()
     good = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
     world = ScriptedWorld([bad, good], lambda nid, k, inp, p: {"price": 3})
     r = await run(world)
-    assert r.status == "success" and world.planner_calls == 2 and r.vacuous_vfs == []
+    assert r.status == "success" and world.planner_calls == 2 and r.dropped_vfs == []
     assert [v.name for v in r.plans[0].nodes[0].verification] == ["positive"]
     repair = world.model.requests[1].messages[-1]["content"]
     assert "python VF 'typed' passes on empty outputs and on absurd ones" in repair
@@ -76,7 +78,7 @@ async def test_a_vf_still_vacuous_after_repair_is_dropped_and_recorded():
     bus = EventBus()
     seen = recorded(bus)
     r = await run(world, events=bus)
-    assert r.status == "success" and r.vacuous_vfs == ["1:ex.typed"]
+    assert r.status == "success" and r.dropped_vfs == ["1:ex.typed (vacuous)"]
     assert [v.name for v in r.plans[0].nodes[0].verification] == ["positive"]
     assert [(e.node_id, e.data["vf"]) for e in seen if e.type == "vf_vacuous"] == [("ex", "typed")]
     assert [v.name for v in r.nodes["ex"].verdicts] == ["positive"]
@@ -173,3 +175,13 @@ def test_the_local_model_samples_retries_and_an_endpoint_keeps_its_defaults(monk
         monkeypatch.delenv(var, raising=False)
     assert default_sampling() == {"temperature": 0.0, "retry_temperature": 0.7}
     assert default_sampling(base_url="http://127.0.0.1:9/v1") == {}
+
+
+async def test_vfs_the_planner_dropped_are_in_the_result():
+    noop = py("noop", "x = outputs['price']")
+    bad = {"nodes": [node("ex", {"price": "number"}, [POSITIVE, noop])]}
+    planner = LLMPlanner(ScriptedModel([json.dumps(bad)] * 2), max_repairs=1)
+    executor = ScriptedModel(['{"price": 3}'])
+    coord = verimap.build({"executor": executor}, InProcessSandboxDouble(), planner=planner)
+    r = await coord.run("task")
+    assert r.status == "success" and r.dropped_vfs and r.dropped_vfs[0].startswith("1:ex.noop (")

@@ -31,7 +31,8 @@ async def test_executor_returns_exactly_the_declared_outputs(local_model):
     assert set(out.outputs) == {"total"}
 
 
-async def test_judge_gives_a_structured_verdict(local_model):
+async def test_the_judge_fails_a_wrong_answer_and_passes_the_right_one(default_local_model):
+    """On the default 1.5B: the 0.5B passes "Berlin" for "city is Paris" whatever the prompt."""
     node = Node(
         id="cap",
         instruction="Give the capital of France.",
@@ -39,12 +40,12 @@ async def test_judge_gives_a_structured_verdict(local_model):
         outputs=["city"],
         verification=[{"name": "is_paris", "type": "llm", "content": "city is Paris"}],
     )
-    rep = await Verifier(None, local_model).verify(
+    rep = await Verifier(None, default_local_model).verify(
         node, {"USER_TASK": "capital of France?"}, {"city": "Berlin"}
     )
     v = rep.verdicts[0]
     assert v.outcome == "FAIL" and v.type == "llm" and v.explanation.strip()
-    right = await Verifier(None, local_model).verify(
+    right = await Verifier(None, default_local_model).verify(
         node, {"USER_TASK": "capital of France?"}, {"city": "Paris"}
     )
     assert right.verdicts[0].outcome == "PASS"
@@ -83,7 +84,7 @@ async def test_a_typed_two_node_plan_gives_the_right_answer(local_models):
     the right total: the run verifies and its answer is 391, a number."""
     from verimap.planner import TemplatePlanner
 
-    config = RunConfig(max_retries=3, max_iterations=1, temperature=0)
+    config = RunConfig(max_retries=3, max_iterations=1, temperature=0, executor_max_steps=4)
     sandbox = process_sandbox()
     coord = verimap.build(local_models, sandbox, config=config, planner=TemplatePlanner(TYPED_PLAN))
     r = await coord.run("A shop sells pens at 17 dollars each. How much do 23 pens cost?")

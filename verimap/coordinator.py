@@ -92,7 +92,7 @@ class _RunState:
         self.retries = 0
         self.iteration = 0
         self.fallbacks: list[int] = []
-        self.vacuous: list[str] = []
+        self.dropped: list[str] = []
         # Feedback a node's next attempt starts from when its plan is kept for another iteration.
         self.carry: dict[str, Feedback] = {}
         self.kept: Counter[str] = Counter()
@@ -219,7 +219,7 @@ class Coordinator:
         return RunResult(
             run_id=st.run_id, task=st.task, status=status, final_node=final, final_output=final_output,  # type: ignore[arg-type]
             nodes=st.reports, iterations=st.iteration, retries=st.retries, plans=list(st.plans), error=error,
-            verified=verified, fallback_iterations=list(st.fallbacks), vacuous_vfs=list(st.vacuous),
+            verified=verified, fallback_iterations=list(st.fallbacks), dropped_vfs=list(st.dropped),
         )  # fmt: skip
 
     async def _run(self, st: _RunState) -> RunResult:
@@ -276,6 +276,7 @@ class Coordinator:
     async def _vet(self, st: _RunState, plan: Plan) -> Plan:
         """Record a fallback plan; find Python VFs that pass on null and on absurd outputs (they
         check nothing), send them back to the planner once, then drop those still vacuous."""
+        st.dropped.extend(f"{st.iteration}:{d}" for d in plan.dropped_vfs)
         if plan.fallback_reason is not None:
             st.fallbacks.append(st.iteration)
             self._emit(st, ev.PLAN_FALLBACK, reason=plan.fallback_reason)
@@ -301,7 +302,7 @@ class Coordinator:
         drop: dict[str, set[str]] = {}
         for nid, name in found:
             drop.setdefault(nid, set()).add(name)
-            st.vacuous.append(f"{st.iteration}:{nid}.{name}")
+            st.dropped.append(f"{st.iteration}:{nid}.{name} (vacuous)")
             self._emit(st, ev.VF_VACUOUS, nid, vf=name)
         plan = plan.model_copy(deep=True)
         for node in plan.nodes:

@@ -232,6 +232,12 @@ class Plan(BaseModel):
     edges: list[Edge] = Field(default_factory=list)
     # Why the planner fell back to a one-node plan (None: a planned plan); not part of its JSON.
     _fallback_reason: str | None = PrivateAttr(default=None)
+    # VFs the planner dropped from this plan ("node.vf (why)"); not part of its JSON.
+    _dropped_vfs: list[str] = PrivateAttr(default_factory=list)
+
+    @property
+    def dropped_vfs(self) -> list[str]:
+        return self._dropped_vfs
 
     @property
     def fallback_reason(self) -> str | None:

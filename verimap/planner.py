@@ -198,6 +198,7 @@ def resolve_bare_inputs(raw: Any) -> Any:
     return raw
 
 
+_VF_PROBLEM = re.compile(r"^node '([^']+)': python VF '([^']+)'(.*)$", re.S)
 _OUTPUT_KEY = re.compile(r"""\boutputs(\[\s*|\.get\(\s*)(['"])([A-Za-z_]\w*)\2""")
 
 
@@ -462,9 +463,45 @@ class LLMPlanner:
             ]
         if challenged is not None:
             return challenged
+        salvaged = self._salvage(raw, problems)
+        if salvaged is not None:
+            return salvaged
         raise PlanningError(
             f"no valid plan after {self.max_repairs} repair(s); last problems:", problems, responses
         )
+
+    def _salvage(self, raw: Any, problems: list[str]) -> Plan | None:
+        """The last plan without the Python VFs its remaining problems name, when those VFs are
+        all that is wrong with it: a sound plan is worth more than a fallback, and a VF that
+        cannot run or checks nothing adds no safety. The dropped VFs are recorded on the plan."""
+        bad: set[tuple[str, str]] = set()
+        for p in problems:
+            m = _VF_PROBLEM.match(p)
+            if m is None:
+                return None
+            bad.add((m.group(1), m.group(2)))
+        if not bad or not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list):
+            return None
+        raw = copy.deepcopy(raw)
+        for n in raw["nodes"]:
+            if isinstance(n, dict) and isinstance(n.get("verification"), list):
+                n["verification"] = [
+                    v for v in n["verification"]
+                    if not (isinstance(v, dict) and (n.get("id"), v.get("name")) in bad)
+                ]  # fmt: skip
+        try:
+            plan = parse_plan(raw)
+        except PlanError:
+            return None
+        if self.check(plan):
+            return None
+        reasons = {}
+        for p in problems:
+            m = _VF_PROBLEM.match(p)
+            if m:
+                reasons.setdefault(f"{m.group(1)}.{m.group(2)}", m.group(3).strip(" :"))
+        plan.dropped_vfs.extend(f"{k} ({why[:120]})" for k, why in reasons.items())
+        return plan
 
     def _quality_of_raw(self, raw: Any) -> list[str]:
         """Quality problems of a plan that failed validation, so one round can fix everything."""

@@ -100,10 +100,10 @@ class RunResult(BaseModel):
     # `final_output` of a run that did not verify is its best unverified answer (the final
     # node's last outputs, else the deepest verified node's), so it can still be scored.
     verified: bool = False
-    # Plans that were the one-node fallback (iteration numbers), and VFs dropped as vacuous
-    # ("iteration:node.vf").
+    # Plans that were the one-node fallback (iteration numbers), and VFs dropped from plans
+    # ("iteration:node.vf (why)": vacuous, or a static problem the planner did not repair).
     fallback_iterations: list[int] = Field(default_factory=list)
-    vacuous_vfs: list[str] = Field(default_factory=list)
+    dropped_vfs: list[str] = Field(default_factory=list)
 
     @property
     def answer(self) -> Any:

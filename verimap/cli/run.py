@@ -108,8 +108,8 @@ def print_result(result: RunResult, *, console=None) -> None:
                   f"{u.completion_tokens} completion tokens, ${u.cost:.4f}")  # fmt: skip
     if result.fallback_iterations:
         console.print(f"fallback plan in iteration(s): {result.fallback_iterations}")
-    if result.vacuous_vfs:
-        console.print(f"vacuous VFs dropped: {', '.join(result.vacuous_vfs)}", markup=False)
+    if result.dropped_vfs:
+        console.print(f"VFs dropped: {', '.join(result.dropped_vfs)}", markup=False)
     if result.trace_path:
         console.print(f"trace: {result.trace_path}", markup=False)
     answer = result.answer

@@ -86,6 +86,10 @@ def method_config(
 
 Solve = Callable[..., Awaitable[Any]]
 
+# The single agent's answer: free text as in the paper (the scorer finds the number or the
+# answer in it), except code, which must come as the function's source, not as an object.
+ANSWER_TYPES = {"programming": "code"}
+
 
 def build_coordinator(
     method: str | Method,
@@ -114,7 +118,7 @@ def build_coordinator(
     cfg = method_config(m, config)
     if m.planner == "react":
         planner: Any = TemplatePlanner.single_node(
-            outputs=answer_outputs or ["answer"],
+            outputs=answer_outputs or [f"answer: {ANSWER_TYPES.get(domain, 'any')}"],
             instruction="Solve the task completely, using the tools as needed, and give the final answer.",
         )
     else:

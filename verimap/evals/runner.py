@@ -67,6 +67,9 @@ class TaskRecord(BaseModel):
     meta: dict[str, Any] = Field(default_factory=dict)
     trace: str | None = None
     error: str | None = None
+    # Plans that were the one-node fallback, and VFs dropped as vacuous (see RunResult).
+    fallbacks: int = 0
+    dropped_vfs: int = 0
     finished_at: float = Field(default_factory=time.time)
 
 
@@ -375,7 +378,7 @@ async def _run_task(
         method=method,
         status=result.status,
         correct=score.correct,
-        verified=result.status == "success",
+        verified=result.verified,
         predicted=score.predicted[:4000],
         gold=score.gold,
         score_detail=score.detail,
@@ -390,5 +393,7 @@ async def _run_task(
         meta={"question_type": task.meta["question_type"]} if "question_type" in task.meta else {},
         trace=str(rel),
         error=result.error,
+        fallbacks=len(result.fallback_iterations),
+        dropped_vfs=len(result.dropped_vfs),
     )
     return rec.model_dump(mode="json")

@@ -66,6 +66,36 @@ async def local_model(local_server: server.ServerInfo) -> AsyncIterator[OpenAIMo
         await m.aclose()
 
 
+@pytest.fixture(scope="module")
+def default_model_server() -> Iterator[server.ServerInfo]:
+    """The catalog's default model (the 1.5B), for the few tests of judgement the small model
+    cannot pass (it calls "Berlin" Paris); started per module, so its memory is freed after."""
+    m = catalog.lookup(catalog.DEFAULT_MODEL)
+    if not weights.is_ready(m):
+        unavailable(f"{m.name} is not pulled; run `verimap model pull --model {m.name}`")
+    if not server.runtime_available():
+        unavailable(server.INSTALL_HINT)
+    info = server.start_server(catalog.model_path(m), alias=m.name, keep=False, timeout=180)
+    try:
+        yield info
+    finally:
+        server.stop_server(info)
+
+
+@pytest.fixture
+async def default_local_model(
+    default_model_server: server.ServerInfo,
+) -> AsyncIterator[OpenAIModel]:
+    m = OpenAIModel(
+        default_model_server.alias, base_url=default_model_server.base_url, local=True,
+        max_retries=2, max_tokens_cap=512,
+    )  # fmt: skip
+    try:
+        yield m
+    finally:
+        await m.aclose()
+
+
 @pytest.fixture
 def local_models(local_model: OpenAIModel) -> dict[str, OpenAIModel]:
     """The local model in every role, as `verimap.build` takes it."""
