@@ -105,3 +105,24 @@ def test_run_bad_input(world, tmp_path):
     pf.write_text('{"nodes": []}')
     r = invoke("t", "--plan-file", str(pf))
     assert r.exit_code == 2 and "empty plan" in r.output
+
+
+def test_run_as_an_eval_method_uses_its_presets(monkeypatch, tmp_path):
+    from verimap.evals.methods import build_coordinator
+    from verimap.testing import InProcessSandboxDouble
+
+    react = build_coordinator("react", {"executor": None}, InProcessSandboxDouble(), None)
+    w = ScriptedWorld([react.planner._plan], lambda nid, k, inp, p: {"answer": 42})
+
+    @asynccontextmanager
+    async def fake_connect(**endpoint):
+        yield w.models()
+
+    monkeypatch.setattr(run_mod, "_connect", fake_connect)
+    r = invoke("Double 21", "--method", "react", "--model", "gpt-4o-mini", "--sandbox", "process",
+               "--trace-dir", str(tmp_path), "--json", "-q")  # fmt: skip
+    result = json.loads(r.output)
+    assert [n["id"] for n in result["plans"][0]["nodes"]] == ["solve"] and w.planner_calls == 0
+    assert result["final_output"] == {"answer": 42} and result["iterations"] == 1
+    bad = invoke("Double 21", "--method", "react", "--plan-file", __file__)
+    assert bad.exit_code == 2 and "exclude each other" in bad.output

@@ -408,3 +408,13 @@ async def test_vfs_the_planner_never_repaired_are_dropped_rather_than_the_plan()
         v["name"] for v in GOOD["nodes"][1]["verification"]
     ]
     assert got.dropped_vfs and got.dropped_vfs[0].startswith("b.noop (checks nothing")
+
+
+async def test_two_replies_in_a_row_cut_at_the_limit_end_the_repairs():
+    from verimap.llm.base import ModelResponse
+    from verimap.usage import Usage
+
+    cut = ModelResponse(content='{"nodes": [{"id": "a"', finish_reason="length", usage=Usage(calls=1, completion_tokens=1024))  # fmt: skip
+    m = ScriptedModel([cut, cut, GOOD])
+    plan = await LLMPlanner(m, max_repairs=3).plan("t")
+    assert m.calls == 2 and plan.fallback_reason and "cut off" in plan.fallback_reason

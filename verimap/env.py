@@ -11,7 +11,10 @@ blank variable behaves exactly like a missing one.
 from __future__ import annotations
 
 import os
-from typing import overload
+from collections.abc import Callable
+from typing import TypeVar, overload
+
+T = TypeVar("T")
 
 
 class EnvError(ValueError):
@@ -40,22 +43,20 @@ def getenv(name: str, default: str | None = None) -> str | None:
 def getenv_int(name: str, default: int) -> int:
     """An integer setting; blank means `default`, anything else that is not an integer is an
     `EnvError` naming the variable (a bare `int()` error does not say which one was wrong)."""
-    raw = getenv(name)
-    if raw is None:
-        return default
-    try:
-        return int(raw)
-    except ValueError:
-        raise EnvError(f"{name} must be an integer, got {raw!r}") from None
+    return _parsed(name, default, int, "an integer")
 
 
 def getenv_float(name: str, default: float) -> float:
     """A number setting; blank means `default`, anything else that is not a number is an
     `EnvError` naming the variable."""
+    return _parsed(name, default, float, "a number")
+
+
+def _parsed(name: str, default: T, parse: Callable[[str], T], what: str) -> T:
     raw = getenv(name)
     if raw is None:
         return default
     try:
-        return float(raw)
+        return parse(raw)
     except ValueError:
-        raise EnvError(f"{name} must be a number, got {raw!r}") from None
+        raise EnvError(f"{name} must be {what}, got {raw!r}") from None

@@ -198,6 +198,8 @@ def resolve_bare_inputs(raw: Any) -> Any:
     return raw
 
 
+# Replies cut at the length limit in a row after which the planner stops asking.
+MAX_CUT_REPLIES = 2
 _VF_PROBLEM = re.compile(r"^node '([^']+)': python VF '([^']+)'(.*)$", re.S)
 _OUTPUT_KEY = re.compile(r"""\boutputs(\[\s*|\.get\(\s*)(['"])([A-Za-z_]\w*)\2""")
 
@@ -415,6 +417,11 @@ class LLMPlanner:
                 temperature = max(temperature or 0.0, self.repeat_temperature)
             responses.append(resp)
             raw: Any = None
+            if [r.finish_reason for r in responses[-MAX_CUT_REPLIES:]] == ["length"] * MAX_CUT_REPLIES:
+                # A model in a repetition loop stays in it: each further repair costs a whole
+                # reply at the length limit (about a minute on the local 1.5B) and brings nothing.
+                problems = [f"{MAX_CUT_REPLIES} replies in a row were cut off at the length limit"]
+                break
             try:
                 if resp.finish_reason == "length":
                     # A cut reply's first balanced `{...}` is some inner object: name the real cause.

@@ -25,8 +25,8 @@ from verimap.llm.base import ModelRequest, ModelResponse
 from verimap.llm.double import ScriptedModel, tool_call_reply
 from verimap.plan import Plan, parse_plan
 from verimap.sandbox.base import ExecResult, Outcome, Sandbox
-from verimap.sandbox.policy import BYTECODE_MAGIC, PolicyViolation, vf_job_code
-from verimap.sandbox.pooled import OUTPUT_LIMIT
+from verimap.sandbox.policy import BYTECODE_MAGIC
+from verimap.sandbox.pooled import OUTPUT_LIMIT, vf_job
 from verimap.sandbox.worker_module import worker
 
 
@@ -68,21 +68,9 @@ def judge_vf(
     processes and are stopped before this returns.
     """
     w = worker()
-    try:
-        data = {"inputs": w.encode(dict(inputs)), "outputs": w.encode(dict(outputs))}
-    except (w.CodecError, TypeError, ValueError) as e:
-        return ExecResult(
-            outcome=Outcome.ERROR,
-            message=f"VF inputs/outputs must be plain data (JSON types, tuple, set, bytes, complex): {e}",
-        )
-    job: dict[str, Any] = {"kind": "vf", "source": code, **data}
-    if policy:
-        try:
-            job.update(vf_job_code(code, BYTECODE_MAGIC))
-        except PolicyViolation as e:
-            return ExecResult(outcome=Outcome.POLICY, message=e.message)
-    else:
-        job["restricted"] = False
+    job = vf_job(code, inputs, outputs, policy=policy, magic=BYTECODE_MAGIC)
+    if isinstance(job, ExecResult):
+        return job
     out, err = io.StringIO(), io.StringIO()
     w.CANDIDATE_ROOT = _candidate_root()
     try:

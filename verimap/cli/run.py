@@ -14,6 +14,7 @@ import click
 from verimap.cli import sandbox_option
 from verimap.config import Budget, RunConfig
 from verimap.env import getenv
+from verimap.evals.methods import METHODS
 from verimap.llm.endpoint import endpoint_options
 from verimap.result import RunResult
 
@@ -152,6 +153,9 @@ def print_result(result: RunResult, *, console=None) -> None:
 )
 @click.option("--plan-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Use this fixed plan instead of asking the planner model.")  # fmt: skip
+@click.option("--method", type=click.Choice(list(METHODS)), default=None,
+              help="Run as one of the eval methods (react, map, map-v, verimap, ...), with the same "
+              "presets as `verimap eval`, to compare methods on one task.")  # fmt: skip
 @sandbox_option()
 @click.option("--trace-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where run traces go (default: $VERIMAP_TRACE_DIR or ./runs/traces).")  # fmt: skip
@@ -165,7 +169,8 @@ def print_result(result: RunResult, *, console=None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not narrate the run's steps on stderr.")
 def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, sequential: bool, no_reuse: bool,
-        fail_accepted: bool, verification: str, plan_file: Path | None, sandbox_kind: str, trace_dir: Path | None,
+        fail_accepted: bool, verification: str, plan_file: Path | None, method: str | None,
+        sandbox_kind: str, trace_dir: Path | None,
         max_calls: int | None, max_tokens: int | None, max_cost: float | None, timeout: float | None,
         temperature: float | None, as_json: bool, quiet: bool, **endpoint: Any) -> None:  # fmt: skip
     """Solve TASK: plan a DAG with verification functions, execute and verify every node, retry and
@@ -180,6 +185,9 @@ def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, seq
 
     if not task.strip():
         click.echo("error: TASK is empty", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    if method and plan_file:
+        click.echo("error: --method and --plan-file exclude each other", err=True)
         sys.exit(EXIT_BAD_INPUT)
     from verimap.llm.endpoint import default_sampling
 
@@ -210,14 +218,20 @@ def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, seq
                 events = verimap.EventBus()
                 if not quiet:
                     events.subscribe(progress_printer())
-                coordinator = verimap.build(
-                    models,
-                    sandbox,
-                    config=config,
-                    planner=planner,
-                    trace_dir=trace_dir,
-                    events=events,
-                )
+                if method:
+                    from verimap.evals.methods import build_coordinator
+                    from verimap.tools import default_tools
+
+                    coordinator = build_coordinator(
+                        method, models, sandbox, default_tools(sandbox), config=config,
+                        events=events,
+                    )  # fmt: skip
+                    coordinator.trace_dir = trace_dir
+                else:
+                    coordinator = verimap.build(
+                        models, sandbox, config=config, planner=planner, trace_dir=trace_dir,
+                        events=events,
+                    )  # fmt: skip
                 return await coordinator.run(task)
         finally:
             await sandbox.aclose()

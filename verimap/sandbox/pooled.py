@@ -28,6 +28,30 @@ def _check_files(files: dict[str, str] | None) -> dict[str, str]:
     return out
 
 
+def vf_job(
+    code: str, inputs: dict[str, Any], outputs: dict[str, Any], *, policy: bool, magic: str | None
+) -> dict[str, Any] | ExecResult:
+    """The job a worker runs for one VF, or the verdict when it cannot be a job (the policy
+    rejects it, or its data cannot cross the boundary)."""
+    w = worker()
+    try:
+        data = {"inputs": w.encode(dict(inputs)), "outputs": w.encode(dict(outputs))}
+    except (w.CodecError, TypeError, ValueError) as e:
+        return ExecResult(
+            outcome=Outcome.ERROR,
+            message=f"VF inputs/outputs must be plain data (JSON types, tuple, set, bytes, complex): {e}",
+        )
+    job: dict[str, Any] = {"kind": "vf", "source": code, **data}
+    if policy:
+        try:
+            job.update(vf_job_code(code, magic))
+        except PolicyViolation as e:
+            return ExecResult(outcome=Outcome.POLICY, message=e.message)
+    else:
+        job["restricted"] = False
+    return job
+
+
 class PooledSandbox(Sandbox):
     """Runs jobs on a WorkerPool; subclasses say how a worker is launched."""
 
@@ -83,22 +107,9 @@ class PooledSandbox(Sandbox):
     async def run_vf(
         self, code: str, inputs: dict[str, Any], outputs: dict[str, Any], *, timeout: float = 10.0
     ) -> ExecResult:
-        w = worker()
-        try:
-            data = {"inputs": w.encode(dict(inputs)), "outputs": w.encode(dict(outputs))}
-        except (w.CodecError, TypeError, ValueError) as e:
-            return ExecResult(
-                outcome=Outcome.ERROR,
-                message=f"VF inputs/outputs must be plain data (JSON types, tuple, set, bytes, complex): {e}",
-            )
-        job: dict[str, Any] = {"kind": "vf", "source": code, **data}
-        if self.policy:
-            try:
-                job.update(vf_job_code(code, self.pool.worker_magic))
-            except PolicyViolation as e:
-                return ExecResult(outcome=Outcome.POLICY, message=e.message)
-        else:
-            job["restricted"] = False
+        job = vf_job(code, inputs, outputs, policy=self.policy, magic=self.pool.worker_magic)
+        if isinstance(job, ExecResult):
+            return job
         return await self._submit(job, timeout)
 
     async def run_program(
