@@ -417,7 +417,9 @@ class LLMPlanner:
                 temperature = max(temperature or 0.0, self.repeat_temperature)
             responses.append(resp)
             raw: Any = None
-            if [r.finish_reason for r in responses[-MAX_CUT_REPLIES:]] == ["length"] * MAX_CUT_REPLIES:
+            if [r.finish_reason for r in responses[-MAX_CUT_REPLIES:]] == [
+                "length"
+            ] * MAX_CUT_REPLIES:
                 # A model in a repetition loop stays in it: each further repair costs a whole
                 # reply at the length limit (about a minute on the local 1.5B) and brings nothing.
                 problems = [f"{MAX_CUT_REPLIES} replies in a row were cut off at the length limit"]
