@@ -1,49 +1,177 @@
-"""Does verification make answers better on the embedded model? Methods side by side, one run.
+"""Does planning and verification make a small local model's answers better? Methods side by side.
 
-    python benchmarks/small_model.py [--model qwen2.5-coder-1.5b] [--gsm8k 20] [--humaneval 20]
-        [--offset 0] [--methods bare,react,verimap] [--max-retries 2] [--max-iterations 2]
-        [--pens/--no-pens] [--out eval/small-model.md]
+    python3 benchmarks/small_model.py [--model qwen2.5-coder-1.5b] [--gsm8k 20] [--humaneval 20]
+        [--offset 0] [--methods bare,react,verimap] [--pens/--no-pens] [--max-retries 3]
+        [--max-iterations 5] [--sandbox docker] [--runs-dir runs/bench-small-TIME] [--resume]
+        [--out eval/small-model.md]
 
-Every method runs on the same fixed tasks ([offset, offset + N) of each set) against one local
-server, greedy first attempts (the local-model rule of `verimap eval`), one task at a time. `bare`
-is the model alone: one call, free-text reasoning for GSM8K, the completed function for
-HumanEval, scored by the benchmark's own scorer. `react` and `verimap` go through the eval runner,
-so each writes its usual run directory (results, traces) under --runs-dir. `--pens` adds the
-README's `verimap run` task. The Markdown table goes to --out and to stdout.
+One question decides whether verimap is worth its cost on a small model: on the same tasks, with
+the same model, is `verimap` more accurate than the model alone (`bare`) or a single agent with
+tools (`react`), and at how many more calls, tokens and seconds? So every method runs in one
+process against one local server (started once), at the local-model sampling rule of
+`verimap eval`, one task at a time (the server answers one request at a time), on fixed windows
+[offset, offset + N) of GSM8K and HumanEval. `--offset` exists so that tasks nobody tuned the
+prompts on can be measured with the same script.
+
+Every (benchmark, method) pair, `bare` included, goes through the eval runner, so each leaves its
+usual run directory under --runs-dir (config.json, results.jsonl, errors.jsonl, one trace per
+task) to be inspected afterwards, a task that raises is logged and skipped rather than ending the
+benchmark, and `--resume` continues an interrupted --runs-dir. The tables are rebuilt from those
+directories, so Ctrl-C (or SIGTERM) still prints and writes whatever finished.
+
+`bare` is the model with no framework: one chat call per task, free-text reasoning ending in
+"The answer is N" for GSM8K, the complete function for HumanEval, scored by the benchmark's own
+scorer (HumanEval's hidden tests run in the sandbox). `--pens` adds the README's `verimap run`
+example (answer 391) for every non-bare method, built like `verimap run --method M` builds it.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import shlex
+import signal
 import statistics
 import subprocess
 import sys
 import time
+import uuid
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verimap.cli.eval import _own_sandbox
 from verimap.evals.benchmarks import Benchmark, EvalTask, get_benchmark
-from verimap.evals.methods import build_coordinator
-from verimap.evals.runner import run_eval
-from verimap.llm.base import ModelRequest
+from verimap.evals.data import DataSource
+from verimap.evals.methods import METHODS, method_config
+from verimap.evals.runner import ERRORS, RESULTS, ResultsLog, run_eval
+from verimap.evals.scoring import Score, score_gsm8k
+from verimap.events import FINISH, PLAN_FALLBACK, RUN_START, Event, JsonlTraceWriter
+from verimap.llm.base import Model, ModelRequest
 from verimap.llm.endpoint import connect, default_sampling
-from verimap.sandbox import get_sandbox
+from verimap.result import RunResult
+from verimap.sandbox import KINDS, get_sandbox
+from verimap.sandbox.base import Sandbox
+from verimap.tools import ToolRegistry, default_tools
+from verimap.usage import EXECUTOR, UsageByRole
 
+REPO = Path(__file__).resolve().parents[1]
 PENS = "A shop sells pens at 17 dollars each. How much do 23 pens cost? Give the number."
 PENS_GOLD = "391"
+BARE = "bare"
+# The eval task's GSM8K prompt ends with this sentence; `bare` asks its own way instead.
+GSM8K_SUFFIX = "\n\nSolve this math word problem."
 BARE_PROMPTS = {
-    "gsm8k": "{question}\n\nSolve step by step. End with the line 'The answer is N.'",
+    "gsm8k": "{question}\n\nSolve the problem step by step. End with the line 'The answer is N.', "
+    "where N is the final number.",
     "humaneval": "Complete this Python function. Reply with the complete function (signature and "
-    "body, with any imports) in one ```python code block.\n\n{prompt}",
+    "body, with any imports it needs) in one ```python code block.\n\n```python\n{prompt}```",
 }
+BARE_EVENT = "bare_reply"
+
+
+# ---- task sets ----------------------------------------------------------------------------------
+
+
+class TaskWindow:
+    """A benchmark whose `tasks()` is the fixed window [offset, offset + n): the runner only knows
+    "the first N", and measuring tasks nobody tuned on needs any window. Everything else (name,
+    tools, scorer, data source) is the wrapped benchmark's, so the runner cannot tell the two apart.
+    """
+
+    def __init__(self, bench: Benchmark, offset: int, n: int):
+        self._bench, self.offset, self.n = bench, offset, n
+
+    def tasks(self) -> list[EvalTask]:
+        return self._bench.tasks()[self.offset : self.offset + self.n]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._bench, name)
+
+
+class PensTask(Benchmark):
+    """The README's `verimap run` example as a one-task benchmark, so it runs, is traced and is
+    tallied exactly like the eval cells. Its tools and domain are the ones `verimap run --method`
+    uses (`default_tools`, math), so the numbers are those of the README command."""
+
+    name = "pens"
+    domain = "math"
+
+    def __init__(self) -> None:
+        self.source = DataSource("pens", REPO / "README.md", "readme")
+
+    def tasks(self) -> list[EvalTask]:
+        return [EvalTask("pens", self.name, PENS, PENS_GOLD)]
+
+    def tools(self, sandbox: Sandbox) -> ToolRegistry:
+        return default_tools(sandbox)
+
+    async def score(self, task: EvalTask, answer: Any, sandbox: Sandbox) -> Score:
+        return score_gsm8k(answer, task.gold)
+
+
+def bare_prompt(task: EvalTask) -> str:
+    """The one message `bare` sends: the problem itself, asked the plain way a user would."""
+    if task.benchmark == "gsm8k":
+        question = task.prompt.split(GSM8K_SUFFIX)[0]
+        return BARE_PROMPTS["gsm8k"].format(question=question)
+    if task.benchmark == "humaneval":
+        return BARE_PROMPTS["humaneval"].format(prompt=task.meta["prompt"])
+    return task.prompt
+
+
+def bare_solver(model: Model, temperature: float | None):
+    """A runner solver for the model alone: one chat call, the reply is the answer. It returns a
+    RunResult (unverified, one executor call) and writes the exchange as a trace, so the runner
+    records, scores and logs `bare` exactly as it does the framework methods."""
+
+    async def solve(task: EvalTask, run: int, trace_path: Path) -> RunResult:
+        run_id = uuid.uuid4().hex[:12]
+        trace = JsonlTraceWriter(trace_path)
+        try:
+            trace(Event(type=RUN_START, run_id=run_id, data={"task": task.prompt}))
+            messages = [{"role": "user", "content": bare_prompt(task)}]
+            t0 = time.monotonic()
+            resp = await model.request(
+                ModelRequest(messages=messages, temperature=temperature, role=EXECUTOR)
+            )
+            usage = UsageByRole()
+            u = resp.usage
+            usage.add(EXECUTOR, u if u.calls else u.model_copy(update={"calls": 1}))
+            exchange = {
+                "messages": messages,
+                "reply": resp.content,
+                "finish_reason": resp.finish_reason,
+                "usage": u.model_dump(),
+                "seconds": round(time.monotonic() - t0, 3),
+            }
+            trace(Event(type=BARE_EVENT, run_id=run_id, data=exchange))
+            trace(Event(type=FINISH, run_id=run_id, data={"status": "success"}))
+        finally:
+            trace.close()
+        return RunResult(
+            run_id=run_id,
+            task=task.prompt,
+            status="success",
+            final_node=BARE,
+            final_output={"answer": resp.content or ""},
+            usage=usage,
+            trace_path=str(trace_path),
+        )
+
+    return solve
+
+
+# ---- rows from run directories ------------------------------------------------------------------
 
 
 @dataclass
 class Row:
+    """One finished task of one method, as the tables need it."""
+
     task_id: str
     correct: bool
     wall_s: float
@@ -53,181 +181,343 @@ class Row:
     verified: bool = False
     no_plan: bool = False
     fallbacks: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
-class TaskSlice:
-    """A benchmark whose `tasks()` is a fixed window, so tasks nobody tuned on can be measured."""
+@dataclass
+class Cell:
+    """One (benchmark, method): its finished rows, the tasks that raised, and what went wrong
+    with the cell as a whole (a run directory that could not be used, say)."""
 
-    def __init__(self, bench: Benchmark, offset: int, n: int):
-        self._bench, self._window = bench, slice(offset, offset + n)
-
-    def tasks(self) -> list[EvalTask]:
-        return self._bench.tasks()[self._window]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._bench, name)
-
-
-async def bare(bench: Any, model: Any, sandbox: Any) -> list[Row]:
-    rows = []
-    for task in bench.tasks():
-        text = BARE_PROMPTS[bench.name].format(
-            question=task.prompt.split("\n\nSolve this math word problem")[0],
-            prompt=task.meta.get("prompt", task.prompt),
-        )
-        t0 = time.monotonic()
-        resp = await model.request(
-            ModelRequest(messages=[{"role": "user", "content": text}], temperature=0.0)
-        )
-        score = await bench.score(task, resp.content or "", sandbox)
-        u = resp.usage
-        rows.append(Row(task.id, score.correct, time.monotonic() - t0, 1, u.prompt_tokens,
-                        u.completion_tokens))  # fmt: skip
-    return rows
+    bench: str
+    method: str
+    rows: list[Row] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # task ids in errors.jsonl, never finished
+    note: str = ""
 
 
-def _rows(out: Path) -> list[Row]:
-    rows = []
-    for line in (out / "results.jsonl").read_text().splitlines():
-        r = json.loads(line)
-        usage = r.get("usage", {}).values()
-        rows.append(
-            Row(
-                r["task_id"], r["correct"], r["wall_time_s"],
-                sum(u.get("calls", 0) for u in usage),
-                sum(u.get("prompt_tokens", 0) for u in usage),
-                sum(u.get("completion_tokens", 0) for u in usage),
-                verified=r.get("verified", False),
-                no_plan="planning failed" in (r.get("error") or ""),
-                fallbacks=r.get("fallbacks", 0),
-            )
-        )  # fmt: skip
-    return rows
+def count_fallbacks(trace: Path) -> int | None:
+    """`plan_fallback` events in a trace: the record's own count may be missing in older records,
+    the trace always says. None when the trace cannot be read."""
+    try:
+        lines = trace.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    n = 0
+    for line in lines:
+        with contextlib.suppress(json.JSONDecodeError):
+            n += json.loads(line).get("type") == PLAN_FALLBACK
+    return n
 
 
-async def framework(method: str, bench: Any, models: dict, sandbox: Any, out: Path,
-                    config: dict[str, Any]) -> list[Row]:  # fmt: skip
-    await run_eval(bench, method, models, sandbox, out, max_concurrency=1, config=config,
-                   progress=False)  # fmt: skip
-    return _rows(out)
-
-
-async def pens(method: str, models: dict, sandbox: Any, config: dict[str, Any]) -> Row:
-    bench = get_benchmark("gsm8k")
-    coord = build_coordinator(method, models, sandbox, bench.tools(sandbox), config=config)
-    t0 = time.monotonic()
-    r = await coord.run(PENS)
-    score = await bench.score(EvalTask("pens", "gsm8k", PENS, PENS_GOLD), r.answer, sandbox)
-    u = r.usage.total
-    return Row("pens", score.correct, time.monotonic() - t0, u.calls, u.prompt_tokens,
-               u.completion_tokens, verified=r.verified, fallbacks=len(r.fallback_iterations))  # fmt: skip
-
-
-def summary_line(bench: str, method: str, rows: list[Row]) -> str:
-    n = len(rows)
-    if not n:
-        return f"| {bench} | {method} | – | | | | | | |"
-    mean = statistics.fmean
-    return (
-        f"| {bench} | {method} | **{sum(r.correct for r in rows)}/{n}** | "
-        f"{sum(r.verified for r in rows)} | {sum(r.no_plan for r in rows)} | "
-        f"{sum(r.fallbacks > 0 for r in rows)} | {mean(r.calls for r in rows):.1f} | "
-        f"{mean(r.prompt_tokens for r in rows):,.0f} / {mean(r.completion_tokens for r in rows):,.0f} | "
-        f"{mean(r.wall_s for r in rows):.0f} s ({sum(r.wall_s for r in rows) / 60:.1f} min) |"
+def row_from_record(rec: dict[str, Any], fallbacks: int | None = None) -> Row:
+    """A results.jsonl record as a Row; calls and tokens are summed over the roles."""
+    usage = (rec.get("usage") or {}).values()
+    return Row(
+        task_id=rec["task_id"],
+        correct=bool(rec.get("correct")),
+        wall_s=float(rec.get("wall_time_s", 0.0)),
+        calls=sum(int(u.get("calls", 0)) for u in usage),
+        prompt_tokens=sum(int(u.get("prompt_tokens", 0)) for u in usage),
+        completion_tokens=sum(int(u.get("completion_tokens", 0)) for u in usage),
+        verified=bool(rec.get("verified")),
+        no_plan="planning failed" in (rec.get("error") or ""),
+        fallbacks=int(rec.get("fallbacks", 0)) if fallbacks is None else fallbacks,
     )
 
 
-def render(results: dict[tuple[str, str], list[Row]], header: str) -> str:
-    lines = [header, "",
-             "| set | method | correct | verified | no plan | fallback | calls/task | prompt / completion tokens per task | wall per task (total) |",
-             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
-    lines += [summary_line(b, m, rows) for (b, m), rows in results.items()]
-    for bench in dict.fromkeys(b for b, _ in results):
-        methods = [m for b, m in results if b == bench]
-        per: dict[str, dict[str, Row]] = {}
-        for m in methods:
-            for r in results[(bench, m)]:
-                per.setdefault(r.task_id, {})[m] = r
-        lines += ["", f"### {bench}, per task (✓ correct, wall s, calls)", "",
-                  "| task | " + " | ".join(methods) + " |", "|---|" + "---|" * len(methods)]  # fmt: skip
-        for tid, by in per.items():
-            cells = [
-                f"{'✓' if (r := by[m]).correct else '✗'} {r.wall_s:.0f} s, {r.calls}" if m in by else "–"
-                for m in methods
-            ]  # fmt: skip
-            lines.append(f"| {tid} | " + " | ".join(cells) + " |")
+def read_cell(bench: str, method: str, out: Path, order: list[str] | None = None) -> Cell:
+    """The cell as its run directory holds it now, whether the run finished or was cut short."""
+    cell = Cell(bench, method)
+    done = ResultsLog(out / RESULTS).load()
+    for rec in done.values():
+        trace = out / rec["trace"] if rec.get("trace") else None
+        cell.rows.append(row_from_record(rec, count_fallbacks(trace) if trace else None))
+    errors = ResultsLog(out / ERRORS).load()
+    cell.errors = sorted({e["task_id"] for k, e in errors.items() if k not in done})
+    if order:
+        rank = {t: i for i, t in enumerate(order)}
+        cell.rows.sort(key=lambda r: rank.get(r.task_id, len(rank)))
+    return cell
+
+
+# ---- tables -------------------------------------------------------------------------------------
+
+
+def has_verification(method: str) -> bool:
+    """Whether `verified` means anything for the method (bare and react check nothing)."""
+    return method in METHODS and method_config(method).verification != "none"
+
+
+def seconds(s: float) -> str:
+    return f"{s / 60:.1f} min" if s >= 120 else f"{s:.1f} s"
+
+
+def summary_line(cell: Cell) -> str:
+    rows, n = cell.rows, len(cell.rows)
+    errs = len(cell.errors)
+    if not n:
+        why = cell.note or ("no task finished" if not errs else f"{errs} task(s) raised")
+        cols = [cell.bench, cell.method, f"– ({why})", "–", "–", "–", str(errs)] + ["–"] * 4
+        return "| " + " | ".join(cols) + " |"
+    mean = statistics.fmean
+    verified = str(sum(r.verified for r in rows)) if has_verification(cell.method) else "–"
+    total = sum(r.wall_s for r in rows)
+    cols = [
+        cell.bench,
+        cell.method,
+        f"**{sum(r.correct for r in rows)}/{n}**",
+        verified,
+        str(sum(r.no_plan for r in rows)),
+        str(sum(r.fallbacks for r in rows)),
+        str(errs),
+        f"{mean(r.calls for r in rows):.1f}",
+        f"{mean(r.prompt_tokens for r in rows):,.0f} / "
+        f"{mean(r.completion_tokens for r in rows):,.0f}",
+        seconds(total / n),
+        seconds(total),
+    ]
+    return "| " + " | ".join(cols) + " |"
+
+
+def task_cell(r: Row | None, errored: bool) -> str:
+    if r is None:
+        return "error" if errored else "–"
+    flags = ", no plan" if r.no_plan else ", fallback" if r.fallbacks else ""
+    return f"{'✓' if r.correct else '✗'} {r.wall_s:.0f} s, {r.calls}{flags}"
+
+
+def render(cells: list[Cell], header: str) -> str:
+    """The Markdown: the header, one summary line per cell, then one per-task table per benchmark
+    (tasks in the order they were run, methods in the order given)."""
+    lines = [
+        header,
+        "",
+        "| set | method | correct | verified | no plan | fallback plans | errors | calls/task "
+        "| prompt / completion tokens per task | wall per task | wall total |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [summary_line(c) for c in cells]
+    lines += [
+        "",
+        "*correct*: scored right out of the tasks that finished. *verified*: verification "
+        "accepted the final answer. *no plan*: the run ended with no valid plan. *fallback "
+        "plans*: one-node plans run because the planner wrote no valid one (`plan_fallback` "
+        "events). *errors*: tasks that raised (see `errors.jsonl`); not counted.",
+    ]
+    for bench in dict.fromkeys(c.bench for c in cells):
+        mine = [c for c in cells if c.bench == bench]
+        ids = list(dict.fromkeys(t for c in mine for t in [r.task_id for r in c.rows] + c.errors))
+        if not ids:
+            continue
+        lines += [
+            "",
+            f"### {bench}, per task (✓ correct / ✗ wrong, wall s, model calls)",
+            "",
+            "| task | " + " | ".join(c.method for c in mine) + " |",
+            "|---|" + "---|" * len(mine),
+        ]
+        for tid in ids:
+            cells_ = []
+            for c in mine:
+                row = next((r for r in c.rows if r.task_id == tid), None)
+                cells_.append(task_cell(row, tid in c.errors))
+            lines.append(f"| {tid} | " + " | ".join(cells_) + " |")
     return "\n".join(lines) + "\n"
 
 
-def _commit() -> str:
+def commit() -> str:
+    """The checkout measured: short hash, "+dirty" when the tree has changes (runs/ is ignored)."""
+
     def git(*a: str) -> str:
-        return subprocess.run(["git", *a], capture_output=True, text=True).stdout.strip()
+        r = subprocess.run(["git", *a], capture_output=True, text=True, cwd=REPO, check=False)
+        return r.stdout.strip()
 
-    return git("rev-parse", "--short", "HEAD") + ("+dirty" if git("status", "--porcelain") else "")
+    head = git("rev-parse", "--short", "HEAD") or "unknown"
+    return head + ("+dirty" if git("status", "--porcelain") else "")
 
 
-async def main(args: argparse.Namespace) -> None:
-    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
-    runs_dir = Path(args.runs_dir or f"runs/bench-small-{time.strftime('%Y%m%d-%H%M%S')}")
-    endpoint = {"model": args.model}
-    config: dict[str, Any] = {**default_sampling(**endpoint), "max_retries": args.max_retries,
-                              "max_iterations": args.max_iterations}  # fmt: skip
-    header = (
-        f"## Small-model benchmark: {args.model}, {time.strftime('%Y-%m-%d')}, commit {_commit()}\n\n"
-        f"`{' '.join(['python3', *sys.argv])}`; temperature {config.get('temperature')} "
-        f"(retries {config.get('retry_temperature')}), retries x iterations "
-        f"{args.max_retries} x {args.max_iterations} (react: 1 x 1), one task at a time."
+def make_header(
+    args: argparse.Namespace, config: dict[str, Any], runs_dir: Path, argv: list[str]
+) -> str:
+    temp = config.get("temperature")
+    sampling = (
+        f"temperature {temp} for plans, first attempts, judge and `bare`; retries at "
+        f"{config.get('retry_temperature')} (the local-model rule of `verimap eval`)"
+        if temp is not None
+        else "the endpoint's default sampling"
     )
-    results: dict[tuple[str, str], list[Row]] = {}
+    window = f"[{args.offset}, {args.offset} + N)"
+    return (
+        f"## Small-model benchmark: {args.model}\n\n"
+        f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}\n"
+        f"- model: {args.model}; commit: {commit()}\n"
+        f"- command: `{' '.join(shlex.quote(a) for a in argv)}`\n"
+        f"- tasks: GSM8K test and HumanEval items {window}, N = {args.gsm8k} and "
+        f"{args.humaneval}; one task at a time on one local server; sandbox: {args.sandbox}\n"
+        f"- sampling: {sampling}\n"
+        f"- verimap: {args.max_retries} retries x {args.max_iterations} iterations "
+        f"(react is one pass by definition)\n"
+        f"- run directories (results.jsonl, traces): `{runs_dir}`"
+    )
+
+
+# ---- the run ------------------------------------------------------------------------------------
+
+
+@dataclass
+class Job:
+    bench: str
+    method: str
+    out: Path
+    tasks: Any  # a Benchmark (or window) the runner takes
+
+
+def plan_jobs(args: argparse.Namespace, methods: list[str], runs_dir: Path) -> list[Job]:
+    """Every (benchmark, method) to run, in order: each benchmark with every method, then pens."""
+    jobs = []
+    for name, n in (("gsm8k", args.gsm8k), ("humaneval", args.humaneval)):
+        if n > 0:
+            window = TaskWindow(get_benchmark(name, args.data_dir), args.offset, n)
+            jobs += [Job(name, m, runs_dir / f"{name}-{m}", window) for m in methods]
+    if args.pens:
+        pens = PensTask()
+        jobs += [Job("pens", m, runs_dir / f"pens-{m}", pens) for m in methods if m != BARE]
+    return jobs
+
+
+async def run_jobs(
+    args: argparse.Namespace,
+    jobs: list[Job],
+    config: dict[str, Any],
+    notes: dict[tuple[str, str], str],
+) -> None:
+    """Run every job against one server and one sandbox. A job that cannot run at all (its
+    directory holds another run, say) is noted and the next one starts."""
+    me = asyncio.current_task()
+    with contextlib.suppress(NotImplementedError, RuntimeError):
+        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: me and me.cancel())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        sandbox = get_sandbox(args.sandbox)
+        sandbox = _own_sandbox(get_sandbox, args.sandbox)
+    async with sandbox, connect(model=args.model, keep_server=False) as models:
+        for job in jobs:
+            t0 = time.monotonic()
+            custom = job.method == BARE
+            solver = bare_solver(models[EXECUTOR], config.get("temperature")) if custom else None
+            first = getattr(job.tasks, "offset", 0)
+            extra: dict[str, Any] = {"task_window": [first, first + len(job.tasks.tasks())]}
+            if custom:
+                extra["bare_prompts"] = BARE_PROMPTS
+            try:
+                outcome = await run_eval(
+                    job.tasks,
+                    job.method,
+                    models,
+                    sandbox,
+                    job.out,
+                    max_concurrency=1,
+                    resume=args.resume,
+                    config=config,
+                    progress=True,
+                    solver=solver,
+                    extra_config=extra,
+                )
+            except Exception as e:
+                notes[(job.bench, job.method)] = f"{type(e).__name__}: {e}"
+                print(f"{job.bench} {job.method}: could not run: {e}", file=sys.stderr, flush=True)
+                continue
+            t = outcome.tally
+            print(
+                f"{job.bench} {job.method}: {t.correct}/{t.done} correct, {t.errors} error(s), "
+                f"{time.monotonic() - t0:.0f} s",
+                file=sys.stderr,
+                flush=True,
+            )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    unknown = [m for m in methods if m != BARE and m not in METHODS]
+    if unknown:
+        sys.exit(f"unknown method(s) {', '.join(unknown)}; choose from bare, {', '.join(METHODS)}")
+    runs_dir = Path(args.runs_dir or f"runs/bench-small-{time.strftime('%Y%m%d-%H%M%S')}")
+    config: dict[str, Any] = {
+        **default_sampling(model=args.model),
+        "max_retries": args.max_retries,
+        "max_iterations": args.max_iterations,
+    }
+    command = sys.argv if argv is None else ["benchmarks/small_model.py", *argv]
+    header = make_header(args, config, runs_dir, ["python3", *command])
+    jobs = plan_jobs(args, methods, runs_dir)
+    notes: dict[tuple[str, str], str] = {}
+    code = 0
+    t0 = time.monotonic()
     try:
-        async with connect(**endpoint) as models:
-            for name, n in (("gsm8k", args.gsm8k), ("humaneval", args.humaneval)):
-                if n <= 0:
-                    continue
-                bench = TaskSlice(get_benchmark(name), args.offset, n)
-                for m in methods:
-                    t0 = time.monotonic()
-                    if m == "bare":
-                        rows = await bare(bench, models["executor"], sandbox)
-                    else:
-                        out = runs_dir / f"{name}-{m}"
-                        rows = await framework(m, bench, models, sandbox, out, config)
-                    results[(name, m)] = rows
-                    print(f"{name} {m}: {sum(r.correct for r in rows)}/{len(rows)} in "
-                          f"{time.monotonic() - t0:.0f} s", file=sys.stderr, flush=True)  # fmt: skip
-            if args.pens:
-                for m in (m for m in methods if m != "bare"):
-                    results[("pens", m)] = [await pens(m, models, sandbox, config)]
+        asyncio.run(run_jobs(args, jobs, config, notes))
     except (KeyboardInterrupt, asyncio.CancelledError):
-        print("interrupted: the table holds what finished", file=sys.stderr)
+        print(
+            "\ninterrupted: the tables hold what finished; continue with the same command "
+            f"plus --runs-dir {runs_dir} --resume",
+            file=sys.stderr,
+        )
+        code = 130
+    except Exception as e:  # no server, no sandbox: nothing could run
+        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
+        code = 1
     finally:
-        await sandbox.aclose()
-        table = render(results, header)
+        cells = []
+        for job in jobs:
+            order = [t.id for t in job.tasks.tasks()]
+            cell = read_cell(job.bench, job.method, job.out, order)
+            cell.note = notes.get((job.bench, job.method), "")
+            cells.append(cell)
+        header += f"\n- benchmark wall time: {seconds(time.monotonic() - t0)}"
+        if code == 130:
+            header += " (interrupted: unfinished tasks are missing)"
+        table = render(cells, header)
         print(table)
         if args.out:
-            Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-            Path(args.out).write_text(table)
+            out = Path(args.out)
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(table, encoding="utf-8")
+            print(f"written to {out}", file=sys.stderr)
+    return code
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", default="qwen2.5-coder-1.5b")
-    p.add_argument("--gsm8k", type=int, default=20)
-    p.add_argument("--humaneval", type=int, default=20)
+    p = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--model", default="qwen2.5-coder-1.5b", help="local catalog model")
+    p.add_argument("--gsm8k", type=int, default=20, help="GSM8K tasks (0: none)")
+    p.add_argument("--humaneval", type=int, default=20, help="HumanEval tasks (0: none)")
     p.add_argument("--offset", type=int, default=0, help="first task of each set")
-    p.add_argument("--methods", default="bare,react,verimap")
-    p.add_argument("--max-retries", type=int, default=2)
-    p.add_argument("--max-iterations", type=int, default=2)
-    p.add_argument("--pens", action=argparse.BooleanOptionalAction, default=True)
-    p.add_argument("--sandbox", default="docker")
-    p.add_argument("--runs-dir", default=None)
-    p.add_argument("--out", default="eval/small-model.md")
-    return p.parse_args(argv)
+    p.add_argument(
+        "--methods",
+        default="bare,react,verimap",
+        help=f"comma-separated: bare, {', '.join(METHODS)}",
+    )
+    p.add_argument(
+        "--pens",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also run the README's pens task (non-bare methods)",
+    )
+    p.add_argument("--max-retries", type=int, default=3, help="verimap's attempts per node")
+    p.add_argument("--max-iterations", type=int, default=5, help="verimap's plans per task")
+    p.add_argument("--sandbox", default="docker", choices=KINDS)
+    p.add_argument("--data-dir", default=None, help="benchmark data [as verimap eval]")
+    p.add_argument("--runs-dir", default=None, help="[runs/bench-small-TIME]")
+    p.add_argument("--resume", action="store_true", help="continue --runs-dir: skip finished tasks")
+    p.add_argument("--out", default="eval/small-model.md", help="Markdown table ('' for none)")
+    args = p.parse_args(argv)
+    counts = (args.gsm8k, args.humaneval, args.offset)
+    if min(counts) < 0 or min(args.max_retries, args.max_iterations) < 1:
+        p.error("counts and --offset must be >= 0, retries and iterations >= 1")
+    return args
 
 
 if __name__ == "__main__":
-    asyncio.run(main(parse_args()))
+    sys.exit(main())

@@ -12,10 +12,12 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # The catalog default (the 1.5B) unless VERIMAP_LOCAL_MODEL picks another (CI: the 0.5B).
 LOCAL_MODEL="${VERIMAP_LOCAL_MODEL:-qwen2.5-coder-1.5b}"
 
-log "system packages (Docker engine, debootstrap)"
-if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null; then
+log "system packages (Docker engine, debootstrap, Graphviz, Chromium for the report tests)"
+if ! command -v dockerd >/dev/null || ! command -v debootstrap >/dev/null || ! command -v dot >/dev/null \
+    || ! command -v chromium >/dev/null || ! command -v chromedriver >/dev/null; then
   as_root apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq docker.io debootstrap >/dev/null
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq docker.io debootstrap graphviz \
+    chromium chromium-driver >/dev/null
 fi
 
 log "Docker daemon"

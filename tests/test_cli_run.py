@@ -126,3 +126,27 @@ def test_run_as_an_eval_method_uses_its_presets(monkeypatch, tmp_path):
     assert result["final_output"] == {"answer": 42} and result["iterations"] == 1
     bad = invoke("Double 21", "--method", "react", "--plan-file", __file__)
     assert bad.exit_code == 2 and "exclude each other" in bad.output
+
+
+def test_an_endpoint_outage_exits_4_not_as_a_failed_task(monkeypatch, tmp_path):
+    import socket
+
+    from verimap.llm.openai_model import OpenAIModel
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"  # nothing listens: refused
+    model = OpenAIModel("m", base_url=url, api_key="sk-test-secret-77", max_retries=1,
+                        backoff_base=0.01, backoff_max=0.02)  # fmt: skip
+
+    @asynccontextmanager
+    async def down(**endpoint):
+        yield {"planner": model, "executor": model, "judge": model}
+
+    monkeypatch.setattr(run_mod, "_connect", down)
+    r = invoke("Double 21", "--sandbox", "process", "--trace-dir", str(tmp_path), "-q")
+    assert r.exit_code == run_mod.EXIT_INFRA == 4, r.output
+    assert "infrastructure error:" in r.stdout and f"{url} is unreachable" in r.stdout
+    assert "sk-test-secret-77" not in r.output
+    r = invoke("Double 21", "--json", "--sandbox", "process", "--trace-dir", str(tmp_path))
+    assert r.exit_code == 4 and json.loads(r.stdout)["error_kind"] == "infrastructure"

@@ -76,9 +76,7 @@ async def test_replan_reuses_verified_unchanged_nodes():
     assert r.status == "success" and r.answer == 7 and r.iterations == 2
     assert world.executor_calls["a"] == 1  # reused, not re-run
     assert r.nodes["a"].status == "reused" and len(r.plans) == 2
-    replan_prompt = world.model.requests[
-        [q.role for q in world.model.requests].index("planner", 1)
-    ].messages[-1]["content"]
+    replan_prompt = world.plan_prompts()[1]
     assert "y must be positive" in replan_prompt and "a [verified]" in replan_prompt
 
 

@@ -6,7 +6,10 @@ import json
 import verimap
 from verimap.config import RunConfig
 from verimap.events import EventBus
-from verimap.planner import LLMPlanner
+from verimap.llm.base import ModelError
+from verimap.llm.double import tool_call_reply
+from verimap.planner import LLMPlanner, TemplatePlanner
+from verimap.sandbox.base import SandboxUnavailable
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld
 
 
@@ -68,7 +71,7 @@ async def test_a_vacuous_vf_goes_back_to_the_planner_once_then_the_repair_runs()
     r = await run(world)
     assert r.status == "success" and world.planner_calls == 2 and r.dropped_vfs == []
     assert [v.name for v in r.plans[0].nodes[0].verification] == ["positive"]
-    repair = world.model.requests[1].messages[-1]["content"]
+    repair = world.plan_prompts()[1]
     assert "python VF 'typed' passes on empty outputs and on absurd ones" in repair
 
 
@@ -96,7 +99,7 @@ async def test_vfs_that_check_something_are_not_vacuous():
 
 
 async def test_no_valid_plan_falls_back_to_one_typed_node_and_the_result_says_so():
-    planner = LLMPlanner(ScriptedModel(['{"nodes": []}'] * 4), max_repairs=3)
+    planner = LLMPlanner(ScriptedModel(['{"nodes": []}'] * 4), max_repairs=3, think_first=False)
     executor = ScriptedModel(['{"answer": "42"}'])
     bus = EventBus()
     seen = recorded(bus)
@@ -132,10 +135,8 @@ async def test_feedback_is_cut_to_fit_the_context():
     assert r.status == "failed"
     retry = world.executor_prompts["ex"][1]
     assert len(retry) < 6000 and "characters cut" in retry
-    replan = world.model.requests[
-        [i for i, q in enumerate(world.model.requests) if q.role == "planner"][1]
-    ].messages[-1]["content"]
-    assert len(replan) < 12000 and "characters cut" in replan
+    replan = world.plan_prompts()[1]
+    assert len(replan) < 16000 and "characters cut" in replan
 
 
 async def test_a_failed_run_keeps_its_best_answer_unverified():
@@ -180,8 +181,80 @@ def test_the_local_model_samples_retries_and_an_endpoint_keeps_its_defaults(monk
 async def test_vfs_the_planner_dropped_are_in_the_result():
     noop = py("noop", "x = outputs['price']")
     bad = {"nodes": [node("ex", {"price": "number"}, [POSITIVE, noop])]}
-    planner = LLMPlanner(ScriptedModel([json.dumps(bad)] * 2), max_repairs=1)
+    planner = LLMPlanner(ScriptedModel([json.dumps(bad)] * 2), max_repairs=1, think_first=False)
     executor = ScriptedModel(['{"price": 3}'])
     coord = verimap.build({"executor": executor}, InProcessSandboxDouble(), planner=planner)
     r = await coord.run("task")
     assert r.status == "success" and r.dropped_vfs and r.dropped_vfs[0].startswith("1:ex.noop (")
+
+
+# -- infrastructure failures: never an answer of the method -----------------------------------
+
+
+class _BrokenSandbox(InProcessSandboxDouble):
+    """A sandbox that cannot run anything: VFs and programs raise SandboxUnavailable."""
+
+    async def run_vf(self, code, inputs, outputs, *, timeout=10.0):
+        raise SandboxUnavailable("Docker daemon did not answer within 5s")
+
+    async def run_program(self, code, *, timeout=10.0, files=None, argv=None, stdin=""):
+        raise SandboxUnavailable("Docker daemon did not answer within 5s")
+
+
+def _outage(*a):
+    raise ModelError("the model endpoint http://127.0.0.1:9/v1 is unreachable after 3 attempts")
+
+
+async def test_a_model_error_ends_the_run_as_an_infrastructure_failure():
+    plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
+    r = await run(ScriptedWorld([plan], _outage), RunConfig(vacuity_check=False))
+    assert r.status == "failed" and r.error_kind == "infrastructure"
+    assert r.error.startswith("model error: ") and "unreachable after 3 attempts" in r.error
+
+
+async def test_a_sandbox_that_cannot_run_a_tool_ends_the_run_as_an_infrastructure_failure():
+    executor = ScriptedModel([tool_call_reply("python", {"code": "print(6*7)"}), '{"answer": 42}'])
+    planner = TemplatePlanner.single_node(outputs=["answer"])
+    coord = verimap.build({"executor": executor}, _BrokenSandbox(), planner=planner)
+    r = await coord.run("task")
+    assert r.status == "failed" and r.error_kind == "infrastructure"
+    assert r.error == "sandbox unavailable: Docker daemon did not answer within 5s"
+
+
+async def test_a_vf_the_sandbox_could_not_judge_makes_a_failed_run_an_infrastructure_failure():
+    plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3})
+    cfg = RunConfig(max_retries=2, max_iterations=1, vacuity_check=False)
+    r = await run(world, cfg, _BrokenSandbox())
+    assert r.status == "failed" and r.error_kind == "infrastructure"
+    assert r.error.startswith("sandbox error in VF 'positive' of node 'ex': SandboxUnavailable")
+    assert "(and 1 more); the run then ended: node 'ex' failed verification" in r.error
+
+
+async def test_a_judge_outage_the_verifier_absorbed_still_marks_a_failed_run():
+    plan = {"nodes": [node("ex", {"price": "number"}, [{"name": "plausible", "type": "llm",
+                                                        "content": "a plausible price"}])]}  # fmt: skip
+    calls = []
+
+    def judge(nid, criterion, outs):
+        calls.append(criterion)
+        if len(calls) == 1:
+            _outage()
+        return True, "plausible"
+
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3}, judge)
+    once = await run(world, RunConfig(max_retries=1, max_iterations=1, vacuity_check=False))
+    assert once.status == "failed" and once.error_kind == "infrastructure"
+    assert once.error.startswith("judge model error: the model endpoint")
+    # The same outage, then a retry that verified: the answer stands and is scored.
+    calls.clear()
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3}, judge)
+    again = await run(world, RunConfig(max_retries=2, max_iterations=1, vacuity_check=False))
+    assert again.status == "success" and again.error_kind is None and again.retries == 1
+
+
+async def test_a_verification_failure_is_no_infrastructure_failure():
+    plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": -1})
+    r = await run(world, RunConfig(max_retries=1, max_iterations=1, vacuity_check=False))
+    assert r.status == "failed" and r.error_kind is None and r.answer == -1

@@ -1,5 +1,8 @@
 import json
 
+import pytest
+
+from verimap.config import RunConfig
 from verimap.executor import Executor, Feedback, check_output_keys, parse_react
 from verimap.llm.base import ModelResponse
 from verimap.plan import Node
@@ -142,3 +145,35 @@ def test_outputs_named_as_source_code_must_be_strings():
         "total": {},
         "encode": {},
     }
+
+
+async def test_text_only_executor_replies_as_written_without_a_structured_call():
+    m = ScriptedModel([tool_call_reply("calculator", {"expression": "6*7"}), "6 times 7 is 42."])
+    ex = Executor(m, default_tools(), structured_io=False)
+    out = await ex.execute(NODE, INPUTS, context={"n1": {"generation": 1, "instruction": "Find a and b.", "text": "a is 6, b is 7"}})  # fmt: skip
+    assert out.ok and out.outputs == {"text": "6 times 7 is 42."} and out.tool_calls == 1
+    assert m.calls == 2 and all(r.response_schema is None for r in m.requests)
+    user = m.requests[0].messages[1]["content"]
+    assert "[parent] Subtask: Find a and b.\nReply:\na is 6, b is 7" in user
+    assert "{" not in user and "n1.a" not in user and "Required outputs" not in user
+
+
+async def test_text_only_executor_takes_the_react_final_answer_and_asks_after_the_step_limit():
+    m = ScriptedModel(["Thought: easy\nFinal Answer: 42"], supports_tools=False)
+    out = await Executor(m, default_tools(), structured_io=False).execute(NODE, INPUTS)
+    assert out.outputs == {"text": "42"}
+    m = ScriptedModel(
+        lambda r: (
+            "It is 1." if r.tools is None else tool_call_reply("calculator", {"expression": "1"})
+        )
+    )
+    out = await Executor(m, default_tools(), max_steps=2, structured_io=False).execute(NODE, INPUTS)
+    assert out.outputs == {"text": "It is 1."} and m.calls == 3 and m.requests[-1].tools is None
+    empty = await Executor(ScriptedModel(["  "]), structured_io=False).execute(NODE, INPUTS)
+    assert not empty.ok and empty.error == "the executor gave an empty reply"
+
+
+def test_text_only_io_cannot_carry_python_vfs():
+    with pytest.raises(ValueError, match="no named outputs"):
+        RunConfig(structured_io=False)
+    assert RunConfig(structured_io=False, verification="none").context_generations == 1

@@ -1,3 +1,4 @@
+import functools
 import json
 
 import pytest
@@ -7,15 +8,19 @@ from verimap.plan import Plan, parse_plan, plan_json_schema
 from verimap.planner import (
     AddVFsPlanner,
     FailureContext,
-    LLMPlanner,
     Planner,
     PlanningError,
     TemplatePlanner,
 )
+from verimap.planner import LLMPlanner as _LLMPlanner
 from verimap.result import VFVerdict
 from verimap.testing import InProcessSandboxDouble, ScriptedModel
 from verimap.tools import default_tools
 from verimap.verifier import Verifier
+
+# These tests script the plan replies call by call; the reasoning call before a plan is tested on
+# its own (test_the_planner_works_the_task_out_before_the_plan).
+LLMPlanner = functools.partial(_LLMPlanner, think_first=False)
 
 GOOD = {
     "nodes": [
@@ -418,3 +423,33 @@ async def test_two_replies_in_a_row_cut_at_the_limit_end_the_repairs():
     m = ScriptedModel([cut, cut, GOOD])
     plan = await LLMPlanner(m, max_repairs=3).plan("t")
     assert m.calls == 2 and plan.fallback_reason and "cut off" in plan.fallback_reason
+
+
+async def test_the_planner_works_the_task_out_before_the_plan():
+    m = ScriptedModel(["Price 17, quantity 23, so 17 * 23 = 391.", GOOD])
+    plan = await _LLMPlanner(m, temperature=0.0, think_first=True).plan(
+        "How much do 23 pens at $17 cost?"
+    )
+    assert plan.nodes[0].id == "a"
+    think, write = m.requests
+    assert think.response_schema is None and write.response_schema is not None
+    assert think.messages[-1]["content"].endswith(prompts.PLAN_THINK)
+    assert write.messages[: len(think.messages)] == think.messages  # one cached prefix
+    assert write.messages[-2] == {
+        "role": "assistant",
+        "content": "Price 17, quantity 23, so 17 * 23 = 391.",
+    }
+    assert write.messages[-1]["content"] == prompts.PLAN_AFTER_THINKING
+    assert think.max_tokens == 512 and {r.role for r in m.requests} == {"planner"}
+
+
+async def test_a_replan_is_thought_out_too_and_thinking_can_be_turned_off():
+    m = ScriptedModel(
+        ["The doubling node failed; y must be 2 * x.", changed(GOOD, "b", instruction="y = 2x")]
+    )
+    await _LLMPlanner(m, think_first=True).replan("t", parse_plan(GOOD), failed_at("b"))
+    assert [r.response_schema is None for r in m.requests] == [True, False]
+    assert "What failed" in m.requests[0].messages[-1]["content"]
+    m = ScriptedModel([GOOD])
+    await _LLMPlanner(m).plan("t")
+    assert len(m.requests) == 1

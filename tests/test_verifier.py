@@ -144,3 +144,49 @@ async def test_judge_calls_are_bounded_in_length():
     m = judge(True)
     await Verifier(None, m, max_tokens=300).verify(mk([LLM]), {}, {"y": 1})
     assert [r.max_tokens for r in m.requests] == [300, 300]
+
+
+LLM2 = {"name": "positive", "type": "llm", "content": "y is positive"}
+
+
+async def test_a_nodes_criteria_are_judged_in_one_exchange_each_with_its_own_verdict():
+    def fn(req):
+        if req.response_schema is None:
+            return "Checking each criterion in turn."
+        assert req.response_schema["required"] == ["judge", "positive"]
+        return {
+            "judge": {"passed": False, "explanation": "y should be 4"},
+            "positive": {"passed": True, "explanation": ""},
+        }
+
+    m = ScriptedModel(fn, name="judge")
+    rep = await Verifier(None, m).verify(mk([LLM, LLM2]), {"x": 2}, {"y": 5})
+    assert len(m.requests) == 2
+    prompt = m.requests[0].messages[1]["content"]
+    assert "y is the double of x" in prompt and "y is positive" in prompt
+    out = {d.name: d for d in rep.verdicts}
+    assert out["judge"].outcome == "FAIL" and out["judge"].message == "y should be 4"
+    assert out["positive"].outcome == "PASS" and not rep.passed
+
+
+async def test_per_criterion_judging_stays_available():
+    m = judge(True)
+    rep = await Verifier(None, m, batch_judge=False).verify(mk([LLM, LLM2]), {}, {"y": 1})
+    assert rep.passed and len(m.requests) == 4
+
+
+async def test_a_batched_judge_failure_is_an_error_verdict_for_every_criterion():
+    m = ScriptedModel([RuntimeError("server down")])
+    rep = await Verifier(None, m).verify(mk([LLM, LLM2]), {}, {"y": 1})
+    assert [d.outcome for d in rep.verdicts] == ["ERROR", "ERROR"] and not rep.passed
+
+
+async def test_the_judge_samples_as_the_run_config_says():
+    from verimap.config import RunConfig
+
+    m = judge(True)
+    cfg = RunConfig(temperature=1.0, batch_judge=False, full_feedback=True)
+    v = Verifier.from_config(None, m, cfg)
+    assert (v.batch_judge, v.full_feedback) == (False, True)
+    await v.verify(mk([LLM]), {}, {"y": 1})
+    assert {r.temperature for r in m.requests} == {1.0}

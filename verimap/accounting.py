@@ -34,6 +34,9 @@ class Ledger:
         self.budget = budget or Budget()
         self.usage = UsageByRole()
         self.calls_log: list[tuple[str, Usage]] = []
+        # Model calls that failed for good, also those a caller turned into something else (a
+        # judge's ERROR verdict): a run that then fails did so on infrastructure, not on merit.
+        self.faults: list[str] = []
         self._clock = clock
         self.started = clock()
 
@@ -97,6 +100,7 @@ async def call_model(model: Model, req: ModelRequest) -> ModelResponse:
     except ModelError as e:
         if ledger is not None:
             ledger.record(req.role, e.usage)
+            ledger.faults.append(f"{req.role} model error: {e}")
         raise
     if ledger is not None:
         usage = resp.usage

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 
 class Budget(BaseModel):
@@ -28,9 +28,19 @@ class RunConfig(BaseModel):
     verification: Literal["full", "instruction", "none"] = "full"
     # Executors also see raw outputs of ancestors this many generations back (map uses 2).
     context_generations: int = Field(default=1, ge=1)
+    # False: the paper's MAP hand-off. An executor answers in free text, and sees its ancestors'
+    # instructions and replies as written (parents included, `context_generations` back) instead
+    # of named, typed input values. Python VFs read named outputs, so they need it True.
+    structured_io: bool = True
     vf_timeout_s: float = 10.0
     # Probe Python VFs with null and absurd outputs before a plan runs; drop those that pass both.
     vacuity_check: bool = True
+    # The planner works the task out in free text before it writes a plan (off: as the paper).
+    plan_reasoning: bool = False
+    # Ask the judge even after a Python VF failed the attempt (the paper runs every VF).
+    full_feedback: bool = False
+    # One judge exchange for all of a node's natural-language VFs (the paper: one per VF).
+    batch_judge: bool = True
     executor_max_steps: int = Field(default=20, ge=1)
     temperature: float | None = None
     # Attempts after the first (they carry the failure's feedback); None: `temperature`. Greedy
@@ -39,3 +49,12 @@ class RunConfig(BaseModel):
     retry_temperature: float | None = None
     top_p: float | None = None
     budget: Budget = Field(default_factory=Budget)
+
+    @model_validator(mode="after")
+    def _vfs_need_named_outputs(self) -> RunConfig:
+        if not self.structured_io and self.verification == "full":
+            raise ValueError(
+                "structured_io=False leaves no named outputs for the plan's Python VFs to read; "
+                "use verification 'instruction' or 'none' with it"
+            )
+        return self

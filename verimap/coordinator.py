@@ -26,7 +26,7 @@ from verimap import events as ev
 from verimap.accounting import BudgetExceeded, Ledger, use_ledger
 from verimap.config import RunConfig
 from verimap.events import Event, EventBus, JsonlTraceWriter
-from verimap.executor import Executor, Feedback
+from verimap.executor import TEXT_OUTPUT, Executor, Feedback
 from verimap.llm.base import Model, ModelError
 from verimap.plan import USER_TASK, Node, Plan, PlanError
 from verimap.planner import (
@@ -38,7 +38,7 @@ from verimap.planner import (
     invalid_plan_hook,
 )
 from verimap.result import AttemptReport, NodeReport, RunResult
-from verimap.sandbox.base import Sandbox
+from verimap.sandbox.base import Outcome, Sandbox, SandboxUnavailable
 from verimap.tools import ToolRegistry, default_tools
 from verimap.verifier import Verifier
 
@@ -97,6 +97,8 @@ class _RunState:
         self.carry: dict[str, Feedback] = {}
         self.kept: Counter[str] = Counter()
         self.best: dict[str, Any] | None = None
+        # Verdicts the sandbox could not give (SANDBOX_ERROR), which the verifier counts as fails.
+        self.faults: list[str] = []
 
 
 class Coordinator:
@@ -178,7 +180,13 @@ class Coordinator:
                 except PlanningError as e:
                     result = self._result(st, "failed", error=f"planning failed: {e}")
                 except ModelError as e:
-                    result = self._result(st, "failed", error=f"model error: {e}")
+                    result = self._result(
+                        st, "failed", error=f"model error: {e}", error_kind="infrastructure"
+                    )
+                except SandboxUnavailable as e:
+                    result = self._result(
+                        st, "failed", error=f"sandbox unavailable: {e}", error_kind="infrastructure"
+                    )
                 except PlanError as e:
                     result = self._result(st, "failed", error=f"planning failed: {e}")
                 except Exception as e:  # a bug in a custom component must still yield a report
@@ -187,6 +195,7 @@ class Coordinator:
                     result = self._result(
                         st, "failed", error=f"internal error: {type(e).__name__}: {e}"
                     )
+                self._blame_infrastructure(result, [*ledger.faults, *st.faults])
                 if result.status == "budget_exhausted":
                     self._emit(st, ev.BUDGET, error=result.error)
                 result.usage = ledger.usage.model_copy(deep=True)
@@ -194,6 +203,7 @@ class Coordinator:
                 result.trace_path = str(trace_path) if trace_path is not None else None
                 self._emit(
                     st, ev.FINISH, status=result.status, final_output=result.final_output, error=result.error,
+                    error_kind=result.error_kind,
                     iterations=result.iterations, retries=result.retries,
                     usage=result.usage.model_dump(mode="json"), wall_time_s=result.wall_time_s,
                 )  # fmt: skip
@@ -212,7 +222,8 @@ class Coordinator:
 
     # -- internals ----------------------------------------------------------
     def _result(self, st: _RunState, status: str, *, final: str | None = None,
-                final_output: dict | None = None, error: str | None = None) -> RunResult:  # fmt: skip
+                final_output: dict | None = None, error: str | None = None,
+                error_kind: str | None = None) -> RunResult:  # fmt: skip
         verified = status == "success"
         if final_output is None and status != "budget_exhausted":
             final_output = st.best
@@ -220,7 +231,20 @@ class Coordinator:
             run_id=st.run_id, task=st.task, status=status, final_node=final, final_output=final_output,  # type: ignore[arg-type]
             nodes=st.reports, iterations=st.iteration, retries=st.retries, plans=list(st.plans), error=error,
             verified=verified, fallback_iterations=list(st.fallbacks), dropped_vfs=list(st.dropped),
+            error_kind=error_kind,  # type: ignore[arg-type]
         )  # fmt: skip
+
+    @staticmethod
+    def _blame_infrastructure(result: RunResult, faults: list[str]) -> None:
+        """A run that did not verify after a model call failed for good (a judge's, which the
+        verifier turns into an ERROR verdict) or a sandbox could not judge a VF may have failed
+        for that reason alone, so it is no evidence about the method. A run that verified
+        anyway keeps its answer."""
+        if result.error_kind is not None or result.status == "success" or not faults:
+            return
+        result.error_kind = "infrastructure"
+        first = faults[0] + (f" (and {len(faults) - 1} more)" if len(faults) > 1 else "")
+        result.error = f"{first}; the run then ended: {result.error}" if result.error else first
 
     async def _run(self, st: _RunState) -> RunResult:
         cfg = self.config
@@ -314,6 +338,8 @@ class Coordinator:
         self, plan: Plan, node: Node, values: Mapping[str, Mapping[str, Any]]
     ) -> dict[str, Any] | None:
         gens = self.config.context_generations
+        if not self.config.structured_io:
+            return self._text_context(plan, node, values)
         if gens <= 1:
             return None
         parents = set(node.parent_ids())
@@ -322,6 +348,22 @@ class Coordinator:
             if aid not in parents and aid in values:
                 for var, val in values[aid].items():
                     ctx[f"{aid}.{var}"] = val
+        return ctx or None
+
+    def _text_context(
+        self, plan: Plan, node: Node, values: Mapping[str, Mapping[str, Any]]
+    ) -> dict[str, Any] | None:
+        """What a text-only executor hears from other agents: each ancestor's instruction and
+        reply, parents included, nearest first; never a named value."""
+        ctx: dict[str, Any] = {}
+        for generation in range(1, self.config.context_generations + 1):
+            for aid in plan.ancestors(node.id, generation):
+                if aid not in ctx and aid in values:
+                    ctx[aid] = {
+                        "generation": generation,
+                        "instruction": plan.node(aid).instruction,
+                        "text": values[aid].get(TEXT_OUTPUT),
+                    }
         return ctx or None
 
     async def _run_plan(self, st: _RunState, plan: Plan):
@@ -452,6 +494,11 @@ class Coordinator:
             last_outputs = out.outputs
             vr = await self.verifier.verify(node, inputs, out.outputs or {})
             rec.verdicts, rec.passed = vr.verdicts, vr.passed
+            st.faults.extend(
+                f"sandbox error in VF {v.name!r} of node {node.id!r}: {v.message}"
+                for v in vr.verdicts
+                if v.outcome == Outcome.SANDBOX_ERROR
+            )
             for v in vr.verdicts:
                 self._emit(st, ev.VF_VERDICT, node.id, attempt, **v.model_dump(mode="json"))
             self._emit(
@@ -471,8 +518,9 @@ class Coordinator:
             feedback = Feedback(previous_outputs=out.outputs, failures=vr.failures)
         if cfg.fail_accepted:
             rep.status = "fail-accepted"
-            rep.outputs = dict(last_outputs) if last_outputs else dict.fromkeys(node.outputs)
-            for o in node.outputs:
+            names = list(node.outputs) if cfg.structured_io else [TEXT_OUTPUT]
+            rep.outputs = dict(last_outputs) if last_outputs else dict.fromkeys(names)
+            for o in names:
                 rep.outputs.setdefault(o, None)
         else:
             rep.status = "failed"
@@ -506,14 +554,15 @@ def build(
         raise ValueError("build() needs a 'planner' model or a planner")
     tools = tools if tools is not None else default_tools(sandbox)
     planner = planner or LLMPlanner(
-        models["planner"], tools, demo=demo, temperature=config.temperature
-    )
+        models["planner"], tools, demo=demo, temperature=config.temperature,
+        think_first=config.plan_reasoning,
+    )  # fmt: skip
     executor = Executor(
         models["executor"], tools, max_steps=config.executor_max_steps,
         temperature=config.temperature, top_p=config.top_p, retry_temperature=config.retry_temperature,
+        structured_io=config.structured_io,
     )  # fmt: skip
-    verifier = Verifier(
-        sandbox, models.get("judge", models["executor"]), mode=config.verification,
-        threshold=threshold, vf_timeout_s=config.vf_timeout_s,
-    )  # fmt: skip
+    verifier = Verifier.from_config(
+        sandbox, models.get("judge", models["executor"]), config, threshold
+    )
     return Coordinator(planner, executor, verifier, config, events, trace_dir=trace_dir)

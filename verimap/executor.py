@@ -5,6 +5,10 @@ task unless the node takes `USER_TASK`. It thinks in free text (calling tools
 through the OpenAI tools API, or a ReAct text protocol for servers without tool
 calls), then gives its outputs in a separate schema-constrained call, unless its
 last free-text reply already is a JSON object with exactly the declared outputs.
+
+With `structured_io=False` (the paper's MAP) there are no named values at all: the
+executor sees the task (when the node takes it) and its ancestors' instructions and
+replies as written, and its own reply, as written, is its one output `text`.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from verimap import iotypes, prompts
 from verimap.accounting import call_model
 from verimap.llm.base import Message, Model, ModelRequest, ModelResponse
 from verimap.llm.structured import StructuredOutputError, extract_json, request_structured
-from verimap.plan import Node
+from verimap.plan import USER_TASK, Node
 from verimap.result import VFVerdict, clip
 from verimap.tools import ToolRegistry
 from verimap.usage import EXECUTOR
@@ -43,6 +47,17 @@ class Feedback(BaseModel):
             previous=clip(json.dumps(self.previous_outputs, ensure_ascii=False, default=str), 1000),
             failures="\n".join(clip(line, per) for line in lines) or "(no details)",
         )
+
+
+# The one output of a text-only executor: its reply as written.
+TEXT_OUTPUT = "text"
+
+_FINAL_ANSWER_TEXT = re.compile(r"Final Answer\s*:\s*", re.I)
+
+
+def relation(generation: int) -> str:
+    """How a text-only executor's prompt names an ancestor `generation` levels up."""
+    return {1: "parent", 2: "grandparent"}.get(generation, f"{generation} generations back")
 
 
 class ExecutorOutput(BaseModel):
@@ -177,10 +192,12 @@ class Executor:
         max_repairs: int = 1,
         max_tokens: int | None = 2048,
         retry_temperature: float | None = None,
+        structured_io: bool = True,
     ):
         """`retry_temperature`: the temperature of an attempt that carries feedback (None: the
-        same as `temperature`)."""
+        same as `temperature`). `structured_io=False`: text-only hand-offs (module docstring)."""
         self.model = model
+        self.structured_io = structured_io
         self.retry_temperature = retry_temperature
         self.tools = tools or ToolRegistry()
         self.max_steps = max_steps
@@ -204,6 +221,9 @@ class Executor:
         system = prompts.EXECUTOR_SYSTEM
         if len(self.tools) and not self.use_tool_api:
             system += prompts.EXECUTOR_REACT.format(tools=self.tools.describe())
+        if not self.structured_io:
+            user = self._text_prompt(node, inputs, feedback, context)
+            return [{"role": "system", "content": system}, {"role": "user", "content": user}]
         user = prompts.EXECUTOR_USER.format(
             instruction=node.instruction,
             inputs=json.dumps({k: inputs[k] for k in node.inputs if k in inputs}, indent=2, ensure_ascii=False, default=str),
@@ -215,6 +235,37 @@ class Executor:
             feedback=feedback.render() if feedback else "",
         )  # fmt: skip
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    @staticmethod
+    def _text_prompt(
+        node: Node,
+        inputs: dict[str, Any],
+        feedback: Feedback | None,
+        context: dict[str, Any] | None,
+    ) -> str:
+        """Named input values are left out on purpose: what reaches a text-only executor from
+        other agents is their instructions and replies (`context`, keyed by node id, each with
+        `generation`, `instruction` and `text`), nothing a planner named or typed."""
+        task = inputs.get(USER_TASK) if USER_TASK in node.inputs else None
+        entries = [
+            prompts.EXECUTOR_TEXT_ENTRY.format(
+                relation=relation(int(a.get("generation", 1))),
+                instruction=a.get("instruction", ""),
+                text=(a.get("text") or "(no reply)").strip(),
+            )
+            for a in (context or {}).values()
+        ]
+        return prompts.EXECUTOR_TEXT_USER.format(
+            instruction=node.instruction,
+            task=prompts.EXECUTOR_TEXT_TASK.format(task=task) if task is not None else "",
+            earlier=prompts.EXECUTOR_TEXT_EARLIER.format(entries="\n\n".join(entries))
+            if entries
+            else "",
+            outputs=prompts.EXECUTOR_TEXT_OUTPUTS.format(names=", ".join(node.outputs))
+            if node.outputs
+            else "",
+            feedback=feedback.render() if feedback else "",
+        )
 
     def _temperature(self, retry: bool) -> float | None:
         if retry and self.retry_temperature is not None:
@@ -247,6 +298,7 @@ class Executor:
         temperature = self._temperature(feedback is not None)
         steps = tool_calls = 0
         last_text = ""
+        answered = False
         while steps < self.max_steps:
             resp = await self._step(messages, temperature)
             steps += 1
@@ -273,12 +325,18 @@ class Executor:
                 messages.append({"role": "user", "content": f"Observation: {result}"})
                 continue
             messages.append({"role": "assistant", "content": last_text})
+            answered = True
             break
         else:
             messages.append({
                 "role": "user",
                 "content": f"You reached the limit of {self.max_steps} steps; no more tool calls.",
             })  # fmt: skip
+
+        if not self.structured_io:
+            return await self._text_output(
+                messages, last_text, answered, steps, tool_calls, temperature
+            )
 
         # The free-text answer may already be the object (cheap path, no extra call).
         if last_text.strip():
@@ -312,6 +370,40 @@ class Executor:
                 messages=final_msgs,
             )
         return self._typed(node, value, steps, tool_calls, final_msgs)
+
+    async def _text_output(
+        self,
+        messages: list[Message],
+        last_text: str,
+        answered: bool,
+        steps: int,
+        tool_calls: int,
+        temperature: float | None,
+    ) -> ExecutorOutput:
+        """The reply as written is the output; only a run cut off by the step limit costs one
+        more call (without tools) for an answer."""
+        if not answered:
+            messages = [
+                *flatten_tool_messages(messages),
+                {"role": "user", "content": prompts.EXECUTOR_TEXT_FINAL},
+            ]
+            req = ModelRequest(
+                messages=messages, role=EXECUTOR, temperature=temperature, top_p=self.top_p,
+                max_tokens=self.max_tokens,
+            )  # fmt: skip
+            last_text = (await call_model(self.model, req)).content or ""
+            messages.append({"role": "assistant", "content": last_text})
+        if len(self.tools) and not self.use_tool_api:
+            # The ReAct protocol's answer is what follows its last "Final Answer:".
+            last_text = _FINAL_ANSWER_TEXT.split(last_text)[-1]
+        text = last_text.strip()
+        return ExecutorOutput(
+            outputs={TEXT_OUTPUT: text} if text else None,
+            error=None if text else "the executor gave an empty reply",
+            steps=steps,
+            tool_calls=tool_calls,
+            messages=messages,
+        )
 
     @staticmethod
     def _typed(

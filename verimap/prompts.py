@@ -66,6 +66,16 @@ PLANNER_USER = """\
 
 {schema_section}Write the plan for this task."""
 
+PLAN_THINK = """\
+Before you write the plan, work the task out yourself in plain text, briefly (about 150 words at \
+most): what is asked, the facts and numbers the task gives, and the steps from them to the \
+answer, with the arithmetic done (for code: what the function must return, the edge cases its \
+examples show, and the algorithm). No JSON yet."""
+
+PLAN_AFTER_THINKING = """\
+Now write the plan as one JSON object. Follow your solution: each node's instruction says what \
+to compute and how, and each node's VFs check its outputs against what your solution says."""
+
 SCHEMA_SECTION = "JSON Schema of the plan:\n{schema}\n\n"
 
 DEMO_SECTION = "Here is an example of a good plan for a different task:\n{demo}\n\n"
@@ -125,6 +135,22 @@ Required outputs: {outputs}
 
 EXECUTOR_CONTEXT = "\nResults of earlier subtasks, for context (JSON):\n{context}\n"
 
+# Text-only hand-offs (the paper's MAP): no named values, no JSON, only what earlier agents wrote.
+EXECUTOR_TEXT_USER = """\
+Subtask: {instruction}
+
+{task}{earlier}Reply with your result in plain text{outputs}.{feedback}"""
+
+EXECUTOR_TEXT_TASK = "The user's task:\n{task}\n\n"
+
+EXECUTOR_TEXT_EARLIER = "Earlier subtasks and what their agents replied:\n\n{entries}\n\n"
+
+EXECUTOR_TEXT_ENTRY = "[{relation}] Subtask: {instruction}\nReply:\n{text}"
+
+EXECUTOR_TEXT_OUTPUTS = " (it should give: {names})"
+
+EXECUTOR_TEXT_FINAL = "Now give your final result in plain text, without calling any tool."
+
 EXECUTOR_FEEDBACK = """
 This is a retry. Your previous outputs were:
 {previous}
@@ -157,6 +183,30 @@ Does the output satisfy the criterion? Explain your reasoning."""
 JUDGE_FINAL = """\
 Now give your verdict as JSON: {"passed": true or false, "explanation": "<one or two sentences; \
 say what is wrong when passed is false>"}"""
+
+JUDGE_SYSTEM_MANY = """\
+You are a strict verifier. You decide whether the outputs of a subtask satisfy each of several \
+criteria, one at a time. Reason step by step in plain text first; check facts and arithmetic \
+yourself."""
+
+JUDGE_USER_MANY = """\
+Subtask instruction: {instruction}
+
+Inputs (JSON):
+{inputs}
+
+Outputs (JSON):
+{outputs}
+
+Criteria:
+{criteria}
+
+Does the output satisfy each criterion? Explain your reasoning for each, in order."""
+
+JUDGE_FINAL_MANY = """\
+Now give your verdicts as one JSON object with one key per criterion ({names}), each \
+{{"passed": true or false, "explanation": "<one or two sentences; say what is wrong when passed \
+is false>"}}."""
 
 INSTRUCTION_CRITERION = (
     "The outputs correctly and completely carry out this instruction: {instruction}"

@@ -11,6 +11,9 @@ from verimap.usage import UsageByRole
 
 NodeStatus = Literal["pending", "verified", "failed", "fail-accepted", "reused", "skipped"]
 RunStatus = Literal["success", "failed", "partial", "budget_exhausted"]
+# Why a run ended without an answer of its own: "infrastructure" is a model endpoint that failed
+# past its retries or a sandbox that could not run, which says nothing about the method.
+ErrorKind = Literal["infrastructure"]
 
 
 # A judge VF not asked because a Python VF had already failed the attempt (strict AND).
@@ -104,6 +107,9 @@ class RunResult(BaseModel):
     # ("iteration:node.vf (why)": vacuous, or a static problem the planner did not repair).
     fallback_iterations: list[int] = Field(default_factory=list)
     dropped_vfs: list[str] = Field(default_factory=list)
+    # Set when the run failed because of the machinery, not the method: an eval logs such a run
+    # as an error to retry instead of scoring it, and `verimap run` exits with its own status.
+    error_kind: ErrorKind | None = None
 
     @property
     def answer(self) -> Any:

@@ -108,23 +108,33 @@ def _candidate_root() -> str:
     return root
 
 
-OutputsFn = Callable[[str, int, dict[str, Any], str], dict[str, Any]]
+OutputsFn = Callable[[str, int, dict[str, Any], str], dict[str, Any] | str]
 JudgeFn = Callable[[str, str, dict[str, Any]], tuple[bool, str]]
 _SUBTASK = re.compile(
     r"^Subtask: (.*?)\n\nInputs \(JSON\):\n(.*?)\n(?:\nResults of earlier|Required outputs)", re.S
 )
+# A text-only executor's prompt (structured_io=False): no named inputs to parse.
+_TEXT_SUBTASK = re.compile(r"^Subtask: (.*?)\n\n", re.S)
 _JUDGE = re.compile(
     r"^Subtask instruction: (.*?)\n\nInputs \(JSON\):.*?Outputs \(JSON\):\n(.*?)\n\nCriterion: (.*?)\n\nDoes",
     re.S,
 )
+# The batched judge: several criteria, one "- name: criterion" line each.
+_JUDGE_MANY = re.compile(
+    r"^Subtask instruction: (.*?)\n\nInputs \(JSON\):.*?Outputs \(JSON\):\n(.*?)\n\nCriteria:\n(.*?)\n\nDoes",
+    re.S,
+)
+_CRITERION = re.compile(r"^- (.*?): (.*)$", re.M)
 
 
 class ScriptedWorld:
     """A scripted model for every role of a run, driven by tables instead of a call order.
 
-    The planner gets `plans[i]` on its i-th call (the last one repeats). An executor
+    The planner gets `plans[i]` on its i-th call for a plan (the last one repeats); its
+    free-text reasoning calls get a line of text. An executor
     call is routed to the node whose instruction it carries, and answered with
-    `outputs(node_id, attempt_index, inputs, prompt)` as JSON (one call per attempt).
+    `outputs(node_id, attempt_index, inputs, prompt)` as JSON (one call per attempt), or as
+    written when it returns a string (a text-only executor's reply; its `inputs` are {}).
     The judge answers `judge(node_id, criterion, outputs) -> (passed, explanation)`,
     after a free-text reasoning call. Node instructions must be unique within a plan.
     """
@@ -150,6 +160,15 @@ class ScriptedWorld:
             self._answer, name=name, latency_s=latency_s, supports_tools=supports_tools
         )
 
+    def plan_prompts(self) -> list[str]:
+        """What the planner was told on each call for a plan (its user turns, joined): the first
+        plan's task, then each repair's or replan's problems."""
+        return [
+            "\n\n".join(m["content"] for m in r.messages if m["role"] == "user")
+            for r in self.model.requests
+            if r.role == "planner" and r.response_schema is not None
+        ]
+
     def _node_for(self, instruction: str) -> str:
         for plan in reversed(self.plans[: self.planner_calls] or self.plans):
             for n in plan.nodes:
@@ -159,27 +178,38 @@ class ScriptedWorld:
 
     def _answer(self, req: ModelRequest) -> ModelResponse | str | dict:
         if req.role == "planner":
+            if req.response_schema is None:
+                return "Let me work the task out before I write the plan."
             plan = self.plans[min(self.planner_calls, len(self.plans) - 1)]
             self.planner_calls += 1
             return plan.to_json()
         user = next(m["content"] for m in req.messages if m["role"] == "user")
         if req.role == "judge":
+            if req.response_schema is None:
+                return "Let me reason about the criteria."
+            if many := _JUDGE_MANY.search(user):
+                node_id, outs = self._node_for(many.group(1)), json.loads(many.group(2))
+                verdicts = {}
+                for name, criterion in _CRITERION.findall(many.group(3)):
+                    passed, why = self.judge(node_id, criterion, outs)
+                    verdicts[name] = {"passed": passed, "explanation": why}
+                return verdicts
             m = _JUDGE.search(user)
             if m is None:
                 raise LookupError("ScriptedWorld: unrecognised judge prompt")
-            if req.response_schema is None:
-                return "Let me reason about the criterion."
             passed, why = self.judge(self._node_for(m.group(1)), m.group(3), json.loads(m.group(2)))
             return {"passed": passed, "explanation": why}
         m = _SUBTASK.search(user)
-        if m is None:
+        text = _TEXT_SUBTASK.search(user) if m is None else None
+        if m is None and text is None:
             raise LookupError("ScriptedWorld: unrecognised executor prompt")
-        node_id = self._node_for(m.group(1))
+        node_id = self._node_for((m or text).group(1))  # type: ignore[union-attr]
         k = self.executor_calls[node_id]
         self.executor_calls[node_id] += 1
         self.executor_prompts[node_id].append(user)
         self.order.append(node_id)
-        return json.dumps(self.outputs(node_id, k, json.loads(m.group(2)), user))
+        reply = self.outputs(node_id, k, json.loads(m.group(2)) if m else {}, user)
+        return reply if isinstance(reply, str) else json.dumps(reply)
 
     def models(self) -> dict[str, ScriptedModel]:
         return {"planner": self.model, "executor": self.model, "judge": self.model}
@@ -192,3 +222,17 @@ __all__ = [
     "judge_vf",
     "tool_call_reply",
 ]
+
+
+def need(condition: bool, reason: str) -> None:
+    """In a test: go on if `condition`, else fail under CI (which must provide Docker, the model,
+    Chromium, ...) and skip elsewhere, where they are optional."""
+    if condition:
+        return
+    import pytest
+
+    from verimap.env import getenv
+
+    if getenv("CI"):
+        pytest.fail(f"CI must provide this: {reason}")
+    pytest.skip(reason)

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from verimap.sandbox.base import ExecResult, Sandbox
+from verimap.sandbox.base import ExecResult, Sandbox, SandboxUnavailable
 
 
 @dataclass
@@ -84,7 +84,9 @@ class ToolRegistry:
         return name in self._tools
 
     async def call(self, name: str, arguments: str | dict[str, Any]) -> str:
-        """Run a tool from a model's call; problems come back as text the model can act on."""
+        """Run a tool from a model's call; problems come back as text the model can act on,
+        except a sandbox that cannot run at all: no model can act on that, and the run must end
+        as an infrastructure failure rather than go on without the tool."""
         try:
             tool = self.get(name)
         except KeyError as e:
@@ -100,6 +102,8 @@ class ToolRegistry:
             return await tool.run(**arguments)
         except TypeError as e:
             return f"error: bad arguments for {name}: {e}"
+        except SandboxUnavailable:
+            raise
         except Exception as e:
             return f"error: {type(e).__name__}: {e}"
 

@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from verimap import iotypes, prompts
 from verimap.accounting import BudgetExceeded, call_model
+from verimap.config import RunConfig
 from verimap.llm.base import Model, ModelError, ModelRequest
 from verimap.llm.structured import StructuredOutputError, request_structured
 from verimap.plan import LLMVF, USER_TASK, Node, Plan, PythonVF
@@ -63,9 +64,12 @@ class Verifier:
         judge_reasoning: bool = True,
         max_tokens: int | None = 1024,
         full_feedback: bool = False,
+        batch_judge: bool = True,
     ):
         """`full_feedback`: ask the judge even when a Python VF has already failed the attempt
-        (the paper runs every VF; the verdict is the same under strict AND)."""
+        (the paper runs every VF; the verdict is the same under strict AND). `batch_judge`: judge
+        all of a node's natural-language VFs in one exchange, which reads the node's inputs and
+        outputs once instead of once per criterion (the paper asks once per VF)."""
         if threshold is not None and not 0 <= threshold <= 1:
             raise ValueError(f"threshold must be within [0, 1], got {threshold}")
         self.sandbox = sandbox
@@ -77,6 +81,23 @@ class Verifier:
         self.judge_reasoning = judge_reasoning
         self.max_tokens = max_tokens
         self.full_feedback = full_feedback
+        self.batch_judge = batch_judge
+
+    @classmethod
+    def from_config(
+        cls,
+        sandbox: Sandbox | None,
+        judge_model: Model | None,
+        config: RunConfig,
+        threshold: float | None = None,
+    ) -> Verifier:
+        """The verifier a run's config asks for: one place where the config's knobs (sampling
+        included: the judge samples like every other role) reach the verifier."""
+        return cls(
+            sandbox, judge_model, mode=config.verification, threshold=threshold,
+            vf_timeout_s=config.vf_timeout_s, temperature=config.temperature,
+            full_feedback=config.full_feedback, batch_judge=config.batch_judge,
+        )  # fmt: skip
 
     def vfs_for(self, node: Node) -> list[PythonVF | LLMVF]:
         if self.mode == "none":
@@ -112,6 +133,8 @@ class Verifier:
                           message="not judged: a Python VF already failed this attempt")
                 for v in judged
             ]  # fmt: skip
+        elif self.batch_judge and len(judged) > 1 and self.judge_model is not None:
+            rest = await self.run_judge_many(node, judged, inputs, outputs)  # type: ignore[arg-type]
         else:
             rest = await self._gather(node, judged, inputs, outputs)
         by_name = {v.name: v for v in [*first, *rest]}
@@ -192,6 +215,61 @@ class Verifier:
             weight=vf.weight,
         )
 
+    async def _ask_judge(
+        self, messages: list[dict[str, Any]], final: str, schema: Any, name: str
+    ) -> Any:
+        """Think in free text, then answer in the schema (small models judge badly when made to
+        reason inside JSON). Model and format failures propagate to the caller."""
+        if self.judge_reasoning:
+            thought = await call_model(
+                self.judge_model,  # type: ignore[arg-type]
+                ModelRequest(messages=messages, role=JUDGE, temperature=self.temperature,
+                             max_tokens=self.max_tokens),
+            )  # fmt: skip
+            messages = [
+                *messages,
+                {"role": "assistant", "content": thought.content or ""},
+                {"role": "user", "content": final},
+            ]
+        value, _ = await request_structured(
+            self.judge_model, messages, schema, role=JUDGE, schema_name=name,  # type: ignore[arg-type]
+            temperature=self.temperature, max_tokens=self.max_tokens,
+        )  # fmt: skip
+        return value
+
+    async def run_judge_many(
+        self, node: Node, vfs: list[LLMVF], inputs: dict, outputs: dict
+    ) -> list[VFVerdict]:
+        """All of a node's criteria in one exchange, one verdict each: the prompt (instruction,
+        inputs, outputs) is read once, and a criterion can still fail on its own."""
+        names = [vf.name for vf in vfs]
+        schema = {
+            "type": "object",
+            "properties": dict.fromkeys(names, JUDGE_SCHEMA),
+            "required": names,
+            "additionalProperties": False,
+        }
+        criteria = "\n".join(f"- {vf.name}: {vf.content}" for vf in vfs)
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": prompts.JUDGE_SYSTEM_MANY},
+            {"role": "user", "content": prompts.JUDGE_USER_MANY.format(
+                instruction=node.instruction, inputs=_dumps(inputs), outputs=_dumps(outputs),
+                criteria=criteria)},
+        ]  # fmt: skip
+        final = prompts.JUDGE_FINAL_MANY.format(names=", ".join(json.dumps(n) for n in names))
+        try:
+            value = await self._ask_judge(messages, final, schema, "verdicts")
+        except BudgetExceeded:
+            raise
+        except (ModelError, StructuredOutputError) as e:
+            return [
+                VFVerdict(name=vf.name, type="llm", outcome="ERROR",
+                          message=f"judge failed: {e}", weight=vf.weight)
+                for vf in vfs
+            ]  # fmt: skip
+        return [_verdict(vf, bool(value[vf.name]["passed"]), value[vf.name]["explanation"])
+                for vf in vfs]  # fmt: skip
+
     async def run_judge(self, node: Node, vf: LLMVF, inputs: dict, outputs: dict) -> VFVerdict:
         if self.judge_model is None:
             return VFVerdict(name=vf.name, type="llm", outcome="ERROR",
@@ -209,35 +287,24 @@ class Verifier:
             },
         ]
         try:
-            if self.judge_reasoning:
-                thought = await call_model(
-                    self.judge_model,
-                    ModelRequest(
-                        messages=messages,
-                        role=JUDGE,
-                        temperature=self.temperature,
-                        max_tokens=self.max_tokens,
-                    ),
-                )
-                messages = [
-                    *messages,
-                    {"role": "assistant", "content": thought.content or ""},
-                    {"role": "user", "content": prompts.JUDGE_FINAL},
-                ]
-            verdict, _ = await request_structured(
-                self.judge_model, messages, JudgeVerdict, role=JUDGE, schema_name="verdict",
-                temperature=self.temperature, max_tokens=self.max_tokens,
-            )  # fmt: skip
+            verdict = await self._ask_judge(messages, prompts.JUDGE_FINAL, JudgeVerdict, "verdict")
         except BudgetExceeded:
             raise
         except (ModelError, StructuredOutputError) as e:
             return VFVerdict(name=vf.name, type="llm", outcome="ERROR",
                              message=f"judge failed: {e}", weight=vf.weight)  # fmt: skip
-        return VFVerdict(
-            name=vf.name,
-            type="llm",
-            outcome="PASS" if verdict.passed else "FAIL",
-            message="" if verdict.passed else verdict.explanation.strip().splitlines()[0][:300],
-            explanation=verdict.explanation,
-            weight=vf.weight,
-        )
+        return _verdict(vf, verdict.passed, verdict.explanation)
+
+
+def _verdict(vf: LLMVF, passed: bool, explanation: str) -> VFVerdict:
+    explanation = explanation.strip()
+    if not passed and not explanation:
+        explanation = "(the judge gave no reason)"
+    return VFVerdict(
+        name=vf.name,
+        type="llm",
+        outcome="PASS" if passed else "FAIL",
+        message="" if passed else explanation.splitlines()[0][:300],
+        explanation=explanation,
+        weight=vf.weight,
+    )

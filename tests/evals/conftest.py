@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
-import os
+import json
+import re
+import socket
+import threading
 import warnings
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
+
+from verimap.testing import need
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "datasets"
@@ -16,15 +24,6 @@ SHARED = next(
      if (d / "gsm8k" / "test.jsonl").is_file()),
     REPO / "datasets" / "full",
 )  # fmt: skip
-
-
-def need(condition: bool, reason: str) -> None:
-    """Fail on CI (which provides everything), skip elsewhere, when a prerequisite is missing."""
-    if condition:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"CI must provide this: {reason}")
-    pytest.skip(reason)
 
 
 @pytest.fixture
@@ -63,3 +62,101 @@ def minilm():
     from verimap.evals.retrieval import MiniLMEmbedder
 
     return MiniLMEmbedder()
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\W+", "", text)
+
+
+class ChatEndpoint:
+    """An OpenAI-compatible chat endpoint on 127.0.0.1 for GSM8K tasks, over real HTTP.
+
+    While `down(task_id)` holds it answers HTTP 503 for that task; otherwise it answers as an
+    agent would: a calculator tool call first, then the gold answer as the JSON object of the
+    node's outputs. Every request body is kept in `requests`."""
+
+    def __init__(self, tasks: list[Any]) -> None:
+        self.tasks = [(_squash(t.prompt.split("\n")[0])[:120], t) for t in tasks]
+        self.down: Any = lambda task_id: True
+        self.requests: list[dict[str, Any]] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+                outer.requests.append(body)
+                status, reply = outer.answer(body)
+                data = json.dumps(reply).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    def task_of(self, body: dict[str, Any]) -> Any:
+        text = _squash(" ".join(str(m.get("content") or "") for m in body["messages"]))
+        return next(t for key, t in self.tasks if key in text)
+
+    def answer(self, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+        task = self.task_of(body)
+        if self.down(task.id):
+            return 503, {"error": {"message": "the service is overloaded", "type": "server_error"}}
+        message: dict[str, Any] = {"role": "assistant", "content": None}
+        if body.get("tools") and not any(m["role"] == "tool" for m in body["messages"]):
+            message["tool_calls"] = [{"id": "call_0", "type": "function", "function": {
+                "name": "calculator", "arguments": json.dumps({"expression": "6*7"})}}]  # fmt: skip
+        else:
+            message["content"] = json.dumps({"answer": f"The answer is {task.gold}."})
+        return 200, {
+            "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
+        }  # fmt: skip
+
+    def close(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+
+@pytest.fixture
+def chat_endpoint() -> Iterator[Any]:
+    """Start a `ChatEndpoint` for the committed GSM8K sample with `chat_endpoint(tasks)`."""
+    started: list[ChatEndpoint] = []
+
+    def start(tasks: list[Any]) -> ChatEndpoint:
+        started.append(ChatEndpoint(tasks))
+        return started[-1]
+
+    yield start
+    for e in started:
+        e.close()
+
+
+@pytest.fixture
+def dead_url() -> str:
+    """A base URL on 127.0.0.1 where nothing listens: every connection is refused."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def fast_model(url: str, name: str = "m") -> Any:
+    """The real OpenAI-compatible client, retrying twice within milliseconds."""
+    from verimap.llm.openai_model import OpenAIModel
+
+    return OpenAIModel(
+        name, base_url=url, api_key=API_KEY, max_retries=2, backoff_base=0.01, backoff_max=0.02
+    )
+
+
+API_KEY = "sk-test-never-in-a-log-1234"

@@ -5,7 +5,7 @@ from click.testing import CliRunner
 from verimap.cli import main
 from verimap.evals.runner import RESULTS
 
-from .conftest import SAMPLES
+from .conftest import API_KEY, SAMPLES
 
 FACTORY = [
     "--models-factory",
@@ -74,6 +74,42 @@ def test_config_file_and_flag_override(tmp_path):
     assert len((tmp_path / "o" / RESULTS).read_text().splitlines()) == 4
 
 
+def test_sample_and_seed_flags(tmp_path):
+    out = tmp_path / "o"
+    base = ["-b", "gsm8k", "-m", "react", "-o", str(out), "--data-dir", str(SAMPLES), *FACTORY]
+    r = invoke(*base, "--sample", "3", "--seed", "5")
+    assert r.exit_code == 0, r.output
+    config = json.loads((out / "config.json").read_text())
+    assert (config["sample"], config["seed"], config["limit"]) == (3, 5, None)
+    assert len((out / RESULTS).read_text().splitlines()) == 3
+    r = invoke(*base, "--sample", "3", "--seed", "6", "--resume")
+    assert r.exit_code == 1 and "holds a run of seed 5, not 6" in r.output
+    r = invoke(*base, "--sample", "3", "--limit", "2")
+    assert r.exit_code == 2 and "exclude each other" in r.output
+    r = invoke(*base, "--seed", "5")
+    assert r.exit_code == 2 and "--seed chooses a --sample" in r.output
+    r = invoke(*base, "--sample", "some")
+    assert r.exit_code == 2 and "neither a positive number of tasks nor 'paper'" in r.output
+
+
+def test_a_limit_flag_overrides_the_configs_paper_sample(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        f"benchmark: gsm8k\nmethod: react\nsample: paper\nseed: 0\nout: {tmp_path / 'o'}\n"
+        f"data_dir: {SAMPLES}\nmodels_factory: verimap.evals.doubles:factory\nsandbox: process\n"
+        "progress: false\n"
+    )
+    r = invoke("--config", str(cfg), "--limit", "2")
+    assert r.exit_code == 0, r.output
+    assert "note: --limit overrides the config's sample" in r.output
+    config = json.loads((tmp_path / "o" / "config.json").read_text())
+    assert config["limit"] == 2 and "sample" not in config
+    r = invoke("--config", str(cfg), "--out", str(tmp_path / "p"))
+    assert r.exit_code == 0, r.output
+    config = json.loads((tmp_path / "p" / "config.json").read_text())
+    assert (config["sample"], config["seed"], config["sample_rule"]) == (10, 0, "paper")
+
+
 def test_unknown_config_key_is_rejected(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text('benchmark = "gsm8k"\nmax_concurency = 3\n')
@@ -98,6 +134,7 @@ def test_shipped_configs_parse():
     for f in files:
         c = load_config_file(f)
         assert c["benchmark"] == f.parent.name and c["method"] == f.stem and c["method"] in METHODS
+        assert (c["sample"], c["seed"], c["runs"]) == ("paper", 0, 3)  # the paper's protocol
 
 
 def test_retrieval_command_on_the_fixture(tmp_path, minilm):
@@ -155,3 +192,39 @@ def test_a_model_that_cannot_be_served_is_a_clear_error_not_a_traceback(tmp_path
     assert r.exit_code == 1, r.output
     assert f"Error: model file not found: {missing}" in r.output
     assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+def test_an_endpoint_outage_is_errored_not_scored_and_a_resume_scores_it(
+    tmp_path, monkeypatch, dead_url, chat_endpoint
+):
+    from functools import partial
+
+    from verimap.evals.benchmarks import get_benchmark
+    from verimap.llm import endpoint as ep
+
+    monkeypatch.setattr(
+        ep,
+        "OpenAIModel",
+        partial(ep.OpenAIModel, max_retries=1, backoff_base=0.01, backoff_max=0.02),
+    )
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    out = tmp_path / "run"
+    args = ["-b", "gsm8k", "-m", "react", "-n", "3", "-o", str(out), "--data-dir", str(SAMPLES),
+            "--sandbox", "process", "--no-progress", "--model", "m"]  # fmt: skip
+    r = invoke(*args, "--base-url", dead_url)
+    assert r.exit_code == 1, r.output
+    assert "0/3 tasks finished (0 from before), 3 errored, not scored" in r.stderr
+    assert "task r0/gsm8k/0 errored, not scored: model error: the model endpoint" in r.stderr
+    assert "## Errored, not scored" in r.stdout and "3 task(s) errored" in r.stdout
+    assert not (out / RESULTS).exists() and API_KEY not in r.output
+    report = invoke("report", str(out))
+    assert report.exit_code == 0 and "3 task(s) errored, not scored" in report.output
+
+    endpoint = chat_endpoint(get_benchmark("gsm8k", SAMPLES).tasks()[:3])
+    endpoint.down = lambda task_id: False
+    again = invoke(*args, "--base-url", endpoint.url, "--resume")
+    assert again.exit_code == 0, again.output
+    assert "3/3 tasks finished (0 from before), 0 errored, not scored" in again.stderr
+    assert "| react | 100.0 ± 0.0 (n=3, runs=1) |" in again.stdout
+    assert "Errored" not in again.stdout
+    assert len((out / RESULTS).read_text().splitlines()) == 3

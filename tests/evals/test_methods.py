@@ -9,6 +9,7 @@ from verimap.evals.benchmarks import EvalTask, get_benchmark
 from verimap.evals.methods import METHODS, build_coordinator, method_config
 from verimap.evals.runner import run_eval
 from verimap.llm.double import ScriptedModel
+from verimap.testing import ScriptedWorld
 from verimap.tools import ToolRegistry, calculator_tool
 
 from .conftest import SAMPLES
@@ -35,9 +36,14 @@ def chain_plan(vf_on_a=None):
     }  # fmt: skip
 
 
+def subtask_line(req):
+    """The line naming the executor's own subtask (a text-only prompt also quotes ancestors)."""
+    return req.messages[1]["content"].split("\n", 1)[0]
+
+
 def scripted(plan):
     def executor(req):
-        text = json.dumps(req.messages)
+        text = subtask_line(req)
         if "Step A" in text:
             return json.dumps({"x": "ALPHA-RAW-OUTPUT"})
         if "Step B" in text:
@@ -63,11 +69,7 @@ async def run(method, plan, sandbox):
 
 
 def executor_prompt_for(models, step):
-    return [
-        json.dumps(r.messages)
-        for r in models["executor"].requests
-        if step in json.dumps(r.messages)
-    ]
+    return [json.dumps(r.messages) for r in models["executor"].requests if step in subtask_line(r)]
 
 
 async def test_react_is_one_node_and_never_plans_or_judges(sandbox):
@@ -77,11 +79,71 @@ async def test_react_is_one_node_and_never_plans_or_judges(sandbox):
     assert method_config("react").executor_max_steps == 20
 
 
-async def test_map_skips_verification_and_passes_two_generations_of_raw_outputs(sandbox):
+async def test_map_skips_verification_and_answers_with_the_final_reply_as_written(sandbox):
     res, models = await run("map", chain_plan(ALWAYS_FAILS), sandbox)
-    assert res.status == "success" and res.answer == "42"
+    assert res.status == "success" and res.answer == '{"answer": "42"}'
     assert models["judge"].calls == 0
     assert "ALPHA-RAW-OUTPUT" in executor_prompt_for(models, "Step C")[0]
+    # no structured final call: one reply per node
+    assert all(r.response_schema is None for r in models["executor"].requests)
+
+
+FOUR_GENERATIONS = {
+    "nodes": [
+        {"id": "a", "instruction": "Step A: read the two prices.", "inputs": ["USER_TASK"],
+         "outputs": {"prices": "list[number]"}},
+        {"id": "b", "instruction": "Step B: add the prices up.", "inputs": ["a.prices"],
+         "outputs": {"total": "number"}},
+        {"id": "c", "instruction": "Step C: take off the discount.", "inputs": ["b.total", "USER_TASK"],
+         "outputs": {"discounted": "number"}},
+        {"id": "d", "instruction": "Step D: state the answer.", "inputs": ["c.discounted"],
+         "outputs": {"answer": "number"}},
+    ]
+}  # fmt: skip
+REPLIES = {
+    "a": "The prices are 3 and 4 (reply of A).",
+    "b": "Together they cost 7 (reply of B).",
+    "c": "With one dollar off it is 6 (reply of C).",
+    "d": "The answer is 6.",
+}
+
+
+async def test_map_executors_see_text_two_generations_back_and_never_json(sandbox):
+    """The paper's MAP (App. B.5): no structured I/O. An executor hears its parents' and
+    grandparents' instructions and replies as written, never a named JSON value."""
+    world = ScriptedWorld([FOUR_GENERATIONS], lambda nid, k, inputs, prompt: REPLIES[nid])
+    coord = build_coordinator("map", world.models(), sandbox, ToolRegistry([calculator_tool()]))
+    res = await coord.run("Pens cost 3 and 4 dollars, and one dollar is taken off. Total?")
+    assert res.status == "success" and res.answer == "The answer is 6."
+    asked = [r for r in world.model.requests if r.role == "executor"]
+    assert len(asked) == 4 and all(r.response_schema is None for r in asked)
+    for r in asked:
+        for m in r.messages:
+            assert "{" not in m["content"] and "Inputs (JSON)" not in m["content"]
+            assert not any(ref in m["content"] for ref in ("a.prices", "b.total", "c.discounted"))
+    d = world.executor_prompts["d"][0]
+    assert "[parent] Subtask: Step C: take off the discount.\nReply:\n" + REPLIES["c"] in d
+    assert "[grandparent] Subtask: Step B: add the prices up.\nReply:\n" + REPLIES["b"] in d
+    assert "reply of A" not in d and "Step A" not in d  # a great-grandparent
+    assert "Pens cost" not in d  # d does not take USER_TASK
+    c = world.executor_prompts["c"][0]
+    assert "Pens cost 3 and 4" in c and "reply of A" in c and "reply of B" in c
+    assert [e for e in world.order] == ["a", "b", "c", "d"]
+    assert not any(r.role == "judge" for r in world.model.requests)
+
+
+async def test_other_methods_keep_named_json_inputs(sandbox):
+    world = ScriptedWorld(
+        [FOUR_GENERATIONS],
+        lambda nid, k, inputs, prompt: {
+            "a": {"prices": [3, 4]}, "b": {"total": 7}, "c": {"discounted": 6}, "d": {"answer": 6}
+        }[nid],
+    )  # fmt: skip
+    coord = build_coordinator("map-v", world.models(), sandbox, ToolRegistry())
+    res = await coord.run("Pens cost 3 and 4 dollars, and one dollar is taken off. Total?")
+    assert res.status == "success" and res.answer == 6
+    d = world.executor_prompts["d"][0]
+    assert '"c.discounted": 6' in d and "Step C" not in d and "Step B" not in d
 
 
 async def test_verimap_gives_executors_only_their_parents(sandbox):
@@ -116,6 +178,11 @@ async def test_map_v_judges_against_the_instruction_and_ignores_plan_vfs(sandbox
     assert not any("The answer is a number." in j for j in judged)
 
 
+def plan_calls(models) -> int:
+    """Calls that asked for a plan (the planner first reasons in a call without a schema)."""
+    return sum(r.response_schema is not None for r in models["planner"].requests)
+
+
 def replanned(vf_on_a):
     """A planner double that changes the failing node at every replan, as a replan must."""
     calls = itertools.count(1)
@@ -131,7 +198,7 @@ def replanned(vf_on_a):
 async def test_verimap_retries_and_replans_on_a_failing_vf(sandbox):
     res, models = await run("verimap", replanned(ALWAYS_FAILS), sandbox)
     assert res.status == "failed"
-    assert res.iterations == 5 and models["planner"].calls == 5
+    assert res.iterations == 5 and plan_calls(models) == 5
     assert len(executor_prompt_for(models, "Step A")) == 15  # 3 attempts x 5 iterations
     assert not executor_prompt_for(models, "Step B")
 
@@ -139,7 +206,7 @@ async def test_verimap_retries_and_replans_on_a_failing_vf(sandbox):
 async def test_verimap_asks_a_replanner_that_repeats_the_failed_node_for_a_change(sandbox):
     res, models = await run("verimap", chain_plan(ALWAYS_FAILS), sandbox)
     assert res.status == "failed" and res.iterations == 5
-    assert models["planner"].calls == 1 + 4 * 2  # each replan: the reply, asked once for a change
+    assert plan_calls(models) == 1 + 4 * 2  # each replan: the reply, asked once for a change
     repairs = [
         r
         for r in models["planner"].requests
@@ -162,7 +229,7 @@ async def test_one_pass_methods_let_failed_outputs_flow_on(method, sandbox):
         res = await coord.run("What is 6 times 7?")
     else:
         res, models = await run(method, plan, sandbox)
-    assert res.iterations == 1 and models["planner"].calls == 1
+    assert res.iterations == 1 and plan_calls(models) == 1
     assert len(executor_prompt_for(models, "Step A")) == 1
     assert res.status == "partial" and res.answer == "42"
     assert res.nodes["a"].status == "fail-accepted"

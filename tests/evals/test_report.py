@@ -1,8 +1,10 @@
 import json
+import re
 import statistics
 
 import pytest
 
+from verimap.evals.benchmarks import get_benchmark
 from verimap.evals.report import (
     load_records,
     render,
@@ -11,7 +13,10 @@ from verimap.evals.report import (
     table_verification,
     table_vfs,
 )
-from verimap.evals.runner import RESULTS, ResultsLog, RunDirError
+from verimap.evals.runner import RESULTS, ResultsLog, RunDirError, TaskRecord, run_eval
+from verimap.testing import InProcessSandboxDouble, ScriptedModel
+
+from .conftest import SAMPLES
 
 
 def rec(method, bench, run, i, correct, verified=True, **kw):
@@ -44,17 +49,63 @@ def test_methods_and_benchmarks_are_laid_out_like_table_1():
     assert [ln.split("|")[1].strip() for ln in lines[2:]] == ["react", "map", "verimap"]
 
 
-def test_false_positives_and_negatives():
-    recs = [
-        rec("verimap", "gsm8k", 0, 0, correct=True, verified=True),
-        rec("verimap", "gsm8k", 0, 1, correct=False, verified=True),  # FP
-        rec("verimap", "gsm8k", 0, 2, correct=True, verified=False),  # FN
-        rec("verimap", "gsm8k", 0, 3, correct=False, verified=False),
-        rec("map", "gsm8k", 0, 0, correct=False, verified=True),  # no verification: not reported
-    ]
+def _squash(text):
+    return re.sub(r"\W+", "", text.replace("\\n", " "))
+
+
+def plan_with(vf_code):
+    return {"nodes": [{
+        "id": "solve", "instruction": "Solve the word problem.", "inputs": ["USER_TASK"],
+        "outputs": {"answer": "number"},
+        "verification": [{"name": "checked", "type": "python", "code": vf_code}],
+    }]}  # fmt: skip
+
+
+SOUND = "assert outputs['answer'] >= 0, 'a count cannot be negative'"
+PLANTED = "assert outputs['answer'] < 0, 'planted: rejects every answer here'"
+
+
+async def test_table_4_counts_what_the_real_pipeline_produces(tmp_path):
+    """Four GSM8K tasks through the real coordinator with scripted models: verification passes
+    on 0 and 1 and rejects 2 and 3 (a VF no answer here meets); the executor is right on 0 and
+    2. Task 2 is a real false negative: its run fails, keeps its answer marked unverified, and
+    the scorer finds it right."""
+    bench = get_benchmark("gsm8k", SAMPLES)
+    tasks = bench.tasks()[:4]
+    keys = [_squash(t.prompt)[:60] for t in tasks]
+
+    def reply(req):
+        text = _squash(" ".join(str(m.get("content") or "") for m in req.messages))
+        i = next(i for i, k in enumerate(keys) if k in text)
+        if req.role == "planner":
+            return plan_with(SOUND if i < 2 else PLANTED)
+        gold = float(tasks[i].gold)
+        return json.dumps({"answer": gold if i in (0, 2) else gold + 1})
+
+    model = ScriptedModel(reply, name="scripted")
+    models = {"planner": model, "executor": model, "judge": model}
+    await run_eval(
+        bench, "verimap", models, InProcessSandboxDouble(), tmp_path, limit=4, progress=False,
+        config={"max_retries": 2, "max_iterations": 2},
+    )  # fmt: skip
+    recs = {r["task_id"]: r for r in load_records([tmp_path])}
+    fn = recs["gsm8k/2"]
+    assert fn["status"] == "failed" and not fn["verified"] and fn["correct"]
+    assert fn["predicted"] == "70000"
+    assert [recs[f"gsm8k/{i}"]["verified"] for i in range(4)] == [True, True, False, False]
+    assert [recs[f"gsm8k/{i}"]["correct"] for i in range(4)] == [True, False, True, False]
+    assert "| verimap | GSM8K | 4 | 2 | 1 (25.0%) | 1 (25.0%) |" in table_verification(
+        list(recs.values())
+    )
+    # 2 retries x 2 iterations of the planted VF; one run of the sound one
+    assert fn["vf_calls"] == {"python": 4, "llm": 0}
+    assert recs["gsm8k/0"]["vf_calls"] == {"python": 1, "llm": 0}
+
+
+def test_methods_without_verification_are_left_out_of_table_4():
+    recs = [rec("verimap", "gsm8k", 0, 0, True), rec("map", "gsm8k", 0, 0, False)]
     t = table_verification(recs)
-    assert "| verimap | GSM8K | 4 | 2 | 1 (25.0%) | 1 (25.0%) |" in t
-    assert "| map |" not in t
+    assert "| verimap | GSM8K | 1 | 1 |" in t and "| map |" not in t
 
 
 def test_cost_per_role_and_vf_statistics():
@@ -66,7 +117,20 @@ def test_cost_per_role_and_vf_statistics():
         "| verimap | GSM8K | $0.02000 / 150 | $0.01000 / 20 | $0.00000 / 0 | $0.03000 |"
         in table_cost(recs)
     )
-    assert "| verimap | GSM8K | 2.00 | 100 | 1.00 | 30 | 3.00 |" in table_vfs(recs)
+    # records from before VF calls were counted: no call figures, not zeros
+    assert "| verimap | GSM8K | – | – | 2.00 | 100 | 1.00 | 30 | 3.00 |" in table_vfs(recs)
+    recs[0]["vf_calls"] = {"python": 6, "llm": 1}
+    recs[1]["vf_calls"] = {"python": 2, "llm": 2}
+    table = table_vfs(recs)
+    assert "| verimap | GSM8K | 4.00 | 1.50 | 2.00 | 100 | 1.00 | 30 | 3.00 |" in table
+    assert "| Python VF calls / task | NL VF calls / task | Python VFs written / plan |" in table
+    assert "VF calls / task: VF executions in a run" in render(recs)
+
+
+def test_records_written_before_vf_calls_still_load():
+    old = {"key": "r0/gsm8k/0", "run": 0, "task_id": "gsm8k/0", "benchmark": "gsm8k",
+           "method": "verimap", "status": "success", "correct": True, "verified": True}  # fmt: skip
+    assert TaskRecord.model_validate(old).vf_calls == {}
 
 
 def test_load_records_from_dirs(tmp_path):

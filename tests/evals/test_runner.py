@@ -9,9 +9,20 @@ import pytest
 
 from verimap.evals.benchmarks import get_benchmark
 from verimap.evals.doubles import oracle_models
-from verimap.evals.runner import RESULTS, ResultsLog, RunDirError, dir_lock, run_eval
+from verimap.evals.runner import (
+    ERRORS,
+    RESULTS,
+    ResultsLog,
+    RunDirError,
+    dir_lock,
+    paper_sample_size,
+    run_eval,
+    sample_tasks,
+    select_tasks,
+    unscored_errors,
+)
 
-from .conftest import REPO, SAMPLES
+from .conftest import API_KEY, REPO, SAMPLES, fast_model
 
 
 def _lines(path):
@@ -45,6 +56,7 @@ async def test_run_writes_one_record_per_task_and_config(tmp_path, sandbox):
     first = recs[0]
     assert first["usage"]["planner"]["calls"] >= 1 and first["tokens"] > 0
     assert first["vf_stats"]["python"] == 1 and first["plans"]
+    assert first["vf_calls"] == {"python": 1, "llm": 1}  # one attempt, both VFs ran
 
 
 async def test_resume_skips_finished_and_refuses_without_flag(tmp_path, sandbox):
@@ -64,6 +76,54 @@ async def test_resume_skips_finished_and_refuses_without_flag(tmp_path, sandbox)
         await run_eval(
             bench, "map", models, sandbox, tmp_path, limit=5, resume=True, progress=False
         )
+
+
+def test_paper_sample_size_is_500_or_half_a_smaller_set():
+    assert [paper_sample_size(n) for n in (1319, 2556, 500, 499, 164, 20, 1)] == [
+        500, 500, 500, 249, 82, 10, 1,
+    ]  # fmt: skip
+
+
+def test_a_sample_is_seeded_nested_and_in_the_benchmarks_order():
+    tasks = get_benchmark("gsm8k", SAMPLES).tasks()
+    ids = [t.id for t in sample_tasks(tasks, 5, seed=7)]
+    assert len(ids) == 5 and ids == [t.id for t in tasks if t.id in ids]
+    assert ids == [t.id for t in sample_tasks(list(reversed(tasks)), 5, seed=7)][::-1]
+    assert set(ids) <= {t.id for t in sample_tasks(tasks, 8, seed=7)}
+    assert ids != [t.id for t in sample_tasks(tasks, 5, seed=8)]
+    assert len(sample_tasks(tasks, "paper", seed=0)) == 10
+    assert len(sample_tasks(tasks, 100, seed=0)) == 20
+    with pytest.raises(ValueError, match="exclude each other"):
+        select_tasks(tasks, limit=3, sample=3)
+    with pytest.raises(ValueError, match="--seed chooses a --sample"):
+        select_tasks(tasks, seed=3)
+    assert select_tasks(tasks, limit=3) == tasks[:3]
+
+
+async def test_a_sample_is_recorded_and_a_resume_must_keep_it(tmp_path, sandbox):
+    bench = get_benchmark("gsm8k", SAMPLES)
+    models = oracle_models(bench.tasks())
+    await run_eval(bench, "react", models, sandbox, tmp_path, sample=4, seed=3, progress=False)
+    ids = sorted(r["task_id"] for r in _lines(tmp_path / RESULTS))
+    assert ids == sorted(t.id for t in sample_tasks(bench.tasks(), 4, seed=3))
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    assert (cfg["sample"], cfg["seed"], cfg["sample_of"], cfg["sample_rule"]) == (4, 3, 20, "4")
+    calls = models["executor"].calls
+    again = await run_eval(
+        bench, "react", models, sandbox, tmp_path, sample=4, seed=3, resume=True, progress=False
+    )
+    assert again.tally.skipped == 4 and models["executor"].calls == calls
+    for kw, field in (({"sample": 4, "seed": 4}, "seed"), ({"sample": 5, "seed": 3}, "sample"),
+                      ({"limit": 4}, "sample")):  # fmt: skip
+        with pytest.raises(RunDirError, match=f"holds a run of {field}"):
+            await run_eval(
+                bench, "react", models, sandbox, tmp_path, resume=True, progress=False, **kw
+            )
+    paper = tmp_path / "paper"
+    await run_eval(bench, "react", models, sandbox, paper, sample="paper", progress=False)
+    cfg = json.loads((paper / "config.json").read_text())
+    assert (cfg["sample"], cfg["seed"], cfg["sample_rule"]) == (10, 0, "paper")
+    assert len(_lines(paper / RESULTS)) == 10
 
 
 def test_torn_last_line_is_cut_and_not_counted(tmp_path):
@@ -87,23 +147,82 @@ def test_a_directory_takes_one_run_at_a_time(tmp_path):
         pass
 
 
-async def test_infrastructure_errors_are_retried_on_resume(tmp_path, sandbox):
+def _models(url):
+    m = fast_model(url)
+    return {"planner": m, "executor": m, "judge": m}
+
+
+@pytest.mark.parametrize("outage", ["http-503", "connection-refused"])
+async def test_an_endpoint_outage_is_an_error_not_a_score_and_resume_scores_it_once(
+    tmp_path, sandbox, chat_endpoint, dead_url, outage
+):
+    """The real coordinator and OpenAI client against a real local HTTP endpoint: tasks the
+    endpoint fails past its retries land in errors.jsonl, never in the results, and a resume
+    against an endpoint that answers scores each of them exactly once."""
+    bench = get_benchmark("gsm8k", SAMPLES)
+    tasks = bench.tasks()[:3]
+    endpoint = chat_endpoint(tasks)
+    if outage == "http-503":
+        endpoint.down = lambda task_id: task_id != "gsm8k/0"
+        first_url, broken = endpoint.url, ["gsm8k/1", "gsm8k/2"]
+    else:
+        first_url, broken = dead_url, ["gsm8k/0", "gsm8k/1", "gsm8k/2"]
+    first = await run_eval(
+        bench, "react", _models(first_url), sandbox, tmp_path, limit=3, progress=False
+    )
+    scored = [r["task_id"] for r in ResultsLog(tmp_path / RESULTS).load().values()]
+    assert sorted(scored) == sorted(set(tasks[i].id for i in range(3)) - set(broken))
+    assert first.tally.errors == len(broken) and first.tally.done == 3 - len(broken)
+    errors = _lines(tmp_path / ERRORS)
+    assert sorted(e["task_id"] for e in errors) == broken
+    assert all(e["kind"] == "infrastructure" for e in errors)
+    want = (
+        "answered HTTP 503: the service is overloaded"
+        if outage == "http-503"
+        else "is unreachable after 3 attempts"
+    )
+    assert all(e["error"].startswith("model error: ") and want in e["error"] for e in errors)
+    assert API_KEY not in (tmp_path / ERRORS).read_text()
+    assert set(unscored_errors(tmp_path)) == {f"r0/{t}" for t in broken}
+    if outage == "http-503":
+        assert len(endpoint.requests) == 2 + 3 * len(broken)  # tool call + answer; 3 tries each
+
+    endpoint.down = lambda task_id: False
+    before = len(endpoint.requests)
+    second = await run_eval(
+        bench, "react", _models(endpoint.url), sandbox, tmp_path, limit=3, resume=True,
+        progress=False,
+    )  # fmt: skip
+    assert len(endpoint.requests) - before == 2 * len(broken)  # only the errored tasks ran
+    assert second.tally.errors == 0 and second.tally.skipped == 3 - len(broken)
+    assert second.tally.done == 3 and second.tally.correct == 3
+    recs = _lines(tmp_path / RESULTS)
+    assert sorted(r["key"] for r in recs) == [f"r0/{t.id}" for t in tasks]  # 0 lost, 0 twice
+    assert all(r["correct"] and r["status"] == "success" for r in recs)
+    assert unscored_errors(tmp_path) == {}
+    third = await run_eval(
+        bench, "react", _models(endpoint.url), sandbox, tmp_path, limit=3, resume=True,
+        progress=False,
+    )  # fmt: skip
+    assert third.tally.skipped == 3 and len(_lines(tmp_path / RESULTS)) == 3
+
+
+async def test_a_task_that_cannot_be_scored_is_an_error_too(tmp_path, sandbox):
     bench = get_benchmark("gsm8k", SAMPLES)
     good = oracle_models(bench.tasks())
+    real_score = bench.score
 
-    async def explode(task, run, trace_path):
-        if task.id.endswith("/1"):
-            raise ConnectionError("sandbox host went away")
-        from verimap.evals.methods import build_coordinator
+    async def score(task, answer, sb):
+        if task.id == "gsm8k/1":
+            raise RuntimeError("sandbox failed while scoring: worker lost")
+        return await real_score(task, answer, sb)
 
-        coord = build_coordinator("react", good, sandbox, bench.tools(sandbox))
-        return await coord.run(task.prompt, trace_path=trace_path)
-
-    first = await run_eval(
-        bench, "react", good, sandbox, tmp_path, limit=3, progress=False, solver=explode
-    )
+    bench.score = score  # type: ignore[method-assign]
+    first = await run_eval(bench, "react", good, sandbox, tmp_path, limit=3, progress=False)
     assert first.tally.done == 2 and first.tally.errors == 1
-    assert "sandbox host went away" in (tmp_path / "errors.jsonl").read_text()
+    (err,) = _lines(tmp_path / ERRORS)
+    assert err["kind"] == "exception" and "worker lost" in err["error"] and err["traceback"]
+    bench.score = real_score  # type: ignore[method-assign]
     second = await run_eval(
         bench, "react", good, sandbox, tmp_path, limit=3, resume=True, progress=False
     )

@@ -6,20 +6,12 @@ reason; on CI (`CI` set) a missing service is a failure, never a skip.
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import pytest
 
 from verimap.sandbox import SandboxUnavailable
-
-
-def need(ok: bool, reason: str) -> None:
-    if ok:
-        return
-    if os.environ.get("CI"):
-        pytest.fail(f"required in CI: {reason}")
-    pytest.skip(reason)
+from verimap.testing import need
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,8 @@ SUBCOMMANDS: dict[str, str] = {
     "humaneval": "verimap.cli.humaneval:humaneval",
     "model": "verimap.cli.model:model",
     "eval": "verimap.cli.eval:eval_",
+    "view": "verimap.cli.view:view",
+    "export": "verimap.cli.export:export",
 }
 
 

@@ -1,6 +1,7 @@
 """`verimap eval`: run a benchmark with a method, report results, measure retrieval.
 
 verimap eval --benchmark humaneval --method verimap --limit 3
+verimap eval --benchmark gsm8k --method map --sample paper --seed 0 --runs 3
 verimap eval --config eval/gsm8k/verimap.yaml --resume
 verimap eval report runs/gsm8k-verimap runs/gsm8k-react
 verimap eval retrieval
@@ -68,6 +69,44 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     return flat
 
 
+class SampleSize(click.ParamType):
+    """A positive number of tasks, or "paper" (500, or half the set when it has fewer)."""
+
+    name = "N|paper"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> int | str:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+            return value
+        text = str(value).strip().lower()
+        if text == "paper":
+            return text
+        if text.isdigit() and int(text) >= 1:
+            return int(text)
+        self.fail(f"{value!r} is neither a positive number of tasks nor 'paper'", param, ctx)
+
+
+def _limit_or_sample(kw: dict[str, Any], from_config: set[str]) -> None:
+    """A flag overrides its config file, so `--limit 5` on a config that samples runs the first
+    five tasks (and `--sample` on one that limits, a sample); both from the same place is an
+    error. A seed from the config goes with the config's sample."""
+    if kw.get("limit") and kw.get("sample") is not None:
+        config_side = {"limit", "sample"} & from_config
+        if len(config_side) != 1:
+            raise click.UsageError(
+                "--limit (the first N tasks) and --sample (a seeded random sample) exclude each "
+                "other; give one of them"
+            )
+        dropped = config_side.pop()
+        kept = "sample" if dropped == "limit" else "limit"
+        click.echo(f"note: --{kept} overrides the config's {dropped}", err=True)
+        kw[dropped] = None
+    if kw.get("sample") is None and kw.get("seed") is not None:
+        if "seed" in from_config:
+            kw["seed"] = None
+        else:
+            raise click.UsageError("--seed chooses a --sample; give --sample N or --sample paper")
+
+
 def _load_factory(spec: str):
     mod, _, attr = spec.partition(":")
     if not attr:
@@ -97,6 +136,15 @@ def _load_factory(spec: str):
     help="Method: a preset of planner, verification, retries and iterations (docs/eval.md).",
 )
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=None, help="First N tasks only.")
+@click.option(
+    "--sample",
+    type=SampleSize(),
+    default=None,
+    help="A seeded random sample of N tasks; 'paper': 500, or half the set when it has fewer.",
+)
+@click.option(
+    "--seed", type=int, default=None, help="Seed of --sample [0]; a resume must use the same."
+)
 @click.option(
     "--runs",
     "-r",
@@ -171,6 +219,7 @@ def eval_(ctx: click.Context, **kw: Any) -> None:
                 from_config.add(key)
         kw["run_config"] = cfg["run_config"]
         kw["from_config"] = from_config
+    _limit_or_sample(kw, from_config)
     if not kw.get("benchmark"):
         raise click.UsageError(
             "choose a benchmark: --benchmark gsm8k|humaneval|multihoprag (or --config FILE)"
@@ -286,6 +335,8 @@ def run_command(**kw: Any) -> int:
             common = dict(
                 runs=kw.get("runs") or 1,
                 limit=kw.get("limit"),
+                sample=kw.get("sample"),
+                seed=kw.get("seed"),
                 max_concurrency=concurrency or 4,
                 resume=bool(kw.get("resume")),
                 config=run_config,
@@ -315,11 +366,15 @@ def run_command(**kw: Any) -> int:
     t = outcome.tally
     click.echo(
         f"{bench_name}/{method}: {t.done}/{t.total} tasks finished "
-        f"({t.skipped} from before), {t.errors} failed to run; results in {out}",
+        f"({t.skipped} from before), {t.errors} errored, not scored; results in {out}",
         err=True,
     )
     if t.errors:
-        click.echo(f"see {out / 'errors.jsonl'}; rerun with --resume to retry them", err=True)
+        click.echo(
+            f"why each task errored is in {out / 'errors.jsonl'}; rerun with --resume to retry "
+            "them",
+            err=True,
+        )
     click.echo(report_dirs([out]))
     return 1 if t.errors else 0
 

@@ -19,6 +19,8 @@ from verimap.llm.endpoint import endpoint_options
 from verimap.result import RunResult
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
+# The model endpoint or the sandbox failed: the run says nothing about the task or the method.
+EXIT_INFRA = 4
 
 
 def _connect(**endpoint: Any) -> AbstractAsyncContextManager[dict]:
@@ -87,6 +89,11 @@ def print_result(result: RunResult, *, console=None) -> None:
     colour = {"success": "green", "partial": "yellow"}.get(result.status, "red")
     console.print(f"[bold]status:[/bold] [{colour}]{result.status}[/{colour}]  "
                   f"iterations: {result.iterations}  retries: {result.retries}")  # fmt: skip
+    if result.error_kind == "infrastructure":
+        console.print(
+            "[bold red]infrastructure error:[/bold red] the model endpoint or the sandbox failed; "
+            "this run is no verdict on the task"
+        )
     if result.error:
         console.print("[bold]error:[/bold] ", end="")
         console.print(result.error, markup=False)
@@ -176,12 +183,14 @@ def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, seq
     """Solve TASK: plan a DAG with verification functions, execute and verify every node, retry and
     replan on failures, and print the answer with a per-node verdict table.
 
-    Exit 0 success or partial, 1 failed, 2 bad input, 3 budget exhausted.
+    Exit 0 success or partial, 1 failed, 2 bad input, 3 budget exhausted, 4 infrastructure
+    error (the model endpoint or the sandbox failed).
     """
     import verimap
     from verimap.llm.base import ModelError
     from verimap.plan import PlanError
     from verimap.planner import TemplatePlanner
+    from verimap.sandbox.base import SandboxUnavailable
 
     if not task.strip():
         click.echo("error: TASK is empty", err=True)
@@ -238,13 +247,15 @@ def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, seq
 
     try:
         result = asyncio.run(go())
-    except ModelError as e:
-        click.echo(f"error: {e}", err=True)
-        sys.exit(EXIT_FAILED)
+    except (ModelError, SandboxUnavailable) as e:
+        click.echo(f"infrastructure error: {e}", err=True)
+        sys.exit(EXIT_INFRA)
     if as_json:
         click.echo(result.model_dump_json(indent=2))
     else:
         print_result(result)
+    if result.error_kind == "infrastructure":
+        sys.exit(EXIT_INFRA)
     code = {"success": EXIT_OK, "partial": EXIT_OK, "budget_exhausted": EXIT_BUDGET}.get(
         result.status, EXIT_FAILED
     )

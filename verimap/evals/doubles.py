@@ -99,7 +99,10 @@ def oracle_models(
             if "list_files" in names:
                 return tool_call_reply("list_files", {})
         wrong = bool(wrong_every) and (index_of(task) + 1) % wrong_every == 0
-        return ModelResponse(content=json.dumps({"answer": _answer_for(task, wrong)}))
+        answer = _answer_for(task, wrong)
+        if "Inputs (JSON):" not in str(req.messages[1].get("content")):
+            return ModelResponse(content=str(answer))  # a text-only executor (map) replies in prose
+        return ModelResponse(content=json.dumps({"answer": answer}))
 
     def judge(req: ModelRequest) -> Any:
         if req.response_schema is not None:

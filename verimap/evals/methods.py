@@ -3,7 +3,7 @@
 | method | planner | verification | retries x iterations | notes |
 |---|---|---|---|---|
 | react | one node, all tools | none | 1 x 1 | single agent, <= 20 steps |
-| map | LLM planner, no VFs | none | 1 x 1 | executors see raw outputs two generations back |
+| map | LLM planner, no VFs | none | 1 x 1 | text hand-offs: parents' and grandparents' replies |
 | map-v | LLM planner, no VFs | judge, criterion = the instruction | 3 x 5 | |
 | verimap | LLM planner | the plan's VFs | 3 x 5 | |
 | map-v-1it | LLM planner, no VFs | judge, criterion = the instruction | 1 x 1 | failed outputs flow on |
@@ -42,8 +42,9 @@ METHODS: dict[str, Method] = {
                {"verification": "none", "max_retries": 1, "max_iterations": 1, "executor_max_steps": 20},
                "single ReAct agent with all tools"),
         Method("map", "llm",
-               {"verification": "none", "max_retries": 1, "max_iterations": 1, "context_generations": 2},
-               "plan, no verification; raw outputs two generations back"),
+               {"verification": "none", "max_retries": 1, "max_iterations": 1, "context_generations": 2,
+                "structured_io": False},
+               "plan, no verification; executors see the instructions and text replies two generations back"),
         Method("map-v", "llm", {"verification": "instruction", "max_retries": 3, "max_iterations": 5},
                "plan + generic judge whose criterion is the node instruction", _LOOP),
         Method("verimap", "llm", {"verification": "full", "max_retries": 3, "max_iterations": 5},
@@ -124,7 +125,7 @@ def build_coordinator(
     else:
         planner = LLMPlanner(
             models["planner"], tools, demo=demo, domain=domain, temperature=cfg.temperature,
-            write_vfs=cfg.verification == "full",
+            write_vfs=cfg.verification == "full", think_first=cfg.plan_reasoning,
         )  # fmt: skip
     executor = Executor(
         models["executor"],
@@ -133,7 +134,8 @@ def build_coordinator(
         temperature=cfg.temperature,
         top_p=cfg.top_p,
         retry_temperature=cfg.retry_temperature,
+        structured_io=cfg.structured_io,
     )
     judge = models.get("judge", models["executor"])
-    verifier = Verifier(sandbox, judge, mode=cfg.verification, vf_timeout_s=cfg.vf_timeout_s)
+    verifier = Verifier.from_config(sandbox, judge, cfg)
     return Coordinator(planner, executor, verifier, config=cfg, events=events)

@@ -3,7 +3,9 @@
 - Table 1: accuracy, mean ± sample std over runs, methods x benchmarks.
 - Table 7: average iterations and retries per task.
 - Fig. 2 / 9: cost (and tokens) per task by role: planner, executor, verifier (judge).
-- Table 3: verification functions per plan: number and average length of Python and NL VFs.
+- Table 3: verification functions, counted two ways, each labelled: VF calls per task (the
+  executions in a run, which is what the paper's Table 3 counts) and VFs written per plan, with
+  their average length.
 - Table 4: verification against gold correctness: false positives (verified but wrong)
   and false negatives (rejected but right).
 """
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from verimap.evals.methods import METHODS
-from verimap.evals.runner import CONFIG, RESULTS, ResultsLog, RunDirError
+from verimap.evals.runner import CONFIG, ERRORS, RESULTS, ResultsLog, RunDirError, unscored_errors
 
 BENCH_ORDER = ["gsm8k", "humaneval", "multihoprag"]
 BENCH_TITLE = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "multihoprag": "MultiHopRAG"}
@@ -144,6 +146,12 @@ def table_cost(records: Sequence[dict[str, Any]]) -> str:
     )
 
 
+def _calls_per_task(recs: Sequence[dict[str, Any]], kind: str) -> str:
+    """Records written before VF calls were counted have none: they are left out, not zeros."""
+    counted = [r["vf_calls"].get(kind, 0) for r in recs if r.get("vf_calls")]
+    return _fmt(statistics.fmean(counted), 2) if counted else "–"
+
+
 def table_vfs(records: Sequence[dict[str, Any]]) -> str:
     g = _group(records)
     rows = []
@@ -155,6 +163,8 @@ def table_vfs(records: Sequence[dict[str, Any]]) -> str:
         plans = tot["plans"] or 1
         rows.append([
             m, BENCH_TITLE.get(b, b),
+            _calls_per_task(recs, "python"),
+            _calls_per_task(recs, "llm"),
             _fmt(tot["python"] / plans, 2),
             _fmt(tot["python_chars"] / tot["python"], 0) if tot["python"] else "–",
             _fmt(tot["llm"] / plans, 2),
@@ -162,7 +172,8 @@ def table_vfs(records: Sequence[dict[str, Any]]) -> str:
             _fmt(tot["nodes"] / plans, 2),
         ])  # fmt: skip
     return _table(
-        ["Method", "Benchmark", "Python VFs / plan", "Python VF length (chars)", "NL VFs / plan",
+        ["Method", "Benchmark", "Python VF calls / task", "NL VF calls / task",
+         "Python VFs written / plan", "Python VF length (chars)", "NL VFs written / plan",
          "NL VF length (chars)", "Nodes / plan"],
         rows,
     )  # fmt: skip
@@ -220,7 +231,10 @@ def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> st
         table_iterations(records),
         "## Cost and tokens per task by role (paper Fig. 2 / 9)",
         table_cost(records),
-        "## Verification functions per plan (paper Table 3)",
+        "## Verification functions (paper Table 3)",
+        "VF calls / task: VF executions in a run (Python VFs run, NL criteria judged), which is "
+        "what the paper's Table 3 counts. VFs written / plan: VFs in the planner's plans, whether "
+        "they ran or not. Lengths are per VF written.",
         table_vfs(records),
         "## Verification vs. gold correctness (paper Table 4)",
         "False positive: verification accepted a wrong final answer; false negative: it rejected a right one.",
@@ -232,4 +246,14 @@ def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> st
 
 
 def report_dirs(dirs: Sequence[str | os.PathLike[str]]) -> str:
-    return render(load_records(dirs))
+    """The tables, then the tasks each directory could not score: left out of every table,
+    they must still be seen, or a run with an endpoint outage would pass for a complete one."""
+    text = render(load_records(dirs))
+    notes = [
+        f"- {d}: {n} task(s) errored, not scored (why: {Path(d) / ERRORS}); `--resume` retries them"
+        for d in dirs
+        if (n := len(unscored_errors(d)))
+    ]
+    if notes:
+        text = text.rstrip("\n") + "\n\n## Errored, not scored\n\n" + "\n".join(notes) + "\n"
+    return text

@@ -5,8 +5,10 @@ before the next is counted, so a crash or Ctrl-C can cost at most the tasks stil
 running. On `--resume` the log is read back (a torn last line from a kill is cut
 off), finished tasks are skipped, and a lock file keeps two runs from writing the
 same directory at once; together these mean no task is lost or counted twice.
-Tasks that fail for infrastructure reasons (a model endpoint down, a sandbox
-error) are logged to `DIR/errors.jsonl` instead, so a resume retries them.
+Tasks that fail for infrastructure reasons (a model endpoint that fails past its
+retries, a sandbox that cannot run, a task the data or the scorer cannot handle)
+are never scored: they are logged to `DIR/errors.jsonl` instead, and since they
+are not in the results a resume retries them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -29,9 +32,10 @@ from pydantic import BaseModel, Field
 
 from verimap.config import RunConfig
 from verimap.evals.benchmarks import Benchmark, EvalTask
-from verimap.evals.methods import build_coordinator, get_method, method_config
+from verimap.evals.methods import METHODS, build_coordinator, get_method, method_config
 from verimap.llm.base import Model
 from verimap.plan import LLMVF, PythonVF
+from verimap.result import SKIPPED
 from verimap.sandbox.base import Sandbox
 
 RESULTS = "results.jsonl"
@@ -63,6 +67,8 @@ class TaskRecord(BaseModel):
     cost: float = 0.0
     wall_time_s: float = 0.0
     vf_stats: dict[str, float] = Field(default_factory=dict)
+    # VF executions in the run (what the paper's Table 3 counts), beside `vf_stats`' VFs written.
+    vf_calls: dict[str, int] = Field(default_factory=dict)
     plans: list[dict[str, Any]] = Field(default_factory=list)
     meta: dict[str, Any] = Field(default_factory=dict)
     trace: str | None = None
@@ -73,8 +79,76 @@ class TaskRecord(BaseModel):
     finished_at: float = Field(default_factory=time.time)
 
 
+# The paper's protocol (App. B): a seeded random sample of 500 tasks, or half the set when it
+# has fewer than 500, each run three times.
+PAPER_SAMPLE = 500
+
+
+def paper_sample_size(n_tasks: int) -> int:
+    return PAPER_SAMPLE if n_tasks >= PAPER_SAMPLE else max(1, n_tasks // 2)
+
+
+def sample_tasks(tasks: list[EvalTask], size: int | str, seed: int) -> list[EvalTask]:
+    """`size` tasks (or "paper": `paper_sample_size`), in the benchmark's order.
+
+    Tasks are ranked by a hash of seed and task id rather than drawn with `random`, so the
+    same seed picks the same ids on any Python version and whatever order the data file
+    lists them in, and a smaller sample is part of a larger one with the same seed."""
+    n = paper_sample_size(len(tasks)) if size == "paper" else int(size)
+    if n < 1:
+        raise ValueError(f"a sample needs at least one task, not {size!r}")
+
+    def rank(t: EvalTask) -> bytes:
+        return hashlib.sha256(f"{seed}:{t.id}".encode()).digest()
+
+    chosen = {t.id for t in sorted(tasks, key=rank)[:n]}
+    return [t for t in tasks if t.id in chosen]
+
+
+def select_tasks(
+    tasks: list[EvalTask],
+    *,
+    limit: int | None = None,
+    sample: int | str | None = None,
+    seed: int | None = None,
+) -> list[EvalTask]:
+    """The first `limit` tasks, or a seeded random `sample`, or all; never both."""
+    if sample is not None:
+        if limit:
+            raise ValueError(
+                "--limit (the first N tasks) and --sample (a seeded random sample) exclude each "
+                "other; give one of them"
+            )
+        return sample_tasks(tasks, sample, 0 if seed is None else seed)
+    if seed is not None:
+        raise ValueError("--seed chooses a --sample; give --sample N (or --sample paper) with it")
+    return tasks[: limit if limit else None]
+
+
+def sample_digest(tasks: list[EvalTask]) -> str:
+    return hashlib.sha256("\n".join(sorted(t.id for t in tasks)).encode()).hexdigest()[:16]
+
+
 def task_key(run: int, task_id: str) -> str:
     return f"r{run}/{task_id}"
+
+
+def unscored_errors(out: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """The last error line of every task in `out` that errored and is not in the results yet:
+    what a resume would retry."""
+    path = Path(out) / ERRORS
+    if not path.exists():
+        return {}
+    done = ResultsLog(Path(out) / RESULTS).load()
+    last: dict[str, dict[str, Any]] = {}
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a torn line from a kill; the task is retried either way
+        if isinstance(rec, dict) and "key" in rec and rec["key"] not in done:
+            last[rec["key"]] = rec
+    return last
 
 
 def _safe(name: str) -> str:
@@ -155,6 +229,20 @@ def vf_stats(plans: list[Any]) -> dict[str, float]:
     return s
 
 
+def vf_calls(result: Any) -> dict[str, int]:
+    """Python VFs run and natural-language criteria judged, over every attempt of the run.
+
+    Counted from the verdicts in the run's node reports, so a judge criterion skipped after a
+    Python VF failed is not a call, while one judged in a batch with others is. The vacuity
+    probes before a plan runs are not verification of an answer and are left out."""
+    calls = {"python": 0, "llm": 0}
+    for rep in result.nodes.values():
+        for v in rep.verdicts:
+            if v.outcome != SKIPPED:
+                calls[v.type] += 1
+    return calls
+
+
 @dataclass
 class Tally:
     total: int
@@ -196,11 +284,16 @@ def _check_config(out: Path, cfg: dict[str, Any], resume: bool, has_results: boo
             raise RunDirError(
                 f"{out} already holds results; pass --resume to continue it, or choose another --out"
             )
-        for k in ("benchmark", "method"):
+        for k in ("benchmark", "method", "sample", "seed"):
             if old.get(k) != cfg.get(k):
                 raise RunDirError(
                     f"{out} holds a run of {k} {old.get(k)!r}, not {cfg.get(k)!r}; choose another --out"
                 )
+        if old.get("sample_digest") != cfg.get("sample_digest"):
+            raise RunDirError(
+                f"{out} holds a sample of other task ids (another data directory?); "
+                "choose another --out"
+            )
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(cfg, indent=2, default=str) + "\n")
     os.replace(tmp, path)
@@ -233,6 +326,8 @@ async def run_eval(
     *,
     runs: int = 1,
     limit: int | None = None,
+    sample: int | str | None = None,
+    seed: int | None = None,
     max_concurrency: int = 4,
     resume: bool = False,
     config: RunConfig | dict[str, Any] | None = None,
@@ -240,13 +335,30 @@ async def run_eval(
     solver: Solver | None = None,
     extra_config: dict[str, Any] | None = None,
 ) -> EvalOutcome:
-    """Run `runs` x the first `limit` tasks; see the module docstring for the guarantees."""
-    get_method(method)
+    """Run `runs` x the first `limit` tasks, or x a seeded random `sample` of them (an int, or
+    "paper": see `paper_sample_size`); see the module docstring for the guarantees.
+
+    With a `solver`, `method` may name something that is no preset (a bare-model baseline beside
+    the methods): its records, traces and errors then land in the same layout, and its
+    `run_config` is `config` as given."""
+    custom = solver is not None and method not in METHODS
+    if not custom:
+        get_method(method)
     if runs < 1 or max_concurrency < 1:
         raise ValueError("runs and max_concurrency must be >= 1")
     out = Path(out_dir)
-    cfg = method_config(method, config)
-    tasks = bench.tasks()[: limit if limit else None]
+    if custom:
+        cfg = config if isinstance(config, RunConfig) else RunConfig.model_validate(config or {})
+    else:
+        cfg = method_config(method, config)
+    everything = bench.tasks()
+    tasks = select_tasks(everything, limit=limit, sample=sample, seed=seed)
+    sampled = (
+        {"sample": len(tasks), "sample_of": len(everything), "sample_rule": str(sample),
+         "seed": 0 if seed is None else seed, "sample_digest": sample_digest(tasks)}
+        if sample is not None
+        else {}
+    )  # fmt: skip
     with dir_lock(out):
         log = ResultsLog(out / RESULTS)
         done = log.load(repair=True)
@@ -257,6 +369,7 @@ async def run_eval(
                 "method": method,
                 "runs": runs,
                 "limit": limit,
+                **sampled,
                 "data": {"dir": str(bench.source.root), "origin": bench.source.origin},
                 "models": {r: getattr(m, "name", "?") for r, m in (models or {}).items()},
                 "sandbox": getattr(sandbox, "kind", "?"),
@@ -350,23 +463,24 @@ async def _run_task(
     trace_path.parent.mkdir(parents=True, exist_ok=True)
     trace_path.unlink(missing_ok=True)  # a previous, unfinished attempt of this task
     start = time.monotonic()
+
+    def errored(error: str, kind: str, tb: str = "") -> None:
+        ResultsLog(out / ERRORS).append(
+            {"key": key, "task_id": task.id, "run": run, "kind": kind, "error": error,
+             "traceback": tb, "trace": str(rel), "at": time.time()}
+        )  # fmt: skip
+        print(f"task {key} errored, not scored: {error}", file=sys.stderr, flush=True)
+
     try:
         result = await solve(task, run, trace_path)
+        if getattr(result, "error_kind", None) is not None:
+            errored(result.error or "infrastructure failure", result.error_kind)
+            return None
         score = await bench.score(task, result.answer, sandbox)
     except (asyncio.CancelledError, KeyboardInterrupt):
         raise
     except Exception as e:
-        ResultsLog(out / ERRORS).append(
-            {
-                "key": key,
-                "task_id": task.id,
-                "run": run,
-                "error": f"{type(e).__name__}: {e}",
-                "traceback": traceback.format_exc(),
-                "at": time.time(),
-            }
-        )
-        print(f"task {key} failed: {type(e).__name__}: {e}", file=sys.stderr)
+        errored(f"{type(e).__name__}: {e}", "exception", traceback.format_exc())
         return None
     usage = result.usage
     total = usage.total
@@ -389,6 +503,7 @@ async def _run_task(
         cost=total.cost,
         wall_time_s=round(time.monotonic() - start, 3),
         vf_stats=vf_stats(result.plans),
+        vf_calls=vf_calls(result),
         plans=[p.model_dump(mode="json", by_alias=True) for p in result.plans],
         meta={"question_type": task.meta["question_type"]} if "question_type" in task.meta else {},
         trace=str(rel),

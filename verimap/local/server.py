@@ -66,6 +66,7 @@ class ServerInfo(BaseModel):
         return f"http://{self.host}:{self.port}/v1"
 
 
+# 2 GiB of prompt states, every byte counted (see _serve.py): about five saved prompts of the 1.5B.
 PROMPT_CACHE_ARGS = ["--cache", "True", "--cache_type", "ram", "--cache_size", str(2 << 30)]
 
 

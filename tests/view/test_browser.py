@@ -1,0 +1,107 @@
+"""The report in a real browser: Debian's headless Chromium driven by selenium.
+
+Skips when Chromium, its driver or selenium is missing, except under CI (`CI` set),
+where that is a failure: scripts/setup.sh installs them.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+from .conftest import need
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
+DRIVER = ("chromedriver",)
+
+
+def _which(names: tuple[str, ...]) -> str | None:
+    return next((p for n in names if (p := shutil.which(n))), None)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    binary, driver = _which(CHROMIUM), _which(DRIVER)
+    need(binary is not None and driver is not None,
+         "Chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")  # fmt: skip
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        need(False, "selenium is not installed (pip install -e '.[dev]')")
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = binary
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1280,900", "--no-first-run", "--disable-extensions"):  # fmt: skip
+        opts.add_argument(arg)
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    # An explicit driver path: selenium's manager would otherwise try to download one.
+    drv = webdriver.Chrome(service=Service(executable_path=driver), options=opts)
+    drv.set_page_load_timeout(60)
+    try:
+        yield drv
+    finally:
+        drv.quit()
+
+
+def _requests(drv) -> list[str]:
+    urls = []
+    for entry in drv.get_log("performance"):
+        msg = json.loads(entry["message"])["message"]
+        if msg.get("method") == "Network.requestWillBeSent":
+            urls.append(msg["params"]["request"]["url"])
+    return urls
+
+
+def test_report_renders_offline_and_hostile_scripts_stay_inert(browser, report_file):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select
+
+    browser.get_log("browser")
+    browser.get_log("performance")
+    url = report_file.resolve().as_uri()
+    browser.get(url)
+    assert browser.execute_script("return document.readyState") == "complete"
+
+    # no script but the page's own ran
+    assert browser.execute_script("return typeof window.pwned") == "undefined"
+
+    # the DAGs and the plot are real, laid-out SVG
+    dags = browser.find_elements(By.CSS_SELECTOR, ".dag svg")
+    assert len(dags) >= 14
+    browser.execute_script("arguments[0].closest('details.task').open = true", dags[0])
+    box = browser.execute_script("return arguments[0].getBoundingClientRect()", dags[0])
+    assert box["width"] > 20 and box["height"] > 20
+    plot = browser.find_element(By.CSS_SELECTOR, ".plot svg")
+    assert plot.size["width"] > 100
+
+    # only file:/data: URLs were ever loaded
+    resources = browser.execute_script(
+        "return performance.getEntriesByType('resource').map(e => e.name)"
+    )
+    assert all(u.startswith(("file:", "data:", "blob:")) for u in resources), resources
+    requests = _requests(browser)
+    assert requests and all(u.startswith(("file:", "data:", "blob:")) for u in requests), requests
+
+    # the filters hide the rows they should
+    rows = browser.find_elements(By.CSS_SELECTOR, "#task-list tbody tr")
+    wrong = [r for r in rows if r.get_attribute("data-correct") == "0"]
+    Select(browser.find_element(By.ID, "f-correct")).select_by_value("0")
+    visible = [r for r in rows if r.is_displayed()]
+    assert 0 < len(visible) == len(wrong) < len(rows)
+    Select(browser.find_element(By.ID, "f-method")).select_by_value("react")
+    assert all(r.get_attribute("data-method") == "react" for r in rows if r.is_displayed())
+
+    # a link into a closed task opens it
+    target = browser.find_element(By.CSS_SELECTOR, "details.task:last-of-type")
+    anchor = target.get_attribute("id")
+    browser.get(f"{url}#{anchor}")
+    assert browser.execute_script(f"return document.getElementById('{anchor}').open") is True
+
+    assert browser.execute_script("return typeof window.pwned") == "undefined"
+    errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
+    assert errors == []

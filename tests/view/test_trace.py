@@ -1,0 +1,124 @@
+import json
+
+from verimap.view.trace import (
+    build_run,
+    clip_deep,
+    clip_text,
+    load_run,
+    read_events,
+    run_from_plans,
+    trace_path,
+)
+
+from .conftest import HOSTILE, HUGE, events
+
+
+def _trace(d):
+    return sorted((d / "traces").rglob("*.jsonl"))[0]
+
+
+def test_hostile_run_folds_into_iterations_nodes_and_attempts(hostile_dir):
+    run = load_run(_trace(hostile_dir), "t0", max_chars=1000)
+    assert run.status == "success" and run.n_iterations == 2 and run.retries == 2
+    first, second = run.iterations
+    assert first.kind == "plan" and second.kind == "replan"
+    assert second.replan["failed_node"] == "answer"
+    assert {n.id: n.status for n in first.nodes.values()} == {
+        "extract": "verified",
+        "answer": "failed",
+    }
+    assert {n.id: n.status for n in second.nodes.values()} == {
+        "extract": "reused",
+        "answer": "verified",
+    }
+    extract = first.nodes["extract"]
+    assert [a.passed for a in extract.attempts] == [False, True]
+    fail, skipped = extract.attempts[0].verdicts
+    assert (fail.name, fail.outcome, skipped.outcome) == ("positive", "FAIL", "SKIPPED")
+    assert fail.check.startswith("assert outputs['n'] > 0")  # the VF's code, from the plan
+    assert HOSTILE in fail.message
+    assert extract.attempts[1].feedback["failures"][0]["name"] == "positive"
+    judged = extract.attempts[1].verdicts[1]
+    assert judged.type == "llm" and judged.check.startswith("The count is right")
+    assert all(a.seconds is not None for a in extract.attempts)
+    assert extract.final is False and first.nodes["answer"].final is True
+    assert first.edges == [("extract", "answer")]
+    assert run.usage["planner"]["calls"] >= 2
+
+
+def test_replan_diff_shows_the_changed_instruction(hostile_dir):
+    run = load_run(_trace(hostile_dir), "t0")
+    first, second = run.iterations
+    assert first.diff == []
+    changed = [(k, line) for k, line in second.diff if k in ("add", "del")]
+    assert changed == [
+        ("del", '-      "instruction": "Give the answer.",'),
+        ("add", '+      "instruction": "Give the answer, briefly.",'),
+    ]
+
+
+def test_every_string_is_clipped_with_a_note(hostile_dir):
+    run = load_run(_trace(hostile_dir), "t0", max_chars=500)
+    out = run.iterations[0].nodes["answer"].attempts[0].outputs["answer"]
+    assert len(out) < 600 and f"[{HUGE + len(HOSTILE) - 500:,} more characters not shown]" in out
+    assert clip_text("abc", 3) == "abc"
+    assert clip_deep({"k" * 5: ["x" * 5]}, 2) == {
+        "kk\n… [3 more characters not shown]": ["xx\n… [3 more characters not shown]"]
+    }
+
+
+def test_torn_and_foreign_lines_are_skipped_with_a_note(tmp_path, hostile_dir):
+    lines = _trace(hostile_dir).read_text().splitlines()
+    p = tmp_path / "t.jsonl"
+    p.write_text("\n".join([*lines[:6], "[1, 2]", "not json", '{"type": "tool_call", "run_id']))
+    evs, problems = read_events(p)
+    assert len(evs) == 6 and len(problems) == 3
+    run = load_run(p, "r0")
+    assert run.status == "unfinished" and len(run.problems) == 3
+    # a node started and never finished (the run was cut) is `running`, not skipped
+    assert run.iterations[0].nodes["extract"].status == "running"
+    assert run.iterations[0].nodes["answer"].status == "pending"
+
+
+def test_unknown_events_are_kept_where_they_belong():
+    evs = [
+        {"type": "run_start", "run_id": "x", "data": {"task": "t"}},
+        {"type": "bare_reply", "run_id": "x", "data": {"reply": "hi"}},
+        {"type": "tool_call", "run_id": "x", "node_id": "a", "iteration": 1, "attempt": 2,
+         "data": {"tool": "calculator"}},
+    ]  # fmt: skip
+    run = build_run(evs, "r0")
+    assert run.other[0]["type"] == "bare_reply"
+    node = run.iterations[0].nodes["a"]
+    assert not node.in_plan and node.attempts[0].number == 2
+    assert node.attempts[0].other[0]["data"] == {"tool": "calculator"}
+
+
+def test_plans_of_a_record_without_its_trace(oracle_dirs):
+    d = oracle_dirs[0]
+    rec = json.loads((d / "results.jsonl").read_text().splitlines()[0])
+    run = run_from_plans(rec["plans"], "t9", note="no trace")
+    assert run.source == "record" and run.problems == ["no trace"]
+    assert [n.status for n in run.iterations[0].nodes.values()] == ["pending"]
+
+
+def test_trace_paths_outside_the_run_directory_are_refused(tmp_path):
+    (tmp_path / "traces").mkdir()
+    assert trace_path(tmp_path, "traces/a.jsonl") == (tmp_path / "traces" / "a.jsonl").resolve()
+    assert trace_path(tmp_path, "../../etc/passwd") is None
+    assert trace_path(tmp_path, "/etc/passwd") is None
+    assert trace_path(tmp_path, None) is None
+
+
+def test_oracle_trace_has_what_the_runner_recorded(oracle_dirs):
+    d = oracle_dirs[0]
+    for line in (d / "results.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        run = load_run(d / rec["trace"], "t0")
+        verdicts = [v for it in run.iterations for n in it.nodes.values()
+                    for a in n.attempts for v in a.verdicts]  # fmt: skip
+        raw = [e for e in events(d / rec["trace"]) if e["type"] == "vf_verdict"]
+        assert [(v.name, v.outcome) for v in verdicts] == [
+            (e["data"]["name"], e["data"]["outcome"]) for e in raw
+        ]
+        assert run.status == rec["status"]

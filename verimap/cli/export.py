@@ -1,0 +1,45 @@
+"""`verimap export`: data for training, drawn from eval run directories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.group()
+def export() -> None:
+    """Export training data from eval runs."""
+
+
+@export.command()
+@click.argument("run_dirs", metavar="RUN_DIR...", nargs=-1, required=True,
+                type=click.Path(path_type=Path))  # fmt: skip
+@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
+              help="The JSONL file to write (replaced if it exists).")  # fmt: skip
+@click.option("--include-fallbacks", is_flag=True,
+              help="Also pair the one-node fallback plans, which no model wrote.")  # fmt: skip
+@click.option("--metadata", is_flag=True,
+              help="Add a `metadata` column: benchmark, task and where each plan came from.")  # fmt: skip
+@click.option("-v", "--verbose", is_flag=True, help="Print every note (missing traces, ...).")
+def preferences(
+    run_dirs: tuple[Path, ...], out: Path, include_fallbacks: bool, metadata: bool, verbose: bool
+) -> None:
+    """Planner preference pairs (prompt/chosen/rejected, TRL's conversational DPO form): per
+    task, a plan that verified and was correct beside one that failed, from any run and run
+    directory given."""
+    from verimap.evals.preferences import ExportError, preference_pairs, write_pairs
+
+    try:
+        pairs, summary = preference_pairs(
+            run_dirs, include_fallbacks=include_fallbacks, metadata=metadata
+        )
+    except ExportError as e:
+        raise click.BadParameter(str(e), param_hint="RUN_DIR") from None
+    write_pairs(pairs, out)
+    notes = summary.notes if verbose else summary.notes[:5]
+    for note in notes:
+        click.echo(f"note: {note}", err=True)
+    if len(summary.notes) > len(notes):
+        click.echo(f"note: {len(summary.notes) - len(notes)} more (see --verbose)", err=True)
+    click.echo(f"{out}: {summary.line()}")

@@ -1,0 +1,44 @@
+"""`verimap view`: one static HTML file for traces and eval directories."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+
+@click.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The HTML file to write [default: report.html in the first PATH, or TRACE.html "
+    "beside a trace].",
+)
+@click.option(
+    "--max-chars",
+    type=click.IntRange(min=100),
+    default=10_000,
+    show_default=True,
+    help="Cut every longer text (model output, tracebacks) to this many characters.",
+)
+def view(paths: tuple[Path, ...], out: Path | None, max_chars: int) -> None:
+    """Write one self-contained HTML report of PATHS and print its path.
+
+    A PATH is a run's trace (.jsonl), an eval directory (config.json, results.jsonl,
+    traces/), or a directory of either. Eval directories get the paper's tables, an
+    accuracy-vs-cost plot and a filterable task list; every run gets its plan DAGs, plan
+    diffs, and each node's attempts with every verdict. The page opens offline in any
+    browser and fetches nothing; Graphviz `dot` must be installed.
+    """
+    from verimap.view import ViewError, write_report
+
+    try:
+        target = write_report(list(paths), out, max_chars=max_chars)
+    except ViewError as e:
+        raise click.ClickException(str(e)) from None
+    size = target.stat().st_size
+    click.echo(
+        f"wrote {target} ({size / 1e6:.1f} MB); open it in a browser: file://{target.resolve()}"
+    )

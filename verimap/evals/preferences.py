@@ -1,0 +1,335 @@
+"""Preference pairs for the planner, mined from eval runs.
+
+A plan that verified and gave the right answer, beside a plan for the same task that failed,
+is the signal DPO needs to teach a planner the plans that verify. Each pair is one JSON line in
+TRL's conversational preference form:
+
+    {"prompt": [system, user], "chosen": [assistant], "rejected": [assistant]}
+
+`prompt` is the planner's first-plan request for the task, rebuilt with the planner's own
+`LLMPlanner.plan_messages`: the traces record no model messages, only events. A plan made on a
+replan was asked for with the replan prompt (which shows the failed plan), but DPO needs one
+prompt for both sides, and the point of the training is to write the verifying plan at once.
+The free-text reasoning turn of `think_first` is not part of the prompt either: its text is
+not recorded. `chosen` and `rejected` are the plans as the planner writes them
+(`LLMPlanner._as_written`, what it is shown of its own plans).
+
+Which plans failed comes from the trace: a plan replaced by a replan, or the last plan of a run
+that failed with a node failing verification. A plan the coordinator ran again unchanged
+(`plan_kept`: the executor, not the plan, failed) or cut off by a budget counts as neither, nor
+does a plan that verified with a wrong answer (its VFs were too weak to be an example). A
+record without its trace falls back to the record alone: every plan before the last failed,
+and the last one failed when the run did. Pairs are made only within one task and one prompt
+(so never across methods that prompt differently, such as map and verimap), across every run
+and run directory given. One-node fallback plans are not the model's writing and are left out
+unless asked for, and a plan that verified anywhere is never a rejected one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, cast
+
+from pydantic import ValidationError
+
+from verimap import events as ev
+from verimap.evals.benchmarks import BENCHMARKS, get_benchmark
+from verimap.evals.data import DataError
+from verimap.evals.methods import METHODS
+from verimap.evals.runner import CONFIG, RESULTS, ResultsLog, RunDirError
+from verimap.evals.tools import math_tools, programming_tools, qa_tools
+from verimap.llm.base import Message, Model
+from verimap.plan import PlanError, parse_plan
+from verimap.planner import LLMPlanner, fallback_plan
+from verimap.sandbox.base import Sandbox
+from verimap.tools import ToolRegistry
+
+Label = Literal["verified", "failed"] | None
+
+
+class ExportError(ValueError):
+    """A path given is not an eval run directory, or cannot be read as one."""
+
+
+@dataclass
+class ExportSummary:
+    tasks: int = 0
+    pairs: int = 0
+    without_pair: int = 0
+    skipped_records: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        s = (
+            f"{self.tasks} task(s) seen, {self.pairs} pair(s) written, "
+            f"{self.without_pair} task(s) without a pair"
+        )
+        if self.skipped_records:
+            s += f", {self.skipped_records} record(s) skipped (no LLM planner, or unreadable)"
+        return s
+
+
+@dataclass
+class _Group:
+    benchmark: str
+    task_id: str
+    prompt: list[Message]
+    chosen: dict[str, str] = field(default_factory=dict)  # plan text -> where it was first seen
+    rejected: dict[str, str] = field(default_factory=dict)
+
+
+class _NoSandbox(Sandbox):
+    """Tools are built only to be described in the prompt; none of them is ever run."""
+
+    kind = "none"
+
+    async def run_vf(self, code, inputs, outputs, *, timeout=10.0):
+        raise RuntimeError("preference export runs no code")
+
+    async def run_program(self, code, *, timeout=10.0, files=None, argv=None, stdin=""):
+        raise RuntimeError("preference export runs no code")
+
+    async def run_tests(self, candidate_code, test_code, entry_point, *, timeout=10.0):
+        raise RuntimeError("preference export runs no code")
+
+
+def _planner_tools(benchmark: str) -> ToolRegistry:
+    """The registry the benchmark hands its planner. The QA search tool is built without the
+    corpus index, which it touches only when called, so no index is built for a prompt."""
+    sandbox = _NoSandbox()
+    if benchmark == "multihoprag":
+        return qa_tools(None)  # type: ignore[arg-type]
+    return {"gsm8k": math_tools, "humaneval": programming_tools}[benchmark](sandbox)
+
+
+class _Planners:
+    """One prompt-building planner per benchmark and VF setting, as `build_coordinator` makes
+    it; the model is never called."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, bool], LLMPlanner] = {}
+
+    def get(self, benchmark: str, write_vfs: bool) -> LLMPlanner:
+        key = (benchmark, write_vfs)
+        if key not in self._cache:
+            self._cache[key] = LLMPlanner(
+                cast(Model, None),
+                _planner_tools(benchmark),
+                domain=BENCHMARKS[benchmark].domain,
+                write_vfs=write_vfs,
+            )
+        return self._cache[key]
+
+
+def load_run_dir(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The run's config and its finished records, read without changing anything."""
+    p = Path(path)
+    if not p.is_dir():
+        raise ExportError(f"{p} is not a directory, so not an eval run directory")
+    if not (p / RESULTS).is_file() or not (p / CONFIG).is_file():
+        raise ExportError(
+            f"{p} is not an eval run directory: it needs {RESULTS} and {CONFIG} "
+            "(as `verimap eval --out DIR` writes them)"
+        )
+    try:
+        config = json.loads((p / CONFIG).read_text(encoding="utf-8"))
+        records = list(ResultsLog(p / RESULTS).load().values())
+    except (OSError, json.JSONDecodeError, RunDirError) as e:
+        raise ExportError(f"{p}: cannot read the run: {e}") from None
+    if not isinstance(config, dict) or "benchmark" not in config or "method" not in config:
+        raise ExportError(f"{p / CONFIG} names no benchmark and method; not an eval run config")
+    return config, records
+
+
+def trace_labels(events: Sequence[ev.Event]) -> tuple[list[Label], list[bool]]:
+    """Per plan run (in `plan` event order): whether it verified or failed, and whether it was
+    the one-node fallback."""
+    labels: list[Label] = []
+    fallback: list[bool] = []
+    node_failed: list[bool] = []
+    pending_fallback = False
+    for e in events:
+        if e.type == ev.PLAN_FALLBACK:
+            pending_fallback = True
+        elif e.type == ev.PLAN:
+            labels.append(None)
+            fallback.append(pending_fallback)
+            node_failed.append(False)
+            pending_fallback = False
+        elif not labels:
+            continue
+        elif e.type == ev.NODE_FINISH and e.data.get("status") == "failed":
+            node_failed[-1] = True
+        elif e.type == ev.REPLAN:
+            labels[-1] = "failed"
+        elif e.type == ev.FINISH:
+            status = e.data.get("status")
+            if status == "success":
+                labels[-1] = "verified"
+            elif status == "failed" and node_failed[-1]:
+                labels[-1] = "failed"
+    return labels, fallback
+
+
+def record_labels(record: dict[str, Any]) -> list[Label]:
+    """Labels from the record alone, for a record whose trace is gone."""
+    n = len(record.get("plans") or [])
+    if not n:
+        return []
+    last: Label = (
+        "verified"
+        if record.get("verified")
+        else ("failed" if record.get("status") == "failed" else None)
+    )
+    return [*(["failed"] * (n - 1)), last]
+
+
+def _labels_for(
+    run_dir: Path, record: dict[str, Any], notes: list[str]
+) -> tuple[list[Label], list[bool], str | None]:
+    """Labels, fallback flags and the task text (from the trace's `run_start`, when there)."""
+    n = len(record.get("plans") or [])
+    rel = record.get("trace")
+    path = run_dir / rel if rel else None
+    if path is not None and path.is_file():
+        try:
+            events = ev.read_trace(path)
+        except (OSError, ValidationError, ValueError) as e:
+            notes.append(f"{path}: unreadable trace ({e}); labelled from the record")
+        else:
+            labels, fallback = trace_labels(events)
+            task = next((e.data.get("task") for e in events if e.type == ev.RUN_START), None)
+            if len(labels) == n:
+                return labels, fallback, task if isinstance(task, str) else None
+            notes.append(
+                f"{path}: {len(labels)} plan event(s) for {n} recorded plan(s); labelled from "
+                "the record"
+            )
+            return record_labels(record), [False] * n, task if isinstance(task, str) else None
+    else:
+        notes.append(f"{run_dir}: no trace for {record.get('key')}; labelled from the record")
+    return record_labels(record), [False] * n, None
+
+
+def _task_texts(config: dict[str, Any]) -> dict[str, str]:
+    data_dir = (config.get("data") or {}).get("dir")
+    return {t.id: t.prompt for t in get_benchmark(config["benchmark"], data_dir).tasks()}
+
+
+def _message(text: str) -> list[Message]:
+    return [{"role": "assistant", "content": text}]
+
+
+def preference_pairs(
+    run_dirs: Iterable[str | os.PathLike[str]],
+    *,
+    include_fallbacks: bool = False,
+    metadata: bool = False,
+) -> tuple[list[dict[str, Any]], ExportSummary]:
+    """Every (chosen, rejected) pair of plans per task and prompt over `run_dirs`, deduplicated.
+    `metadata` adds a `metadata` column (benchmark, task, where each plan came from)."""
+    summary = ExportSummary()
+    planners = _Planners()
+    groups: dict[tuple[str, str, str], _Group] = {}
+    tasks: set[tuple[str, str]] = set()
+    loaded = [(Path(d), *load_run_dir(d)) for d in run_dirs]  # every path checked before work
+    for run_dir, config, records in loaded:
+        benchmark, method = config["benchmark"], config["method"]
+        m = METHODS.get(method)
+        if benchmark not in BENCHMARKS or m is None or m.planner != "llm":
+            summary.skipped_records += len(records)
+            summary.notes.append(
+                f"{run_dir}: method {method!r} on {benchmark!r} has no LLM planner; skipped"
+            )
+            continue
+        run_cfg = config.get("run_config") or {}
+        write_vfs = run_cfg.get("verification", m.overrides.get("verification")) == "full"
+        planner = planners.get(benchmark, write_vfs)
+        texts: dict[str, str] | None = None
+        for rec in records:
+            labels, fallback, task = _labels_for(run_dir, rec, summary.notes)
+            if task is None:
+                if texts is None:
+                    try:
+                        texts = _task_texts(config)
+                    except DataError as e:
+                        texts = {}
+                        summary.notes.append(f"{run_dir}: task texts unavailable ({e})")
+                task = texts.get(rec["task_id"])
+            if task is None:
+                summary.skipped_records += 1
+                summary.notes.append(f"{run_dir}: no task text for {rec['key']}; skipped")
+                continue
+            tasks.add((benchmark, rec["task_id"]))
+            prompt = planner.plan_messages(task)
+            key = (benchmark, rec["task_id"], json.dumps(prompt, sort_keys=True))
+            group = groups.setdefault(key, _Group(benchmark, rec["task_id"], prompt))
+            fallback_text = planner._as_written(
+                fallback_plan(task, planner.domain, with_vfs=write_vfs)
+            )
+            for i, (raw, label, fb) in enumerate(zip(rec["plans"], labels, fallback, strict=True)):
+                if label is None:
+                    continue
+                try:
+                    text = planner._as_written(parse_plan(raw))
+                except PlanError as e:
+                    summary.notes.append(f"{run_dir}: {rec['key']} plan {i}: invalid ({e})")
+                    continue
+                if (fb or text == fallback_text) and not include_fallbacks:
+                    continue
+                where = f"{run_dir}:{rec['key']}:plan{i}"
+                if label == "verified" and rec.get("correct"):
+                    group.chosen.setdefault(text, where)
+                elif label == "failed":
+                    group.rejected.setdefault(text, where)
+    pairs: list[dict[str, Any]] = []
+    paired: set[tuple[str, str]] = set()
+    for g in groups.values():
+        for chosen, c_from in g.chosen.items():
+            for rejected, r_from in g.rejected.items():
+                if rejected in g.chosen:
+                    continue
+                row: dict[str, Any] = {
+                    "prompt": g.prompt,
+                    "chosen": _message(chosen),
+                    "rejected": _message(rejected),
+                }
+                if metadata:
+                    row["metadata"] = {
+                        "benchmark": g.benchmark,
+                        "task_id": g.task_id,
+                        "chosen_from": c_from,
+                        "rejected_from": r_from,
+                    }
+                pairs.append(row)
+                paired.add((g.benchmark, g.task_id))
+    summary.tasks = len(tasks)
+    summary.pairs = len(pairs)
+    summary.without_pair = len(tasks - paired)
+    return pairs, summary
+
+
+def write_pairs(pairs: Iterable[dict[str, Any]], out: str | os.PathLike[str]) -> None:
+    """Written whole, then moved into place, so a reader never sees half a file."""
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="utf-8") as f:
+        for row in pairs:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    os.replace(tmp, path)
+
+
+__all__ = [
+    "ExportError",
+    "ExportSummary",
+    "load_run_dir",
+    "preference_pairs",
+    "record_labels",
+    "trace_labels",
+    "write_pairs",
+]

@@ -1,0 +1,376 @@
+"""One self-contained HTML file for traces and eval directories (`verimap view`).
+
+The page is static: all CSS, the small filter script and every SVG are inline, and a
+Content-Security-Policy forbids any fetch and any script but ours (pinned by hash).
+Everything that came from a model or a results file is escaped by Jinja's autoescape;
+the only markup inserted as-is is the SVG that `svg.sanitize_svg` rebuilt from an
+allow-list.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import json
+import os
+import re
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from verimap.evals import report as tables
+from verimap.evals.runner import CONFIG, ERRORS, RESULTS, ResultsLog, RunDirError
+from verimap.view.svg import Dag, DagNode, Point, ViewError, render_dags, scatter_svg
+from verimap.view.trace import (
+    DEFAULT_MAX_CHARS,
+    MAX_DAG_NODES,
+    RunView,
+    clip_deep,
+    clip_text,
+    load_run,
+    pretty,
+    run_from_plans,
+    trace_path,
+)
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+@dataclass
+class Table:
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    note: str = ""
+
+
+@dataclass
+class EvalSource:
+    path: str
+    label: str
+    config: dict[str, Any]
+    records: int = 0
+    errors: int = 0
+
+
+@dataclass
+class TaskEntry:
+    anchor: str
+    source: str
+    record: dict[str, Any]
+    run: RunView
+
+
+@dataclass
+class Report:
+    title: str
+    inputs: list[str]
+    evals: list[EvalSource] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    scatter: str = ""
+    scatter_by_cost: bool = False
+    tasks: list[TaskEntry] = field(default_factory=list)
+    runs: list[RunView] = field(default_factory=list)
+    methods: list[str] = field(default_factory=list)
+    benchmarks: list[str] = field(default_factory=list)
+
+
+# -- inputs --------------------------------------------------------------------------------------
+
+
+def _is_eval_dir(p: Path) -> bool:
+    return (p / RESULTS).is_file() or (p / CONFIG).is_file()
+
+
+def classify(paths: Sequence[str | os.PathLike[str]]) -> tuple[list[Path], list[Path]]:
+    """Eval directories and trace files among `paths`. A directory that is neither an eval
+    directory nor holds traces may hold eval directories (`runs/bench-small-b/*`)."""
+    evals: list[Path] = []
+    traces: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if not p.exists():
+            raise ViewError(f"{p}: no such file or directory")
+        if p.is_file():
+            if p.name in (RESULTS, CONFIG):
+                evals.append(p.parent)
+            else:
+                traces.append(p)
+        elif _is_eval_dir(p):
+            evals.append(p)
+        elif found := sorted(d for d in p.iterdir() if d.is_dir() and _is_eval_dir(d)):
+            evals.extend(found)
+        elif found := sorted(p.glob("*.jsonl"), key=lambda f: _natural(f.name)):
+            traces.extend(found)
+        else:
+            raise ViewError(
+                f"{p}: neither a trace (.jsonl) nor an eval directory (config.json, results.jsonl)"
+            )
+    return list(dict.fromkeys(evals)), list(dict.fromkeys(traces))
+
+
+def default_output(paths: Sequence[str | os.PathLike[str]]) -> Path:
+    """report.html in the first PATH (a directory), or `<trace>.html` beside a trace, so views
+    of several traces in one directory do not overwrite each other."""
+    first = Path(paths[0])
+    if first.is_dir():
+        return first / "report.html"
+    if first.name in (RESULTS, CONFIG):
+        return first.parent / "report.html"
+    return first.with_suffix(".html")
+
+
+def _natural(text: str) -> list[Any]:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
+def _md_table(markdown: str) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of one of `verimap.evals.report`'s markdown tables: the paper's tables
+    are computed there, once, and only re-drawn here."""
+    lines = [ln.strip() for ln in markdown.strip().splitlines() if ln.strip().startswith("|")]
+    cells = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines]
+    if len(cells) < 2:
+        return [], []
+    header, rows = cells[0], cells[2:]
+    return header, [(r + [""] * len(header))[: len(header)] for r in rows]
+
+
+def _tables(records: list[dict[str, Any]]) -> list[Table]:
+    specs = [
+        ("Accuracy (%), mean ± std over runs (paper Table 1)", tables.table_accuracy, ""),
+        ("Iterations and retries per task (paper Table 7)", tables.table_iterations, ""),
+        ("Cost and tokens per task by role (paper Fig. 2 / 9)", tables.table_cost, ""),
+        ("Verification functions per plan (paper Table 3)", tables.table_vfs, ""),
+        (
+            "Verification vs. gold correctness (paper Table 4)",
+            tables.table_verification,
+            "False positive: verification accepted a wrong final answer; "
+            "false negative: it rejected a right one.",
+        ),
+    ]
+    if any((r.get("meta") or {}).get("question_type") for r in records):
+        specs.append(("MultiHopRAG accuracy (%) by question type", tables.table_question_types, ""))
+    out = []
+    for title, fn, note in specs:
+        header, rows = _md_table(fn(records))
+        out.append(Table(title, header, rows, note))
+    return out
+
+
+def _points(records: list[dict[str, Any]]) -> list[Point]:
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        groups[(str(r.get("method")), str(r.get("benchmark")))].append(r)
+    pts = []
+    for (m, b), recs in groups.items():
+        accs = tables.accuracy_by_run(recs)
+        pts.append(
+            Point(
+                method=m,
+                benchmark=tables.BENCH_TITLE.get(b, b),
+                accuracy=statistics.fmean(accs) if accs else 0.0,
+                cost=statistics.fmean(float(r.get("cost") or 0.0) for r in recs),
+                tokens=statistics.fmean(float(r.get("tokens") or 0) for r in recs),
+            )
+        )
+    return pts
+
+
+def _safe_record(rec: dict[str, Any], max_chars: int) -> dict[str, Any]:
+    """A results record with the fields the page uses normalised (a hand-edited or partial
+    file must not break the page) and every string clipped."""
+    rec = clip_deep(rec, max_chars)
+    rec["task_id"] = str(rec.get("task_id", rec.get("key", "?")))
+    rec["method"] = str(rec.get("method", "?"))
+    rec["benchmark"] = str(rec.get("benchmark", "?"))
+    rec["correct"] = bool(rec.get("correct"))
+    rec["verified"] = bool(rec.get("verified"))
+    for k in ("run", "iterations", "retries", "tokens"):
+        v = rec.get(k)
+        rec[k] = v if isinstance(v, int) and not isinstance(v, bool) else 0
+    for k in ("cost", "wall_time_s"):
+        v = rec.get(k)
+        rec[k] = float(v) if isinstance(v, int | float) and not isinstance(v, bool) else 0.0
+    return rec
+
+
+def _load_eval(
+    d: Path, first_anchor: int, max_chars: int
+) -> tuple[EvalSource, list[dict[str, Any]], list[TaskEntry]]:
+    config: dict[str, Any] = {}
+    if (d / CONFIG).is_file():
+        try:
+            loaded = json.loads((d / CONFIG).read_text(encoding="utf-8"))
+            config = clip_deep(loaded, max_chars) if isinstance(loaded, dict) else {}
+        except (OSError, ValueError) as e:
+            config = {"error": f"config.json unreadable: {e}"}
+    try:
+        raw = tables.load_records([d])
+    except RunDirError as e:
+        raise ViewError(str(e)) from None
+    records = [_safe_record(r, max_chars) for r in raw]
+    records.sort(key=lambda r: (r["run"], _natural(r["task_id"])))
+    errors = len(ResultsLog(d / ERRORS).load()) if (d / ERRORS).is_file() else 0
+    label = f"{config.get('benchmark', '?')}/{config.get('method', '?')}"
+    src = EvalSource(path=str(d), label=label, config=config, records=len(records), errors=errors)
+    entries = []
+    for k, rec in enumerate(records, first_anchor):
+        anchor = f"t{k}"
+        tp = trace_path(d, rec.get("trace"))
+        if tp is not None and tp.is_file():
+            run = load_run(tp, anchor, max_chars=max_chars)
+        else:
+            why = (
+                "the trace path points outside the run directory; not read"
+                if rec.get("trace") and tp is None
+                else f"no trace at {rec.get('trace')!s}; plans from results.jsonl only"
+            )
+            run = run_from_plans(rec.get("plans") or [], anchor, max_chars=max_chars, note=why)
+            run.status = str(rec.get("status", "unfinished"))
+            run.error = rec.get("error")
+            run.usage = rec.get("usage") if isinstance(rec.get("usage"), dict) else {}
+            run.n_iterations = rec["iterations"]
+            run.retries = rec["retries"]
+            run.wall_time_s = rec["wall_time_s"]
+        entries.append(TaskEntry(anchor=anchor, source=label, record=rec, run=run))
+    return src, records, entries
+
+
+def build_report(
+    paths: Sequence[str | os.PathLike[str]], *, max_chars: int = DEFAULT_MAX_CHARS
+) -> Report:
+    """Everything the page shows, with every DAG laid out (one `dot` run for all of them)."""
+    evals, traces = classify(paths)
+    report = Report(title="verimap report", inputs=[str(p) for p in paths])
+    all_records: list[dict[str, Any]] = []
+    for d in evals:
+        src, recs, entries = _load_eval(d, len(report.tasks), max_chars)
+        report.evals.append(src)
+        all_records.extend(recs)
+        report.tasks.extend(entries)
+    for k, t in enumerate(traces):
+        report.runs.append(load_run(t, f"r{k}", max_chars=max_chars))
+    if all_records:
+        report.tables = _tables(all_records)
+        points = _points(all_records)
+        report.scatter = scatter_svg(points)
+        report.scatter_by_cost = any(p.cost > 0 for p in points)
+        report.methods = tables._method_order(r["method"] for r in all_records)
+        report.benchmarks = tables._bench_order(r["benchmark"] for r in all_records)
+    if report.evals:
+        report.title = "verimap eval: " + ", ".join(e.label for e in report.evals)
+    elif len(report.runs) == 1:
+        report.title = f"verimap run {report.runs[0].run_id or Path(traces[0]).name}"
+    else:
+        report.title = f"verimap runs ({len(report.runs)})"
+    _draw(report)
+    return report
+
+
+def _draw(report: Report) -> None:
+    its = [it for run in _all_runs(report) for it in run.iterations if it.nodes]
+    its = [it for it in its if len(it.nodes) <= MAX_DAG_NODES]
+    dags = [
+        Dag(
+            nodes=[
+                DagNode(id=n.id, name=n.name, status=n.status, anchor=n.anchor, final=n.final)
+                for n in it.nodes.values()
+            ],
+            edges=it.edges,
+        )
+        for it in its
+    ]
+    for it, svg in zip(its, render_dags(dags), strict=True):
+        it.svg = svg
+
+
+def _all_runs(report: Report) -> list[RunView]:
+    return [t.run for t in report.tasks] + report.runs
+
+
+# -- HTML ----------------------------------------------------------------------------------------
+
+
+def _env():
+    try:
+        import jinja2
+    except ImportError:
+        raise ViewError(
+            "jinja2 is not installed: pip install 'verimap[view]' (jinja2 and matplotlib)"
+        ) from None
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        pretty=pretty,
+        clip=clip_text,
+        secs=_secs,
+        num=lambda x: f"{x:,}" if isinstance(x, int) else f"{x:,.1f}",
+        money=lambda x: f"${x:.4f}" if isinstance(x, int | float) else "–",
+        short=_short,
+    )
+    return env
+
+
+def _short(value: Any, limit: int = 80) -> str:
+    """One line of at most `limit` characters, for summaries; the full text is one click away."""
+    if value is None:
+        return ""
+    text = " ".join(str(value).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _secs(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return f"{x:.2f} s" if x < 60 else f"{x / 60:.1f} min"
+
+
+def render_html(report: Report, *, max_chars: int = DEFAULT_MAX_CHARS) -> str:
+    env = _env()
+    from markupsafe import Markup
+
+    script = (TEMPLATES / "view.js").read_text(encoding="utf-8")
+    style = (TEMPLATES / "view.css").read_text(encoding="utf-8")
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    return env.get_template("report.html.j2").render(
+        r=report,
+        script=Markup(script),
+        style=Markup(style),
+        script_hash=f"sha256-{digest}",
+        markup=Markup,
+        max_chars=max_chars,
+        generated=dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+    )
+
+
+def write_report(
+    paths: Sequence[str | os.PathLike[str]],
+    out: str | os.PathLike[str] | None = None,
+    *,
+    max_chars: int = DEFAULT_MAX_CHARS,
+) -> Path:
+    """Build the report of `paths` and write it to `out` (default: `default_output`)."""
+    if not paths:
+        raise ViewError("nothing to view: give a trace or an eval directory")
+    target = Path(out) if out is not None else default_output(paths)
+    page = render_html(build_report(paths, max_chars=max_chars), max_chars=max_chars)
+    data = page.encode("utf-8", errors="replace")  # a lone surrogate from a trace's JSON
+    tmp = target.with_name(f".{target.name}.tmp")
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, target)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        raise ViewError(
+            f"cannot write {target}: {e.strerror or e}; choose another with -o"
+        ) from None
+    return target

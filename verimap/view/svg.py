@@ -1,0 +1,304 @@
+"""SVG for the report: plan DAGs laid out by Graphviz `dot`, the accuracy-vs-cost plot by
+matplotlib, and the sanitiser every SVG passes before it is inlined.
+
+Node ids and names come from model-written plans, so they reach `dot` only as escaped,
+shortened labels of nodes named `n0`, `n1`, ...; and whatever `dot` or matplotlib emit
+is parsed and re-serialised through an allow-list (elements, attributes, local `#`
+links only), so no script, event handler, external reference or comment reaches the page.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from verimap.picture import STATUS_STYLE
+
+
+class ViewError(RuntimeError):
+    """The report cannot be made (a missing tool or an unreadable input); the message says
+    what to do."""
+
+
+_ALLOWED_ELEMENTS = {
+    "svg", "g", "title", "a", "path", "polygon", "polyline", "ellipse", "circle", "rect",
+    "line", "text", "tspan", "defs", "use", "clipPath",
+}  # fmt: skip
+_ALLOWED_ATTRS = {
+    "id", "class", "transform", "fill", "stroke", "stroke-width", "stroke-dasharray",
+    "stroke-linejoin", "stroke-linecap", "stroke-miterlimit", "stroke-opacity", "fill-opacity",
+    "fill-rule", "opacity", "points", "d", "x", "y", "x1", "y1", "x2", "y2", "cx", "cy", "r",
+    "rx", "ry", "width", "height", "viewBox", "text-anchor", "font-family", "font-size",
+    "font-weight", "font-style", "clip-path", "style", "preserveAspectRatio", "href",
+    "dominant-baseline",
+}  # fmt: skip
+_LOCAL_REF = re.compile(r"#[A-Za-z0-9_.:-]{1,200}")
+_URL = re.compile(r"url\(\s*([^)]*)\)", re.I)
+_UNSAFE_STYLE = re.compile(r"expression|@import|javascript:|\\|<", re.I)
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
+
+
+def _local(name: str) -> str:
+    return name.rsplit("}", 1)[-1]
+
+
+def _safe_value(name: str, value: str) -> str | None:
+    if name == "href":
+        return value if _LOCAL_REF.fullmatch(value) else None
+    if name in ("style", "clip-path", "fill", "stroke"):
+        if _UNSAFE_STYLE.search(value):
+            return None
+        for m in _URL.finditer(value):
+            if not _LOCAL_REF.fullmatch(m.group(1).strip("'\" ")):
+                return None
+    return value
+
+
+def sanitize_svg(text: str, *, keep_ids: bool = False, titles: dict[str, str] | None = None) -> str:
+    """`text` (an SVG document) re-serialised through the allow-list, as markup safe to inline
+    in HTML. Ids are dropped unless `keep_ids` (dot's `node1`, `edge1` repeat in every graph
+    of a page); a `<title>` is kept only when `titles` maps its text, and gets the mapped text."""
+    try:
+        root = ET.fromstring(_CONTROL.sub("", text).encode("utf-8"))
+    except ET.ParseError as e:
+        raise ViewError(f"could not read an SVG that Graphviz or matplotlib wrote: {e}") from None
+    if _local(root.tag) != "svg":
+        raise ViewError("not an SVG document")
+    out: list[str] = []
+
+    def walk(el: ET.Element) -> None:
+        tag = _local(el.tag)
+        if tag not in _ALLOWED_ELEMENTS:
+            return
+        if tag == "title":
+            mapped = (titles or {}).get((el.text or "").strip())
+            if mapped is not None:
+                out.append(f"<title>{html.escape(mapped)}</title>")
+            return
+        attrs = []
+        for k, v in el.attrib.items():
+            name = _local(k)
+            if name not in _ALLOWED_ATTRS or (name == "id" and not keep_ids):
+                continue
+            safe = _safe_value(name, v)
+            if safe is not None:
+                attrs.append(f' {name}="{html.escape(safe, quote=True)}"')
+        if tag == "a" and not any(a.startswith(" href=") for a in attrs):
+            tag = "g"  # a link whose target was dropped is just a group
+        out.append(f"<{tag}{''.join(attrs)}>")
+        if el.text and tag in ("text", "tspan"):
+            out.append(html.escape(el.text))
+        for child in el:
+            walk(child)
+            if child.tail and tag in ("text", "tspan"):
+                out.append(html.escape(child.tail))
+        out.append(f"</{tag}>")
+
+    walk(root)
+    return "".join(out)
+
+
+# -- plan DAGs ---------------------------------------------------------------------------------
+
+_STATUS_COLOURS: dict[str, tuple[str, str]] = {}
+for _status, _style in STATUS_STYLE.items():
+    _parts = dict(p.split(":", 1) for p in _style.split(",") if ":" in p)
+    _STATUS_COLOURS[_status] = (_parts.get("fill", "#ffffff"), _parts.get("stroke", "#9e9e9e"))
+_STATUS_COLOURS["running"] = ("#fff9c4", "#f9a825")  # started, never finished (a cut trace)
+
+
+def status_colours(status: str) -> tuple[str, str]:
+    """Fill and stroke of a node status: the mermaid picture's colours, so both agree."""
+    return _STATUS_COLOURS.get(status, _STATUS_COLOURS["pending"])
+
+
+def _dot_label(text: str, limit: int = 36) -> str:
+    text = " ".join(_CONTROL.sub("", text).split())
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("&", "&amp;")
+
+
+@dataclass
+class DagNode:
+    id: str
+    name: str
+    status: str
+    anchor: str
+    final: bool = False
+
+
+@dataclass
+class Dag:
+    nodes: list[DagNode]
+    edges: list[tuple[str, str]] = field(default_factory=list)
+
+
+def dag_dot(dag: Dag, name: str) -> str:
+    """The DOT source of `dag`. Nothing from the plan is used as a DOT identifier: nodes are
+    `n0`, `n1`, ...; ids and names appear only inside escaped, shortened labels."""
+    index = {n.id: i for i, n in enumerate(dag.nodes)}
+    lines = [
+        f"digraph {name} {{",
+        '  graph [rankdir=TB, bgcolor="transparent", nodesep=0.3, ranksep=0.35];',
+        '  node [shape=box, style="rounded,filled", fontname="Helvetica", fontsize=10, penwidth=1.4];',
+        '  edge [color="#757575", arrowsize=0.7];',
+    ]
+    for i, n in enumerate(dag.nodes):
+        fill, stroke = status_colours(n.status)
+        label = _dot_label(n.id) + (
+            ("\\n" + _dot_label(n.name)) if n.name and n.name != n.id else ""
+        )
+        label += "\\n[" + _dot_label(n.status, 20) + "]"
+        extra = ", peripheries=2" if n.final else ""
+        style = ', style="rounded,filled,dashed"' if n.status == "skipped" else ""
+        lines.append(
+            f'  n{i} [label="{label}", fillcolor="{fill}", color="{stroke}", '
+            f'href="#{n.anchor}"{style}{extra}];'
+        )
+    for s, t in dag.edges:
+        if s in index and t in index:
+            lines.append(f"  n{index[s]} -> n{index[t]};")
+    lines.append("}")
+    return "\n".join(lines)
+
+
+def _dot_binary() -> str:
+    dot = shutil.which("dot")
+    if dot is None:
+        raise ViewError(
+            "Graphviz `dot` is not installed, and the report draws plans with it: "
+            "install it (Debian/Ubuntu: apt-get install graphviz; macOS: brew install graphviz)"
+        )
+    return dot
+
+
+def _run_dot(source: str, timeout: float) -> str:
+    try:
+        proc = subprocess.run(
+            [_dot_binary(), "-Tsvg"],
+            input=source.encode("utf-8"),
+            capture_output=True,
+            timeout=timeout,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise ViewError(f"Graphviz `dot` took longer than {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        raise ViewError(f"Graphviz `dot` failed: {proc.stderr.decode(errors='replace')[:500]}")
+    return proc.stdout.decode("utf-8", errors="replace")
+
+
+def _titles(dag: Dag) -> dict[str, str]:
+    return {f"n{i}": f"{n.id}: {n.name} [{n.status}]" for i, n in enumerate(dag.nodes)}
+
+
+def render_dags(dags: Sequence[Dag], *, timeout: float = 120.0) -> list[str]:
+    """Sanitised inline SVG for each DAG, laid out by one `dot` process for all of them (one
+    process per graph costs ~50 ms each: 25 s for a 500-task eval)."""
+    if not dags:
+        return []
+    _dot_binary()
+    source = "\n".join(dag_dot(d, f"g{i}") for i, d in enumerate(dags))
+    out = _run_dot(source, timeout)
+    docs = [d + "</svg>" for d in out.split("</svg>")[:-1]]
+    if len(docs) != len(dags):
+        # dot skipped a graph: lay each out alone so one failure does not hide the others
+        docs = []
+        for i, d in enumerate(dags):
+            try:
+                docs.append(_run_dot(dag_dot(d, f"g{i}"), timeout))
+            except ViewError:
+                docs.append("")
+    svgs = []
+    for doc, dag in zip(docs, dags, strict=True):
+        start = doc.find("<svg")
+        svgs.append(sanitize_svg(doc[start:], titles=_titles(dag)) if start >= 0 else "")
+    return svgs
+
+
+# -- accuracy vs cost ----------------------------------------------------------------------------
+
+
+@dataclass
+class Point:
+    method: str
+    benchmark: str
+    accuracy: float  # percent
+    cost: float  # dollars per task
+    tokens: float  # per task
+
+
+def scatter_svg(points: Sequence[Point]) -> str:
+    """Accuracy against cost per task, one point per method and benchmark (the paper's Fig. 2).
+    With no cost recorded (a local model is free) the x axis is tokens per task instead."""
+    if not points:
+        return ""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ViewError(
+            "matplotlib is not installed: pip install 'verimap[view]' (jinja2 and matplotlib)"
+        ) from None
+    by_cost = any(p.cost > 0 for p in points)
+    methods = sorted({p.method for p in points})
+    benches = sorted({p.benchmark for p in points})
+    markers = "os^Dv<>P*X"
+    colours = plt.get_cmap("tab10")
+    with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "verimap"}):
+        fig, ax = plt.subplots(figsize=(6.4, 3.8))
+        try:
+            for p in points:
+                x = p.cost if by_cost else p.tokens
+                ax.scatter(
+                    x,
+                    p.accuracy,
+                    s=60,
+                    color=colours(methods.index(p.method) % 10),
+                    marker=markers[benches.index(p.benchmark) % len(markers)],
+                    edgecolors="black",
+                    linewidths=0.6,
+                    zorder=3,
+                )
+                ax.annotate(
+                    _plot_label(p.method),
+                    (x, p.accuracy),
+                    textcoords="offset points",
+                    xytext=(6, 4),
+                    fontsize=8,
+                )
+            ax.set_xlabel("cost per task ($)" if by_cost else "tokens per task (no cost recorded)")
+            ax.set_ylabel("accuracy (%)")
+            ax.set_ylim(-5, 105)
+            ax.grid(True, alpha=0.3)
+            if len(benches) > 1:
+                for b in benches:
+                    ax.scatter([], [], marker=markers[benches.index(b) % len(markers)],
+                               color="white", edgecolors="black", label=_plot_label(b))  # fmt: skip
+                ax.legend(fontsize=8, loc="best")
+            fig.tight_layout()
+            buf = io.StringIO()
+            fig.savefig(
+                buf,
+                format="svg",
+                metadata={"Creator": None, "Date": None, "Format": None, "Type": None},
+            )
+        finally:
+            plt.close(fig)
+    text = buf.getvalue()
+    return sanitize_svg(text[text.find("<svg") :], keep_ids=True)
+
+
+def _plot_label(text: Any) -> str:
+    # matplotlib reads $...$ as mathtext; a method name is plain text.
+    return " ".join(str(text).split())[:40].replace("$", r"\$")
