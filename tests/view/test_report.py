@@ -166,3 +166,18 @@ def test_hostile_node_ids_from_a_hand_written_trace_stay_text(tmp_path):
     assert len(p.all("script")) == 1 and PWN not in text and "]]>" not in text
     assert p.body_text.count(PWN) >= 4 and p.all("a", href="#r0-i1-n0")
     assert p.all("tr", **{"data-vf": bad, "data-outcome": bad})
+
+
+def test_only_errors_no_resume_has_scored_yet_are_counted(oracle_dirs, tmp_path):
+    import shutil
+
+    from verimap.view.report import _load_eval
+
+    d = tmp_path / "run"
+    shutil.copytree(oracle_dirs[0], d)
+    scored = records(d)[0]["key"]
+    lines = [{"key": scored, "task_id": "x", "error": "old outage"},
+             {"key": "r9/never-scored", "task_id": "y", "error": "endpoint down"}]  # fmt: skip
+    (d / "errors.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
+    src, _, _ = _load_eval(d, 0, 10_000)
+    assert src.errors == 1

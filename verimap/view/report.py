@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from verimap.evals import report as tables
-from verimap.evals.runner import CONFIG, ERRORS, RESULTS, ResultsLog, RunDirError
+from verimap.evals.runner import CONFIG, RESULTS, RunDirError, unscored_errors
 from verimap.view.svg import Dag, DagNode, Point, ViewError, render_dags, scatter_svg
 from verimap.view.trace import (
     DEFAULT_MAX_CHARS,
@@ -214,7 +214,7 @@ def _load_eval(
         raise ViewError(str(e)) from None
     records = [_safe_record(r, max_chars) for r in raw]
     records.sort(key=lambda r: (r["run"], _natural(r["task_id"])))
-    errors = len(ResultsLog(d / ERRORS).load()) if (d / ERRORS).is_file() else 0
+    errors = len(unscored_errors(d))  # tasks a later resume scored are not errors any more
     label = f"{config.get('benchmark', '?')}/{config.get('method', '?')}"
     src = EvalSource(path=str(d), label=label, config=config, records=len(records), errors=errors)
     entries = []
