@@ -181,6 +181,7 @@ class Row:
     verified: bool = False
     no_plan: bool = False
     fallbacks: int = 0
+    cached_tokens: int = 0
 
 
 @dataclass
@@ -219,6 +220,7 @@ def row_from_record(rec: dict[str, Any], fallbacks: int | None = None) -> Row:
         calls=sum(int(u.get("calls", 0)) for u in usage),
         prompt_tokens=sum(int(u.get("prompt_tokens", 0)) for u in usage),
         completion_tokens=sum(int(u.get("completion_tokens", 0)) for u in usage),
+        cached_tokens=sum(int(u.get("cached_tokens", 0)) for u in usage),
         verified=bool(rec.get("verified")),
         no_plan="planning failed" in (rec.get("error") or ""),
         fallbacks=int(rec.get("fallbacks", 0)) if fallbacks is None else fallbacks,
@@ -252,12 +254,22 @@ def seconds(s: float) -> str:
     return f"{s / 60:.1f} min" if s >= 120 else f"{s:.1f} s"
 
 
-def summary_line(cell: Cell) -> str:
+def generation_rate(cells: list[Cell]) -> float | None:
+    """Tokens per second the server generates, from `bare`'s single calls (their short prompts
+    included, so the rate is a little low and the floor a little high)."""
+    rows = [r for c in cells if c.method == BARE for r in c.rows]
+    wall = sum(r.wall_s for r in rows)
+    return sum(r.completion_tokens for r in rows) / wall if wall > 0 else None
+
+
+def summary_line(cell: Cell, rate: float | None = None) -> str:
+    """`rate`: generated tokens per second; the last column is wall time over the time the
+    generated tokens alone take at that rate (1.0 is the floor)."""
     rows, n = cell.rows, len(cell.rows)
     errs = len(cell.errors)
     if not n:
         why = cell.note or ("no task finished" if not errs else f"{errs} task(s) raised")
-        cols = [cell.bench, cell.method, f"– ({why})", "–", "–", "–", str(errs)] + ["–"] * 4
+        cols = [cell.bench, cell.method, f"– ({why})", "–", "–", "–", str(errs)] + ["–"] * 5
         return "| " + " | ".join(cols) + " |"
     mean = statistics.fmean
     verified = str(sum(r.verified for r in rows)) if has_verification(cell.method) else "–"
@@ -271,11 +283,14 @@ def summary_line(cell: Cell) -> str:
         str(sum(r.fallbacks for r in rows)),
         str(errs),
         f"{mean(r.calls for r in rows):.1f}",
-        f"{mean(r.prompt_tokens for r in rows):,.0f} / "
+        f"{mean(r.prompt_tokens for r in rows):,.0f} "
+        f"({mean(r.cached_tokens for r in rows):,.0f}) / "
         f"{mean(r.completion_tokens for r in rows):,.0f}",
         seconds(total / n),
         seconds(total),
     ]
+    generated = sum(r.completion_tokens for r in rows)
+    cols.append(f"{total / (generated / rate):.1f}×" if rate and generated else "–")
     return "| " + " | ".join(cols) + " |"
 
 
@@ -289,20 +304,25 @@ def task_cell(r: Row | None, errored: bool) -> str:
 def render(cells: list[Cell], header: str) -> str:
     """The Markdown: the header, one summary line per cell, then one per-task table per benchmark
     (tasks in the order they were run, methods in the order given)."""
+    rate = generation_rate(cells)
     lines = [
         header,
         "",
         "| set | method | correct | verified | no plan | fallback plans | errors | calls/task "
-        "| prompt / completion tokens per task | wall per task | wall total |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| prompt (from cache) / completion tokens per task | wall per task | wall total "
+        "| wall / floor |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    lines += [summary_line(c) for c in cells]
+    lines += [summary_line(c, rate) for c in cells]
     lines += [
         "",
         "*correct*: scored right out of the tasks that finished. *verified*: verification "
         "accepted the final answer. *no plan*: the run ended with no valid plan. *fallback "
         "plans*: one-node plans run because the planner wrote no valid one (`plan_fallback` "
-        "events). *errors*: tasks that raised (see `errors.jsonl`); not counted.",
+        "events). *errors*: tasks that raised (see `errors.jsonl`); not counted. *from cache*: "
+        "prompt tokens the server's KV cache served (`usage.prompt_tokens_details`). *wall / "
+        "floor*: wall time over the time the generated tokens alone take at the generation "
+        + (f"rate measured on `bare` ({rate:.1f} tokens/s)." if rate else "rate (needs `bare`)."),
     ]
     for bench in dict.fromkeys(c.bench for c in cells):
         mine = [c for c in cells if c.bench == bench]

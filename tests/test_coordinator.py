@@ -350,3 +350,22 @@ async def test_end_to_end_with_the_process_sandbox():
         and first.message == "x must be positive"
         and "AssertionError" in first.traceback
     )
+
+
+async def test_executor_tool_calls_reach_the_trace(tmp_path):
+    from verimap.testing import tool_call_reply
+
+    m = ScriptedModel(
+        [tool_call_reply("calculator", {"expression": "6*7"}), "It is 42.", '{"answer": 42}']
+    )
+    trace = tmp_path / "t.jsonl"
+    coord = verimap.build(
+        {"executor": m}, None, config=RunConfig(verification="none"),
+        planner=TemplatePlanner.single_node(outputs=["answer: number"]),
+    )  # fmt: skip
+    r = await coord.run("What is 6*7?", trace_path=trace)
+    assert r.final_output == {"answer": 42}
+    calls = [e for e in read_trace(trace) if e.type == "tool_call"]
+    assert len(calls) == 1 and calls[0].node_id == "solve" and calls[0].attempt == 1
+    assert calls[0].data["tool"] == "calculator" and calls[0].data["result"] == "42"
+    assert json.loads(calls[0].data["arguments"]) == {"expression": "6*7"}

@@ -100,7 +100,8 @@ def test_coordinator_invariants(scenario):
             and r.final_output == r.nodes[final].outputs
         )
     else:
-        # A failed run keeps its best answer, unverified: here the final node's last outputs.
+        # A failed run keeps its best answer, unverified: here every attempt of the final node
+        # answered "bad", so it is both the most frequent and the last.
         assert not r.verified and r.iterations == config.max_iterations
         rep = r.nodes.get(final)
         ran = rep is not None and rep.iteration == r.iterations and rep.outputs

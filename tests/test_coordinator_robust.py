@@ -27,10 +27,14 @@ VACUOUS = py("typed", "assert isinstance(outputs['price'], (int, float))")
 
 
 def run(world, config=None, sandbox=None, events=None):
+    """The tests of other features run without answer agreement (one passing attempt verifies),
+    unless the config sets it: its own tests do."""
+    config = config or RunConfig()
+    if "agreement" not in config.model_fields_set:
+        config = config.model_copy(update={"agreement": 1})
     coord = verimap.build(
-        world.models(), sandbox or InProcessSandboxDouble(), config=config or RunConfig(),
-        events=events,
-    )  # fmt: skip
+        world.models(), sandbox or InProcessSandboxDouble(), config=config, events=events
+    )
     return coord.run("task")
 
 
@@ -100,14 +104,14 @@ async def test_vfs_that_check_something_are_not_vacuous():
 
 async def test_no_valid_plan_falls_back_to_one_typed_node_and_the_result_says_so():
     planner = LLMPlanner(ScriptedModel(['{"nodes": []}'] * 4), max_repairs=3, think_first=False)
-    executor = ScriptedModel(['{"answer": "42"}'])
+    executor = ScriptedModel(['{"answer": "42"}'] * 2)  # the answer must come out twice
     bus = EventBus()
     seen = recorded(bus)
     coord = verimap.build(
         {"executor": executor}, InProcessSandboxDouble(), planner=planner, events=bus
     )
     r = await coord.run("What is six times seven?")
-    assert r.status == "success" and r.answer == 42 and r.verified
+    assert r.status == "success" and r.answer == 42 and r.verified and executor.calls == 2
     assert r.fallback_iterations == [1] and len(r.plans) == 1
     assert r.plans[0].nodes[0].outputs == {"answer": "number"}
     assert [e.type for e in seen].count("plan_fallback") == 1
@@ -142,8 +146,20 @@ async def test_feedback_is_cut_to_fit_the_context():
 async def test_a_failed_run_keeps_its_best_answer_unverified():
     plan = {"nodes": [node("ex", {"price": "number"}, [py("big", "assert outputs['price'] > 100, 'too small'")])]}  # fmt: skip
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3 + k})
-    r = await run(world, RunConfig(max_retries=2, max_iterations=1))
+    r = await run(world, RunConfig(max_retries=2, max_iterations=1, unverified_answer="last"))
     assert r.status == "failed" and not r.verified and r.final_output == {"price": 4}
+
+
+async def test_an_unverified_answer_is_the_one_most_attempts_gave_first_on_a_tie():
+    plan = {"nodes": [node("ex", {"price": "number"}, [py("big", "assert outputs['price'] > 100, 'too small'")])]}  # fmt: skip
+    answers = [7, 5, 5.0, 9, 7, 8]
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": answers[k]})
+    r = await run(world, RunConfig(max_retries=3, max_iterations=2))
+    assert r.status == "failed" and not r.verified and r.iterations == 2
+    assert r.final_output == {"price": 7}  # 7 twice, 5 twice (5.0 is 5): 7 came first
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": answers[k]})
+    r = await run(world, RunConfig(max_retries=3, max_iterations=1))
+    assert r.final_output == {"price": 5}
 
 
 async def test_the_judge_is_not_asked_once_a_python_vf_failed():
@@ -182,7 +198,7 @@ async def test_vfs_the_planner_dropped_are_in_the_result():
     noop = py("noop", "x = outputs['price']")
     bad = {"nodes": [node("ex", {"price": "number"}, [POSITIVE, noop])]}
     planner = LLMPlanner(ScriptedModel([json.dumps(bad)] * 2), max_repairs=1, think_first=False)
-    executor = ScriptedModel(['{"price": 3}'])
+    executor = ScriptedModel(['{"price": 3}'] * 2)
     coord = verimap.build({"executor": executor}, InProcessSandboxDouble(), planner=planner)
     r = await coord.run("task")
     assert r.status == "success" and r.dropped_vfs and r.dropped_vfs[0].startswith("1:ex.noop (")
@@ -258,3 +274,52 @@ async def test_a_verification_failure_is_no_infrastructure_failure():
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": -1})
     r = await run(world, RunConfig(max_retries=1, max_iterations=1, vacuity_check=False))
     assert r.status == "failed" and r.error_kind is None and r.answer == -1
+
+
+# -- agreement: a final numeric answer must come out the same twice ---------------------------
+
+
+async def test_a_final_answer_verifies_once_an_independent_attempt_agrees():
+    plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
+    answers = [7, 9, 9.0]
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": answers[k]})
+    bus = EventBus()
+    seen = recorded(bus)
+    r = await run(world, RunConfig(agreement=2, temperature=0.0, retry_temperature=0.7), events=bus)
+    assert r.status == "success" and r.verified and r.final_output == {"price": 9}
+    assert len(r.nodes["ex"].attempts) == 3 and r.iterations == 1
+    # later attempts are fresh samples: no feedback, the retry temperature
+    temps = [q.temperature for q in world.model.requests if q.role == "executor"]
+    assert temps == [0.0, 0.7, 0.7]
+    assert all("This is a retry" not in prompt for prompt in world.executor_prompts["ex"])
+    assert [e.type for e in seen].count("agreement") == 2
+
+
+async def test_answers_that_never_agree_end_the_run_unverified_without_a_replan():
+    plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
+    answers = [7, 8, 9, 10]
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": answers[k]})
+    r = await run(world, RunConfig(agreement=2, max_retries=3, max_iterations=5))
+    assert r.status == "failed" and not r.verified and world.planner_calls == 1
+    assert r.final_output == {"price": 7}  # no answer twice: the first (greedy) one
+    assert r.nodes["ex"].status == "unconfirmed" and len(r.nodes["ex"].attempts) == 4
+    assert "did not agree" in (r.error or "")
+
+
+async def test_agreement_leaves_vf_retries_alone_and_skips_what_cannot_be_compared():
+    # A VF failure still costs one of max_retries; agreement only adds attempts after a pass.
+    plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": -1})
+    r = await run(world, RunConfig(agreement=2, max_retries=2, max_iterations=1))
+    assert len(r.nodes["ex"].attempts) == 2 and r.nodes["ex"].status == "failed"
+    # Code and text answers, and nodes that are not final, verify on one passing attempt.
+    nonempty = py("nonempty", "assert outputs['code'].strip()")
+    code = {"nodes": [node("ex", {"code": "code"}, [nonempty])]}
+    world = ScriptedWorld([code], lambda nid, k, inp, p: {"code": f"x = {k}\n"})
+    r = await run(world, RunConfig(agreement=2))
+    assert r.verified and len(r.nodes["ex"].attempts) == 1
+    chain = {"nodes": [node("a", {"price": "number"}, [POSITIVE]),
+                       node("b", {"price": "number"}, [POSITIVE], inputs=["a.price"])]}  # fmt: skip
+    world = ScriptedWorld([chain], lambda nid, k, inp, p: {"price": 5})
+    r = await run(world, RunConfig(agreement=2))
+    assert r.verified and [len(r.nodes[n].attempts) for n in "ab"] == [1, 2]

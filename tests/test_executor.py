@@ -2,8 +2,9 @@ import json
 
 import pytest
 
+from verimap.agent import parse_react
 from verimap.config import RunConfig
-from verimap.executor import Executor, Feedback, check_output_keys, parse_react
+from verimap.executor import Executor, Feedback, check_output_keys
 from verimap.llm.base import ModelResponse
 from verimap.plan import Node
 from verimap.result import VFVerdict
@@ -177,3 +178,26 @@ def test_text_only_io_cannot_carry_python_vfs():
     with pytest.raises(ValueError, match="no named outputs"):
         RunConfig(structured_io=False)
     assert RunConfig(structured_io=False, verification="none").context_generations == 1
+
+
+CODE_NODE = Node(id="impl", instruction="Write f.", inputs=["USER_TASK"], outputs={"code": "code"})
+
+
+async def test_a_code_output_is_taken_from_the_replys_fenced_block_without_another_call():
+    reply = (
+        'Here is f:\n```python\ndef f(x):\n    """Add one."""\n```\nDone, with a body:\n'
+        '```python\ndef f(x):\n    """Add one."""\n    return x + 1\n```\n'
+        "```python\nprint(f(1))\n```"
+    )
+    m = ScriptedModel([reply])
+    out = await Executor(m).execute(CODE_NODE, {"USER_TASK": "t"})
+    assert out.ok and m.calls == 1
+    assert out.outputs == {"code": 'def f(x):\n    """Add one."""\n    return x + 1\n'}
+
+
+async def test_a_stub_or_broken_block_is_no_code_answer_and_the_final_call_asks_for_it():
+    reply = '```python\ndef f(x):\n    """Add one."""\n    ...\n```\n```python\ndef f(x:\n```'
+    m = ScriptedModel([reply, {"code": "def f(x):\n    return x + 1\n"}])
+    out = await Executor(m).execute(CODE_NODE, {"USER_TASK": "t"})
+    assert out.ok and m.calls == 2 and "return x + 1" in out.outputs["code"]
+    assert m.requests[1].response_schema["required"] == ["code"]

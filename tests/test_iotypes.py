@@ -133,3 +133,9 @@ def test_the_response_schema_accepts_exactly_what_validates(specs, values):
 def test_probe_values_have_their_type(spec):
     for make in (iotypes.null_value, iotypes.absurd_value, iotypes.plausible_value):
         assert iotypes.coerce(spec, make(spec)) == make(spec)
+
+
+def test_code_that_does_not_parse_is_a_type_mismatch_saying_where():
+    assert iotypes.coerce("code", "```python\ndef f():\n    return 1\n```").startswith("```")
+    with pytest.raises(iotypes.TypeMismatch, match=r"SyntaxError: .* \(line 2\)"):
+        iotypes.coerce("code", 'def f():\n    """unterminated\n')

@@ -178,7 +178,7 @@ async def test_add_vfs_planner_adds_deterministic_checks():
 
 
 def test_demo_plans_are_valid():
-    assert parse_plan(prompts.DEMO_PLAN).final_node().id == "compute"
+    assert parse_plan(prompts.DEMO_PLAN).final_node().id == "solve"
     assert parse_plan(prompts.CODE_DEMO_PLAN).final_node().id == "implement"
 
 
@@ -200,6 +200,7 @@ async def test_programming_demo_is_shown_and_its_function_name_counts_as_copying
 async def test_quality_checks_reject_useless_valid_plans():
     copied = json.loads(json.dumps(prompts.DEMO_PLAN))
     copied["nodes"][0]["inputs"] = []
+    copied["nodes"][1]["inputs"] = ["extract.monday"]
     copied["nodes"][1]["verification"] = []
     copied["nodes"][0]["verification"] = [{"name": "noop", "type": "python", "code": "assert True"}]
     m = ScriptedModel([copied, GOOD])
@@ -210,7 +211,7 @@ async def test_quality_checks_reject_useless_valid_plans():
         "no node takes 'USER_TASK'",
         "node 'extract' has no inputs",
         "node 'extract' copies the example plan",
-        "node 'compute' has no verification functions",
+        "node 'solve' has no verification functions",
         "python VF 'noop' never reads `outputs`",
     ):
         assert needle in feedback

@@ -124,7 +124,7 @@ def test_render_summary_and_per_task_tables():
         sm.Cell(
             "humaneval",
             "verimap",
-            [row("HumanEval/0", True, 100, 8, verified=True)],
+            [row("HumanEval/0", True, 100, 8, verified=True, cached_tokens=6000)],
             errors=["HumanEval/1"],
         ),
         sm.Cell("pens", "react", note="RunDirError: busy"),
@@ -134,9 +134,12 @@ def test_render_summary_and_per_task_tables():
     assert lines[0] == "## header"
     bare = next(x for x in lines if x.startswith("| humaneval | bare |"))
     assert "**1/2**" in bare and "| – |" in bare  # bare verifies nothing
-    assert "| 1.0 | 1,000 / 100 | 5.0 s | 10.0 s |" in bare
+    # bare generated 200 tokens in 10 s: 20 tokens/s is the rate the floor is measured at
+    assert "| 1.0 | 1,000 (0) / 100 | 5.0 s | 10.0 s | 1.0× |" in bare
+    assert "(20.0 tokens/s)" in md
     veri = next(x for x in lines if x.startswith("| humaneval | verimap |"))
-    assert "**1/1** | 1 | 0 | 0 | 1 |" in veri and "| 8.0 | 8,000 / 800 |" in veri
+    assert "**1/1** | 1 | 0 | 0 | 1 |" in veri and "| 8.0 | 8,000 (6,000) / 800 |" in veri
+    assert veri.endswith("| 2.5× |")  # 800 tokens take 40 s at 20/s; it took 100
     assert "| pens | react | – (RunDirError: busy) |" in md
     assert "| HumanEval/0 | ✓ 4 s, 1 | ✓ 100 s, 8 |" in md
     assert "| HumanEval/1 | ✗ 6 s, 1 | error |" in md

@@ -1,3 +1,4 @@
+import json
 import warnings
 
 import pytest
@@ -190,3 +191,48 @@ async def test_the_judge_samples_as_the_run_config_says():
     assert (v.batch_judge, v.full_feedback) == (False, True)
     await v.verify(mk([LLM]), {}, {"y": 1})
     assert {r.temperature for r in m.requests} == {1.0}
+
+
+async def test_the_judge_checks_with_the_executors_tools_before_its_verdict():
+    """The paper's verifier is a ReAct agent: it may compute before it decides."""
+    from verimap.config import RunConfig
+    from verimap.testing import tool_call_reply
+    from verimap.tools import default_tools
+
+    def fn(req):
+        if req.response_schema is not None:
+            return {"passed": False, "explanation": "17 * 23 is 391, not 381"}
+        if not any(m["role"] == "tool" for m in req.messages):
+            return tool_call_reply("calculator", {"expression": "17 * 23"})
+        return "The calculator says 391."
+
+    m = ScriptedModel(fn, name="judge")
+    v = Verifier.from_config(None, m, RunConfig(), tools=default_tools())
+    rep = await v.verify(mk([LLM]), {"x": 2}, {"y": 381})
+    assert rep.verdicts[0].outcome == "FAIL" and "391" in rep.verdicts[0].explanation
+    first, second, final = m.requests
+    assert first.tools and "calculator" in json.dumps(first.tools)
+    assert any(msg["role"] == "tool" and msg["content"] == "391" for msg in second.messages)
+    # The verdict call has no tools: the transcript reaches it as plain text.
+    assert final.tools is None and "Tool result: 391" in json.dumps(final.messages)
+
+    m = judge(True)
+    plain = Verifier.from_config(None, m, RunConfig(judge_tools=False), tools=default_tools())
+    await plain.verify(mk([LLM]), {}, {"y": 1})
+    assert [r.tools for r in m.requests] == [None, None]
+
+
+async def test_a_judge_without_a_tools_api_uses_the_text_protocol():
+    from verimap.tools import default_tools
+
+    def fn(req):
+        if req.response_schema is not None:
+            return {"passed": True, "explanation": "right"}
+        if "Observation:" not in json.dumps(req.messages):
+            return 'Thought: check it\nAction: calculator\nAction Input: {"expression": "2 * 2"}'
+        return "It is 4."
+
+    m = ScriptedModel(fn, name="judge", supports_tools=False)
+    rep = await Verifier(None, m, tools=default_tools()).verify(mk([LLM]), {"x": 2}, {"y": 4})
+    assert rep.passed and "Action Input" in m.requests[0].messages[0]["content"]
+    assert "Observation: 4" in json.dumps(m.requests[-1].messages)

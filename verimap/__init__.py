@@ -8,6 +8,7 @@ print(result.status, result.answer)
 
 from verimap.config import Budget, RunConfig
 from verimap.coordinator import Coordinator, build
+from verimap.errors import VerimapError
 from verimap.events import Event, EventBus, JsonlTraceWriter
 from verimap.executor import Executor, ExecutorOutput, Feedback
 from verimap.plan import LLMVF, Node, Plan, PlanError, PythonVF, parse_plan
@@ -29,6 +30,6 @@ __all__ = [
     "LLMVF", "AddVFsPlanner", "Budget", "Coordinator", "Event", "EventBus", "Executor", "ExecutorOutput",
     "FailureContext", "Feedback", "JsonlTraceWriter", "LLMPlanner", "Node", "NodeReport", "Plan", "PlanError",
     "Planner", "PlanningError", "PythonVF", "RunConfig", "RunResult", "TemplatePlanner", "Tool", "ToolRegistry",
-    "VFVerdict", "VerificationReport", "Verifier", "build", "calculator_tool", "default_tools", "parse_plan",
+    "VFVerdict", "VerificationReport", "Verifier", "VerimapError", "build", "calculator_tool", "default_tools", "parse_plan",
     "python_tool",
 ]  # fmt: skip

@@ -15,11 +15,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from verimap.config import Budget
+from verimap.errors import VerimapError
 from verimap.llm.base import Model, ModelError, ModelRequest, ModelResponse
 from verimap.usage import Usage, UsageByRole
 
 
-class BudgetExceeded(RuntimeError):
+class BudgetExceeded(VerimapError, RuntimeError):
     """A budget limit stops the run; `limit` names which one."""
 
     def __init__(self, limit: str, message: str):

@@ -41,6 +41,18 @@ class RunConfig(BaseModel):
     full_feedback: bool = False
     # One judge exchange for all of a node's natural-language VFs (the paper: one per VF).
     batch_judge: bool = True
+    # The judge checks with the executor's tools, as a ReAct agent (the paper's verifier);
+    # False: it reasons in one plain reply.
+    judge_tools: bool = True
+    # The final node's answer, when all its outputs are numbers, integers or booleans, must come
+    # out the same in this many attempts that pass its VFs, the later ones sampled afresh at
+    # `retry_temperature` (1: off, as the paper). A VF checks what it can see; two independent
+    # solutions that agree catch what it cannot (a wrong method). Answers that never agree end
+    # the run unverified, with the most frequent answer, and without a replan: the VFs passed.
+    agreement: int = Field(default=2, ge=1)
+    # The answer a run that never verified still reports (unverified): the final node's most
+    # frequent answer over its attempts, first one on a tie (plurality), or its last (last).
+    unverified_answer: Literal["plurality", "last"] = "plurality"
     executor_max_steps: int = Field(default=20, ge=1)
     temperature: float | None = None
     # Attempts after the first (they carry the failure's feedback); None: `temperature`. Greedy

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from verimap import events as ev
+from verimap import iotypes
 from verimap.accounting import BudgetExceeded, Ledger, use_ledger
 from verimap.config import RunConfig
 from verimap.events import Event, EventBus, JsonlTraceWriter
@@ -37,7 +38,7 @@ from verimap.planner import (
     PlanningError,
     invalid_plan_hook,
 )
-from verimap.result import AttemptReport, NodeReport, RunResult
+from verimap.result import AttemptReport, NodeReport, RunResult, clip
 from verimap.sandbox.base import Outcome, Sandbox, SandboxUnavailable
 from verimap.tools import ToolRegistry, default_tools
 from verimap.verifier import Verifier
@@ -80,6 +81,28 @@ def content_key(node: Node, inputs: Mapping[str, Any], context: Mapping[str, Any
         default=str,
     )
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def _canonical(value: Any) -> Any:
+    """Equal answers compare equal: 84.0 is 84, whatever the container."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def plurality(answers: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
+    """The answer given most often and how often; the earliest on a tie."""
+    keys = [json.dumps(_canonical(a), sort_keys=True, default=str) for a in answers]
+    counts = Counter(keys)
+    top = max(counts.values())
+    return dict(answers[next(i for i, k in enumerate(keys) if counts[k] == top)]), top
+
+
+_VOTABLE = ("number", "integer", "boolean")
 
 
 class _RunState:
@@ -266,6 +289,14 @@ class Coordinator:
                     final_output=dict(values[final]),
                 )
             st.best = self._best_unverified(st, plan) or st.best
+            if statuses.get(failure.node_id) == "unconfirmed":
+                answers = st.reports[failure.node_id].outputs
+                return self._result(
+                    st, "failed", final=plan.final_node().id, final_output=answers,
+                    error=f"node {failure.node_id!r} passed its VFs, but its answers did not "
+                    f"agree {cfg.agreement} times in {cfg.max_retries + cfg.agreement - 1} "
+                    f"attempts; the most frequent is kept, unverified",
+                )  # fmt: skip
             if st.iteration >= cfg.max_iterations:
                 return self._result(
                     st, "failed", final=plan.final_node().id,
@@ -286,11 +317,17 @@ class Coordinator:
             plan = await self._vet(st, await self.planner.replan(st.task, plan, failure))
 
     def _best_unverified(self, st: _RunState, plan: Plan) -> dict[str, Any] | None:
-        """The final node's last outputs, else the outputs of its deepest verified ancestor."""
+        """The final node's answer that most of its well-typed attempts gave (the first on a tie,
+        so a greedy first attempt wins against scattered samples), or its last outputs; else the
+        outputs of its deepest verified ancestor."""
         final = plan.final_node().id
         rep = st.reports.get(final)
         if rep is not None and rep.iteration == st.iteration and rep.outputs:
-            return dict(rep.outputs)
+            if self.config.unverified_answer == "last":
+                return dict(rep.outputs)
+            typed = [a for a in rep.attempts if a.outputs and a.error is None]
+            answers = [a.outputs for a in typed if a.passed] or [a.outputs for a in typed]
+            return plurality(answers)[0] if answers else dict(rep.outputs)
         for aid in reversed(plan.topological_order()):
             arep = st.reports.get(aid)
             if aid in plan.ancestors(final) and arep and arep.status in _DONE and arep.outputs:
@@ -397,7 +434,10 @@ class Coordinator:
                         if src in by_id
                         for ref in (f"{src}.{var}",)
                     }
-                    task = asyncio.create_task(self._run_node(st, node, inputs, context, types))
+                    votes = self._votes_needed(plan, node)
+                    task = asyncio.create_task(
+                        self._run_node(st, node, inputs, context, types, votes)
+                    )
                     running[task] = nid
                 if not running:
                     break
@@ -446,9 +486,20 @@ class Coordinator:
             verdicts=judged[-1].verdicts if judged else [], attempts=len(cur), ancestors=ancestors,
         )  # fmt: skip
 
+    def _votes_needed(self, plan: Plan, node: Node) -> int:
+        """How many VF-passing attempts must give the same answer: `agreement` for a final node
+        whose outputs can be compared for equality (numbers, integers, booleans), else 1."""
+        cfg = self.config
+        if cfg.agreement <= 1 or cfg.verification == "none" or node.id != plan.final_node().id:
+            return 1
+        types = [iotypes.canonical(node.output_type(o)) for o in node.outputs]
+        if not types or any(t not in _VOTABLE for t in types):
+            return 1
+        return cfg.agreement
+
     async def _run_node(
         self, st: _RunState, node: Node, inputs: dict, context: dict | None,
-        input_types: dict[str, Any] | None = None,
+        input_types: dict[str, Any] | None = None, votes: int = 1,
     ) -> tuple[NodeReport, dict]:  # fmt: skip
         cfg = self.config
         rep = st.reports.setdefault(node.id, NodeReport(node_id=node.id))
@@ -462,7 +513,11 @@ class Coordinator:
         self._emit(st, ev.NODE_START, node.id, instruction=node.instruction, inputs=inputs)
         feedback: Feedback | None = st.carry.pop(node.id, None)
         last_outputs: dict[str, Any] | None = None
-        for attempt in range(1, cfg.max_retries + 1):
+        passing: list[dict[str, Any]] = []
+        attempt = failed = 0
+        # Attempts that fail count against max_retries; agreement adds up to votes - 1 more.
+        while failed < cfg.max_retries and attempt < cfg.max_retries + votes - 1:
+            attempt += 1
             if attempt > 1:
                 st.retries += 1
                 self._emit(
@@ -473,12 +528,20 @@ class Coordinator:
                     feedback=feedback.model_dump(mode="json") if feedback else None,
                 )
             self._emit(st, ev.ATTEMPT, node.id, attempt)
-            out = await self.executor.execute(node, inputs, feedback, context, input_types)
+            out = await self.executor.execute(
+                node, inputs, feedback, context, input_types,
+                on_tool_call=lambda tool, args, result, a=attempt: self._emit(
+                    st, ev.TOOL_CALL, node.id, a, tool=tool, arguments=clip(args, 2000),
+                    result=clip(result, 2000),
+                ),
+                sample=bool(passing) and feedback is None,
+            )  # fmt: skip
             rec = AttemptReport(
                 iteration=st.iteration, attempt=attempt, outputs=out.outputs, steps=out.steps
             )
             rep.attempts.append(rec)
             if not out.ok:
+                failed += 1
                 rec.error = out.error
                 self._emit(
                     st,
@@ -511,11 +574,24 @@ class Coordinator:
                 outputs=out.outputs,
             )
             if vr.passed:
-                rep.status, rep.outputs = "verified", dict(out.outputs or {})
-                st.cache[key] = dict(rep.outputs)
-                self._emit(st, ev.NODE_FINISH, node.id, status=rep.status, outputs=rep.outputs)
-                return rep, inputs
+                passing.append(dict(out.outputs or {}))
+                answer, count = plurality(passing)
+                if count >= votes:
+                    rep.status, rep.outputs = "verified", answer
+                    st.cache[key] = dict(rep.outputs)
+                    self._emit(st, ev.NODE_FINISH, node.id, status=rep.status, outputs=rep.outputs)
+                    return rep, inputs
+                # Agreement still missing: the next attempt is an independent sample.
+                self._emit(st, ev.AGREEMENT, node.id, attempt, answers=passing, needed=votes)
+                feedback = None
+                continue
+            failed += 1
             feedback = Feedback(previous_outputs=out.outputs, failures=vr.failures)
+        if passing:
+            rep.status, rep.outputs = "unconfirmed", plurality(passing)[0]
+            self._emit(st, ev.NODE_FINISH, node.id, status=rep.status, outputs=rep.outputs,
+                       answers=passing)  # fmt: skip
+            return rep, inputs
         if cfg.fail_accepted:
             rep.status = "fail-accepted"
             names = list(node.outputs) if cfg.structured_io else [TEXT_OUTPUT]
@@ -563,6 +639,6 @@ def build(
         structured_io=config.structured_io,
     )  # fmt: skip
     verifier = Verifier.from_config(
-        sandbox, models.get("judge", models["executor"]), config, threshold
+        sandbox, models.get("judge", models["executor"]), config, threshold, tools
     )
     return Coordinator(planner, executor, verifier, config, events, trace_dir=trace_dir)

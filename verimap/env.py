@@ -14,10 +14,12 @@ import os
 from collections.abc import Callable
 from typing import TypeVar, overload
 
+from verimap.errors import VerimapError
+
 T = TypeVar("T")
 
 
-class EnvError(ValueError):
+class EnvError(VerimapError, ValueError):
     """A variable is set to something verimap cannot use; the message names the variable."""
 
 

@@ -30,6 +30,8 @@ NODE_START = "node_start"
 NODE_REUSED = "node_reused"
 ATTEMPT = "attempt"
 TOOL_CALL = "tool_call"
+# A final answer passed its VFs but still needs another attempt to agree with it.
+AGREEMENT = "agreement"
 VF_VERDICT = "vf_verdict"
 ATTEMPT_RESULT = "attempt_result"
 RETRY = "retry"

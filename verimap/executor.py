@@ -13,6 +13,7 @@ replies as written, and its own reply, as written, is its one output `text`.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Mapping
@@ -22,7 +23,8 @@ from pydantic import BaseModel, Field
 
 from verimap import iotypes, prompts
 from verimap.accounting import call_model
-from verimap.llm.base import Message, Model, ModelRequest, ModelResponse
+from verimap.agent import OnToolCall, flatten_tool_messages, react_protocol, tool_loop
+from verimap.llm.base import Message, Model, ModelRequest
 from verimap.llm.structured import StructuredOutputError, extract_json, request_structured
 from verimap.plan import USER_TASK, Node
 from verimap.result import VFVerdict, clip
@@ -108,6 +110,38 @@ def coerce_outputs(node: Node, value: dict[str, Any]) -> tuple[dict[str, Any], l
     return out, problems
 
 
+_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.S | re.I)
+
+
+def single_code_output(node: Node) -> bool:
+    return len(node.outputs) == 1 and output_type(node, next(iter(node.outputs))) == iotypes.CODE
+
+
+def code_from_reply(text: str) -> str | None:
+    """The last fenced block of a reply that parses as Python and defines a function with a
+    body beyond its docstring (a stub copied from the task is no answer)."""
+    for block in reversed(_FENCE.findall(text)):
+        try:
+            tree = ast.parse(block)
+        except SyntaxError:
+            continue
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and _has_body(fn):
+                return block.strip() + "\n"
+    return None
+
+
+def _has_body(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    return any(
+        not isinstance(b, ast.Pass)
+        and not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))
+        for b in body
+    )
+
+
 def input_types_line(types: Mapping[str, iotypes.TypeSpec] | None) -> str:
     typed = {r: t for r, t in (types or {}).items() if t != iotypes.ANY}
     if not typed:
@@ -139,47 +173,6 @@ def check_output_keys(node: Node, value: Any) -> str | None:
     return "; ".join(parts) + f" (declared outputs: {', '.join(node.outputs)})"
 
 
-_ACTION = re.compile(
-    r"Action\s*:\s*(?P<tool>[A-Za-z_][\w\-]*)\s*\n+\s*Action Input\s*:\s*(?P<args>.*)", re.S
-)
-_FINAL = re.compile(r"Final Answer\s*:", re.I)
-
-
-def parse_react(text: str) -> tuple[str, str] | None:
-    """(tool, json args) when the reply asks for an action before any final answer."""
-    final = _FINAL.search(text)
-    m = _ACTION.search(text)
-    if not m or (final and final.start() < m.start()):
-        return None
-    args = m.group("args").strip()
-    args = args.split("\nObservation", 1)[0].strip()
-    try:
-        value = extract_json(args)
-        args = json.dumps(value)
-    except ValueError:
-        pass
-    return m.group("tool"), args
-
-
-def flatten_tool_messages(messages: list[Message]) -> list[Message]:
-    """The transcript with tool calls and results as plain text, so the final structured call
-    needs no `tools` parameter (servers differ on tool history without tools, and on tools
-    combined with a response schema)."""
-    out: list[Message] = []
-    for m in messages:
-        if m["role"] == "assistant" and m.get("tool_calls"):
-            calls = "; ".join(
-                f"{tc['function']['name']}({tc['function']['arguments']})" for tc in m["tool_calls"]
-            )
-            text = (m.get("content") or "").strip()
-            out.append({"role": "assistant", "content": f"{text}\n[called tools: {calls}]".strip()})
-        elif m["role"] == "tool":
-            out.append({"role": "user", "content": f"Tool result: {m.get('content') or ''}"})
-        else:
-            out.append(m)
-    return out
-
-
 class Executor:
     def __init__(
         self,
@@ -206,10 +199,6 @@ class Executor:
         self.max_repairs = max_repairs
         self.max_tokens = max_tokens
 
-    @property
-    def use_tool_api(self) -> bool:
-        return bool(self.model.supports_tools and len(self.tools))
-
     def build_messages(
         self,
         node: Node,
@@ -218,9 +207,7 @@ class Executor:
         context: dict[str, Any] | None = None,
         input_types: Mapping[str, iotypes.TypeSpec] | None = None,
     ) -> list[Message]:
-        system = prompts.EXECUTOR_SYSTEM
-        if len(self.tools) and not self.use_tool_api:
-            system += prompts.EXECUTOR_REACT.format(tools=self.tools.describe())
+        system = prompts.EXECUTOR_SYSTEM + react_protocol(self.model, self.tools)
         if not self.structured_io:
             user = self._text_prompt(node, inputs, feedback, context)
             return [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -272,18 +259,6 @@ class Executor:
             return self.retry_temperature
         return self.temperature
 
-    async def _step(self, messages: list[Message], temperature: float | None) -> ModelResponse:
-        req = ModelRequest(
-            messages=messages,
-            tools=self.tools.openai_specs() if self.use_tool_api else None,
-            tool_choice="auto" if self.use_tool_api else None,
-            role=EXECUTOR,
-            temperature=temperature,
-            top_p=self.top_p,
-            max_tokens=self.max_tokens,
-        )
-        return await call_model(self.model, req)
-
     async def execute(
         self,
         node: Node,
@@ -291,54 +266,38 @@ class Executor:
         feedback: Feedback | None = None,
         context: dict[str, Any] | None = None,
         input_types: Mapping[str, iotypes.TypeSpec] | None = None,
+        on_tool_call: OnToolCall | None = None,
+        sample: bool = False,
     ) -> ExecutorOutput:
         """One attempt. Model and budget errors propagate; a bad final object is a failed attempt.
-        `input_types`: the producer's type of each input, shown beside the inputs."""
+        `input_types`: the producer's type of each input, shown beside the inputs;
+        `on_tool_call(tool, arguments, result)` hears each tool call; `sample`: an independent
+        attempt at the retry temperature, without feedback."""
         messages = self.build_messages(node, inputs, feedback, context, input_types)
-        temperature = self._temperature(feedback is not None)
-        steps = tool_calls = 0
-        last_text = ""
-        answered = False
-        while steps < self.max_steps:
-            resp = await self._step(messages, temperature)
-            steps += 1
-            last_text = resp.content or ""
-            if resp.tool_calls:
-                messages.append({
-                    "role": "assistant",
-                    "content": last_text,
-                    "tool_calls": [
-                        {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}
-                        for tc in resp.tool_calls
-                    ],
-                })  # fmt: skip
-                for tc in resp.tool_calls:
-                    result = await self.tools.call(tc.name, tc.arguments)
-                    tool_calls += 1
-                    messages.append({"role": "tool", "tool_call_id": tc.id, "content": result})
-                continue
-            action = None if self.use_tool_api or not len(self.tools) else parse_react(last_text)
-            if action is not None:
-                result = await self.tools.call(*action)
-                tool_calls += 1
-                messages.append({"role": "assistant", "content": last_text})
-                messages.append({"role": "user", "content": f"Observation: {result}"})
-                continue
-            messages.append({"role": "assistant", "content": last_text})
-            answered = True
-            break
-        else:
-            messages.append({
-                "role": "user",
-                "content": f"You reached the limit of {self.max_steps} steps; no more tool calls.",
-            })  # fmt: skip
+        temperature = self._temperature(feedback is not None or sample)
+        loop = await tool_loop(
+            self.model, self.tools, messages, role=EXECUTOR, max_steps=self.max_steps,
+            temperature=temperature, top_p=self.top_p, max_tokens=self.max_tokens,
+            on_tool_call=on_tool_call,
+        )  # fmt: skip
+        last_text, answered, steps, tool_calls = (
+            loop.text,
+            loop.answered,
+            loop.steps,
+            loop.tool_calls,
+        )
 
         if not self.structured_io:
             return await self._text_output(
                 messages, last_text, answered, steps, tool_calls, temperature
             )
 
-        # The free-text answer may already be the object (cheap path, no extra call).
+        # The free-text answer may already be the object, or hold the one code output in a
+        # fenced block (cheap paths, no extra call; a small model copying code into a JSON
+        # string often returns the task's stub or breaks the quoting).
+        code = code_from_reply(last_text) if single_code_output(node) else None
+        if code is not None:
+            return self._typed(node, {next(iter(node.outputs)): code}, steps, tool_calls, messages)
         if last_text.strip():
             try:
                 direct = extract_json(last_text)
@@ -393,7 +352,7 @@ class Executor:
             )  # fmt: skip
             last_text = (await call_model(self.model, req)).content or ""
             messages.append({"role": "assistant", "content": last_text})
-        if len(self.tools) and not self.use_tool_api:
+        if react_protocol(self.model, self.tools):
             # The ReAct protocol's answer is what follows its last "Final Answer:".
             last_text = _FINAL_ANSWER_TEXT.split(last_text)[-1]
         text = last_text.strip()

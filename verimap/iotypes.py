@@ -17,6 +17,8 @@ from typing import Annotated, Any
 import jsonschema
 from pydantic import BeforeValidator, Field, StrictBool, TypeAdapter, ValidationError
 
+from verimap.errors import VerimapError
+
 TypeSpec = str | dict[str, Any]
 
 ANY = "any"
@@ -54,7 +56,7 @@ _ALIASES = {
 }
 
 
-class TypeMismatch(ValueError):
+class TypeMismatch(VerimapError, ValueError):
     """An output value that does not fit its declared type; the message is what a retry sees."""
 
 
@@ -175,6 +177,28 @@ _ADAPTERS: dict[str, TypeAdapter[Any]] = {
 }
 
 
+_FENCE = re.compile(r"^\s*```[\w+-]*[ \t]*\n(.*?)\n?\s*```\s*$", re.S)
+
+
+def unfence(code: str) -> str:
+    """Code without the markdown fence a model wrapped it in."""
+    m = _FENCE.match(code)
+    return m.group(1) if m else code
+
+
+def _parses(code: str) -> str:
+    """Code that does not parse is no code: the retry hears where it breaks."""
+    try:
+        compile(unfence(code), "<code>", "exec", dont_inherit=True)
+    except SyntaxError as e:
+        raise TypeMismatch(
+            f"expected Python code that parses, got a SyntaxError: {e.msg} (line {e.lineno})"
+        ) from None
+    except ValueError as e:  # e.g. a NUL byte
+        raise TypeMismatch(f"expected Python code, got {e}") from None
+    return code
+
+
 @cache
 def _validator(schema_json: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(json.loads(schema_json))
@@ -199,9 +223,10 @@ def coerce(spec: TypeSpec, value: Any) -> Any:
             )
         return value
     try:
-        return _ADAPTERS[spec].validate_python(value)
+        value = _ADAPTERS[spec].validate_python(value)
     except ValidationError:
         raise TypeMismatch(f"expected {spec}, got {describe(value)}") from None
+    return _parses(value) if spec == CODE else value
 
 
 def null_value(spec: TypeSpec) -> Any:
@@ -211,6 +236,8 @@ def null_value(spec: TypeSpec) -> Any:
 
 def absurd_value(spec: TypeSpec) -> Any:
     """A value of the declared type that no sensible answer has."""
+    if canonical(spec) == CODE:
+        return "def zq():\n    return 'xq'\n"
     scalars = {"number": -987654.321, "integer": -987654, "string": "zq xq zq", "boolean": True}
     return _probe(spec, scalars, None, {"zq": "xq"}, default="zq xq zq")
 

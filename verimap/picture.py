@@ -9,6 +9,7 @@ STATUS_STYLE = {
     "verified": "fill:#c8e6c9,stroke:#2e7d32",
     "reused": "fill:#bbdefb,stroke:#1565c0",
     "fail-accepted": "fill:#ffe0b2,stroke:#ef6c00",
+    "unconfirmed": "fill:#fff9c4,stroke:#f9a825",
     "failed": "fill:#ffcdd2,stroke:#c62828",
     "skipped": "fill:#eeeeee,stroke:#9e9e9e,stroke-dasharray: 4 2",
     "pending": "fill:#ffffff,stroke:#9e9e9e",

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from verimap import iotypes
+from verimap.errors import VerimapError
 from verimap.iotypes import TypeSpec
 from verimap.vfcheck import normalize_code, vf_problems
 
@@ -314,7 +315,7 @@ class Plan(BaseModel):
         return self.model_dump_json(by_alias=True, **kw)
 
 
-class PlanError(ValueError):
+class PlanError(VerimapError, ValueError):
     """Every problem found in a plan, one precise message each."""
 
     def __init__(self, problems: Iterable[str]):

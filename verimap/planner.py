@@ -21,6 +21,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from verimap import iotypes, prompts
 from verimap.accounting import call_model
+from verimap.errors import VerimapError
 from verimap.llm.base import Message, Model, ModelRequest, ModelResponse
 from verimap.llm.structured import extract_json
 from verimap.plan import USER_TASK, Node, Plan, PlanError, PythonVF, parse_plan, plan_json_schema
@@ -100,7 +101,7 @@ class Planner(Protocol):
     async def replan(self, task: str, previous: Plan, failure: FailureContext) -> Plan: ...
 
 
-class PlanningError(RuntimeError):
+class PlanningError(VerimapError, RuntimeError):
     """The planner gave no valid plan within its repair attempts."""
 
     def __init__(

@@ -39,8 +39,10 @@ input names, e.g. inputs["USER_TASK"], inputs["n1.total"]; a bare name such as i
 also works when unambiguous) and `outputs` (keyed by this node's output names). Use top-level \
 `assert` statements, or define `def verify(inputs, outputs):` that returns True/False. Outputs \
 already have their declared types, so do not check types: check what must hold for ANY correct \
-answer (ranges, consistency with the inputs, the task's own examples). Never hard-code the answer, \
-and read `outputs`: a check on constants checks nothing. Helpers you can call: approx(a, b) \
+answer (sign, whole numbers for counts, ranges, consistency with the inputs, the task's own \
+examples). Do not work the answer out again in a VF: a VF that repeats the solution's arithmetic \
+shares its mistakes. Never hard-code the answer, and read `outputs`: a check on constants checks \
+nothing. Helpers you can call: approx(a, b) \
 (compare numbers with a tolerance: never use == on floats), parse_number(text), is_number(x), \
 load_function(code, name) (the function `name` from code outputs), and \
 run_examples(code, inputs["USER_TASK"]) (runs the task's own >>> examples against the code).
@@ -167,6 +169,10 @@ JUDGE_SYSTEM = """\
 You are a strict verifier. You decide whether the outputs of a subtask satisfy one criterion. \
 Reason step by step in plain text first; check facts and arithmetic yourself."""
 
+JUDGE_TOOLS = """ \
+Use the tools to check what you can compute (arithmetic, running code) rather than trusting the \
+outputs; when you are done checking, reply without a tool call."""
+
 JUDGE_USER = """\
 Subtask instruction: {instruction}
 
@@ -222,32 +228,39 @@ DEMO_PLAN: dict = {
         {
             "id": "extract",
             "name": "Extract quantities",
-            "instruction": "Read the task and extract the number of muffins sold on Monday, the "
-            "number sold on Tuesday, and the price of one muffin in dollars.",
+            "instruction": "Read the task and extract the number of muffins sold on Monday and "
+            "the price of one muffin in dollars.",
             "inputs": ["USER_TASK"],
-            "outputs": {"monday": "number", "tuesday": "number", "price": "number"},
+            "outputs": {"monday": "number", "price": "number"},
             "verification": [
                 {
                     "name": "positive",
                     "type": "python",
-                    "code": "for k in ('monday', 'tuesday', 'price'):\n"
+                    "code": "for k in ('monday', 'price'):\n"
                     "    assert outputs[k] > 0, f'{k} must be positive'",
                 },
             ],
         },
         {
-            "id": "compute",
-            "name": "Compute earnings",
-            "instruction": "Compute the total earnings in dollars: (monday + tuesday) * price.",
-            "inputs": ["extract.monday", "extract.tuesday", "extract.price"],
+            "id": "solve",
+            "name": "Work out the earnings",
+            "instruction": "Work out how many dollars the bakery earned over the two days. Reason "
+            "step by step from the task and the extracted quantities, and use a tool for every "
+            "calculation.",
+            "inputs": ["USER_TASK", "extract.monday", "extract.price"],
             "outputs": {"answer": "number"},
             "verification": [
                 {
-                    "name": "consistent",
+                    "name": "positive",
                     "type": "python",
-                    "code": "expected = (inputs['extract.monday'] + inputs['extract.tuesday']) * inputs['extract.price']\n"
-                    "assert approx(outputs['answer'], expected), f'expected {expected}'",
-                }
+                    "code": "assert outputs['answer'] > 0, 'the bakery sold muffins, so it earned money'",
+                },
+                {
+                    "name": "whole_dollars",
+                    "type": "python",
+                    "code": "assert float(outputs['answer']).is_integer(), "
+                    "'whole muffins at a whole-dollar price earn whole dollars'",
+                },
             ],
         },
     ],

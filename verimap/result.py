@@ -9,7 +9,10 @@ from pydantic import BaseModel, Field
 from verimap.plan import Plan
 from verimap.usage import UsageByRole
 
-NodeStatus = Literal["pending", "verified", "failed", "fail-accepted", "reused", "skipped"]
+# unconfirmed: every VF passed, but the answers of its attempts did not agree (RunConfig.agreement).
+NodeStatus = Literal[
+    "pending", "verified", "failed", "fail-accepted", "reused", "skipped", "unconfirmed"
+]
 RunStatus = Literal["success", "failed", "partial", "budget_exhausted"]
 # Why a run ended without an answer of its own: "infrastructure" is a model endpoint that failed
 # past its retries or a sandbox that could not run, which says nothing about the method.
@@ -101,7 +104,7 @@ class RunResult(BaseModel):
     trace_path: str | None = None
     wall_time_s: float = 0.0
     # `final_output` of a run that did not verify is its best unverified answer (the final
-    # node's last outputs, else the deepest verified node's), so it can still be scored.
+    # node's most frequent one, else the deepest verified node's), so it can still be scored.
     verified: bool = False
     # Plans that were the one-node fallback (iteration numbers), and VFs dropped from plans
     # ("iteration:node.vf (why)": vacuous, or a static problem the planner did not repair).

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from verimap.errors import VerimapError
 from verimap.sandbox.base import ExecResult, Sandbox, SandboxUnavailable
 
 
@@ -128,7 +129,7 @@ _CONSTS = {"pi": math.pi, "e": math.e}
 _THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 
 
-class CalculatorError(ValueError):
+class CalculatorError(VerimapError, ValueError):
     pass
 
 

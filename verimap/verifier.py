@@ -1,8 +1,9 @@
 """The verifier: runs a node's verification functions on its outputs.
 
 Python VFs run in the sandbox; natural-language VFs go to the judge model, which
-first reasons in free text and then gives a schema-constrained `{passed,
-explanation}` verdict in a second call (small models judge badly when forced to
+first reasons in free text, as a ReAct agent with the executor's tools when it has
+them (the paper's verifier), and then gives a schema-constrained `{passed,
+explanation}` verdict in a last call (small models judge badly when forced to
 reason inside JSON). A node passes on the strict AND of its VFs, or, when a
 `threshold` is set, when the weighted share of passing VFs reaches it.
 """
@@ -17,12 +18,14 @@ from pydantic import BaseModel, Field, model_validator
 
 from verimap import iotypes, prompts
 from verimap.accounting import BudgetExceeded, call_model
+from verimap.agent import flatten_tool_messages, react_protocol, tool_loop
 from verimap.config import RunConfig
 from verimap.llm.base import Model, ModelError, ModelRequest
 from verimap.llm.structured import StructuredOutputError, request_structured
 from verimap.plan import LLMVF, USER_TASK, Node, Plan, PythonVF
 from verimap.result import SKIPPED, VerificationReport, VFVerdict
 from verimap.sandbox.base import Outcome, Sandbox
+from verimap.tools import ToolRegistry
 from verimap.usage import JUDGE
 
 VerificationMode = Literal["full", "instruction", "none"]
@@ -65,11 +68,15 @@ class Verifier:
         max_tokens: int | None = 1024,
         full_feedback: bool = False,
         batch_judge: bool = True,
+        tools: ToolRegistry | None = None,
+        judge_max_steps: int = 6,
     ):
         """`full_feedback`: ask the judge even when a Python VF has already failed the attempt
         (the paper runs every VF; the verdict is the same under strict AND). `batch_judge`: judge
         all of a node's natural-language VFs in one exchange, which reads the node's inputs and
-        outputs once instead of once per criterion (the paper asks once per VF)."""
+        outputs once instead of once per criterion (the paper asks once per VF). `tools`: the
+        judge reasons as a ReAct agent with them (the paper's verifier), up to `judge_max_steps`
+        replies, before it gives its verdict; without tools it reasons in one reply."""
         if threshold is not None and not 0 <= threshold <= 1:
             raise ValueError(f"threshold must be within [0, 1], got {threshold}")
         self.sandbox = sandbox
@@ -82,6 +89,8 @@ class Verifier:
         self.max_tokens = max_tokens
         self.full_feedback = full_feedback
         self.batch_judge = batch_judge
+        self.tools = tools if tools is not None else ToolRegistry()
+        self.judge_max_steps = judge_max_steps
 
     @classmethod
     def from_config(
@@ -90,6 +99,7 @@ class Verifier:
         judge_model: Model | None,
         config: RunConfig,
         threshold: float | None = None,
+        tools: ToolRegistry | None = None,
     ) -> Verifier:
         """The verifier a run's config asks for: one place where the config's knobs (sampling
         included: the judge samples like every other role) reach the verifier."""
@@ -97,6 +107,7 @@ class Verifier:
             sandbox, judge_model, mode=config.verification, threshold=threshold,
             vf_timeout_s=config.vf_timeout_s, temperature=config.temperature,
             full_feedback=config.full_feedback, batch_judge=config.batch_judge,
+            tools=tools if config.judge_tools else None,
         )  # fmt: skip
 
     def vfs_for(self, node: Node) -> list[PythonVF | LLMVF]:
@@ -220,7 +231,18 @@ class Verifier:
     ) -> Any:
         """Think in free text, then answer in the schema (small models judge badly when made to
         reason inside JSON). Model and format failures propagate to the caller."""
-        if self.judge_reasoning:
+        if self.judge_reasoning and len(self.tools):
+            model: Model = self.judge_model  # type: ignore[assignment]
+            system = (
+                messages[0]["content"] + prompts.JUDGE_TOOLS + react_protocol(model, self.tools)
+            )
+            loop = await tool_loop(
+                model, self.tools, [{"role": "system", "content": system}, *messages[1:]],
+                role=JUDGE, max_steps=self.judge_max_steps, temperature=self.temperature,
+                max_tokens=self.max_tokens,
+            )  # fmt: skip
+            messages = [*flatten_tool_messages(loop.messages), {"role": "user", "content": final}]
+        elif self.judge_reasoning:
             thought = await call_model(
                 self.judge_model,  # type: ignore[arg-type]
                 ModelRequest(messages=messages, role=JUDGE, temperature=self.temperature,

@@ -10,18 +10,17 @@ here, they go back to the planner with their line while it can still fix them.
 from __future__ import annotations
 
 import ast
-import re
 import textwrap
 from collections import Counter
 from functools import cache
 from typing import TYPE_CHECKING
 
+from verimap.iotypes import unfence
+
 if TYPE_CHECKING:  # plan.py imports this module to normalise VF code
     from verimap.plan import Node, PythonVF
 
 USER_TASK = "USER_TASK"
-
-_FENCE = re.compile(r"^\s*```[\w+-]*[ \t]*\n(.*?)\n?\s*```\s*$", re.S)
 
 
 def _compiles(code: str) -> bool:
@@ -35,10 +34,7 @@ def _compiles(code: str) -> bool:
 def normalize_code(code: str) -> str:
     """VF code as it was meant: without a markdown fence, and dedented, including the common
     "first line flush, the rest indented" shape of code written inside a JSON string."""
-    m = _FENCE.match(code)
-    if m:
-        code = m.group(1)
-    code = code.replace("\r\n", "\n").replace("\t", "    ").strip("\n")
+    code = unfence(code).replace("\r\n", "\n").replace("\t", "    ").strip("\n")
     candidates = [textwrap.dedent(code)]
     head, _, rest = code.partition("\n")
     if rest:

@@ -97,9 +97,10 @@ async def test_table_4_counts_what_the_real_pipeline_produces(tmp_path):
     assert "| verimap | GSM8K | 4 | 2 | 1 (25.0%) | 1 (25.0%) |" in table_verification(
         list(recs.values())
     )
-    # 2 retries x 2 iterations of the planted VF; one run of the sound one
+    # 2 retries x 2 iterations of the planted VF; two runs of the sound one (the final answer
+    # must come out the same twice: RunConfig.agreement)
     assert fn["vf_calls"] == {"python": 4, "llm": 0}
-    assert recs["gsm8k/0"]["vf_calls"] == {"python": 1, "llm": 0}
+    assert recs["gsm8k/0"]["vf_calls"] == {"python": 2, "llm": 0}
 
 
 def test_methods_without_verification_are_left_out_of_table_4():
@@ -110,11 +111,11 @@ def test_methods_without_verification_are_left_out_of_table_4():
 
 def test_cost_per_role_and_vf_statistics():
     u = {"planner": {"cost": 0.02, "prompt_tokens": 100, "completion_tokens": 50},
-         "executor": {"cost": 0.01, "prompt_tokens": 10, "completion_tokens": 10}}  # fmt: skip
+         "executor": {"cost": 0.01, "prompt_tokens": 10, "completion_tokens": 10, "cached_tokens": 6}}  # fmt: skip
     vf = {"plans": 2, "nodes": 6, "python": 4, "python_chars": 400, "llm": 2, "llm_chars": 60}
     recs = [rec("verimap", "gsm8k", 0, i, True, usage=u, vf=vf) for i in range(2)]
     assert (
-        "| verimap | GSM8K | $0.02000 / 150 | $0.01000 / 20 | $0.00000 / 0 | $0.03000 |"
+        "| verimap | GSM8K | $0.02000 / 150 | $0.01000 / 20 | $0.00000 / 0 | $0.03000 | 110 (6) |"
         in table_cost(recs)
     )
     # records from before VF calls were counted: no call figures, not zeros

@@ -130,3 +130,34 @@ async def test_plain_chat_and_usage(local_model):
     assert r.usage.calls == 1 and r.usage.failed_calls == 0
     assert r.usage.prompt_tokens > 0 and 0 < r.usage.completion_tokens <= 16
     assert r.usage.cost == 0.0  # local models have no price
+
+
+async def test_a_repeated_prefix_is_served_from_the_cache_and_counted(local_model):
+    """The fixed part of a prompt (system text, schema, demonstration) is processed once: the
+    server says so in `usage`, and the ledger keeps it apart from the prompt it processed."""
+    import asyncio
+
+    from verimap.accounting import Ledger, call_model, use_ledger
+
+    prefix = "You are a careful assistant. " + " ".join(f"Rule {i}: be brief." for i in range(120))
+
+    def ask(question: str) -> ModelRequest:
+        return ModelRequest(
+            messages=[{"role": "system", "content": prefix}, {"role": "user", "content": question}],
+            max_tokens=8, temperature=0, role="executor",
+        )  # fmt: skip
+
+    ledger = Ledger()
+    with use_ledger(ledger):
+        first = await call_model(local_model, ask("What is 2 + 3? Answer with the number."))
+        second = await call_model(local_model, ask("What is 4 + 4? Answer with the number."))
+    assert first.usage.prompt_tokens > 600
+    assert second.usage.cached_tokens > 600
+    assert second.usage.cached_tokens < second.usage.prompt_tokens
+    assert ledger.usage.roles["executor"].cached_tokens >= second.usage.cached_tokens
+    # Two requests at once both complete (the server queues them) and both are right.
+    a, b = await asyncio.gather(
+        call_model(local_model, ask("What is 2 + 3? Answer with the number.")),
+        call_model(local_model, ask("What is 4 + 4? Answer with the number.")),
+    )
+    assert "5" in a.content and "8" in b.content

@@ -98,6 +98,7 @@ def check(plan_file: Path, node_id: str, outputs_file: Path, inputs_file: Path |
             inputs.setdefault(ref.split(".", 1)[1], inputs[ref])
 
     from verimap.sandbox import SandboxUnavailable, get_sandbox
+    from verimap.tools import default_tools
 
     needs_judge = use_judge and any(v.type == "llm" for v in node.verification)
 
@@ -107,7 +108,9 @@ def check(plan_file: Path, node_id: str, outputs_file: Path, inputs_file: Path |
         except SandboxUnavailable as e:
             _bad(f"sandbox unavailable: {e}")
         try:
-            verifier = Verifier(sandbox, judge_model, vf_timeout_s=timeout)
+            verifier = Verifier(
+                sandbox, judge_model, vf_timeout_s=timeout, tools=default_tools(sandbox)
+            )
             verdicts = []
             for v in node.verification:
                 if v.type == "python":

@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from verimap.env import getenv
+from verimap.errors import VerimapError
 
 ENV_VAR = "VERIMAP_DATA"
 BENCHMARKS = ("gsm8k", "humaneval", "multihoprag")
@@ -34,7 +35,7 @@ MANIFEST: dict[str, tuple[str, ...]] = {
 }
 
 
-class DataError(RuntimeError):
+class DataError(VerimapError, RuntimeError):
     """Data is missing or malformed; the message says which file and what to do."""
 
 

@@ -50,10 +50,12 @@ METHODS: dict[str, Method] = {
         Method("verimap", "llm", {"verification": "full", "max_retries": 3, "max_iterations": 5},
                "plan with planner-written Python and NL verification functions", _LOOP),
         Method("map-v-1it", "llm",
-               {"verification": "instruction", "max_retries": 1, "max_iterations": 1, "fail_accepted": True},
+               {"verification": "instruction", "max_retries": 1, "max_iterations": 1, "fail_accepted": True,
+                "agreement": 1},
                "map-v in one pass: no retries, no replanning"),
         Method("verimap-1it", "llm",
-               {"verification": "full", "max_retries": 1, "max_iterations": 1, "fail_accepted": True},
+               {"verification": "full", "max_retries": 1, "max_iterations": 1, "fail_accepted": True,
+                "agreement": 1},
                "verimap in one pass: no retries, no replanning"),
     )
 }  # fmt: skip
@@ -137,5 +139,5 @@ def build_coordinator(
         structured_io=cfg.structured_io,
     )
     judge = models.get("judge", models["executor"])
-    verifier = Verifier.from_config(sandbox, judge, cfg)
+    verifier = Verifier.from_config(sandbox, judge, cfg, tools=tools)
     return Coordinator(planner, executor, verifier, config=cfg, events=events)

@@ -37,6 +37,7 @@ from typing import Any, Literal, cast
 from pydantic import ValidationError
 
 from verimap import events as ev
+from verimap.errors import VerimapError
 from verimap.evals.benchmarks import BENCHMARKS, get_benchmark
 from verimap.evals.data import DataError
 from verimap.evals.methods import METHODS
@@ -51,7 +52,7 @@ from verimap.tools import ToolRegistry
 Label = Literal["verified", "failed"] | None
 
 
-class ExportError(ValueError):
+class ExportError(VerimapError, ValueError):
     """A path given is not an eval run directory, or cannot be read as one."""
 
 

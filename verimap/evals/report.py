@@ -132,6 +132,13 @@ def table_cost(records: Sequence[dict[str, Any]]) -> str:
             total += c
             row.append(f"${c:.5f} / {_role_avg(recs, role, 'tokens'):.0f}")
         row.append(f"${total:.5f}")
+        prompt = statistics.fmean(
+            sum(u.get("prompt_tokens", 0) for u in r.get("usage", {}).values()) for r in recs
+        )
+        cached = statistics.fmean(
+            sum(u.get("cached_tokens", 0) for u in r.get("usage", {}).values()) for r in recs
+        )
+        row.append(f"{prompt:.0f} ({cached:.0f})")
         rows.append(row)
     return _table(
         [
@@ -141,6 +148,7 @@ def table_cost(records: Sequence[dict[str, Any]]) -> str:
             "Executor ($ / tok)",
             "Verifier ($ / tok)",
             "Total $",
+            "Prompt tok (from cache)",
         ],
         rows,
     )

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel
 
 from verimap.env import getenv
+from verimap.errors import VerimapError
 from verimap.evals.data import Article, MultiHopQuery
 
 if TYPE_CHECKING:  # numpy comes with the eval extras; plain `verimap eval gsm8k` never needs it
@@ -43,7 +44,7 @@ class Embedder(Protocol):
         ...
 
 
-class RetrievalUnavailable(RuntimeError):
+class RetrievalUnavailable(VerimapError, RuntimeError):
     """The dense model cannot be loaded (eval extras missing); a setup problem."""
 
 

@@ -31,6 +31,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from verimap.config import RunConfig
+from verimap.errors import VerimapError
 from verimap.evals.benchmarks import Benchmark, EvalTask
 from verimap.evals.methods import METHODS, build_coordinator, get_method, method_config
 from verimap.llm.base import Model
@@ -44,7 +45,7 @@ CONFIG = "config.json"
 LOCK = ".lock"
 
 
-class RunDirError(RuntimeError):
+class RunDirError(VerimapError, RuntimeError):
     """The output directory cannot be used as asked (busy, or holds another run)."""
 
 

@@ -14,6 +14,7 @@ import posixpath
 import threading
 from typing import TYPE_CHECKING
 
+from verimap.errors import VerimapError
 from verimap.sandbox.base import Sandbox
 from verimap.tools import Tool, ToolRegistry, calculator_tool, python_tool, render_result
 
@@ -101,7 +102,7 @@ def math_tools(sandbox: Sandbox) -> ToolRegistry:
 # ---- programming ---------------------------------------------------------------------------
 
 
-class WorkspaceError(ValueError):
+class WorkspaceError(VerimapError, ValueError):
     pass
 
 

@@ -10,6 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
+from verimap.errors import VerimapError
 from verimap.usage import Usage
 
 Message = dict[str, Any]
@@ -44,7 +45,7 @@ class ModelResponse(BaseModel):
     finish_reason: str | None = None
 
 
-class ModelError(RuntimeError):
+class ModelError(VerimapError, RuntimeError):
     """A model call failed for good (after the backend's own retries)."""
 
     def __init__(self, message: str, *, usage: Usage | None = None):

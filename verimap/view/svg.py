@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from verimap.errors import VerimapError
 from verimap.picture import STATUS_STYLE
 
 
-class ViewError(RuntimeError):
+class ViewError(VerimapError, RuntimeError):
     """The report cannot be made (a missing tool or an unreadable input); the message says
     what to do."""
 

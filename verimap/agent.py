@@ -1,0 +1,142 @@
+"""The tool loop the agent roles share: reason, call tools, read what they return, answer.
+
+The executor solves a node with it; the judge (the paper's ReAct verifier) checks a node's
+outputs with it. Tools go through the OpenAI tools API when the model has one, else through
+a ReAct text protocol ("Action:" / "Action Input:" / "Observation:").
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from verimap import prompts
+from verimap.accounting import call_model
+from verimap.llm.base import Message, Model, ModelRequest
+from verimap.llm.structured import extract_json
+from verimap.tools import ToolRegistry
+
+_ACTION = re.compile(
+    r"Action\s*:\s*(?P<tool>[A-Za-z_][\w\-]*)\s*\n+\s*Action Input\s*:\s*(?P<args>.*)", re.S
+)
+_FINAL = re.compile(r"Final Answer\s*:", re.I)
+
+
+def parse_react(text: str) -> tuple[str, str] | None:
+    """(tool, json args) when the reply asks for an action before any final answer."""
+    final = _FINAL.search(text)
+    m = _ACTION.search(text)
+    if not m or (final and final.start() < m.start()):
+        return None
+    args = m.group("args").strip()
+    args = args.split("\nObservation", 1)[0].strip()
+    try:
+        value = extract_json(args)
+        args = json.dumps(value)
+    except ValueError:
+        pass
+    return m.group("tool"), args
+
+
+def flatten_tool_messages(messages: list[Message]) -> list[Message]:
+    """The transcript with tool calls and results as plain text, so the final structured call
+    needs no `tools` parameter (servers differ on tool history without tools, and on tools
+    combined with a response schema)."""
+    out: list[Message] = []
+    for m in messages:
+        if m["role"] == "assistant" and m.get("tool_calls"):
+            calls = "; ".join(
+                f"{tc['function']['name']}({tc['function']['arguments']})" for tc in m["tool_calls"]
+            )
+            text = (m.get("content") or "").strip()
+            out.append({"role": "assistant", "content": f"{text}\n[called tools: {calls}]".strip()})
+        elif m["role"] == "tool":
+            out.append({"role": "user", "content": f"Tool result: {m.get('content') or ''}"})
+        else:
+            out.append(m)
+    return out
+
+
+def uses_tool_api(model: Model, tools: ToolRegistry) -> bool:
+    return bool(model.supports_tools and len(tools))
+
+
+def react_protocol(model: Model, tools: ToolRegistry) -> str:
+    """What the system prompt adds so a model without a tools API can still call tools."""
+    if len(tools) and not uses_tool_api(model, tools):
+        return prompts.EXECUTOR_REACT.format(tools=tools.describe())
+    return ""
+
+
+OnToolCall = Callable[[str, str, str], None]
+
+
+@dataclass
+class LoopResult:
+    messages: list[Message]  # the transcript, the last reply included
+    text: str  # the last reply
+    answered: bool  # False: the step limit ended the loop
+    steps: int
+    tool_calls: int
+
+
+async def tool_loop(
+    model: Model,
+    tools: ToolRegistry,
+    messages: list[Message],
+    *,
+    role: str,
+    max_steps: int,
+    temperature: float | None = None,
+    top_p: float | None = None,
+    max_tokens: int | None = None,
+    on_tool_call: OnToolCall | None = None,
+) -> LoopResult:
+    """Call the model until it replies without asking for a tool, or `max_steps` replies.
+    `messages` grows with the transcript; `on_tool_call(tool, arguments, result)` hears every
+    call (traces record them). Model and budget errors propagate."""
+    api = uses_tool_api(model, tools)
+    steps = tool_calls = 0
+    text = ""
+    while steps < max_steps:
+        resp = await call_model(model, ModelRequest(
+            messages=messages, tools=tools.openai_specs() if api else None,
+            tool_choice="auto" if api else None, role=role, temperature=temperature,
+            top_p=top_p, max_tokens=max_tokens,
+        ))  # fmt: skip
+        steps += 1
+        text = resp.content or ""
+        if resp.tool_calls:
+            messages.append({
+                "role": "assistant",
+                "content": text,
+                "tool_calls": [
+                    {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}
+                    for tc in resp.tool_calls
+                ],
+            })  # fmt: skip
+            for tc in resp.tool_calls:
+                result = await tools.call(tc.name, tc.arguments)
+                tool_calls += 1
+                if on_tool_call is not None:
+                    on_tool_call(tc.name, tc.arguments, result)
+                messages.append({"role": "tool", "tool_call_id": tc.id, "content": result})
+            continue
+        action = None if api or not len(tools) else parse_react(text)
+        if action is not None:
+            result = await tools.call(*action)
+            tool_calls += 1
+            if on_tool_call is not None:
+                on_tool_call(*action, result)
+            messages.append({"role": "assistant", "content": text})
+            messages.append({"role": "user", "content": f"Observation: {result}"})
+            continue
+        messages.append({"role": "assistant", "content": text})
+        return LoopResult(messages, text, True, steps, tool_calls)
+    messages.append({
+        "role": "user",
+        "content": f"You reached the limit of {max_steps} steps; no more tool calls.",
+    })  # fmt: skip
+    return LoopResult(messages, text, False, steps, tool_calls)
