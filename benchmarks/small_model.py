@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from verimap.cli.eval import _own_sandbox
+from verimap.config import RunConfig
 from verimap.evals.benchmarks import Benchmark, EvalTask, get_benchmark
 from verimap.evals.data import DataSource
 from verimap.evals.methods import METHODS, method_config
@@ -375,7 +376,8 @@ def make_header(
         f"- tasks: GSM8K test and HumanEval items {window}, N = {args.gsm8k} and "
         f"{args.humaneval}; one task at a time on one local server; sandbox: {args.sandbox}\n"
         f"- sampling: {sampling}\n"
-        f"- verimap: {args.max_retries} retries x {args.max_iterations} iterations "
+        f"- verimap: {args.max_retries} retries x {args.max_iterations} iterations, "
+        f"agreement {args.agreement} "
         f"(react is one pass by definition)\n"
         f"- run directories (results.jsonl, traces): `{runs_dir}`"
     )
@@ -466,6 +468,7 @@ def main(argv: list[str] | None = None) -> int:
         **default_sampling(model=args.model),
         "max_retries": args.max_retries,
         "max_iterations": args.max_iterations,
+        "agreement": args.agreement,
     }
     command = sys.argv if argv is None else ["benchmarks/small_model.py", *argv]
     header = make_header(args, config, runs_dir, ["python3", *command])
@@ -527,6 +530,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--max-retries", type=int, default=3, help="verimap's attempts per node")
     p.add_argument("--max-iterations", type=int, default=5, help="verimap's plans per task")
+    p.add_argument(
+        "--agreement",
+        type=int,
+        default=RunConfig.model_fields["agreement"].default,
+        help="VF-passing samples that must agree on a numeric final answer (1: the first)",
+    )
     p.add_argument("--sandbox", default="docker", choices=KINDS)
     p.add_argument("--data-dir", default=None, help="benchmark data [as verimap eval]")
     p.add_argument("--runs-dir", default=None, help="[runs/bench-small-TIME]")
@@ -534,8 +543,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--out", default="eval/small-model.md", help="Markdown table ('' for none)")
     args = p.parse_args(argv)
     counts = (args.gsm8k, args.humaneval, args.offset)
-    if min(counts) < 0 or min(args.max_retries, args.max_iterations) < 1:
-        p.error("counts and --offset must be >= 0, retries and iterations >= 1")
+    if min(counts) < 0 or min(args.max_retries, args.max_iterations, args.agreement) < 1:
+        p.error("counts and --offset must be >= 0; retries, iterations and agreement >= 1")
     return args
 
 
