@@ -513,7 +513,7 @@ class LLMPlanner:
             return None
         if self.check(plan):
             return None
-        reasons = {}
+        reasons: dict[str, str] = {}
         for p in problems:
             m = _VF_PROBLEM.match(p)
             if m:
@@ -603,10 +603,12 @@ class TemplatePlanner:
     """
 
     def __init__(self, template: Plan | dict[str, Any] | Callable[[str], Plan | dict[str, Any]]):
-        self._fn = (
-            template if callable(template) and not isinstance(template, Plan | dict) else None
-        )
-        self._plan = None if self._fn else parse_plan(template)  # type: ignore[arg-type]
+        self._fn: Callable[[str], Plan | dict[str, Any]] | None = None
+        self._plan: Plan | None = None
+        if isinstance(template, Plan | dict):
+            self._plan = parse_plan(template)
+        else:
+            self._fn = template
 
     async def plan(self, task: str) -> Plan:
         if self._fn is not None:
