@@ -15,10 +15,13 @@ demo: setup
 test:
 	VERIMAP_LOCAL_MODEL=$${VERIMAP_LOCAL_MODEL:-qwen2.5-coder-0.5b} bash scripts/setup.sh
 	verimap model pull --model qwen2.5-coder-1.5b
+	$(MAKE) lint
 	CI=$${CI:-true} python3 -m pytest
 
+# Style, formatting and types (mypy on the library); part of `make test`, so CI runs it.
 lint:
 	ruff check verimap sandbox tests benchmarks && ruff format --check verimap sandbox tests benchmarks
+	mypy
 
 bench:
 	python3 benchmarks/coordinator.py

@@ -17,11 +17,12 @@ import asyncio
 import statistics
 import time
 
+from verimap.cli import log_to_stderr
+from verimap.endpoint import resolve_local
 from verimap.evals.data import load_gsm8k, resolve
 from verimap.evals.scoring import score_gsm8k
 from verimap.executor import Executor
 from verimap.llm.base import ModelRequest
-from verimap.llm.endpoint import resolve_local
 from verimap.llm.openai_model import OpenAIModel
 from verimap.llm.structured import request_structured
 from verimap.local import server
@@ -91,6 +92,7 @@ async def main() -> None:
     ap.add_argument("--model", default="qwen2.5-coder-0.5b")
     ap.add_argument("--problems", type=int, default=4, help="GSM8K problems per strategy (0: skip)")
     args = ap.parse_args()
+    log_to_stderr()
     choice = resolve_local(args.model)
     items = load_gsm8k(resolve("gsm8k"))[: args.problems] if args.problems else []
     rows: dict[str, dict] = {}

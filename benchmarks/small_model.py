@@ -43,8 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verimap.cli import log_to_stderr
 from verimap.cli.eval import _own_sandbox
 from verimap.config import RunConfig
+from verimap.endpoint import connect, default_sampling
 from verimap.evals.benchmarks import Benchmark, EvalTask, get_benchmark
 from verimap.evals.data import DataSource
 from verimap.evals.methods import METHODS, method_config
@@ -52,7 +54,6 @@ from verimap.evals.runner import ERRORS, RESULTS, ResultsLog, run_eval
 from verimap.evals.scoring import Score, score_gsm8k
 from verimap.events import FINISH, PLAN_FALLBACK, RUN_START, Event, JsonlTraceWriter
 from verimap.llm.base import Model, ModelRequest
-from verimap.llm.endpoint import connect, default_sampling
 from verimap.result import RunResult
 from verimap.sandbox import KINDS, get_sandbox
 from verimap.sandbox.base import Sandbox
@@ -459,6 +460,7 @@ async def run_jobs(
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    log_to_stderr()
     methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     unknown = [m for m in methods if m != BARE and m not in METHODS]
     if unknown:

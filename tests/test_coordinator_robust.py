@@ -186,7 +186,7 @@ async def test_retries_sample_at_the_retry_temperature():
 
 
 def test_the_local_model_samples_retries_and_an_endpoint_keeps_its_defaults(monkeypatch):
-    from verimap.llm.endpoint import default_sampling
+    from verimap.endpoint import default_sampling
 
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from verimap.env import EnvError, getenv, getenv_float, getenv_int
@@ -43,7 +41,7 @@ def test_a_bad_number_names_the_variable(monkeypatch):
 
 @pytest.mark.parametrize("blank", BLANK)
 def test_blank_n_ctx_and_max_tokens_use_the_defaults(monkeypatch, blank):
-    from verimap.llm.endpoint import local_max_tokens
+    from verimap.endpoint import local_max_tokens
     from verimap.local.server import DEFAULT_N_CTX, default_n_ctx
 
     monkeypatch.setenv("VERIMAP_N_CTX", blank)
@@ -63,9 +61,10 @@ def test_a_non_numeric_n_ctx_is_a_server_error_naming_the_variable(monkeypatch):
 
 
 def test_blank_directories_fall_back_to_the_defaults(monkeypatch, tmp_path):
+    from verimap.evals.data import resolve
     from verimap.evals.retrieval import default_cache_dir
     from verimap.local import catalog
-    from verimap.sandbox import humaneval, image
+    from verimap.sandbox import image
 
     monkeypatch.setenv("HOME", str(tmp_path))
     for name in ("VERIMAP_CACHE_DIR", "VERIMAP_STATE_DIR", "VERIMAP_CACHE", "VERIMAP_DATA"):
@@ -76,7 +75,7 @@ def test_blank_directories_fall_back_to_the_defaults(monkeypatch, tmp_path):
     assert catalog.state_dir() == tmp_path / ".local" / "state" / "verimap"
     assert default_cache_dir() == tmp_path / ".cache" / "verimap" / "retrieval"
     assert image.cache_dir() == tmp_path / ".cache" / "verimap" / "sandbox"
-    assert humaneval.data_dir() != Path(" ")
+    assert resolve("humaneval").origin != "env"
 
 
 def test_a_blank_docker_host_means_the_local_daemon(monkeypatch):

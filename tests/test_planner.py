@@ -312,6 +312,29 @@ async def test_unambiguous_bare_input_names_are_resolved_and_ambiguous_ones_repo
     }
     assert resolve_bare_inputs(twice)["nodes"][2]["inputs"] == ["g"]
     assert resolve_bare_inputs(["not", "a", "plan"]) == ["not", "a", "plan"]
+    by_node = {"nodes": [n("a", ["USER_TASK"], ["g"]), n("b", ["a"], ["z"])]}
+    assert resolve_bare_inputs(by_node)["nodes"][1]["inputs"] == ["a.g"]
+    two_outputs = {"nodes": [n("a", ["USER_TASK"], ["g", "h"]), n("b", ["a"], ["z"])]}
+    assert resolve_bare_inputs(two_outputs)["nodes"][1]["inputs"] == ["a"]
+
+
+async def test_a_repair_that_brings_back_the_same_problems_is_sampled_once_then_given_up():
+    """Four rounds of the same invalid plan cost the 1.5B six minutes before the fallback."""
+    bad_ref = json.loads(json.dumps(GOOD))
+    bad_ref["nodes"][-1]["inputs"] = ["USER_TASK", "nowhere.x"]
+    variants = []
+    for i in range(4):
+        v = json.loads(json.dumps(bad_ref))
+        v["nodes"][0]["name"] = f"try {i}"  # different text, the same problems
+        variants.append(v)
+    m = ScriptedModel([*variants, GOOD])
+    planner = LLMPlanner(m, temperature=0.0, repeat_temperature=0.7, max_repairs=4)
+    plan = await planner.plan("t")
+    assert [r.temperature for r in m.requests] == [0.0, 0.0, 0.7]
+    assert "same problems came back" in plan.fallback_reason and "nowhere" in plan.fallback_reason
+    strict = LLMPlanner(ScriptedModel(variants), temperature=0.0, max_repairs=4, fallback=False)
+    with pytest.raises(PlanningError, match="same problems came back"):
+        await strict.plan("t")
 
 
 async def test_a_planner_without_vfs_neither_asks_for_nor_keeps_them():

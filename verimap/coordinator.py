@@ -19,6 +19,7 @@ import traceback
 import uuid
 from collections import Counter
 from collections.abc import Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,7 @@ from verimap.planner import (
     PlanningError,
     invalid_plan_hook,
 )
-from verimap.result import AttemptReport, NodeReport, RunResult, clip
+from verimap.result import AttemptReport, ErrorKind, NodeReport, RunResult, RunStatus, clip
 from verimap.sandbox.base import Outcome, Sandbox, SandboxUnavailable
 from verimap.tools import ToolRegistry, default_tools
 from verimap.verifier import Verifier
@@ -244,17 +245,17 @@ class Coordinator:
         return asyncio.run(self.run(task, **kw))
 
     # -- internals ----------------------------------------------------------
-    def _result(self, st: _RunState, status: str, *, final: str | None = None,
+    def _result(self, st: _RunState, status: RunStatus, *, final: str | None = None,
                 final_output: dict | None = None, error: str | None = None,
-                error_kind: str | None = None) -> RunResult:  # fmt: skip
+                error_kind: ErrorKind | None = None) -> RunResult:  # fmt: skip
         verified = status == "success"
         if final_output is None and status != "budget_exhausted":
             final_output = st.best
         return RunResult(
-            run_id=st.run_id, task=st.task, status=status, final_node=final, final_output=final_output,  # type: ignore[arg-type]
+            run_id=st.run_id, task=st.task, status=status, final_node=final, final_output=final_output,
             nodes=st.reports, iterations=st.iteration, retries=st.retries, plans=list(st.plans), error=error,
             verified=verified, fallback_iterations=list(st.fallbacks), dropped_vfs=list(st.dropped),
-            error_kind=error_kind,  # type: ignore[arg-type]
+            error_kind=error_kind,
         )  # fmt: skip
 
     @staticmethod
@@ -326,7 +327,9 @@ class Coordinator:
             if self.config.unverified_answer == "last":
                 return dict(rep.outputs)
             typed = [a for a in rep.attempts if a.outputs and a.error is None]
-            answers = [a.outputs for a in typed if a.passed] or [a.outputs for a in typed]
+            answers = [a.outputs or {} for a in typed if a.passed] or [
+                a.outputs or {} for a in typed
+            ]
             return plurality(answers)[0] if answers else dict(rep.outputs)
         for aid in reversed(plan.topological_order()):
             arep = st.reports.get(aid)
@@ -442,9 +445,9 @@ class Coordinator:
                 if not running:
                     break
                 done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-                for t in sorted(done, key=lambda t: order[running[t]]):
-                    nid = running.pop(t)
-                    report, inputs = t.result()
+                for fut in sorted(done, key=lambda f: order[running[f]]):
+                    nid = running.pop(fut)
+                    report, inputs = fut.result()
                     status[nid] = report.status
                     if report.status in _DONE:
                         values[nid] = report.outputs or {}
@@ -455,8 +458,8 @@ class Coordinator:
                     elif failure is None:
                         failure = self._failure(plan, by_id[nid], inputs, report, st, status)
         finally:
-            for t in running:
-                t.cancel()
+            for fut in running:
+                fut.cancel()
             if running:
                 await asyncio.gather(*running, return_exceptions=True)
         for nid, s in status.items():
@@ -485,6 +488,12 @@ class Coordinator:
             outputs=last.outputs if last else None, error=last.error if last else None,
             verdicts=judged[-1].verdicts if judged else [], attempts=len(cur), ancestors=ancestors,
         )  # fmt: skip
+
+    def _tool_event(
+        self, st: _RunState, node_id: str, attempt: int, tool: str, args: str, result: str
+    ) -> None:
+        self._emit(st, ev.TOOL_CALL, node_id, attempt, tool=tool, arguments=clip(args, 2000),
+                   result=clip(result, 2000))  # fmt: skip
 
     def _votes_needed(self, plan: Plan, node: Node) -> int:
         """How many VF-passing attempts must give the same answer: `agreement` for a final node
@@ -530,10 +539,7 @@ class Coordinator:
             self._emit(st, ev.ATTEMPT, node.id, attempt)
             out = await self.executor.execute(
                 node, inputs, feedback, context, input_types,
-                on_tool_call=lambda tool, args, result, a=attempt: self._emit(
-                    st, ev.TOOL_CALL, node.id, a, tool=tool, arguments=clip(args, 2000),
-                    result=clip(result, 2000),
-                ),
+                on_tool_call=partial(self._tool_event, st, node.id, attempt),
                 sample=bool(passing) and feedback is None,
             )  # fmt: skip
             rec = AttemptReport(
@@ -631,7 +637,7 @@ def build(
     tools = tools if tools is not None else default_tools(sandbox)
     planner = planner or LLMPlanner(
         models["planner"], tools, demo=demo, temperature=config.temperature,
-        think_first=config.plan_reasoning,
+        write_vfs=config.verification == "full", think_first=config.plan_reasoning,
     )  # fmt: skip
     executor = Executor(
         models["executor"], tools, max_steps=config.executor_max_steps,

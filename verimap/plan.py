@@ -412,7 +412,7 @@ def check_plan(plan: Plan) -> list[str]:
         if (t, s) in {(p, n.id) for n in plan.nodes for p in n.parent_ids()}:
             problems.append(f"edge {s}->{t} contradicts the inputs of {s!r}, which read from {t!r}")
 
-    ts = graphlib.TopologicalSorter()
+    ts: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()
     for nid in by_id:
         ts.add(nid)
     for s, t in known_edges:
@@ -462,7 +462,7 @@ def parse_plan(data: str | bytes | Mapping[str, Any] | Plan) -> Plan:
         raise PlanError(problems)
     implied = {(p, n.id) for n in plan.nodes for p in n.parent_ids()}
     explicit = {e.as_tuple() for e in plan.edges}
-    plan.edges = [Edge(source=s, target=t) for s, t in sorted(explicit | implied)]
+    plan.edges = [Edge.model_validate({"from": s, "to": t}) for s, t in sorted(explicit | implied)]
     return plan
 
 

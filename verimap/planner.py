@@ -175,27 +175,37 @@ def repeated_failure_problems(previous: Plan, plan: Plan, failure: FailureContex
 
 def resolve_bare_inputs(raw: Any) -> Any:
     """Rewrite an input naming a bare output (`"total"`) to `"<node>.total"` when exactly one
-    other node outputs it. Small models write bare names and repeat them through every repair;
-    the rewrite is unambiguous, and anything else is left for the validator to report."""
+    other node outputs it, and an input naming another node (`"add"`) to `"add.<output>"` when
+    that node has exactly one output. Small models write bare names and repeat them through
+    every repair; the rewrites are unambiguous, and anything else is left for the validator."""
     if not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list):
         return raw
     nodes = [n for n in raw["nodes"] if isinstance(n, dict)]
     owners: dict[str, list[str]] = {}
+    single: dict[str, str] = {}
     for n in nodes:
-        for o in n.get("outputs") or []:
-            if isinstance(o, str) and isinstance(n.get("id"), str):
-                owners.setdefault(o, []).append(n["id"])
+        if not isinstance(n.get("id"), str):
+            continue
+        outs = [o for o in n.get("outputs") or [] if isinstance(o, str)]
+        for o in outs:
+            owners.setdefault(o, []).append(n["id"])
+        if len(outs) == 1:
+            single[n["id"]] = outs[0]
+
+    def resolve(ref: Any, me: Any) -> Any:
+        if not isinstance(ref, str) or ref == USER_TASK or "." in ref:
+            return ref
+        ids = [i for i in owners.get(ref, []) if i != me]
+        if len(ids) == 1:
+            return f"{ids[0]}.{ref}"
+        if not ids and ref != me and ref in single:
+            return f"{ref}.{single[ref]}"
+        return ref
+
     for n in nodes:
         inputs = n.get("inputs")
-        if not isinstance(inputs, list):
-            continue
-        n["inputs"] = [
-            f"{ids[0]}.{r}"
-            if isinstance(r, str) and r != USER_TASK and "." not in r
-            and len(ids := [i for i in owners.get(r, []) if i != n.get("id")]) == 1
-            else r
-            for r in inputs
-        ]  # fmt: skip
+        if isinstance(inputs, list):
+            n["inputs"] = [resolve(r, n.get("id")) for r in inputs]
     return raw
 
 
@@ -410,9 +420,12 @@ class LLMPlanner:
         challenged: Plan | None = None
         responses: list[ModelResponse] = []
         problems: list[str] = []
+        seen_problems: list[list[str]] = []
+        stalled = False
         temperature = self.temperature
         for _ in range(self.max_repairs + 1):
             fresh_challenge = False
+            sampled = (temperature or 0.0) >= self.repeat_temperature
             resp = await call_model(
                 self.model,
                 ModelRequest(
@@ -468,6 +481,15 @@ class LLMPlanner:
                 hook(problems, resp.content)
             if challenged is not None and not fresh_challenge:
                 return challenged
+            if problems in seen_problems:
+                # The repair changed nothing the validator sees: once more, sampled more
+                # freely; after that every round costs a whole plan (minutes on a small
+                # model) and the fallback plan is the better use of the time.
+                if sampled:
+                    stalled = True
+                    break
+                temperature = max(temperature or 0.0, self.repeat_temperature)
+            seen_problems.append(problems)
             # Only the latest rejected reply goes back, so the prompt stays bounded; a reply cut
             # at the limit is usually a repetition loop, and showing it primes another one.
             shown = resp.content or ""
@@ -484,9 +506,12 @@ class LLMPlanner:
         salvaged = self._salvage(raw, problems)
         if salvaged is not None:
             return salvaged
-        raise PlanningError(
-            f"no valid plan after {self.max_repairs} repair(s); last problems:", problems, responses
+        why = (
+            "the same problems came back after a sampled repair"
+            if stalled
+            else f"no valid plan after {self.max_repairs} repair(s)"
         )
+        raise PlanningError(f"{why}; last problems:", problems, responses)
 
     def _salvage(self, raw: Any, problems: list[str]) -> Plan | None:
         """The last plan without the Python VFs its remaining problems name, when those VFs are
@@ -513,7 +538,7 @@ class LLMPlanner:
             return None
         if self.check(plan):
             return None
-        reasons = {}
+        reasons: dict[str, str] = {}
         for p in problems:
             m = _VF_PROBLEM.match(p)
             if m:
@@ -603,10 +628,12 @@ class TemplatePlanner:
     """
 
     def __init__(self, template: Plan | dict[str, Any] | Callable[[str], Plan | dict[str, Any]]):
-        self._fn = (
-            template if callable(template) and not isinstance(template, Plan | dict) else None
-        )
-        self._plan = None if self._fn else parse_plan(template)  # type: ignore[arg-type]
+        self._fn: Callable[[str], Plan | dict[str, Any]] | None = None
+        self._plan: Plan | None = None
+        if isinstance(template, Plan | dict):
+            self._plan = parse_plan(template)
+        else:
+            self._fn = template
 
     async def plan(self, task: str) -> Plan:
         if self._fn is not None:

@@ -72,7 +72,7 @@ def judge_vf(
     if isinstance(job, ExecResult):
         return job
     out, err = io.StringIO(), io.StringIO()
-    w.CANDIDATE_ROOT = _candidate_root()
+    vars(w)["CANDIDATE_ROOT"] = _candidate_root()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             rec = w._child_vf(job, w.vf_namespace(policy))
@@ -201,9 +201,10 @@ class ScriptedWorld:
             return {"passed": passed, "explanation": why}
         m = _SUBTASK.search(user)
         text = _TEXT_SUBTASK.search(user) if m is None else None
-        if m is None and text is None:
+        found = m or text
+        if found is None:
             raise LookupError("ScriptedWorld: unrecognised executor prompt")
-        node_id = self._node_for((m or text).group(1))  # type: ignore[union-attr]
+        node_id = self._node_for(found.group(1))
         k = self.executor_calls[node_id]
         self.executor_calls[node_id] += 1
         self.executor_prompts[node_id].append(user)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
@@ -131,7 +132,7 @@ class Verifier:
         if not vfs:
             return VerificationReport(passed=True, verdicts=[], score=1.0)
         python = [v for v in vfs if isinstance(v, PythonVF)]
-        judged = [v for v in vfs if not isinstance(v, PythonVF)]
+        judged = [v for v in vfs if isinstance(v, LLMVF)]
         first = await self._gather(node, python, inputs, outputs)
         if (
             judged
@@ -145,22 +146,24 @@ class Verifier:
                 for v in judged
             ]  # fmt: skip
         elif self.batch_judge and len(judged) > 1 and self.judge_model is not None:
-            rest = await self.run_judge_many(node, judged, inputs, outputs)  # type: ignore[arg-type]
+            rest = await self.run_judge_many(node, judged, inputs, outputs)
         else:
             rest = await self._gather(node, judged, inputs, outputs)
         by_name = {v.name: v for v in [*first, *rest]}
         return self.aggregate([by_name[v.name] for v in vfs])
 
     async def _gather(
-        self, node: Node, vfs: list[PythonVF | LLMVF], inputs: dict, outputs: dict
+        self, node: Node, vfs: Sequence[PythonVF | LLMVF], inputs: dict, outputs: dict
     ) -> list[VFVerdict]:
         verdicts = await asyncio.gather(
             *(self._run_one(node, vf, inputs, outputs) for vf in vfs), return_exceptions=True
         )
+        out: list[VFVerdict] = []
         for v in verdicts:
             if isinstance(v, BaseException):
                 raise v
-        return list(verdicts)  # type: ignore[arg-type]
+            out.append(v)
+        return out
 
     async def vacuous_vfs(self, plan: Plan, task: str) -> list[tuple[str, str]]:
         """(node, VF) of every Python VF that passes both on null outputs of the declared types
@@ -231,8 +234,10 @@ class Verifier:
     ) -> Any:
         """Think in free text, then answer in the schema (small models judge badly when made to
         reason inside JSON). Model and format failures propagate to the caller."""
+        model = self.judge_model
+        if model is None:  # the callers answer without a judge before asking
+            raise ValueError("no judge model configured")
         if self.judge_reasoning and len(self.tools):
-            model: Model = self.judge_model  # type: ignore[assignment]
             system = (
                 messages[0]["content"] + prompts.JUDGE_TOOLS + react_protocol(model, self.tools)
             )
@@ -244,7 +249,7 @@ class Verifier:
             messages = [*flatten_tool_messages(loop.messages), {"role": "user", "content": final}]
         elif self.judge_reasoning:
             thought = await call_model(
-                self.judge_model,  # type: ignore[arg-type]
+                model,
                 ModelRequest(messages=messages, role=JUDGE, temperature=self.temperature,
                              max_tokens=self.max_tokens),
             )  # fmt: skip
@@ -254,7 +259,7 @@ class Verifier:
                 {"role": "user", "content": final},
             ]
         value, _ = await request_structured(
-            self.judge_model, messages, schema, role=JUDGE, schema_name=name,  # type: ignore[arg-type]
+            model, messages, schema, role=JUDGE, schema_name=name,
             temperature=self.temperature, max_tokens=self.max_tokens,
         )  # fmt: skip
         return value

@@ -48,7 +48,7 @@ def test_run_prints_the_report_and_report_reprints_it(tmp_path):
     assert (tmp_path / "report.md").read_text().strip() == again.output.strip()
 
 
-def test_runs_on_committed_samples_without_data_dir(tmp_path, monkeypatch):
+def test_runs_on_committed_data_without_data_dir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = invoke("-b", "humaneval", "-m", "verimap", "-n", "2", *FACTORY)
     assert r.exit_code == 0, r.output
@@ -199,8 +199,8 @@ def test_an_endpoint_outage_is_errored_not_scored_and_a_resume_scores_it(
 ):
     from functools import partial
 
+    from verimap import endpoint as ep
     from verimap.evals.benchmarks import get_benchmark
-    from verimap.llm import endpoint as ep
 
     monkeypatch.setattr(
         ep,

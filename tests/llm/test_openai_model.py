@@ -244,7 +244,7 @@ async def test_max_tokens_cap_bounds_every_request(http_server, monkeypatch):
     await fast(http_server.url).request(ask(max_tokens=2048))
     assert [r.get("max_tokens") for r in http_server.requests] == [1024, 100, 1024, 2048]
 
-    from verimap.llm.endpoint import local_max_tokens
+    from verimap.endpoint import local_max_tokens
 
     monkeypatch.delenv("VERIMAP_LOCAL_MAX_TOKENS", raising=False)
     assert local_max_tokens() == 1024

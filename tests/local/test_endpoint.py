@@ -6,15 +6,15 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from verimap.llm.base import ModelError
-from verimap.llm.endpoint import (
+from verimap.cli import endpoint_options
+from verimap.endpoint import (
     LOCAL_TEMPERATURE,
     connect,
     default_temperature,
-    endpoint_options,
     is_remote,
     resolve_local,
 )
+from verimap.llm.base import ModelError
 from verimap.llm.openai_model import OpenAIModel
 
 

@@ -13,8 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from verimap.cli import main
+from verimap.endpoint import connect
 from verimap.llm.base import ModelError, ModelRequest
-from verimap.llm.endpoint import connect
 from verimap.local import server
 
 pytestmark = pytest.mark.localmodel

@@ -60,10 +60,12 @@ def any_sandbox(request):
 
 
 def humaneval_file():
-    """HumanEval data, located like the eval helper does: $VERIMAP_DATA or ../shared/datasets."""
-    from verimap.sandbox.humaneval import HUMANEVAL_FILE, data_dir
+    """The whole HumanEval, resolved as the eval harness does (never the 10-task sample)."""
+    from verimap.evals.data import MANIFEST, DataError, resolve
 
-    base = data_dir()
-    path = base / HUMANEVAL_FILE if base else None
-    need(path is not None and path.is_file(), f"HumanEval data not found ({HUMANEVAL_FILE})")
-    return path
+    try:
+        src = resolve("humaneval")
+    except DataError as e:
+        need(False, str(e))
+    need(not src.is_sample, f"only the HumanEval sample was found ({src.root})")
+    return src.files[MANIFEST["humaneval"][0]]

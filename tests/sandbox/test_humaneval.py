@@ -6,7 +6,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from verimap.sandbox.humaneval import estimate_pass_at_k, load_problems, score_samples
+from verimap.evals.humaneval import estimate_pass_at_k, load_problems, score_samples
 
 from .conftest import humaneval_file
 

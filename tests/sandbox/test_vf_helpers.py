@@ -7,8 +7,8 @@ from fractions import Fraction
 
 import pytest
 
+from verimap.evals.humaneval import load_problems
 from verimap.sandbox import Outcome
-from verimap.sandbox.humaneval import load_problems
 from verimap.sandbox.policy import VF_HELPERS, task_examples
 from verimap.sandbox.worker_module import worker
 

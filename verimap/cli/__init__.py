@@ -4,6 +4,11 @@ so `verimap --help` stays fast and one area's heavy imports never slow another."
 from __future__ import annotations
 
 import importlib
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import click
 
@@ -34,6 +39,54 @@ def sandbox_option(dest: str = "sandbox_kind"):
     )
 
 
+def endpoint_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the endpoint-choosing options to a click command (passed as keyword arguments)."""
+    opts = [
+        click.option(
+            "--model",
+            default=None,
+            help="Model for every role: a local catalog name (qwen2.5-coder-1.5b, qwen2.5-coder-0.5b, "
+            "'local') or a model name at the configured endpoint (e.g. gpt-4o-mini).",
+        ),
+        click.option("--planner-model", default=None, help="Planner model at the endpoint."),
+        click.option("--executor-model", default=None, help="Executor model at the endpoint."),
+        click.option("--judge-model", default=None, help="Judge model at the endpoint."),
+        click.option(
+            "--base-url",
+            default=None,
+            help="OpenAI-compatible endpoint URL (default: $OPENAI_BASE_URL; none: the local model).",
+        ),
+        click.option(
+            "--keep-server/--no-keep-server",
+            default=False,
+            help="Keep the local model server running after the command, for reuse.",
+        ),
+        click.option(
+            "--model-file",
+            type=click.Path(dir_okay=False, path_type=Path),
+            default=None,
+            help="Serve this GGUF file locally instead of a catalog model ($VERIMAP_MODEL_FILE).",
+        ),
+    ]
+    for opt in reversed(opts):
+        f = opt(f)
+    return f
+
+
+class _StderrNotes(logging.StreamHandler):
+    pass
+
+
+def log_to_stderr(level: int = logging.INFO) -> None:
+    """Show verimap's progress notes (local server started, reused, restarted) on stderr."""
+    logger = logging.getLogger("verimap")
+    if not any(isinstance(h, _StderrNotes) for h in logger.handlers):
+        handler = _StderrNotes(sys.stderr)
+        handler.setFormatter(logging.Formatter("verimap: %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(level)
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(SUBCOMMANDS)
@@ -50,3 +103,4 @@ class LazyGroup(click.Group):
 @click.version_option(package_name="verimap")
 def main() -> None:
     """verimap: verification-aware multi-agent planning."""
+    log_to_stderr()

@@ -21,9 +21,8 @@ from typing import Any
 
 import click
 
-from verimap.cli import sandbox_option
+from verimap.cli import endpoint_options, sandbox_option
 from verimap.evals.methods import METHODS
-from verimap.llm.endpoint import endpoint_options
 
 ENDPOINT_KEYS = (
     "model",
@@ -241,7 +240,7 @@ def _drop_config_models_without_endpoint(endpoint: dict[str, Any], from_config: 
     if not role_keys or "base_url" in endpoint or "model_file" in endpoint:
         return
     try:
-        from verimap.llm.endpoint import is_remote
+        from verimap.endpoint import is_remote
     except ImportError:
         return
     if is_remote(None, None):  # OPENAI_BASE_URL or OPENAI_API_KEY: the names are served there
@@ -293,7 +292,7 @@ def run_command(**kw: Any) -> int:
         click.echo(
             f"note: using the committed {bench_name} sample in {bench.source.root}", err=True
         )
-    endpoint = {k: kw.get(k) for k in ENDPOINT_KEYS if kw.get(k) is not None}
+    endpoint: dict[str, Any] = {k: kw.get(k) for k in ENDPOINT_KEYS if kw.get(k) is not None}
     _drop_config_models_without_endpoint(endpoint, kw.get("from_config") or set())
     fixed = [
         k for k in ("max_retries", "max_iterations")
@@ -305,7 +304,7 @@ def run_command(**kw: Any) -> int:
         )
     concurrency = kw.get("max_concurrency")
     if not kw.get("models_factory"):
-        from verimap.llm.endpoint import default_sampling
+        from verimap.endpoint import default_sampling
 
         local = default_sampling(**endpoint)
         if local and "temperature" not in run_config:
@@ -332,7 +331,7 @@ def run_command(**kw: Any) -> int:
             warnings.simplefilter("ignore", RuntimeWarning)
             sandbox = _own_sandbox(get_sandbox, kw.get("sandbox_kind") or "auto")
         async with sandbox:
-            common = dict(
+            common: dict[str, Any] = dict(
                 runs=kw.get("runs") or 1,
                 limit=kw.get("limit"),
                 sample=kw.get("sample"),
@@ -345,7 +344,7 @@ def run_command(**kw: Any) -> int:
             if kw.get("models_factory"):
                 models = _load_factory(kw["models_factory"])(bench_name, kw.get("data_dir"))
                 return await run_eval(bench, method, models, sandbox, out, **common)
-            from verimap.llm.endpoint import connect
+            from verimap.endpoint import connect
 
             async with connect(**endpoint) as models:
                 return await run_eval(bench, method, models, sandbox, out, **common)

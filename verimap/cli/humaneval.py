@@ -44,8 +44,9 @@ def score(
     out: Path | None,
 ) -> None:
     """Score SAMPLES.jsonl ({task_id, completion} per line); prints pass@k as JSON."""
+    from verimap.evals.data import DataError, read_jsonl
+    from verimap.evals.humaneval import load_problems, score_samples
     from verimap.sandbox import SandboxUnavailable, get_sandbox
-    from verimap.sandbox.humaneval import load_problems, read_jsonl, score_samples
 
     try:
         k_values = [int(k) for k in ks.split(",") if k.strip()]
@@ -53,8 +54,8 @@ def score(
         raise click.BadParameter(f"--k must be comma-separated integers, got {ks!r}") from None
     try:
         probs = load_problems(problems)
-        rows = list(read_jsonl(samples))
-    except (FileNotFoundError, ValueError) as e:
+        rows = [r for _, r in read_jsonl(samples)]
+    except (DataError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     try:
         sandbox = get_sandbox(kind, shared=False)

@@ -6,6 +6,7 @@ import json
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -47,7 +48,7 @@ def pull(name: str, force: bool) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(as_json: bool) -> None:
     """Show the runtime, the pulled models and the servers verimap started."""
-    models = [
+    models: list[dict[str, Any]] = [
         {
             "name": m.name,
             "aliases": m.aliases,
@@ -104,7 +105,7 @@ def serve(
     chat_format: str | None,
 ) -> None:
     """Start (or reuse) a kept local server and print its URL."""
-    from verimap.llm.endpoint import resolve_local
+    from verimap.endpoint import resolve_local
 
     try:
         choice = resolve_local(name, model_file)

@@ -11,11 +11,10 @@ from typing import Any
 
 import click
 
-from verimap.cli import sandbox_option
+from verimap.cli import endpoint_options, sandbox_option
 from verimap.config import Budget, RunConfig
 from verimap.env import getenv
 from verimap.evals.methods import METHODS
-from verimap.llm.endpoint import endpoint_options
 from verimap.result import RunResult
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
@@ -25,7 +24,7 @@ EXIT_INFRA = 4
 
 def _connect(**endpoint: Any) -> AbstractAsyncContextManager[dict]:
     """The models for this command; tests replace this hook to inject scripted models."""
-    from verimap.llm.endpoint import connect
+    from verimap.endpoint import connect
 
     return connect(**endpoint)
 
@@ -198,17 +197,17 @@ def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, seq
     if method and plan_file:
         click.echo("error: --method and --plan-file exclude each other", err=True)
         sys.exit(EXIT_BAD_INPUT)
-    from verimap.llm.endpoint import default_sampling
+    from verimap.endpoint import default_sampling
 
-    sampling = default_sampling(**endpoint)
+    sampling: dict[str, Any] = default_sampling(**endpoint)
     if temperature is not None:
         sampling = {"temperature": temperature}
-    config = RunConfig(
-        max_retries=max_retries, max_iterations=max_iterations, max_parallel=max_parallel, sequential=sequential,
-        reuse_verified=not no_reuse, fail_accepted=fail_accepted, verification=verification,  # type: ignore[arg-type]
-        **sampling,
-        budget=Budget(max_llm_calls=max_calls, max_tokens=max_tokens, max_cost=max_cost, timeout_s=timeout),
-    )  # fmt: skip
+    config = RunConfig.model_validate({
+        "max_retries": max_retries, "max_iterations": max_iterations, "max_parallel": max_parallel,
+        "sequential": sequential, "reuse_verified": not no_reuse, "fail_accepted": fail_accepted,
+        "verification": verification, **sampling,
+        "budget": Budget(max_llm_calls=max_calls, max_tokens=max_tokens, max_cost=max_cost, timeout_s=timeout),
+    })  # fmt: skip
     planner = None
     if plan_file is not None:
         try:

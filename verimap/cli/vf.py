@@ -10,9 +10,8 @@ from typing import Any
 
 import click
 
-from verimap.cli import sandbox_option
+from verimap.cli import endpoint_options, sandbox_option
 from verimap.llm.base import ModelError
-from verimap.llm.endpoint import endpoint_options
 from verimap.plan import USER_TASK, PlanError, parse_plan
 from verimap.verifier import Verifier
 
@@ -21,7 +20,7 @@ EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
 def _connect(**endpoint: Any):
     """The judge's endpoint; tests replace this hook to inject a scripted model."""
-    from verimap.llm.endpoint import connect
+    from verimap.endpoint import connect
 
     return connect(**endpoint)
 

@@ -2,8 +2,9 @@
 
 The data directory is resolved in this order: an explicit `--data-dir`, the
 `VERIMAP_DATA` environment variable, `../shared/datasets` beside the checkout (or
-the current directory) when it exists, and last the small samples committed in
-the repository's `datasets/` folder, so a fresh clone can run the demo and tests.
+the current directory) when it exists, the full copies committed in `datasets/full`
+(GSM8K, HumanEval), and last the small samples committed in `datasets/` (the only
+MultiHopRAG a fresh clone has). Every reader of benchmark data resolves through here.
 An explicit directory is taken at its word: a missing file there is an error
 naming the file and where to put it, never a silent fall back to samples.
 """
@@ -52,6 +53,12 @@ def samples_dir() -> Path | None:
     return None
 
 
+def full_dir() -> Path | None:
+    """The committed byte-identical copies of whole data sets (`datasets/full`)."""
+    s = samples_dir()
+    return s / "full" if s is not None and (s / "full").is_dir() else None
+
+
 def _shared_dirs() -> list[Path]:
     seen: list[Path] = []
     for base in (_repo_root(), Path.cwd()):
@@ -67,7 +74,7 @@ class DataSource:
 
     benchmark: str
     root: Path
-    origin: str  # flag | env | shared | samples
+    origin: str  # flag | env | shared | full | samples
     files: dict[str, Path] = field(default_factory=dict)
 
     @property
@@ -114,8 +121,9 @@ def resolve(benchmark: str, data_dir: str | os.PathLike[str] | None = None) -> D
             raise DataError(_missing_message(benchmark, root, origin, missing))
         return DataSource(benchmark, root, origin, {r: root / r for r in rels})
     candidates = [(d, "shared") for d in _shared_dirs()]
-    s = samples_dir()
-    if s is not None:
+    if (full := full_dir()) is not None:
+        candidates.append((full, "full"))
+    if (s := samples_dir()) is not None:
         candidates.append((s, "samples"))
     for root, origin in candidates:
         if all((root / r).is_file() for r in rels):
@@ -183,7 +191,10 @@ def _bad(path: Path, where: str, err: Exception) -> DataError:
     return DataError(f"{path}: {where}: {err}")
 
 
-def _iter_jsonl(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
+def read_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number, record) for each non-blank line of a JSONL file, gzipped or not; a bad
+    line or an unreadable file is a DataError naming the file and the line."""
+    path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     try:
         with opener(path, "rt", encoding="utf-8") as f:
@@ -208,7 +219,7 @@ def _validate(model: type[BaseModel], obj: Any, path: Path, where: str) -> Any:
 
 def load_gsm8k(src: DataSource) -> list[GSM8KItem]:
     path = src.files["gsm8k/test.jsonl"]
-    items = [_validate(GSM8KItem, o, path, f"line {n}") for n, o in _iter_jsonl(path)]
+    items = [_validate(GSM8KItem, o, path, f"line {n}") for n, o in read_jsonl(path)]
     for i, it in enumerate(items, 1):
         if "####" not in it.answer:
             raise DataError(f"{path}: record {i}: answer has no '#### N' marker")
@@ -217,7 +228,7 @@ def load_gsm8k(src: DataSource) -> list[GSM8KItem]:
 
 def load_humaneval(src: DataSource) -> list[HumanEvalItem]:
     path = src.files["humaneval/HumanEval.jsonl.gz"]
-    return [_validate(HumanEvalItem, o, path, f"line {n}") for n, o in _iter_jsonl(path)]
+    return [_validate(HumanEvalItem, o, path, f"line {n}") for n, o in read_jsonl(path)]
 
 
 def _load_json_list(path: Path) -> list[Any]:

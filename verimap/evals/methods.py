@@ -108,10 +108,8 @@ def build_coordinator(
 ) -> Any:
     """A Coordinator wired for `method` (models keyed planner/executor/judge; judge defaults
     to the executor's model, as in `verimap.build`)."""
-    from verimap.coordinator import Coordinator
-    from verimap.executor import Executor
+    from verimap.coordinator import build
     from verimap.planner import LLMPlanner, TemplatePlanner
-    from verimap.verifier import Verifier
 
     m = get_method(method) if isinstance(method, str) else method
     needed = ["executor"] + (["planner"] if m.planner == "llm" else [])
@@ -129,15 +127,4 @@ def build_coordinator(
             models["planner"], tools, demo=demo, domain=domain, temperature=cfg.temperature,
             write_vfs=cfg.verification == "full", think_first=cfg.plan_reasoning,
         )  # fmt: skip
-    executor = Executor(
-        models["executor"],
-        tools,
-        max_steps=cfg.executor_max_steps,
-        temperature=cfg.temperature,
-        top_p=cfg.top_p,
-        retry_temperature=cfg.retry_temperature,
-        structured_io=cfg.structured_io,
-    )
-    judge = models.get("judge", models["executor"])
-    verifier = Verifier.from_config(sandbox, judge, cfg, tools=tools)
-    return Coordinator(planner, executor, verifier, config=cfg, events=events)
+    return build(models, sandbox, tools, cfg, planner=planner, events=events)

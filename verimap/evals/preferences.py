@@ -103,7 +103,7 @@ def _planner_tools(benchmark: str) -> ToolRegistry:
     corpus index, which it touches only when called, so no index is built for a prompt."""
     sandbox = _NoSandbox()
     if benchmark == "multihoprag":
-        return qa_tools(None)  # type: ignore[arg-type]
+        return qa_tools(None)
     return {"gsm8k": math_tools, "humaneval": programming_tools}[benchmark](sandbox)
 
 
@@ -186,7 +186,8 @@ def record_labels(record: dict[str, Any]) -> list[Label]:
         if record.get("verified")
         else ("failed" if record.get("status") == "failed" else None)
     )
-    return [*(["failed"] * (n - 1)), last]
+    earlier: list[Label] = ["failed"] * (n - 1)
+    return [*earlier, last]
 
 
 def _labels_for(

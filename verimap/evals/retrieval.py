@@ -106,7 +106,7 @@ def chunk_articles(articles: Sequence[Article], max_words: int = 120) -> list[Ch
     """Sentence-aligned chunks of at most `max_words` words (a longer sentence is a chunk of its own)."""
     chunks: list[Chunk] = []
     for i, a in enumerate(articles):
-        meta = dict(
+        meta: dict[str, Any] = dict(
             article=i,
             title=a.title,
             author=a.author or "",

@@ -67,7 +67,7 @@ class TaskRecord(BaseModel):
     tokens: int = 0
     cost: float = 0.0
     wall_time_s: float = 0.0
-    vf_stats: dict[str, float] = Field(default_factory=dict)
+    vf_stats: dict[str, int] = Field(default_factory=dict)
     # VF executions in the run (what the paper's Table 3 counts), beside `vf_stats`' VFs written.
     vf_calls: dict[str, int] = Field(default_factory=dict)
     plans: list[dict[str, Any]] = Field(default_factory=list)
@@ -213,7 +213,7 @@ def dir_lock(out: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def vf_stats(plans: list[Any]) -> dict[str, float]:
+def vf_stats(plans: list[Any]) -> dict[str, int]:
     """Counts and total lengths (characters) of Python and NL VFs over all plans of a run."""
     s = {"plans": 0, "nodes": 0, "python": 0, "python_chars": 0, "llm": 0, "llm_chars": 0}
     for p in plans:

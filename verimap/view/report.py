@@ -232,7 +232,8 @@ def _load_eval(
             run = run_from_plans(rec.get("plans") or [], anchor, max_chars=max_chars, note=why)
             run.status = str(rec.get("status", "unfinished"))
             run.error = rec.get("error")
-            run.usage = rec.get("usage") if isinstance(rec.get("usage"), dict) else {}
+            usage = rec.get("usage")
+            run.usage = usage if isinstance(usage, dict) else {}
             run.n_iterations = rec["iterations"]
             run.retries = rec["retries"]
             run.wall_time_s = rec["wall_time_s"]

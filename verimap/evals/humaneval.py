@@ -11,59 +11,25 @@ dataset, not from the code under test.
 from __future__ import annotations
 
 import asyncio
-import gzip
-import json
 import math
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from verimap.env import getenv
+from verimap.evals.data import MANIFEST, read_jsonl, resolve
 from verimap.sandbox.base import ExecResult, Sandbox
-
-HUMANEVAL_FILE = "humaneval/HumanEval.jsonl.gz"
-
-
-def data_dir() -> Path | None:
-    """`$VERIMAP_DATA`, else `../shared/datasets` next to the repository, else the full copy
-    committed in the repository's `datasets/full`, whichever exists first."""
-    env = getenv("VERIMAP_DATA")
-    if env:
-        return Path(env)
-    repo = Path(__file__).resolve().parents[2]
-    for d in (repo.parent / "shared" / "datasets", repo / "datasets" / "full"):
-        if (d / HUMANEVAL_FILE).is_file():
-            return d
-    return None
 
 
 def default_problems_file() -> Path:
-    base = data_dir()
-    if base is None or not (base / HUMANEVAL_FILE).is_file():
-        raise FileNotFoundError(
-            f"HumanEval data not found: set VERIMAP_DATA to a directory holding {HUMANEVAL_FILE} "
-            "or pass --problems FILE"
-        )
-    return base / HUMANEVAL_FILE
-
-
-def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    path = Path(path)
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: not valid JSON: {e.msg}") from None
+    """HumanEval's official file, resolved as every benchmark's data is (`verimap.evals.data`)."""
+    src = resolve("humaneval")
+    return src.files[MANIFEST["humaneval"][0]]
 
 
 def load_problems(path: str | Path | None = None) -> dict[str, dict[str, Any]]:
-    return {p["task_id"]: p for p in read_jsonl(path or default_problems_file())}
+    return {p["task_id"]: p for _, p in read_jsonl(path or default_problems_file())}
 
 
 def estimate_pass_at_k(

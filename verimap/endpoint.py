@@ -1,4 +1,4 @@
-"""Which model endpoint a command talks to, and the CLI options that choose it.
+"""Which model endpoint a command talks to (the CLI's options for it are in `verimap.cli`).
 
 Offline by default: with no `--model`, no `--base-url`/`OPENAI_BASE_URL` and no
 `OPENAI_API_KEY`, verimap starts (or reuses) its local llama.cpp server and
@@ -11,59 +11,22 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import click
+from typing import Any, cast
 
 from verimap.env import EnvError, getenv, getenv_int
 from verimap.llm.base import Model, ModelError
-from verimap.llm.openai_model import DIALECTS, OpenAIModel
+from verimap.llm.openai_model import DIALECTS, Dialect, OpenAIModel
 from verimap.usage import EXECUTOR, JUDGE, PLANNER
 
-log = logging.getLogger("verimap.endpoint")
+log = logging.getLogger(__name__)
 
 # The paper's setup (App. B): a strong planner, a cheaper executor and judge.
 REMOTE_DEFAULTS = {PLANNER: "gpt-4.1", EXECUTOR: "gpt-4o-mini", JUDGE: "gpt-4o-mini"}
 LOCAL_WORDS = {"local", "auto-local"}
-
-
-def endpoint_options(f: Callable[..., Any]) -> Callable[..., Any]:
-    """Add the endpoint-choosing options to a click command (passed as keyword arguments)."""
-    opts = [
-        click.option(
-            "--model",
-            default=None,
-            help="Model for every role: a local catalog name (qwen2.5-coder-1.5b, qwen2.5-coder-0.5b, "
-            "'local') or a model name at the configured endpoint (e.g. gpt-4o-mini).",
-        ),
-        click.option("--planner-model", default=None, help="Planner model at the endpoint."),
-        click.option("--executor-model", default=None, help="Executor model at the endpoint."),
-        click.option("--judge-model", default=None, help="Judge model at the endpoint."),
-        click.option(
-            "--base-url",
-            default=None,
-            help="OpenAI-compatible endpoint URL (default: $OPENAI_BASE_URL; none: the local model).",
-        ),
-        click.option(
-            "--keep-server/--no-keep-server",
-            default=False,
-            help="Keep the local model server running after the command, for reuse.",
-        ),
-        click.option(
-            "--model-file",
-            type=click.Path(dir_okay=False, path_type=Path),
-            default=None,
-            help="Serve this GGUF file locally instead of a catalog model ($VERIMAP_MODEL_FILE).",
-        ),
-    ]
-    for opt in reversed(opts):
-        f = opt(f)
-    return f
 
 
 @dataclass
@@ -73,7 +36,8 @@ class LocalChoice:
 
 
 def _say(msg: str) -> None:
-    print(f"verimap: {msg}", file=sys.stderr, flush=True)
+    """What the user should know about the local server; the CLI shows it on stderr."""
+    log.info(msg)
 
 
 def resolve_local(model: str | None = None, model_file: Path | str | None = None) -> LocalChoice:
@@ -183,9 +147,10 @@ async def connect(
     model on the local server shared by all roles (one server runs one model);
     a server that dies mid-run is restarted once on the next failed call.
     """
-    dialect = dialect or getenv("VERIMAP_DIALECT", "auto")
-    if dialect not in DIALECTS:
-        raise ModelError(f"unknown dialect {dialect!r}; choose one of {', '.join(DIALECTS)}")
+    chosen = dialect or getenv("VERIMAP_DIALECT", "auto")
+    if chosen not in DIALECTS:
+        raise ModelError(f"unknown dialect {chosen!r}; choose one of {', '.join(DIALECTS)}")
+    speaks = cast(Dialect, chosen)
     if model_file is None and is_remote(model, base_url):
         url = base_url or getenv("OPENAI_BASE_URL")
         names = {
@@ -196,7 +161,7 @@ async def connect(
         cache: dict[str, OpenAIModel] = {}
         for n in names.values():
             if n not in cache:
-                cache[n] = OpenAIModel(n, base_url=url, dialect=dialect)  # type: ignore[arg-type]
+                cache[n] = OpenAIModel(n, base_url=url, dialect=speaks)
         try:
             yield {role: cache[n] for role, n in names.items()}
         finally:
@@ -249,7 +214,7 @@ async def connect(
     local_model = OpenAIModel(
         info.alias,
         base_url=info.base_url,
-        dialect=dialect,  # type: ignore[arg-type]
+        dialect=speaks,
         local=True,
         max_retries=3,
         on_unreachable=recover,
