@@ -46,7 +46,7 @@ from typing import Any
 from verimap.cli import log_to_stderr
 from verimap.cli.eval import _own_sandbox
 from verimap.config import RunConfig
-from verimap.endpoint import connect, default_sampling
+from verimap.endpoint import connect, local_defaults
 from verimap.evals.benchmarks import Benchmark, EvalTask, get_benchmark
 from verimap.evals.data import DataSource
 from verimap.evals.methods import METHODS, method_config
@@ -467,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.exit(f"unknown method(s) {', '.join(unknown)}; choose from bare, {', '.join(METHODS)}")
     runs_dir = Path(args.runs_dir or f"runs/bench-small-{time.strftime('%Y%m%d-%H%M%S')}")
     config: dict[str, Any] = {
-        **default_sampling(model=args.model),
+        **local_defaults(model=args.model),
         "max_retries": args.max_retries,
         "max_iterations": args.max_iterations,
         "agreement": args.agreement,

@@ -182,12 +182,12 @@ async def test_retries_sample_at_the_retry_temperature():
 
 
 def test_the_local_model_samples_retries_and_an_endpoint_keeps_its_defaults(monkeypatch):
-    from verimap.endpoint import default_sampling
+    from verimap.endpoint import local_defaults
 
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
-    assert default_sampling() == {"temperature": 0.0, "retry_temperature": 0.7}
-    assert default_sampling(base_url="http://127.0.0.1:9/v1") == {}
+    assert local_defaults() == {"temperature": 0.0, "retry_temperature": 0.7, "plan_repairs": 1}
+    assert local_defaults(base_url="http://127.0.0.1:9/v1") == {}
 
 
 async def test_vfs_the_planner_dropped_are_in_the_result():
@@ -319,3 +319,12 @@ async def test_agreement_leaves_vf_retries_alone_and_skips_what_cannot_be_compar
     world = ScriptedWorld([chain], lambda nid, k, inp, p: {"price": 5})
     r = await run(world, RunConfig(agreement=2))
     assert r.verified and [len(r.nodes[n].attempts) for n in "ab"] == [1, 2]
+
+
+async def test_plan_repairs_bound_the_planner_before_the_fallback():
+    planner = ScriptedModel(['{"nodes": []}'] * 4)
+    executor = ScriptedModel(['{"answer": "42"}'])
+    config = RunConfig(plan_repairs=1)
+    coord = verimap.build({"planner": planner, "executor": executor}, InProcessSandboxDouble(), config=config)  # fmt: skip
+    r = await coord.run("What is six times seven?")
+    assert r.answer == 42 and r.fallback_iterations == [1] and planner.calls == 2

@@ -477,3 +477,14 @@ async def test_a_replan_is_thought_out_too_and_thinking_can_be_turned_off():
     m = ScriptedModel([GOOD])
     await _LLMPlanner(m).plan("t")
     assert len(m.requests) == 1
+
+
+def test_a_repeated_vf_name_is_numbered():
+    from verimap.planner import number_repeated_vf_names
+
+    vfs = [{"name": "positive", "code": "a"}, {"name": "positive", "code": "b"},
+           {"name": "positive_2", "code": "c"}, {"name": "positive", "code": "d"}]  # fmt: skip
+    raw = number_repeated_vf_names({"nodes": [{"id": "a", "verification": vfs}]})
+    names = [vf["name"] for vf in raw["nodes"][0]["verification"]]
+    assert names == ["positive", "positive_3", "positive_2", "positive_4"]
+    assert number_repeated_vf_names({"nodes": "x"}) == {"nodes": "x"}

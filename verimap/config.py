@@ -54,6 +54,10 @@ class RunConfig(BaseModel):
     # The answer a run that never verified still reports (unverified): the final node's most
     # frequent answer over its attempts, first one on a tie (plurality), or its last (last).
     unverified_answer: Literal["plurality", "last"] = "plurality"
+    # Times the planner is shown its plan's problems and asked again before the one-node fallback
+    # plan runs. Local models get 1: on the 1.5B no repair loop in 16 rounds ever produced a
+    # valid plan, and each round cost about two minutes.
+    plan_repairs: int = Field(default=3, ge=0)
     executor_max_steps: int = Field(default=20, ge=1)
     temperature: float | None = None
     # Attempts after the first (they carry the failure's feedback); None: `temperature`. Greedy

@@ -209,6 +209,33 @@ def resolve_bare_inputs(raw: Any) -> Any:
     return raw
 
 
+def number_repeated_vf_names(raw: Any) -> Any:
+    """Rename a node's second `positive` VF to `positive_2`: small models reuse a name for
+    different checks and keep doing so through every repair; names only label verdicts."""
+    if not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list):
+        return raw
+    for n in raw["nodes"]:
+        vfs = n.get("verification") if isinstance(n, dict) else None
+        if not isinstance(vfs, list):
+            continue
+        taken = {
+            vf["name"] for vf in vfs if isinstance(vf, dict) and isinstance(vf.get("name"), str)
+        }
+        seen: set[str] = set()
+        for vf in vfs:
+            name = vf.get("name") if isinstance(vf, dict) else None
+            if not isinstance(name, str):
+                continue
+            if name in seen:
+                k = 2
+                while f"{name}_{k}" in taken:
+                    k += 1
+                vf["name"] = f"{name}_{k}"
+                taken.add(vf["name"])
+            seen.add(vf["name"])
+    return raw
+
+
 # Replies cut at the length limit in a row after which the planner stops asking.
 MAX_CUT_REPLIES = 2
 _VF_PROBLEM = re.compile(r"^node '([^']+)': python VF '([^']+)'(.*)$", re.S)
@@ -455,7 +482,8 @@ class LLMPlanner:
                         "was complete; write a shorter plan (fewer nodes, short names and VFs) and "
                         "never repeat a phrase"
                     ])  # fmt: skip
-                raw = resolve_vf_keys(resolve_bare_inputs(extract_json(resp.content)))
+                raw = extract_json(resp.content)
+                raw = number_repeated_vf_names(resolve_vf_keys(resolve_bare_inputs(raw)))
                 if not self.write_vfs:
                     raw = _without_vfs(raw)
                 plan = parse_plan(raw)

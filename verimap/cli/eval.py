@@ -304,15 +304,17 @@ def run_command(**kw: Any) -> int:
         )
     concurrency = kw.get("max_concurrency")
     if not kw.get("models_factory"):
-        from verimap.endpoint import default_sampling
+        from verimap.endpoint import local_defaults
 
-        local = default_sampling(**endpoint)
+        local = local_defaults(**endpoint)
+        if local:
+            run_config.setdefault("plan_repairs", local["plan_repairs"])
         if local and "temperature" not in run_config:
-            run_config.update(local)
+            run_config.update({k: v for k, v in local.items() if k not in run_config})
             click.echo(
                 f"note: local model: temperature {local['temperature']}, retries at "
-                f"{local['retry_temperature']} (the paper's 1.0 derails small models; "
-                "--temperature overrides)",
+                f"{local['retry_temperature']}, {local['plan_repairs']} plan repair (the paper's "
+                "1.0 derails small models; --temperature overrides)",
                 err=True,
             )
         if local and concurrency is None:

@@ -197,11 +197,12 @@ def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, seq
     if method and plan_file:
         click.echo("error: --method and --plan-file exclude each other", err=True)
         sys.exit(EXIT_BAD_INPUT)
-    from verimap.endpoint import default_sampling
+    from verimap.endpoint import local_defaults
 
-    sampling: dict[str, Any] = default_sampling(**endpoint)
-    if temperature is not None:
-        sampling = {"temperature": temperature}
+    sampling: dict[str, Any] = local_defaults(**endpoint)
+    if temperature is not None:  # retries then sample at the same temperature
+        sampling.pop("retry_temperature", None)
+        sampling["temperature"] = temperature
     config = RunConfig.model_validate({
         "max_retries": max_retries, "max_iterations": max_iterations, "max_parallel": max_parallel,
         "sequential": sequential, "reuse_verified": not no_reuse, "fail_accepted": fail_accepted,

@@ -126,5 +126,6 @@ def build_coordinator(
         planner = LLMPlanner(
             models["planner"], tools, demo=demo, domain=domain, temperature=cfg.temperature,
             write_vfs=cfg.verification == "full", think_first=cfg.plan_reasoning,
+            max_repairs=cfg.plan_repairs,
         )  # fmt: skip
     return build(models, sandbox, tools, cfg, planner=planner, events=events)
