@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextvars
 import copy
-import functools
 import json
 import re
 from collections.abc import Callable
@@ -25,6 +24,7 @@ from verimap.errors import VerimapError
 from verimap.llm.base import Message, Model, ModelRequest, ModelResponse
 from verimap.llm.structured import extract_json
 from verimap.plan import USER_TASK, Node, Plan, PlanError, PythonVF, parse_plan, plan_json_schema
+from verimap.plan_fixes import fix_raw_plan
 from verimap.result import VFVerdict, clip
 from verimap.tools import ToolRegistry
 from verimap.usage import PLANNER
@@ -115,16 +115,29 @@ class PlanningError(VerimapError, RuntimeError):
 
 
 def plan_quality_problems(
-    plan: Plan, *, demo_markers: list[str] | tuple[str, ...] = (), require_vfs: bool = True
+    plan: Plan,
+    *,
+    demo_markers: list[str] | tuple[str, ...] = (),
+    require_vfs: bool = True,
+    answer_types: tuple[str, ...] = (),
 ) -> list[str]:
     """Problems a valid plan can still have that make it useless; small models make all of them.
 
     A node without inputs sees nothing; a plan where no node takes `USER_TASK` never
     sees the task; a node that carries a demonstration's marker (its task-specific
     instruction or function name) solves another task; a node without VFs is
-    unchecked; a Python VF that never reads `outputs` checks nothing.
+    unchecked; a Python VF that never reads `outputs` checks nothing; a final node with no
+    output of the `answer_types` gives no answer.
     """
     problems: list[str] = []
+    sinks = plan.sinks()
+    if answer_types and len(sinks) == 1:
+        final = plan.node(sinks[0])
+        if not {iotypes.label(t) for t in final.outputs.values()} & {*answer_types, iotypes.ANY}:
+            problems.append(
+                f"the final node {final.id!r} gives the answer, so it must have an output of type "
+                f'{" or ".join(answer_types)} (e.g. "answer": "{answer_types[0]}")'
+            )
     if not any(USER_TASK in n.inputs for n in plan.nodes):
         problems.append(
             f"no node takes {USER_TASK!r}, so no executor can see the task; add it to the first node's inputs"
@@ -173,104 +186,9 @@ def repeated_failure_problems(previous: Plan, plan: Plan, failure: FailureContex
     ]
 
 
-def resolve_bare_inputs(raw: Any) -> Any:
-    """Rewrite an input naming a bare output (`"total"`) to `"<node>.total"` when exactly one
-    other node outputs it, and an input naming another node (`"add"`) to `"add.<output>"` when
-    that node has exactly one output. Small models write bare names and repeat them through
-    every repair; the rewrites are unambiguous, and anything else is left for the validator."""
-    if not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list):
-        return raw
-    nodes = [n for n in raw["nodes"] if isinstance(n, dict)]
-    owners: dict[str, list[str]] = {}
-    single: dict[str, str] = {}
-    for n in nodes:
-        if not isinstance(n.get("id"), str):
-            continue
-        outs = [o for o in n.get("outputs") or [] if isinstance(o, str)]
-        for o in outs:
-            owners.setdefault(o, []).append(n["id"])
-        if len(outs) == 1:
-            single[n["id"]] = outs[0]
-
-    def resolve(ref: Any, me: Any) -> Any:
-        if not isinstance(ref, str) or ref == USER_TASK or "." in ref:
-            return ref
-        ids = [i for i in owners.get(ref, []) if i != me]
-        if len(ids) == 1:
-            return f"{ids[0]}.{ref}"
-        if not ids and ref != me and ref in single:
-            return f"{ref}.{single[ref]}"
-        return ref
-
-    for n in nodes:
-        inputs = n.get("inputs")
-        if isinstance(inputs, list):
-            n["inputs"] = [resolve(r, n.get("id")) for r in inputs]
-    return raw
-
-
-def number_repeated_vf_names(raw: Any) -> Any:
-    """Rename a node's second `positive` VF to `positive_2`: small models reuse a name for
-    different checks and keep doing so through every repair; names only label verdicts."""
-    if not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list):
-        return raw
-    for n in raw["nodes"]:
-        vfs = n.get("verification") if isinstance(n, dict) else None
-        if not isinstance(vfs, list):
-            continue
-        taken = {
-            vf["name"] for vf in vfs if isinstance(vf, dict) and isinstance(vf.get("name"), str)
-        }
-        seen: set[str] = set()
-        for vf in vfs:
-            name = vf.get("name") if isinstance(vf, dict) else None
-            if not isinstance(name, str):
-                continue
-            if name in seen:
-                k = 2
-                while f"{name}_{k}" in taken:
-                    k += 1
-                vf["name"] = f"{name}_{k}"
-                taken.add(vf["name"])
-            seen.add(vf["name"])
-    return raw
-
-
 # Replies cut at the length limit in a row after which the planner stops asking.
 MAX_CUT_REPLIES = 2
 _VF_PROBLEM = re.compile(r"^node '([^']+)': python VF '([^']+)'(.*)$", re.S)
-_OUTPUT_KEY = re.compile(r"""\boutputs(\[\s*|\.get\(\s*)(['"])([A-Za-z_]\w*)\2""")
-
-
-def _as_input(names: set[str], refs: dict[str, list[str]], m: re.Match[str]) -> str:
-    key = m.group(3)
-    if key in names or len(refs.get(key, [])) != 1:
-        return m.group(0)
-    return f"inputs{m.group(1)}{m.group(2)}{refs[key][0]}{m.group(2)}"
-
-
-def resolve_vf_keys(raw: Any) -> Any:
-    """Rewrite `outputs["x"]` in a node's Python VF to `inputs["<node>.x"]` when `x` is not an
-    output of the node but exactly one of its inputs: small models check a node's inputs as if
-    they were its outputs, and repeat it through every repair. Other keys are left for the
-    validator to report."""
-    if not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list):
-        return raw
-    for n in raw["nodes"]:
-        if not isinstance(n, dict) or not isinstance(n.get("verification"), list):
-            continue
-        outs = n.get("outputs")
-        names = set(outs) if isinstance(outs, dict | list) else set()
-        names = {str(o).partition(":")[0].strip() for o in names}
-        refs: dict[str, list[str]] = {}
-        for r in n.get("inputs") or []:
-            if isinstance(r, str) and "." in r:
-                refs.setdefault(r.split(".", 1)[1], []).append(r)
-
-        for vf in n["verification"]:
-            if isinstance(vf, dict) and isinstance(vf.get("code"), str):
-                vf["code"] = _OUTPUT_KEY.sub(functools.partial(_as_input, names, refs), vf["code"])
-    return raw
 
 
 def _without_vfs(raw: Any) -> Any:
@@ -336,6 +254,7 @@ class LLMPlanner:
         fallback: bool = True,
         think_first: bool = False,
         think_max_tokens: int = 512,
+        answer_types: tuple[str, ...] = (),
     ):
         """`write_vfs=False` plans without verification functions (the paper's MAP and MAP-V
         baselines): no VF rules in the prompt or the demonstration, none in the schema, and any
@@ -349,7 +268,10 @@ class LLMPlanner:
         With `think_first`, the model first works the task out in free text and then writes the
         plan from its solution (a small model reasoning inside the plan's JSON writes wrong
         formulas into instructions and VFs alike). Off by default: on the local 1.5B it made
-        plans longer and invalid (6 of 6 GSM8K tasks fell back to the one-node plan)."""
+        plans longer and invalid (6 of 6 GSM8K tasks fell back to the one-node plan).
+        `answer_types` (e.g. `("code",)` for HumanEval): the types the task's answer can have;
+        a plan whose final node outputs none of them is sent back, since its answer could not
+        be scored."""
         self.model = model
         self.think_first = think_first
         self.think_max_tokens = think_max_tokens
@@ -375,6 +297,7 @@ class LLMPlanner:
         self.schema = planning_schema(require_vfs=require_vfs, with_vfs=write_vfs)
         self.show_schema = show_schema
         self.challenge_repeats = challenge_repeats
+        self.answer_types = answer_types
 
     def system_prompt(self) -> str:
         tools = (
@@ -483,7 +406,7 @@ class LLMPlanner:
                         "never repeat a phrase"
                     ])  # fmt: skip
                 raw = extract_json(resp.content)
-                raw = number_repeated_vf_names(resolve_vf_keys(resolve_bare_inputs(raw)))
+                raw = fix_raw_plan(raw, self.answer_types)
                 if not self.write_vfs:
                     raw = _without_vfs(raw)
                 plan = parse_plan(raw)
@@ -509,6 +432,8 @@ class LLMPlanner:
                 hook(problems, resp.content)
             if challenged is not None and not fresh_challenge:
                 return challenged
+            if (salvaged := self._salvage(raw, problems)) is not None:
+                return salvaged
             if problems in seen_problems:
                 # The repair changed nothing the validator sees: once more, sampled more
                 # freely; after that every round costs a whole plan (minutes on a small
@@ -531,9 +456,6 @@ class LLMPlanner:
             ]
         if challenged is not None:
             return challenged
-        salvaged = self._salvage(raw, problems)
-        if salvaged is not None:
-            return salvaged
         why = (
             "the same problems came back after a sampled repair"
             if stalled
@@ -542,9 +464,11 @@ class LLMPlanner:
         raise PlanningError(f"{why}; last problems:", problems, responses)
 
     def _salvage(self, raw: Any, problems: list[str]) -> Plan | None:
-        """The last plan without the Python VFs its remaining problems name, when those VFs are
-        all that is wrong with it: a sound plan is worth more than a fallback, and a VF that
-        cannot run or checks nothing adds no safety. The dropped VFs are recorded on the plan."""
+        """The plan without the Python VFs its problems name, when those VFs are all that is
+        wrong with it: a VF that cannot run or checks nothing adds no safety, and a repair round
+        costs a whole plan (minutes on a small model, and on the local 1.5B it never fixed one).
+        A node left without VFs gets the deterministic non-empty check, on top of its typed
+        outputs. The dropped VFs are recorded on the plan."""
         bad: set[tuple[str, str]] = set()
         for p in problems:
             m = _VF_PROBLEM.match(p)
@@ -564,6 +488,9 @@ class LLMPlanner:
             plan = parse_plan(raw)
         except PlanError:
             return None
+        for node in plan.nodes:
+            if not node.verification and self.write_vfs:
+                node.verification.append(nonempty_outputs_vf(node))
         if self.check(plan):
             return None
         reasons: dict[str, str] = {}
@@ -586,8 +513,9 @@ class LLMPlanner:
         if not self.quality_checks:
             return []
         return plan_quality_problems(
-            plan, demo_markers=self.demo_markers, require_vfs=self.require_vfs
-        )
+            plan, demo_markers=self.demo_markers, require_vfs=self.require_vfs,
+            answer_types=self.answer_types,
+        )  # fmt: skip
 
     async def _thought_out(self, messages: list[Message]) -> list[Message]:
         """`messages` with the model's free-text solution and the request for the plan after it.

@@ -92,6 +92,12 @@ Solve = Callable[..., Awaitable[Any]]
 # The single agent's answer: free text as in the paper (the scorer finds the number or the
 # answer in it), except code, which must come as the function's source, not as an object.
 ANSWER_TYPES = {"programming": "code"}
+# What a planned final node must output for the benchmark's scorer to read an answer.
+PLAN_ANSWER_TYPES = {
+    "math": ("number", "integer", "string"),
+    "programming": ("code", "string"),
+    "qa": ("string", "boolean"),
+}
 
 
 def build_coordinator(
@@ -126,6 +132,6 @@ def build_coordinator(
         planner = LLMPlanner(
             models["planner"], tools, demo=demo, domain=domain, temperature=cfg.temperature,
             write_vfs=cfg.verification == "full", think_first=cfg.plan_reasoning,
-            max_repairs=cfg.plan_repairs,
+            max_repairs=cfg.plan_repairs, answer_types=PLAN_ANSWER_TYPES.get(domain, ()),
         )  # fmt: skip
     return build(models, sandbox, tools, cfg, planner=planner, events=events)
