@@ -22,7 +22,7 @@ import verimap
 from verimap.config import RunConfig
 from verimap.coordinator import Coordinator
 from verimap.executor import ExecutorOutput
-from verimap.planner import TemplatePlanner
+from verimap.fixed_planners import TemplatePlanner
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld
 from verimap.verifier import Verifier
 

@@ -6,8 +6,9 @@ import pytest
 import verimap
 from verimap.config import Budget, RunConfig
 from verimap.events import read_trace
+from verimap.fixed_planners import TemplatePlanner
 from verimap.picture import run_to_mermaid
-from verimap.planner import LLMPlanner, TemplatePlanner
+from verimap.planner import LLMPlanner
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld
 
 PRESENT = {

@@ -6,9 +6,10 @@ import json
 import verimap
 from verimap.config import RunConfig
 from verimap.events import EventBus
+from verimap.fixed_planners import TemplatePlanner
 from verimap.llm.base import ModelError
 from verimap.llm.double import tool_call_reply
-from verimap.planner import LLMPlanner, TemplatePlanner
+from verimap.planner import LLMPlanner
 from verimap.sandbox.base import SandboxUnavailable
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld
 

@@ -82,7 +82,7 @@ TYPED_PLAN = {
 async def test_a_typed_two_node_plan_gives_the_right_answer(local_models):
     """Typed outputs reach the VFs as numbers, and a failed check's message leads the retry to
     the right total: the run verifies and its answer is 391, a number."""
-    from verimap.planner import TemplatePlanner
+    from verimap.fixed_planners import TemplatePlanner
 
     config = RunConfig(max_retries=3, max_iterations=1, temperature=0, executor_max_steps=4)
     sandbox = process_sandbox()

@@ -4,7 +4,8 @@ import pytest
 
 from verimap.agent import parse_react
 from verimap.config import RunConfig
-from verimap.executor import Executor, Feedback, check_output_keys
+from verimap.executor import Executor, check_output_keys
+from verimap.feedback import Feedback
 from verimap.llm.base import ModelResponse
 from verimap.plan import Node
 from verimap.result import VFVerdict

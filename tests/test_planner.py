@@ -4,15 +4,11 @@ import json
 import pytest
 
 from verimap import prompts
+from verimap.feedback import FailureContext
+from verimap.fixed_planners import AddVFsPlanner, TemplatePlanner
 from verimap.plan import Plan, parse_plan, plan_json_schema
-from verimap.planner import (
-    AddVFsPlanner,
-    FailureContext,
-    Planner,
-    PlanningError,
-    TemplatePlanner,
-)
 from verimap.planner import LLMPlanner as _LLMPlanner
+from verimap.planner import Planner, PlanningError
 from verimap.result import VFVerdict
 from verimap.testing import InProcessSandboxDouble, ScriptedModel
 from verimap.tools import default_tools
@@ -248,7 +244,7 @@ async def test_invalid_and_useless_problems_are_reported_together():
 def test_planning_schema_leaves_out_what_small_models_get_wrong_and_admits_only_parsable_plans():
     import jsonschema
 
-    from verimap.planner import planning_schema
+    from verimap.plan_checks import planning_schema
 
     schema = planning_schema()
     assert "edges" not in schema["properties"]
@@ -342,7 +338,7 @@ async def test_a_planner_without_vfs_neither_asks_for_nor_keeps_them():
     """The paper's MAP and MAP-V plan without verification functions."""
     import jsonschema
 
-    from verimap.planner import planning_schema
+    from verimap.plan_checks import planning_schema
 
     m = ScriptedModel([GOOD, GOOD])
     planner = LLMPlanner(m, default_tools(), write_vfs=False)
@@ -365,7 +361,7 @@ async def test_a_planner_without_vfs_neither_asks_for_nor_keeps_them():
 
 
 def test_the_planning_schema_types_every_output():
-    from verimap.planner import planning_schema
+    from verimap.plan_checks import planning_schema
 
     outputs = planning_schema()["$defs"]["Node"]["properties"]["outputs"]
     assert outputs["type"] == "object" and "number" in outputs["additionalProperties"]["enum"]
@@ -391,7 +387,7 @@ def test_the_replan_context_shows_only_what_failed():
 
 
 async def test_a_failed_replan_falls_back_and_a_failed_fallback_runs_again():
-    from verimap.planner import fallback_plan
+    from verimap.fallback import fallback_plan
 
     previous = parse_plan(GOOD)
     plan = await LLMPlanner(ScriptedModel([BAD] * 2), max_repairs=1).replan(
@@ -406,7 +402,7 @@ async def test_a_failed_replan_falls_back_and_a_failed_fallback_runs_again():
 
 
 def test_fallback_plans_follow_the_task_kind():
-    from verimap.planner import fallback_plan
+    from verimap.fallback import fallback_plan
 
     code_task = 'def add(a, b):\n    """Add.\n    >>> add(1, 2)\n    3\n    """\n'
     code = fallback_plan(code_task, "programming")

@@ -10,16 +10,11 @@ from verimap.config import Budget, RunConfig
 from verimap.coordinator import Coordinator, build
 from verimap.errors import VerimapError
 from verimap.events import Event, EventBus, JsonlTraceWriter
-from verimap.executor import Executor, ExecutorOutput, Feedback
+from verimap.executor import Executor, ExecutorOutput
+from verimap.feedback import FailureContext, Feedback
+from verimap.fixed_planners import AddVFsPlanner, TemplatePlanner
 from verimap.plan import LLMVF, Node, Plan, PlanError, PythonVF, parse_plan
-from verimap.planner import (
-    AddVFsPlanner,
-    FailureContext,
-    LLMPlanner,
-    Planner,
-    PlanningError,
-    TemplatePlanner,
-)
+from verimap.planner import LLMPlanner, Planner, PlanningError
 from verimap.result import NodeReport, RunResult, VerificationReport, VFVerdict
 from verimap.tools import Tool, ToolRegistry, calculator_tool, default_tools, python_tool
 from verimap.verifier import Verifier

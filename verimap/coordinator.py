@@ -28,17 +28,11 @@ from verimap import iotypes
 from verimap.accounting import BudgetExceeded, Ledger, use_ledger
 from verimap.config import RunConfig
 from verimap.events import Event, EventBus, JsonlTraceWriter
-from verimap.executor import TEXT_OUTPUT, Executor, Feedback
+from verimap.executor import TEXT_OUTPUT, Executor
+from verimap.feedback import AncestorContext, FailureContext, Feedback
 from verimap.llm.base import Model, ModelError
 from verimap.plan import USER_TASK, Node, Plan, PlanError
-from verimap.planner import (
-    AncestorContext,
-    FailureContext,
-    LLMPlanner,
-    Planner,
-    PlanningError,
-    invalid_plan_hook,
-)
+from verimap.planner import LLMPlanner, Planner, PlanningError, invalid_plan_hook
 from verimap.result import AttemptReport, ErrorKind, NodeReport, RunResult, RunStatus, clip
 from verimap.sandbox.base import Outcome, Sandbox, SandboxUnavailable
 from verimap.tools import ToolRegistry, default_tools

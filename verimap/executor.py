@@ -24,32 +24,12 @@ from pydantic import BaseModel, Field
 from verimap import iotypes, prompts
 from verimap.accounting import call_model
 from verimap.agent import OnToolCall, flatten_tool_messages, react_protocol, tool_loop
+from verimap.feedback import Feedback
 from verimap.llm.base import Message, Model, ModelRequest
 from verimap.llm.structured import StructuredOutputError, extract_json, request_structured
 from verimap.plan import USER_TASK, Node
-from verimap.result import VFVerdict, clip
 from verimap.tools import ToolRegistry
 from verimap.usage import EXECUTOR
-
-
-class Feedback(BaseModel):
-    """What a retry is told: its previous outputs and why they failed."""
-
-    previous_outputs: dict[str, Any] | None = None
-    failures: list[VFVerdict] = Field(default_factory=list)
-    error: str | None = None
-
-    def render(self, limit: int = 3000) -> str:
-        """Cut to fit a small model's context: each failure gets its share of `limit`."""
-        lines = [v.feedback() for v in self.failures]
-        if self.error:
-            lines.append(f"[attempt error] {self.error}")
-        per = max(300, limit // max(1, 2 * len(lines)))
-        return prompts.EXECUTOR_FEEDBACK.format(
-            previous=clip(json.dumps(self.previous_outputs, ensure_ascii=False, default=str), 1000),
-            failures="\n".join(clip(line, per) for line in lines) or "(no details)",
-        )
-
 
 # The one output of a text-only executor: its reply as written.
 TEXT_OUTPUT = "text"

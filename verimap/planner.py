@@ -2,9 +2,10 @@
 
 `Planner` is a protocol: anything with `plan(task)` and `replan(task, previous,
 failure)` coroutines returning a `Plan` works with the coordinator. Shipped:
-`LLMPlanner` (the paper's verification-aware planner), `TemplatePlanner` (a fixed
-plan; `single_node` builds the ReAct baseline) and `AddVFsPlanner`, an example of a
-custom planner that wraps another and adds deterministic VFs to every node.
+`LLMPlanner` here (the paper's verification-aware planner); `TemplatePlanner` and
+`AddVFsPlanner` in `verimap.fixed_planners`. What `LLMPlanner` checks in a model's plan is in
+`verimap.plan_checks`, the rewrites it makes in `verimap.plan_fixes`, the plan it falls back to
+in `verimap.fallback`.
 """
 
 from __future__ import annotations
@@ -16,16 +17,18 @@ import re
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import ValidationError
 
-from verimap import iotypes, prompts
+from verimap import prompts
 from verimap.accounting import call_model
 from verimap.errors import VerimapError
+from verimap.fallback import fallback_plan, nonempty_outputs_vf
+from verimap.feedback import FailureContext
 from verimap.llm.base import Message, Model, ModelRequest, ModelResponse
 from verimap.llm.structured import extract_json
-from verimap.plan import USER_TASK, Node, Plan, PlanError, PythonVF, parse_plan, plan_json_schema
+from verimap.plan import Plan, PlanError, parse_plan
+from verimap.plan_checks import plan_quality_problems, planning_schema, repeated_failure_problems
 from verimap.plan_fixes import fix_raw_plan
-from verimap.result import VFVerdict, clip
 from verimap.tools import ToolRegistry
 from verimap.usage import PLANNER
 
@@ -33,63 +36,6 @@ from verimap.usage import PLANNER
 invalid_plan_hook: contextvars.ContextVar[Callable[[list[str], str], None] | None] = (
     contextvars.ContextVar("verimap_invalid_plan_hook", default=None)
 )
-
-
-class AncestorContext(BaseModel):
-    node_id: str
-    instruction: str
-    outputs: dict[str, Any] | None = None
-    status: str = ""
-
-
-class FailureContext(BaseModel):
-    """Why the previous plan failed: the failed node, what it saw and produced, every VF verdict,
-    and its ancestors (two generations by default) with their outputs."""
-
-    node_id: str
-    instruction: str = ""
-    inputs: dict[str, Any] = Field(default_factory=dict)
-    outputs: dict[str, Any] | None = None
-    error: str | None = None
-    verdicts: list[VFVerdict] = Field(default_factory=list)
-    attempts: int = 0
-    ancestors: list[AncestorContext] = Field(default_factory=list)
-
-    @property
-    def kind(self) -> str:
-        """What failed: "verification" (a VF said no), "vf_error" (a VF could not run: its own
-        bug), or "executor" (no answer of the declared shape reached verification)."""
-        if any(v.outcome == "FAIL" for v in self.verdicts):
-            return "verification"
-        if any(not v.passed for v in self.verdicts):
-            return "vf_error"
-        return "executor"
-
-    def render(self, limit: int = 4000) -> str:
-        """Only what failed (passing VFs are counted, not shown), each part cut to fit."""
-        d = lambda v, n=600: clip(json.dumps(v, ensure_ascii=False, default=str), n)  # noqa: E731
-        lines = [
-            f"Node {self.node_id!r} failed after {self.attempts} attempt(s).",
-            f"Instruction: {self.instruction}",
-            f"Inputs: {d(self.inputs, 1200)}",
-            f"Last outputs: {d(self.outputs, 1200)}",
-        ]
-        if self.error:
-            lines.append(f"Error: {clip(self.error, 600)}")
-        failed = [v for v in self.verdicts if not v.passed]
-        if failed:
-            passed = len(self.verdicts) - len(failed)
-            lines.append(
-                "Verification functions that failed on the last attempt"
-                + (f" ({passed} other(s) passed):" if passed else ":")
-            )
-            per = max(300, limit // (2 * len(failed)))
-            lines.extend("  " + clip(v.feedback(), per).replace("\n", "\n  ") for v in failed)
-        if self.ancestors:
-            lines.append("Ancestor nodes (nearest first):")
-            for a in self.ancestors:
-                lines.append(f"  - {a.node_id} [{a.status}]: {a.instruction} -> {d(a.outputs)}")
-        return clip("\n".join(lines), limit)
 
 
 @runtime_checkable
@@ -114,78 +60,6 @@ class PlanningError(VerimapError, RuntimeError):
         self.responses = responses or []
 
 
-def plan_quality_problems(
-    plan: Plan,
-    *,
-    demo_markers: list[str] | tuple[str, ...] = (),
-    require_vfs: bool = True,
-    answer_types: tuple[str, ...] = (),
-) -> list[str]:
-    """Problems a valid plan can still have that make it useless; small models make all of them.
-
-    A node without inputs sees nothing; a plan where no node takes `USER_TASK` never
-    sees the task; a node that carries a demonstration's marker (its task-specific
-    instruction or function name) solves another task; a node without VFs is
-    unchecked; a Python VF that never reads `outputs` checks nothing; a final node with no
-    output of the `answer_types` gives no answer.
-    """
-    problems: list[str] = []
-    sinks = plan.sinks()
-    if answer_types and len(sinks) == 1:
-        final = plan.node(sinks[0])
-        if not {iotypes.label(t) for t in final.outputs.values()} & {*answer_types, iotypes.ANY}:
-            problems.append(
-                f"the final node {final.id!r} gives the answer, so it must have an output of type "
-                f'{" or ".join(answer_types)} (e.g. "answer": "{answer_types[0]}")'
-            )
-    if not any(USER_TASK in n.inputs for n in plan.nodes):
-        problems.append(
-            f"no node takes {USER_TASK!r}, so no executor can see the task; add it to the first node's inputs"
-        )
-    for n in plan.nodes:
-        if not n.inputs:
-            problems.append(
-                f"node {n.id!r} has no inputs; an executor sees only its inputs, so give it {USER_TASK!r} "
-                "and/or '<node_id>.<output>' of earlier nodes"
-            )
-        text = "\n".join([n.instruction, *(vf.model_dump_json() for vf in n.verification)])
-        if any(m in text for m in demo_markers):
-            problems.append(
-                f"node {n.id!r} copies the example plan (its instruction or VFs belong to the "
-                "example task); write instructions and VFs for THIS task"
-            )
-        if require_vfs and not n.verification:
-            problems.append(f"node {n.id!r} has no verification functions; add at least one")
-        for vf in n.verification:
-            if isinstance(vf, PythonVF) and "outputs" not in vf.code:
-                problems.append(
-                    f"node {n.id!r}: python VF {vf.name!r} never reads `outputs`, so it checks nothing"
-                )
-    return problems
-
-
-def repeated_failure_problems(previous: Plan, plan: Plan, failure: FailureContext) -> list[str]:
-    """A replan that keeps a node that failed verification, and everything it depends on, as they
-    were asks for what the node's retries already tried. Under greedy decoding it fails again word
-    for word, and small models often hand back the failed plan unchanged (seen on GSM8K: the same
-    plan in all five iterations). With a sampling executor a rerun may still pass, so the planner
-    asks once for a change but does not refuse the plan."""
-    nid = failure.node_id
-    if nid not in plan.by_id or all(v.passed for v in failure.verdicts):
-        return []
-
-    def work(p: Plan, node_id: str) -> dict[str, Any] | None:
-        node = p.by_id.get(node_id)
-        return node.model_dump(exclude={"name"}) if node else None
-
-    if any(work(previous, i) != work(plan, i) for i in (nid, *plan.ancestors(nid))):
-        return []
-    return [
-        f"node {nid!r} and every node it depends on are exactly as in the plan that failed, so "
-        "running them again repeats what already failed; change what caused the failure"
-    ]
-
-
 # Replies cut at the length limit in a row after which the planner stops asking.
 MAX_CUT_REPLIES = 2
 _VF_PROBLEM = re.compile(r"^node '([^']+)': python VF '([^']+)'(.*)$", re.S)
@@ -195,35 +69,6 @@ def _without_vfs(raw: Any) -> Any:
     if isinstance(raw, dict) and isinstance(raw.get("nodes"), list):
         raw["nodes"] = [prompts.without_vfs(n) if isinstance(n, dict) else n for n in raw["nodes"]]
     return raw
-
-
-def planning_schema(*, require_vfs: bool = True, with_vfs: bool = True) -> dict[str, Any]:
-    """The plan schema narrowed for a model to answer in: a subset of `plan_json_schema()`.
-
-    Small grammar-constrained models fill in whatever the schema allows, so leave out what
-    they get wrong and the validator can infer: edges (implied by inputs), the final flag
-    (the unique sink) and VF weights; and require what a useful node needs.
-    """
-    schema = copy.deepcopy(plan_json_schema())
-    schema["properties"].pop("edges", None)
-    defs = schema["$defs"]
-    node = defs["Node"]
-    node["properties"].pop("final", None)
-    node["properties"]["inputs"]["minItems"] = 1
-    # One typed form for models: a name -> type-name object the grammar can enforce.
-    node["properties"]["outputs"] = {
-        "type": "object",
-        "additionalProperties": {"enum": [t for t in iotypes.TYPE_NAMES if t != iotypes.ANY]},
-    }
-    if not with_vfs:
-        node["properties"].pop("verification")
-    elif require_vfs:
-        node["properties"]["verification"]["minItems"] = 1
-    node["required"] = list(node["properties"])
-    for vf in ("PythonVF", "LLMVF"):
-        defs[vf]["properties"].pop("weight", None)
-        defs[vf]["required"] = list(defs[vf]["properties"])
-    return schema
 
 
 class LLMPlanner:
@@ -574,126 +419,3 @@ class LLMPlanner:
             },
         ]
         return await self._solicit(messages)
-
-
-class TemplatePlanner:
-    """A fixed plan (or a function of the task), validated once; replanning returns it again.
-
-    `TemplatePlanner.single_node()` is the ReAct baseline: one node that takes the
-    whole task and answers it.
-    """
-
-    def __init__(self, template: Plan | dict[str, Any] | Callable[[str], Plan | dict[str, Any]]):
-        self._fn: Callable[[str], Plan | dict[str, Any]] | None = None
-        self._plan: Plan | None = None
-        if isinstance(template, Plan | dict):
-            self._plan = parse_plan(template)
-        else:
-            self._fn = template
-
-    async def plan(self, task: str) -> Plan:
-        if self._fn is not None:
-            return parse_plan(self._fn(task))
-        assert self._plan is not None
-        return self._plan.model_copy(deep=True)
-
-    async def replan(self, task: str, previous: Plan, failure: FailureContext) -> Plan:
-        return await self.plan(task)
-
-    @classmethod
-    def single_node(
-        cls,
-        outputs: list[str] | None = None,
-        vfs: list[dict[str, Any]] | None = None,
-        instruction: str = "Solve the task completely and give the final result.",
-        node_id: str = "solve",
-    ) -> TemplatePlanner:
-        return cls({
-            "nodes": [{
-                "id": node_id, "name": "Solve", "instruction": instruction, "inputs": [USER_TASK],
-                "outputs": outputs or ["answer"], "verification": vfs or [],
-            }],
-            "edges": [],
-        })  # fmt: skip
-
-
-def fallback_plan(
-    task: str, domain: str = "math", *, reason: str = "", with_vfs: bool = True
-) -> Plan:
-    """The whole task as one node with one typed answer, checked by what the task's kind gives
-    for free: a code task's own examples, a numeric answer's type (a finite number). Used when a
-    planner writes no valid plan, so a task that can be attempted is attempted."""
-    from verimap.sandbox.policy import task_examples
-
-    code = domain == "programming" or (domain != "qa" and bool(task_examples(task)))
-    vfs: list[dict[str, Any]] = []
-    if code:
-        output, kind = "code", iotypes.CODE
-        instruction = (
-            "Write the complete Python code that the task asks for: the function with its exact "
-            "signature and any imports it needs."
-        )
-        if task_examples(task):
-            vfs.append({
-                "name": "task_examples", "type": "python",
-                "code": "run_examples(outputs['code'], inputs['USER_TASK'])",
-            })  # fmt: skip
-    elif domain == "qa":
-        output, kind = "answer", "string"
-        instruction = "Answer the question in the task, using the tools as needed."
-        vfs.append({"name": "answered", "type": "python",
-                    "code": "assert outputs['answer'].strip(), 'the answer is empty'"})  # fmt: skip
-    else:
-        output, kind = "answer", "number"
-        instruction = "Solve the task step by step and give the final numeric answer."
-        vfs.append({"name": "finite_number", "type": "python",
-                    "code": "assert is_number(outputs['answer']), 'the answer must be a finite number'"})  # fmt: skip
-    plan = parse_plan({
-        "nodes": [{
-            "id": "solve", "name": "Solve the whole task", "instruction": instruction,
-            "inputs": [USER_TASK], "outputs": {output: kind},
-            "verification": vfs if with_vfs else [],
-        }],
-    })  # fmt: skip
-    plan.fallback_reason = reason or "fallback plan"
-    return plan
-
-
-def nonempty_outputs_vf(node: Node) -> PythonVF:
-    """A deterministic VF: every declared output is present and not empty."""
-    return PythonVF(
-        name="outputs_nonempty",
-        code=(
-            f"for k in {list(node.outputs)!r}:\n"
-            "    assert k in outputs, f'missing output {k}'\n"
-            "    v = outputs[k]\n"
-            "    assert v is not None and v != '' and v != [] and v != {}, f'output {k} is empty'\n"
-        ),
-    )
-
-
-class AddVFsPlanner:
-    """Example custom planner: wraps another planner and adds deterministic VFs to every node.
-
-    `make_vfs(node)` returns the VFs to add (default: outputs present and non-empty);
-    a VF whose name the node already uses is skipped.
-    """
-
-    def __init__(self, inner: Planner, make_vfs: Callable[[Node], list[PythonVF]] | None = None):
-        self.inner = inner
-        self.make_vfs = make_vfs or (lambda n: [nonempty_outputs_vf(n)])
-
-    def _augment(self, plan: Plan) -> Plan:
-        data = copy.deepcopy(plan.model_dump(by_alias=True))
-        for nd, node in zip(data["nodes"], plan.nodes, strict=True):
-            names = {v["name"] for v in nd["verification"]}
-            for vf in self.make_vfs(node):
-                if vf.name not in names:
-                    nd["verification"].append(vf.model_dump())
-        return parse_plan(data)
-
-    async def plan(self, task: str) -> Plan:
-        return self._augment(await self.inner.plan(task))
-
-    async def replan(self, task: str, previous: Plan, failure: FailureContext) -> Plan:
-        return self._augment(await self.inner.replan(task, previous, failure))

@@ -15,8 +15,8 @@ from verimap.evals.preferences import (
     trace_labels,
 )
 from verimap.evals.runner import run_eval
+from verimap.fallback import fallback_plan
 from verimap.llm.double import ScriptedModel
-from verimap.planner import fallback_plan
 from verimap.testing import need
 
 from .conftest import SAMPLES

@@ -186,9 +186,9 @@ def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, seq
     error (the model endpoint or the sandbox failed).
     """
     import verimap
+    from verimap.fixed_planners import TemplatePlanner
     from verimap.llm.base import ModelError
     from verimap.plan import PlanError
-    from verimap.planner import TemplatePlanner
     from verimap.sandbox.base import SandboxUnavailable
 
     if not task.strip():

@@ -115,7 +115,8 @@ def build_coordinator(
     """A Coordinator wired for `method` (models keyed planner/executor/judge; judge defaults
     to the executor's model, as in `verimap.build`)."""
     from verimap.coordinator import build
-    from verimap.planner import LLMPlanner, TemplatePlanner
+    from verimap.fixed_planners import TemplatePlanner
+    from verimap.planner import LLMPlanner
 
     m = get_method(method) if isinstance(method, str) else method
     needed = ["executor"] + (["planner"] if m.planner == "llm" else [])

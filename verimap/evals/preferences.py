@@ -43,9 +43,10 @@ from verimap.evals.data import DataError
 from verimap.evals.methods import METHODS
 from verimap.evals.runner import CONFIG, RESULTS, ResultsLog, RunDirError
 from verimap.evals.tools import math_tools, programming_tools, qa_tools
+from verimap.fallback import fallback_plan
 from verimap.llm.base import Message, Model
 from verimap.plan import PlanError, parse_plan
-from verimap.planner import LLMPlanner, fallback_plan
+from verimap.planner import LLMPlanner
 from verimap.sandbox.base import Sandbox
 from verimap.tools import ToolRegistry
 

@@ -1,0 +1,64 @@
+"""The plan that always runs: when a planner writes no valid plan, the whole task becomes one
+node with one typed answer and the checks its kind gives for free."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from verimap import iotypes
+from verimap.plan import USER_TASK, Node, Plan, PythonVF, parse_plan
+
+
+def fallback_plan(
+    task: str, domain: str = "math", *, reason: str = "", with_vfs: bool = True
+) -> Plan:
+    """The whole task as one node with one typed answer, checked by what the task's kind gives
+    for free: a code task's own examples, a numeric answer's type (a finite number). Used when a
+    planner writes no valid plan, so a task that can be attempted is attempted."""
+    from verimap.sandbox.policy import task_examples
+
+    code = domain == "programming" or (domain != "qa" and bool(task_examples(task)))
+    vfs: list[dict[str, Any]] = []
+    if code:
+        output, kind = "code", iotypes.CODE
+        instruction = (
+            "Write the complete Python code that the task asks for: the function with its exact "
+            "signature and any imports it needs."
+        )
+        if task_examples(task):
+            vfs.append({
+                "name": "task_examples", "type": "python",
+                "code": "run_examples(outputs['code'], inputs['USER_TASK'])",
+            })  # fmt: skip
+    elif domain == "qa":
+        output, kind = "answer", "string"
+        instruction = "Answer the question in the task, using the tools as needed."
+        vfs.append({"name": "answered", "type": "python",
+                    "code": "assert outputs['answer'].strip(), 'the answer is empty'"})  # fmt: skip
+    else:
+        output, kind = "answer", "number"
+        instruction = "Solve the task step by step and give the final numeric answer."
+        vfs.append({"name": "finite_number", "type": "python",
+                    "code": "assert is_number(outputs['answer']), 'the answer must be a finite number'"})  # fmt: skip
+    plan = parse_plan({
+        "nodes": [{
+            "id": "solve", "name": "Solve the whole task", "instruction": instruction,
+            "inputs": [USER_TASK], "outputs": {output: kind},
+            "verification": vfs if with_vfs else [],
+        }],
+    })  # fmt: skip
+    plan.fallback_reason = reason or "fallback plan"
+    return plan
+
+
+def nonempty_outputs_vf(node: Node) -> PythonVF:
+    """A deterministic VF: every declared output is present and not empty."""
+    return PythonVF(
+        name="outputs_nonempty",
+        code=(
+            f"for k in {list(node.outputs)!r}:\n"
+            "    assert k in outputs, f'missing output {k}'\n"
+            "    v = outputs[k]\n"
+            "    assert v is not None and v != '' and v != [] and v != {}, f'output {k} is empty'\n"
+        ),
+    )

@@ -1,0 +1,89 @@
+"""What a failure teaches: the feedback a retried node gets and the failure context a replan
+gets. The coordinator builds both from verdicts; the executor and planner render them into
+prompts, so they live apart from all three."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from verimap import prompts
+from verimap.result import VFVerdict, clip
+
+
+class Feedback(BaseModel):
+    """What a retry is told: its previous outputs and why they failed."""
+
+    previous_outputs: dict[str, Any] | None = None
+    failures: list[VFVerdict] = Field(default_factory=list)
+    error: str | None = None
+
+    def render(self, limit: int = 3000) -> str:
+        """Cut to fit a small model's context: each failure gets its share of `limit`."""
+        lines = [v.feedback() for v in self.failures]
+        if self.error:
+            lines.append(f"[attempt error] {self.error}")
+        per = max(300, limit // max(1, 2 * len(lines)))
+        return prompts.EXECUTOR_FEEDBACK.format(
+            previous=clip(json.dumps(self.previous_outputs, ensure_ascii=False, default=str), 1000),
+            failures="\n".join(clip(line, per) for line in lines) or "(no details)",
+        )
+
+
+class AncestorContext(BaseModel):
+    node_id: str
+    instruction: str
+    outputs: dict[str, Any] | None = None
+    status: str = ""
+
+
+class FailureContext(BaseModel):
+    """Why the previous plan failed: the failed node, what it saw and produced, every VF verdict,
+    and its ancestors (two generations by default) with their outputs."""
+
+    node_id: str
+    instruction: str = ""
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    outputs: dict[str, Any] | None = None
+    error: str | None = None
+    verdicts: list[VFVerdict] = Field(default_factory=list)
+    attempts: int = 0
+    ancestors: list[AncestorContext] = Field(default_factory=list)
+
+    @property
+    def kind(self) -> str:
+        """What failed: "verification" (a VF said no), "vf_error" (a VF could not run: its own
+        bug), or "executor" (no answer of the declared shape reached verification)."""
+        if any(v.outcome == "FAIL" for v in self.verdicts):
+            return "verification"
+        if any(not v.passed for v in self.verdicts):
+            return "vf_error"
+        return "executor"
+
+    def render(self, limit: int = 4000) -> str:
+        """Only what failed (passing VFs are counted, not shown), each part cut to fit."""
+        d = lambda v, n=600: clip(json.dumps(v, ensure_ascii=False, default=str), n)  # noqa: E731
+        lines = [
+            f"Node {self.node_id!r} failed after {self.attempts} attempt(s).",
+            f"Instruction: {self.instruction}",
+            f"Inputs: {d(self.inputs, 1200)}",
+            f"Last outputs: {d(self.outputs, 1200)}",
+        ]
+        if self.error:
+            lines.append(f"Error: {clip(self.error, 600)}")
+        failed = [v for v in self.verdicts if not v.passed]
+        if failed:
+            passed = len(self.verdicts) - len(failed)
+            lines.append(
+                "Verification functions that failed on the last attempt"
+                + (f" ({passed} other(s) passed):" if passed else ":")
+            )
+            per = max(300, limit // (2 * len(failed)))
+            lines.extend("  " + clip(v.feedback(), per).replace("\n", "\n  ") for v in failed)
+        if self.ancestors:
+            lines.append("Ancestor nodes (nearest first):")
+            for a in self.ancestors:
+                lines.append(f"  - {a.node_id} [{a.status}]: {a.instruction} -> {d(a.outputs)}")
+        return clip("\n".join(lines), limit)
