@@ -7,7 +7,7 @@ print(result.status, result.answer)
 """
 
 from verimap.config import Budget, RunConfig
-from verimap.coordinator import Coordinator, build
+from verimap.coordinator import Coordinator
 from verimap.errors import VerimapError
 from verimap.events import Event, EventBus, JsonlTraceWriter
 from verimap.executor import Executor, ExecutorOutput
@@ -18,6 +18,7 @@ from verimap.planner import LLMPlanner, Planner, PlanningError
 from verimap.result import NodeReport, RunResult, VerificationReport, VFVerdict
 from verimap.tools import Tool, ToolRegistry, calculator_tool, default_tools, python_tool
 from verimap.verifier import Verifier
+from verimap.wiring import build
 
 __version__ = "0.1.0"
 

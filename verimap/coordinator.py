@@ -11,14 +11,11 @@ outputs, VFs) is unchanged are reused. Every step is an event.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import heapq
-import json
 import time
 import traceback
 import uuid
 from collections import Counter
-from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -29,73 +26,23 @@ from verimap.accounting import BudgetExceeded, Ledger, use_ledger
 from verimap.config import RunConfig
 from verimap.events import Event, EventBus, JsonlTraceWriter
 from verimap.executor import TEXT_OUTPUT, Executor
-from verimap.feedback import AncestorContext, FailureContext, Feedback
-from verimap.llm.base import Model, ModelError
-from verimap.plan import USER_TASK, Node, Plan, PlanError
-from verimap.planner import LLMPlanner, Planner, PlanningError, invalid_plan_hook
+from verimap.feedback import FailureContext, Feedback
+from verimap.llm.base import ModelError
+from verimap.node_context import (
+    DONE,
+    best_unverified,
+    content_key,
+    failure_context,
+    plurality,
+    resolve_inputs,
+    structured_context,
+    text_context,
+)
+from verimap.plan import Node, Plan, PlanError
+from verimap.planner import Planner, PlanningError, invalid_plan_hook
 from verimap.result import AttemptReport, ErrorKind, NodeReport, RunResult, RunStatus, clip
-from verimap.sandbox.base import Outcome, Sandbox, SandboxUnavailable
-from verimap.tools import ToolRegistry, default_tools
+from verimap.sandbox.base import Outcome, SandboxUnavailable
 from verimap.verifier import Verifier
-
-_DONE = ("verified", "reused", "fail-accepted")
-
-
-def resolve_inputs(
-    node: Node, task: str, values: Mapping[str, Mapping[str, Any]]
-) -> dict[str, Any]:
-    """Input values keyed by their reference (`USER_TASK`, `n1.total`), plus the bare variable
-    name (`total`) when exactly one input has it, for friendlier VF code."""
-    out: dict[str, Any] = {}
-    for ref in node.inputs:
-        if ref == USER_TASK:
-            out[ref] = task
-        else:
-            src, var = ref.split(".", 1)
-            out[ref] = values.get(src, {}).get(var)
-    counts = Counter(r.split(".", 1)[1] for r in node.inputs if r != USER_TASK)
-    for ref in node.inputs:
-        if ref != USER_TASK:
-            var = ref.split(".", 1)[1]
-            if counts[var] == 1 and var not in out:
-                out[var] = out[ref]
-    return out
-
-
-def content_key(node: Node, inputs: Mapping[str, Any], context: Mapping[str, Any] | None) -> str:
-    """Identity of a node's work: same key, same job (so a verified result can be reused)."""
-    blob = json.dumps(
-        {
-            "instruction": node.instruction,
-            "inputs": {r: inputs.get(r) for r in node.inputs},
-            "outputs": node.outputs,
-            "vfs": [v.model_dump() for v in node.verification],
-            "context": context or {},
-        },
-        sort_keys=True,
-        default=str,
-    )
-    return hashlib.sha256(blob.encode()).hexdigest()
-
-
-def _canonical(value: Any) -> Any:
-    """Equal answers compare equal: 84.0 is 84, whatever the container."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _canonical(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_canonical(v) for v in value]
-    return value
-
-
-def plurality(answers: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
-    """The answer given most often and how often; the earliest on a tie."""
-    keys = [json.dumps(_canonical(a), sort_keys=True, default=str) for a in answers]
-    counts = Counter(keys)
-    top = max(counts.values())
-    return dict(answers[next(i for i, k in enumerate(keys) if counts[k] == top)]), top
-
 
 _VOTABLE = ("number", "integer", "boolean")
 
@@ -283,7 +230,8 @@ class Coordinator:
                     final=final,
                     final_output=dict(values[final]),
                 )
-            st.best = self._best_unverified(st, plan) or st.best
+            best = best_unverified(plan, st.reports, st.iteration, self.config.unverified_answer)
+            st.best = best or st.best
             if statuses.get(failure.node_id) == "unconfirmed":
                 answers = st.reports[failure.node_id].outputs
                 return self._result(
@@ -310,26 +258,6 @@ class Coordinator:
             )
             st.carry.clear()
             plan = await self._vet(st, await self.planner.replan(st.task, plan, failure))
-
-    def _best_unverified(self, st: _RunState, plan: Plan) -> dict[str, Any] | None:
-        """The final node's answer that most of its well-typed attempts gave (the first on a tie,
-        so a greedy first attempt wins against scattered samples), or its last outputs; else the
-        outputs of its deepest verified ancestor."""
-        final = plan.final_node().id
-        rep = st.reports.get(final)
-        if rep is not None and rep.iteration == st.iteration and rep.outputs:
-            if self.config.unverified_answer == "last":
-                return dict(rep.outputs)
-            typed = [a for a in rep.attempts if a.outputs and a.error is None]
-            answers = [a.outputs or {} for a in typed if a.passed] or [
-                a.outputs or {} for a in typed
-            ]
-            return plurality(answers)[0] if answers else dict(rep.outputs)
-        for aid in reversed(plan.topological_order()):
-            arep = st.reports.get(aid)
-            if aid in plan.ancestors(final) and arep and arep.status in _DONE and arep.outputs:
-                return dict(arep.outputs)
-        return None
 
     async def _vet(self, st: _RunState, plan: Plan) -> Plan:
         """Record a fallback plan; find Python VFs that pass on null and on absurd outputs (they
@@ -368,38 +296,6 @@ class Coordinator:
                 node.verification = [v for v in node.verification if v.name not in drop[node.id]]
         return plan
 
-    def _context_for(
-        self, plan: Plan, node: Node, values: Mapping[str, Mapping[str, Any]]
-    ) -> dict[str, Any] | None:
-        gens = self.config.context_generations
-        if not self.config.structured_io:
-            return self._text_context(plan, node, values)
-        if gens <= 1:
-            return None
-        parents = set(node.parent_ids())
-        ctx = {}
-        for aid in plan.ancestors(node.id, gens):
-            if aid not in parents and aid in values:
-                for var, val in values[aid].items():
-                    ctx[f"{aid}.{var}"] = val
-        return ctx or None
-
-    def _text_context(
-        self, plan: Plan, node: Node, values: Mapping[str, Mapping[str, Any]]
-    ) -> dict[str, Any] | None:
-        """What a text-only executor hears from other agents: each ancestor's instruction and
-        reply, parents included, nearest first; never a named value."""
-        ctx: dict[str, Any] = {}
-        for generation in range(1, self.config.context_generations + 1):
-            for aid in plan.ancestors(node.id, generation):
-                if aid not in ctx and aid in values:
-                    ctx[aid] = {
-                        "generation": generation,
-                        "instruction": plan.node(aid).instruction,
-                        "text": values[aid].get(TEXT_OUTPUT),
-                    }
-        return ctx or None
-
     async def _run_plan(self, st: _RunState, plan: Plan):
         cfg = self.config
         order = {nid: i for i, nid in enumerate(plan.topological_order())}
@@ -423,7 +319,12 @@ class Coordinator:
                     _, nid = heapq.heappop(ready)
                     node = by_id[nid]
                     inputs = resolve_inputs(node, st.task, values)
-                    context = self._context_for(plan, node, values)
+                    gens = cfg.context_generations
+                    context = (
+                        structured_context(plan, node, values, gens)
+                        if cfg.structured_io
+                        else text_context(plan, node, values, gens)
+                    )
                     status[nid] = "running"
                     types = {
                         ref: by_id[src].output_type(var)
@@ -443,14 +344,16 @@ class Coordinator:
                     nid = running.pop(fut)
                     report, inputs = fut.result()
                     status[nid] = report.status
-                    if report.status in _DONE:
+                    if report.status in DONE:
                         values[nid] = report.outputs or {}
                         for c in children[nid]:
                             waiting[c] -= 1
                             if waiting[c] == 0:
                                 heapq.heappush(ready, (order[c], c))
                     elif failure is None:
-                        failure = self._failure(plan, by_id[nid], inputs, report, st, status)
+                        failure = failure_context(
+                            plan, by_id[nid], inputs, report, st.iteration, st.reports, status
+                        )
         finally:
             for fut in running:
                 fut.cancel()
@@ -463,25 +366,6 @@ class Coordinator:
                 if rep.iteration != st.iteration:
                     rep.status, rep.iteration = "skipped", st.iteration
         return failure, status, values
-
-    def _failure(
-        self, plan: Plan, node: Node, inputs: dict, report: NodeReport, st: _RunState, status
-    ) -> FailureContext:
-        cur = [a for a in report.attempts if a.iteration == st.iteration]
-        last = cur[-1] if cur else None
-        judged = [a for a in cur if a.verdicts]
-        ancestors = []
-        for aid in plan.ancestors(node.id, 2):
-            arep = st.reports.get(aid)
-            ancestors.append(AncestorContext(
-                node_id=aid, instruction=plan.node(aid).instruction,
-                outputs=arep.outputs if arep else None, status=status.get(aid, ""),
-            ))  # fmt: skip
-        return FailureContext(
-            node_id=node.id, instruction=node.instruction, inputs=inputs,
-            outputs=last.outputs if last else None, error=last.error if last else None,
-            verdicts=judged[-1].verdicts if judged else [], attempts=len(cur), ancestors=ancestors,
-        )  # fmt: skip
 
     def _tool_event(
         self, st: _RunState, node_id: str, attempt: int, tool: str, args: str, result: str
@@ -605,41 +489,3 @@ class Coordinator:
                 st.carry[node.id] = feedback
         self._emit(st, ev.NODE_FINISH, node.id, status=rep.status, outputs=rep.outputs)
         return rep, inputs
-
-
-def build(
-    models: Mapping[str, Model],
-    sandbox: Sandbox | None = None,
-    tools: ToolRegistry | None = None,
-    config: RunConfig | None = None,
-    demo: str | None = None,
-    planner: Planner | None = None,
-    *,
-    threshold: float | None = None,
-    events: EventBus | None = None,
-    trace_dir: str | Path | None = None,
-) -> Coordinator:
-    """Wire a coordinator from models keyed planner/executor/judge (judge defaults to executor).
-
-    `tools` defaults to `calculator` plus `python` when a sandbox is given.
-    """
-    config = config or RunConfig()
-    if "executor" not in models:
-        raise ValueError("build() needs an 'executor' model")
-    if planner is None and "planner" not in models:
-        raise ValueError("build() needs a 'planner' model or a planner")
-    tools = tools if tools is not None else default_tools(sandbox)
-    planner = planner or LLMPlanner(
-        models["planner"], tools, demo=demo, temperature=config.temperature,
-        write_vfs=config.verification == "full", think_first=config.plan_reasoning,
-        max_repairs=config.plan_repairs,
-    )  # fmt: skip
-    executor = Executor(
-        models["executor"], tools, max_steps=config.executor_max_steps,
-        temperature=config.temperature, top_p=config.top_p, retry_temperature=config.retry_temperature,
-        structured_io=config.structured_io,
-    )  # fmt: skip
-    verifier = Verifier.from_config(
-        sandbox, models.get("judge", models["executor"]), config, threshold, tools
-    )
-    return Coordinator(planner, executor, verifier, config, events, trace_dir=trace_dir)

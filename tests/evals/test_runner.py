@@ -15,12 +15,10 @@ from verimap.evals.runner import (
     ResultsLog,
     RunDirError,
     dir_lock,
-    paper_sample_size,
     run_eval,
-    sample_tasks,
-    select_tasks,
     unscored_errors,
 )
+from verimap.evals.sampling import paper_sample_size, sample_tasks, select_tasks
 
 from .conftest import API_KEY, REPO, SAMPLES, fast_model
 

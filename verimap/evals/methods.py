@@ -114,9 +114,9 @@ def build_coordinator(
 ) -> Any:
     """A Coordinator wired for `method` (models keyed planner/executor/judge; judge defaults
     to the executor's model, as in `verimap.build`)."""
-    from verimap.coordinator import build
     from verimap.fixed_planners import TemplatePlanner
     from verimap.planner import LLMPlanner
+    from verimap.wiring import build
 
     m = get_method(method) if isinstance(method, str) else method
     needed = ["executor"] + (["planner"] if m.planner == "llm" else [])

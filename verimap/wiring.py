@@ -1,0 +1,54 @@
+"""`verimap.build`: a coordinator wired from models, with the paper's components."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from verimap.config import RunConfig
+from verimap.coordinator import Coordinator
+from verimap.events import EventBus
+from verimap.executor import Executor
+from verimap.llm.base import Model
+from verimap.planner import LLMPlanner, Planner
+from verimap.sandbox.base import Sandbox
+from verimap.tools import ToolRegistry, default_tools
+from verimap.verifier import Verifier
+
+
+def build(
+    models: Mapping[str, Model],
+    sandbox: Sandbox | None = None,
+    tools: ToolRegistry | None = None,
+    config: RunConfig | None = None,
+    demo: str | None = None,
+    planner: Planner | None = None,
+    *,
+    threshold: float | None = None,
+    events: EventBus | None = None,
+    trace_dir: str | Path | None = None,
+) -> Coordinator:
+    """Wire a coordinator from models keyed planner/executor/judge (judge defaults to executor).
+
+    `tools` defaults to `calculator` plus `python` when a sandbox is given.
+    """
+    config = config or RunConfig()
+    if "executor" not in models:
+        raise ValueError("build() needs an 'executor' model")
+    if planner is None and "planner" not in models:
+        raise ValueError("build() needs a 'planner' model or a planner")
+    tools = tools if tools is not None else default_tools(sandbox)
+    planner = planner or LLMPlanner(
+        models["planner"], tools, demo=demo, temperature=config.temperature,
+        write_vfs=config.verification == "full", think_first=config.plan_reasoning,
+        max_repairs=config.plan_repairs,
+    )  # fmt: skip
+    executor = Executor(
+        models["executor"], tools, max_steps=config.executor_max_steps,
+        temperature=config.temperature, top_p=config.top_p, retry_temperature=config.retry_temperature,
+        structured_io=config.structured_io,
+    )  # fmt: skip
+    verifier = Verifier.from_config(
+        sandbox, models.get("judge", models["executor"]), config, threshold, tools
+    )
+    return Coordinator(planner, executor, verifier, config, events, trace_dir=trace_dir)
