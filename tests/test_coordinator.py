@@ -203,6 +203,23 @@ async def test_trace_events_and_no_secret(tmp_path, monkeypatch):
     assert [e.type for e in seen] == types
 
 
+async def test_every_model_call_reaches_the_trace_inside_its_attempt(tmp_path):
+    world = ScriptedWorld(
+        [CHAIN], lambda nid, k, inp, p: {"x": -1 if k == 0 else 1} if nid == "a" else {"y": 1}
+    )
+    r = await coordinator(world, trace_dir=tmp_path).run("task")
+    calls = [e for e in read_trace(r.trace_path) if e.type == "model_call"]
+    assert len(calls) == world.model.calls == r.usage.total.calls
+    planner = [e for e in calls if e.data["role"] == "planner"]
+    executor = [(e.node_id, e.attempt) for e in calls if e.data["role"] == "executor"]
+    assert planner and all(e.node_id is None and e.iteration == 1 for e in planner)
+    assert executor == [("a", 1), ("a", 2), ("b", 1)]
+    assert sum(e.data["prompt_tokens"] for e in calls) == r.usage.total.prompt_tokens
+    assert all(e.data["model"] == "scripted-world" and e.data["duration_s"] >= 0 for e in calls)
+    # What was said stays out: the instruction is in every executor prompt.
+    assert not any("do a" in json.dumps(e.data) for e in calls)
+
+
 async def test_context_generations_show_grandparents():
     plan = {"nodes": [n("a"), n("b", inputs=["a.x"]), n("c", inputs=["b.x"], outputs=["y"])]}
     world = ScriptedWorld(

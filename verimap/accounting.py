@@ -4,15 +4,20 @@ Every model call the engine makes goes through `call_model`, which asks the
 current run's `Ledger` (a context variable, so concurrent nodes share it without
 plumbing) whether the call may start, and records what it cost afterwards, also
 when it failed. A budget is checked *before* a call, so a run never starts a call
-that would cross a limit.
+that would cross a limit. The ledger's `on_call` hears a `ModelCall` for each call, so a
+run's trace (and its OpenTelemetry spans) see every call the budget sees.
 """
 
 from __future__ import annotations
 
 import contextvars
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel
 
 from verimap.config import Budget
 from verimap.errors import VerimapError
@@ -28,10 +33,74 @@ class BudgetExceeded(VerimapError, RuntimeError):
         self.limit = limit
 
 
+class ModelCall(BaseModel):
+    """One model call as traces and spans see it: what it cost, how long it took and how it
+    ended. Never what was said: prompts and replies carry the user's data and stay out."""
+
+    role: str
+    model: str
+    # Who serves the API, as the OpenTelemetry GenAI conventions name it (`openai` for every
+    # OpenAI-compatible endpoint; `server_address` tells which one).
+    provider: str
+    response_model: str = ""
+    server_address: str | None = None
+    server_port: int | None = None
+    output_type: Literal["text", "json"] = "text"
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    cost: float = 0.0
+    duration_s: float = 0.0
+    finish_reason: str | None = None
+    tool_calls: int = 0
+    error: str | None = None
+    error_type: str | None = None
+
+
+def _server(model: Model) -> tuple[str | None, int | None]:
+    """Host and port of a model's endpoint, never its path or any credentials in the URL."""
+    url = getattr(model, "base_url", None)
+    if not isinstance(url, str) or not url:
+        return None, None
+    try:
+        parts = urlsplit(url)
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+    except ValueError:
+        return None, None
+    return parts.hostname, port
+
+
+def _model_call(
+    model: Model, req: ModelRequest, usage: Usage, duration_s: float,
+    resp: ModelResponse | None = None, error: Exception | None = None,
+) -> ModelCall:  # fmt: skip
+    host, port = _server(model)
+    return ModelCall(
+        role=req.role, model=model.name, provider=getattr(model, "provider", type(model).__name__),
+        response_model=resp.model if resp else "", server_address=host, server_port=port,
+        output_type="json" if req.response_schema is not None else "text",
+        temperature=req.temperature, top_p=req.top_p, max_tokens=req.max_tokens,
+        prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
+        cached_tokens=usage.cached_tokens, cost=usage.cost, duration_s=duration_s,
+        finish_reason=resp.finish_reason if resp else None,
+        tool_calls=len(resp.tool_calls) if resp else 0,
+        error=str(error)[:1000] if error else None,
+        error_type=type(error).__name__ if error else None,
+    )  # fmt: skip
+
+
+OnCall = Callable[[ModelCall], None]
+
+
 class Ledger:
     """Usage per role for one run, checked against a `Budget`."""
 
-    def __init__(self, budget: Budget | None = None, *, clock=time.monotonic):
+    def __init__(
+        self, budget: Budget | None = None, *, clock=time.monotonic, on_call: OnCall | None = None
+    ):
         self.budget = budget or Budget()
         self.usage = UsageByRole()
         self.calls_log: list[tuple[str, Usage]] = []
@@ -40,6 +109,7 @@ class Ledger:
         self.faults: list[str] = []
         self._clock = clock
         self.started = clock()
+        self.on_call = on_call
 
     @property
     def elapsed_s(self) -> float:
@@ -67,9 +137,11 @@ class Ledger:
                 "timeout_s", f"wall-clock budget exhausted: {self.elapsed_s:.1f}s of {b.timeout_s}s"
             )
 
-    def record(self, role: str, usage: Usage) -> None:
+    def record(self, role: str, usage: Usage, call: ModelCall | None = None) -> None:
         self.usage.add(role, usage)
         self.calls_log.append((role, usage))
+        if call is not None and self.on_call is not None:
+            self.on_call(call)
 
 
 _current: contextvars.ContextVar[Ledger | None] = contextvars.ContextVar(
@@ -96,16 +168,20 @@ async def call_model(model: Model, req: ModelRequest) -> ModelResponse:
     ledger = _current.get()
     if ledger is not None:
         ledger.check(req.role)
+    start = time.monotonic()
     try:
         resp = await model.request(req)
     except ModelError as e:
         if ledger is not None:
-            ledger.record(req.role, e.usage)
+            call = _model_call(model, req, e.usage, time.monotonic() - start, error=e)
+            ledger.record(req.role, e.usage, call)
             ledger.faults.append(f"{req.role} model error: {e}")
         raise
     if ledger is not None:
         usage = resp.usage
         if usage.calls == 0:
             usage = usage.model_copy(update={"calls": 1})
-        ledger.record(req.role, usage)
+        ledger.record(
+            req.role, usage, _model_call(model, req, usage, time.monotonic() - start, resp)
+        )
     return resp

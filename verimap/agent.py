@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -70,7 +71,8 @@ def react_protocol(model: Model, tools: ToolRegistry) -> str:
     return ""
 
 
-OnToolCall = Callable[[str, str, str], None]
+# (tool, arguments, result, seconds the call took)
+OnToolCall = Callable[[str, str, str, float], None]
 
 
 @dataclass
@@ -95,8 +97,8 @@ async def tool_loop(
     on_tool_call: OnToolCall | None = None,
 ) -> LoopResult:
     """Call the model until it replies without asking for a tool, or `max_steps` replies.
-    `messages` grows with the transcript; `on_tool_call(tool, arguments, result)` hears every
-    call (traces record them). Model and budget errors propagate."""
+    `messages` grows with the transcript; `on_tool_call(tool, arguments, result, seconds)` hears
+    every call (traces record them). Model and budget errors propagate."""
     api = uses_tool_api(model, tools)
     steps = tool_calls = 0
     text = ""
@@ -118,18 +120,20 @@ async def tool_loop(
                 ],
             })  # fmt: skip
             for tc in resp.tool_calls:
+                start = time.monotonic()
                 result = await tools.call(tc.name, tc.arguments)
                 tool_calls += 1
                 if on_tool_call is not None:
-                    on_tool_call(tc.name, tc.arguments, result)
+                    on_tool_call(tc.name, tc.arguments, result, time.monotonic() - start)
                 messages.append({"role": "tool", "tool_call_id": tc.id, "content": result})
             continue
         action = None if api or not len(tools) else parse_react(text)
         if action is not None:
+            start = time.monotonic()
             result = await tools.call(*action)
             tool_calls += 1
             if on_tool_call is not None:
-                on_tool_call(*action, result)
+                on_tool_call(*action, result, time.monotonic() - start)
             messages.append({"role": "assistant", "content": text})
             messages.append({"role": "user", "content": f"Observation: {result}"})
             continue

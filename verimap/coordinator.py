@@ -11,6 +11,7 @@ outputs, VFs) is unchanged are reused. Every step is an event.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import heapq
 import time
 import traceback
@@ -22,7 +23,7 @@ from typing import Any
 
 from verimap import events as ev
 from verimap import iotypes
-from verimap.accounting import BudgetExceeded, Ledger, use_ledger
+from verimap.accounting import BudgetExceeded, Ledger, ModelCall, use_ledger
 from verimap.config import RunConfig
 from verimap.events import Event, EventBus, JsonlTraceWriter
 from verimap.executor import TEXT_OUTPUT, Executor
@@ -43,6 +44,13 @@ from verimap.planner import Planner, PlanningError, invalid_plan_hook
 from verimap.result import AttemptReport, ErrorKind, NodeReport, RunResult, RunStatus, clip
 from verimap.sandbox.base import Outcome, SandboxUnavailable
 from verimap.verifier import Verifier
+
+# The node and attempt a model call is made for, so its MODEL_CALL event lands inside them.
+# Each node runs in a task of its own, which gets its own copy of this variable.
+_attempt_scope: contextvars.ContextVar[tuple[str | None, int | None]] = contextvars.ContextVar(
+    "verimap_attempt_scope", default=(None, None)
+)
+
 
 _VOTABLE = ("number", "integer", "boolean")
 
@@ -107,7 +115,7 @@ class Coordinator:
             trace_path = self.trace_dir / f"{st.run_id}.jsonl"
         writer = JsonlTraceWriter(trace_path) if trace_path is not None else None
         unsubscribe = self.events.subscribe(writer) if writer else None
-        ledger = Ledger(self.config.budget)
+        ledger = Ledger(self.config.budget, on_call=partial(self._model_event, st))
         start = time.monotonic()
         result: RunResult
         hook = invalid_plan_hook.set(
@@ -368,10 +376,15 @@ class Coordinator:
         return failure, status, values
 
     def _tool_event(
-        self, st: _RunState, node_id: str, attempt: int, tool: str, args: str, result: str
-    ) -> None:
+        self, st: _RunState, node_id: str, attempt: int, tool: str, args: str, result: str,
+        duration_s: float,
+    ) -> None:  # fmt: skip
         self._emit(st, ev.TOOL_CALL, node_id, attempt, tool=tool, arguments=clip(args, 2000),
-                   result=clip(result, 2000))  # fmt: skip
+                   result=clip(result, 2000), duration_s=duration_s)  # fmt: skip
+
+    def _model_event(self, st: _RunState, call: ModelCall) -> None:
+        node_id, attempt = _attempt_scope.get()
+        self._emit(st, ev.MODEL_CALL, node_id, attempt, **call.model_dump(mode="json"))
 
     def _votes_needed(self, plan: Plan, node: Node) -> int:
         """How many VF-passing attempts must give the same answer: `agreement` for a final node
@@ -415,6 +428,7 @@ class Coordinator:
                     feedback=feedback.model_dump(mode="json") if feedback else None,
                 )
             self._emit(st, ev.ATTEMPT, node.id, attempt)
+            _attempt_scope.set((node.id, attempt))
             out = await self.executor.execute(
                 node, inputs, feedback, context, input_types,
                 on_tool_call=partial(self._tool_event, st, node.id, attempt),
@@ -439,7 +453,9 @@ class Coordinator:
                 feedback = Feedback(previous_outputs=out.outputs, error=out.error)
                 continue
             last_outputs = out.outputs
+            verify_start = time.monotonic()
             vr = await self.verifier.verify(node, inputs, out.outputs or {})
+            verify_s = time.monotonic() - verify_start
             rec.verdicts, rec.passed = vr.verdicts, vr.passed
             st.faults.extend(
                 f"sandbox error in VF {v.name!r} of node {node.id!r}: {v.message}"
@@ -447,7 +463,9 @@ class Coordinator:
                 if v.outcome == Outcome.SANDBOX_ERROR
             )
             for v in vr.verdicts:
-                self._emit(st, ev.VF_VERDICT, node.id, attempt, **v.model_dump(mode="json"))
+                # The VFs of an attempt run together: each verdict carries the step's duration.
+                self._emit(st, ev.VF_VERDICT, node.id, attempt, **v.model_dump(mode="json"),
+                           verify_s=verify_s)  # fmt: skip
             self._emit(
                 st,
                 ev.ATTEMPT_RESULT,

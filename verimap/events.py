@@ -30,6 +30,9 @@ NODE_START = "node_start"
 NODE_REUSED = "node_reused"
 ATTEMPT = "attempt"
 TOOL_CALL = "tool_call"
+# One model call of any role (planner, executor, judge): what it cost and how it ended, never
+# what was said. Emitted when the call ends, inside the attempt that made it, if any.
+MODEL_CALL = "model_call"
 # A final answer passed its VFs but still needs another attempt to agree with it.
 AGREEMENT = "agreement"
 VF_VERDICT = "vf_verdict"
@@ -50,7 +53,9 @@ _SECRET_PATTERNS = [
 REDACTED = "[REDACTED]"
 
 
-def _secret_values() -> list[str]:
+def secret_values() -> list[str]:
+    """The values of secret-named environment variables, longest first (so a key that contains
+    another is masked whole)."""
     return sorted(
         {v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 8},
         key=len,
@@ -60,7 +65,7 @@ def _secret_values() -> list[str]:
 
 def redact(obj: Any, _secrets: list[str] | None = None) -> Any:
     """A copy of `obj` with secret-named fields, secret env values and key-shaped strings masked."""
-    secrets = _secret_values() if _secrets is None else _secrets
+    secrets = secret_values() if _secrets is None else _secrets
     if isinstance(obj, str):
         for s in secrets:
             obj = obj.replace(s, REDACTED)
@@ -104,7 +109,7 @@ class EventBus:
         self._pending: set[asyncio.Task] = set()
         # Scanning the environment per event would dominate the coordinator's overhead;
         # the secret values are read when the bus is made and again at each run's start.
-        self._secrets = _secret_values()
+        self._secrets = secret_values()
 
     def subscribe(self, callback: Subscriber) -> Callable[[], None]:
         """Add a subscriber; returns a function that removes it."""
@@ -113,7 +118,7 @@ class EventBus:
 
     def emit(self, event: Event) -> Event:
         if event.type == RUN_START:
-            self._secrets = _secret_values()
+            self._secrets = secret_values()
         event = event.model_copy(update={"data": redact(event.data, self._secrets)})
         for cb in list(self._subs):
             try:
@@ -140,7 +145,7 @@ class JsonlTraceWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._f = self.path.open("a", encoding="utf-8")
         self._lock = threading.Lock()
-        self._secrets = _secret_values()
+        self._secrets = secret_values()
 
     def __call__(self, event: Event) -> None:
         line = json.dumps(redact(event.model_dump(mode="json"), self._secrets), default=str)

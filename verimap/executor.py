@@ -251,8 +251,8 @@ class Executor:
     ) -> ExecutorOutput:
         """One attempt. Model and budget errors propagate; a bad final object is a failed attempt.
         `input_types`: the producer's type of each input, shown beside the inputs;
-        `on_tool_call(tool, arguments, result)` hears each tool call; `sample`: an independent
-        attempt at the retry temperature, without feedback."""
+        `on_tool_call(tool, arguments, result, seconds)` hears each tool call; `sample`: an
+        independent attempt at the retry temperature, without feedback."""
         messages = self.build_messages(node, inputs, feedback, context, input_types)
         temperature = self._temperature(feedback is not None or sample)
         loop = await tool_loop(

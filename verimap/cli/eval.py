@@ -22,6 +22,7 @@ from typing import Any
 import click
 
 from verimap.cli import endpoint_options, sandbox_option
+from verimap.cli.tracing import otel_option, otel_spans
 from verimap.evals.methods import METHODS
 
 ENDPOINT_KEYS = (
@@ -189,6 +190,7 @@ def _load_factory(spec: str):
 @click.option(
     "--models-factory", default=None, hidden=True, help="MODULE:FUNCTION returning models (tests)."
 )
+@otel_option
 @endpoint_options
 @click.pass_context
 def eval_(ctx: click.Context, **kw: Any) -> None:
@@ -272,6 +274,7 @@ def run_command(**kw: Any) -> int:
     from verimap.evals.report import report_dirs
     from verimap.evals.retrieval import RetrievalUnavailable
     from verimap.evals.runner import RunDirError, run_eval
+    from verimap.events import EventBus
     from verimap.llm.base import ModelError
     from verimap.local.server import ServerError
     from verimap.local.weights import WeightsError
@@ -323,7 +326,7 @@ def run_command(**kw: Any) -> int:
             concurrency = 1
             click.echo("note: local model: one task at a time (-c overrides)", err=True)
 
-    async def main() -> Any:
+    async def main(spans: Any) -> Any:
         # SIGTERM stops a run the way Ctrl-C does: finished tasks are already on disk.
         loop = asyncio.get_running_loop()
         me = asyncio.current_task()
@@ -332,6 +335,10 @@ def run_command(**kw: Any) -> int:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             sandbox = _own_sandbox(get_sandbox, kw.get("sandbox_kind") or "auto")
+        events = None
+        if spans is not None:
+            events = EventBus()
+            events.subscribe(spans)
         async with sandbox:
             common: dict[str, Any] = dict(
                 runs=kw.get("runs") or 1,
@@ -342,6 +349,7 @@ def run_command(**kw: Any) -> int:
                 resume=bool(kw.get("resume")),
                 config=run_config,
                 progress=bool(kw.get("progress", True)),
+                events=events,
             )
             if kw.get("models_factory"):
                 models = _load_factory(kw["models_factory"])(bench_name, kw.get("data_dir"))
@@ -352,7 +360,13 @@ def run_command(**kw: Any) -> int:
                 return await run_eval(bench, method, models, sandbox, out, **common)
 
     try:
-        outcome = asyncio.run(main())
+        eval_span = {
+            "verimap.benchmark": bench_name,
+            "verimap.method": method,
+            "verimap.out": str(out),
+        }
+        with otel_spans(bool(kw.get("otel")), "verimap eval", eval_span) as spans:
+            outcome = asyncio.run(main(spans))
     except (KeyboardInterrupt, asyncio.CancelledError):
         click.echo(
             f"\ninterrupted: every finished task is saved in {out / 'results.jsonl'}; "

@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from verimap.cli import endpoint_options, sandbox_option
+from verimap.cli.tracing import otel_option, otel_spans
 from verimap.config import Budget, RunConfig
 from verimap.env import getenv
 from verimap.evals.methods import METHODS
@@ -174,11 +175,12 @@ def print_result(result: RunResult, *, console=None) -> None:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not narrate the run's steps on stderr.")
+@otel_option
 def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, sequential: bool, no_reuse: bool,
         fail_accepted: bool, verification: str, plan_file: Path | None, method: str | None,
         sandbox_kind: str, trace_dir: Path | None,
         max_calls: int | None, max_tokens: int | None, max_cost: float | None, timeout: float | None,
-        temperature: float | None, as_json: bool, quiet: bool, **endpoint: Any) -> None:  # fmt: skip
+        temperature: float | None, as_json: bool, quiet: bool, otel: bool, **endpoint: Any) -> None:  # fmt: skip
     """Solve TASK: plan a DAG with verification functions, execute and verify every node, retry and
     replan on failures, and print the answer with a per-node verdict table.
 
@@ -220,13 +222,15 @@ def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, seq
             sys.exit(EXIT_BAD_INPUT)
     trace_dir = trace_dir or Path(getenv("VERIMAP_TRACE_DIR", "runs/traces"))
 
-    async def go() -> RunResult:
+    async def go(spans: Any) -> RunResult:
         sandbox = _sandbox(sandbox_kind)
         try:
             async with _connect(**endpoint) as models:
                 events = verimap.EventBus()
                 if not quiet:
                     events.subscribe(progress_printer())
+                if spans is not None:
+                    events.subscribe(spans)
                 if method:
                     from verimap.evals.methods import build_coordinator
                     from verimap.tools import default_tools
@@ -246,7 +250,8 @@ def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, seq
             await sandbox.aclose()
 
     try:
-        result = asyncio.run(go())
+        with otel_spans(otel) as spans:
+            result = asyncio.run(go(spans))
     except (ModelError, SandboxUnavailable) as e:
         click.echo(f"infrastructure error: {e}", err=True)
         sys.exit(EXIT_INFRA)

@@ -34,6 +34,7 @@ from verimap.errors import VerimapError
 from verimap.evals.benchmarks import Benchmark, EvalTask
 from verimap.evals.methods import METHODS, build_coordinator, get_method, method_config
 from verimap.evals.sampling import sample_digest, select_tasks
+from verimap.events import EventBus
 from verimap.llm.base import Model
 from verimap.plan import LLMVF, PythonVF
 from verimap.result import SKIPPED
@@ -287,13 +288,15 @@ async def run_eval(
     progress: bool = True,
     solver: Solver | None = None,
     extra_config: dict[str, Any] | None = None,
+    events: EventBus | None = None,
 ) -> EvalOutcome:
     """Run `runs` x the first `limit` tasks, or x a seeded random `sample` of them (an int, or
     "paper": see `paper_sample_size`); see the module docstring for the guarantees.
 
     With a `solver`, `method` may name something that is no preset (a bare-model baseline beside
     the methods): its records, traces and errors then land in the same layout, and its
-    `run_config` is `config` as given."""
+    `run_config` is `config` as given. `events` hears every task's run (not a custom solver's).
+    """
     custom = solver is not None and method not in METHODS
     if not custom:
         get_method(method)
@@ -341,7 +344,7 @@ async def run_eval(
         tally.skipped = tally.done
         if pending:
             bench.prepare()
-        solve = solver or _default_solver(bench, method, models, sandbox, cfg)
+        solve = solver or _default_solver(bench, method, models, sandbox, cfg, events)
         sem = asyncio.Semaphore(max_concurrency)
         outcome = EvalOutcome(out, tally)
         with _progress(tally.total, progress) as bar:
@@ -387,15 +390,21 @@ async def run_eval(
 
 
 def _default_solver(
-    bench: Benchmark, method: str, models: dict[str, Model] | None, sandbox: Sandbox, cfg: RunConfig
+    bench: Benchmark,
+    method: str,
+    models: dict[str, Model] | None,
+    sandbox: Sandbox,
+    cfg: RunConfig,
+    events: EventBus | None = None,
 ) -> Solver:
     if models is None:
         raise ValueError("no models given: pass models (planner, executor, judge) or a solver")
 
     async def solve(task: EvalTask, run: int, trace_path: Path) -> Any:
         coord = build_coordinator(
-            method, models, sandbox, bench.tools(sandbox), config=cfg, domain=bench.domain
-        )
+            method, models, sandbox, bench.tools(sandbox), config=cfg, domain=bench.domain,
+            events=events,
+        )  # fmt: skip
         return await coord.run(task.prompt, trace_path=trace_path)
 
     return solve

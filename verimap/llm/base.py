@@ -55,7 +55,10 @@ class ModelError(VerimapError, RuntimeError):
 
 @runtime_checkable
 class Model(Protocol):
-    """An async chat model. `supports_tools` False makes executors use the ReAct text protocol."""
+    """An async chat model. `supports_tools` False makes executors use the ReAct text protocol.
+
+    A model may also have `provider` (who serves its API, for telemetry; the class name
+    otherwise) and `base_url` (whose host and port telemetry reports)."""
 
     name: str
     supports_tools: bool

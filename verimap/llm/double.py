@@ -46,6 +46,8 @@ class ScriptedModel:
     filled in from message lengths unless the reply carries its own.
     """
 
+    provider = "verimap.scripted"
+
     def __init__(
         self,
         script: ScriptFn | Iterable[Reply],

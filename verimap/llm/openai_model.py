@@ -140,6 +140,9 @@ def parse_text_tool_calls(content: str, tool_names: set[str]) -> list[ToolCall]:
 class OpenAIModel:
     """An OpenAI-compatible chat endpoint as a verimap `Model`."""
 
+    # For telemetry (OpenTelemetry's gen_ai.provider.name): the API spoken, whoever serves it.
+    provider = "openai"
+
     def __init__(
         self,
         model: str,
