@@ -4,6 +4,7 @@ verimap eval --benchmark humaneval --method verimap --limit 3
 verimap eval --benchmark gsm8k --method map --sample paper --seed 0 --runs 3
 verimap eval --config eval/gsm8k/verimap.yaml --resume
 verimap eval report runs/gsm8k-verimap runs/gsm8k-react
+verimap eval export --format inspect runs/gsm8k-verimap -o logs
 verimap eval retrieval
 """
 
@@ -415,6 +416,44 @@ def report(dirs: tuple[str, ...], output: str | None) -> None:
     click.echo(text)
     if output:
         Path(output).write_text(text)
+
+
+INSPECT_MISSING = (
+    "--format inspect needs Inspect AI, which is not installed: pip install 'verimap[inspect]'"
+)
+
+
+@eval_.command("export")
+@click.argument("dirs", metavar="DIR...", nargs=-1, required=True,
+                type=click.Path(exists=True, file_okay=False, path_type=Path))  # fmt: skip
+@click.option("--format", "fmt", type=click.Choice(["inspect"]), required=True,
+              help="inspect: Inspect AI eval logs (.eval), which `inspect view` opens.")  # fmt: skip
+@click.option("-o", "--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Log directory to write into [$INSPECT_LOG_DIR, else ./logs, where `inspect "
+              "view` looks].")  # fmt: skip
+def export(dirs: tuple[Path, ...], fmt: str, out: Path | None) -> None:
+    """Write one log per eval run DIR (benchmark x method) for another tool to browse.
+
+    A DIR holding run directories (runs/bench-r28) stands for all of them. Each task and run is
+    a sample scored C or I; tasks in errors.jsonl that no run scored are errored samples."""
+    import importlib.util
+
+    from verimap.env import getenv
+
+    if importlib.util.find_spec("inspect_ai") is None:
+        raise click.ClickException(INSPECT_MISSING)
+    from verimap.evals.inspect_export import ExportError, export_dirs
+
+    target = out or Path(getenv("INSPECT_LOG_DIR") or "logs")
+    try:
+        written = export_dirs(dirs, target)
+    except ExportError as e:
+        raise click.BadParameter(str(e), param_hint="DIR") from None
+    for w in written:
+        acc = "no task scored" if w.accuracy is None else f"accuracy {w.accuracy:.1%}"
+        click.echo(f"{w.path}: {w.benchmark}/{w.method}, {w.scored} scored ({acc}), "
+                   f"{w.errored} errored, not scored")  # fmt: skip
+    click.echo(f"open with: inspect view --log-dir {target}", err=True)
 
 
 REFERENCE = (
