@@ -26,7 +26,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -34,10 +34,16 @@ from verimap.config import RunConfig
 from verimap.errors import VerimapError
 from verimap.evals.benchmarks import Benchmark, EvalTask
 from verimap.evals.methods import METHODS, build_coordinator, get_method, method_config
+from verimap.events import EventBus
 from verimap.llm.base import Model
 from verimap.plan import LLMVF, PythonVF
 from verimap.result import SKIPPED
 from verimap.sandbox.base import Sandbox
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from verimap.live_view import BoardView
 
 RESULTS = "results.jsonl"
 ERRORS = "errors.jsonl"
@@ -300,11 +306,12 @@ def _check_config(out: Path, cfg: dict[str, Any], resume: bool, has_results: boo
     os.replace(tmp, path)
 
 
-def _progress(total: int, enabled: bool):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _progress(total: int, enabled: bool, console: Console, board: BoardView | None = None):
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-    return Progress(
+    from verimap.live_view import BoardProgress
+
+    return BoardProgress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -312,9 +319,10 @@ def _progress(total: int, enabled: bool):
         TextColumn("tok {task.fields[tok]}"),
         TextColumn("${task.fields[cost]}"),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        console=console,
         disable=not enabled,
         transient=False,
+        board=board,
     )
 
 
@@ -389,10 +397,17 @@ async def run_eval(
         tally.skipped = tally.done
         if pending:
             bench.prepare()
-        solve = solver or _default_solver(bench, method, models, sandbox, cfg)
+        from verimap import live_view  # rich loads only when an eval runs
+
+        console = live_view.stderr_console()
+        # The tasks in flight, drawn under the bar; only where the bar itself redraws.
+        live = progress and solver is None and live_view.is_live(console)
+        board = live_view.BoardView() if live else None
+        watch = board.bus if board is not None else None
+        solve = solver or _default_solver(bench, method, models, sandbox, cfg, watch)
         sem = asyncio.Semaphore(max_concurrency)
         outcome = EvalOutcome(out, tally)
-        with _progress(tally.total, progress) as bar:
+        with _progress(tally.total, progress, console, board) as bar:
             pid = bar.add_task(f"{bench.name}/{method}", total=tally.total, completed=tally.done,
                                acc="-", tok=0, cost="0.0000")  # fmt: skip
 
@@ -404,7 +419,14 @@ async def run_eval(
 
             async def one(run: int, task: EvalTask) -> None:
                 async with sem:
-                    rec = await _run_task(bench, method, task, run, out, sandbox, solve)
+                    key = task_key(run, task.id)
+                    if board is not None:
+                        board.start(key)
+                    try:
+                        rec = await _run_task(bench, method, task, run, out, sandbox, solve)
+                    finally:
+                        if board is not None:
+                            board.done(key)
                 if rec is None:
                     tally.errors += 1
                     return
@@ -435,15 +457,23 @@ async def run_eval(
 
 
 def _default_solver(
-    bench: Benchmark, method: str, models: dict[str, Model] | None, sandbox: Sandbox, cfg: RunConfig
+    bench: Benchmark,
+    method: str,
+    models: dict[str, Model] | None,
+    sandbox: Sandbox,
+    cfg: RunConfig,
+    watch: Callable[[str], EventBus] | None = None,
 ) -> Solver:
+    """`watch(key)`, when given, is the event bus for the run of the task with that key."""
     if models is None:
         raise ValueError("no models given: pass models (planner, executor, judge) or a solver")
 
     async def solve(task: EvalTask, run: int, trace_path: Path) -> Any:
+        events = watch(task_key(run, task.id)) if watch is not None else None
         coord = build_coordinator(
-            method, models, sandbox, bench.tools(sandbox), config=cfg, domain=bench.domain
-        )
+            method, models, sandbox, bench.tools(sandbox), config=cfg, domain=bench.domain,
+            events=events,
+        )  # fmt: skip
         return await coord.run(task.prompt, trace_path=trace_path)
 
     return solve
