@@ -1,3 +1,4 @@
+import io
 import json
 import warnings
 from contextlib import asynccontextmanager
@@ -150,3 +151,47 @@ def test_an_endpoint_outage_exits_4_not_as_a_failed_task(monkeypatch, tmp_path):
     assert "sk-test-secret-77" not in r.output
     r = invoke("Double 21", "--json", "--sandbox", "process", "--trace-dir", str(tmp_path))
     assert r.exit_code == 4 and json.loads(r.stdout)["error_kind"] == "infrastructure"
+
+
+def test_run_on_a_terminal_draws_the_live_view_instead_of_the_log(world, tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from verimap import live_view
+
+    screen = Console(file=io.StringIO(), force_terminal=True, color_system="standard", width=100)
+    monkeypatch.setattr(live_view, "stderr_console", lambda: screen)
+    r = invoke("Double 21", "--sandbox", "process", "--trace-dir", str(tmp_path))
+    assert r.exit_code == 0, r.output
+    drawn = screen.file.getvalue()
+    assert "\x1b[" in drawn and "iteration 1" in drawn and "#1 dbl PASS" in drawn
+    assert "verified" in drawn and "success" in drawn
+    assert "plan: 2 node(s)" not in r.stderr  # no line log beside the view
+    assert "success" in r.stdout and "42" in r.stdout and "dbl=PASS" in r.stdout
+    quiet = invoke("Double 21", "-q", "--sandbox", "process", "--trace-dir", str(tmp_path))
+    assert quiet.exit_code == 0 and screen.file.getvalue() == drawn
+
+
+def test_off_a_terminal_the_log_tells_retries_and_replans_without_escape_codes(
+    monkeypatch, tmp_path
+):
+    fixed = {"nodes": [PLAN["nodes"][0], {**PLAN["nodes"][1], "instruction": "double it"}]}
+
+    def outputs(nid, k, inp, prompt):
+        if nid == "a":
+            return {"x": -1 if k == 0 else 21}
+        return {"y": 2 * inp["a.x"] if "double it" in prompt else 0}
+
+    w = ScriptedWorld([PLAN, fixed], outputs)
+
+    @asynccontextmanager
+    async def fake_connect(**endpoint):
+        yield w.models()
+
+    monkeypatch.setattr(run_mod, "_connect", fake_connect)
+    r = invoke("Double 21", "--sandbox", "process", "--trace-dir", str(tmp_path),
+               "--max-retries", "2")  # fmt: skip
+    assert r.exit_code == 0, r.output
+    for line in ("[it 1] a: retry 1", "[it 1] b: failed", "[it 2] replanning after node 'b' failed",
+                 "[it 2] a: reused (verified before, unchanged)", "[it 2] b: verified"):  # fmt: skip
+        assert line in r.stderr, line
+    assert "\x1b" not in r.stderr and "\x1b" not in r.stdout

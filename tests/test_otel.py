@@ -28,9 +28,9 @@ from verimap.cli import run as run_mod
 from verimap.cli.tracing import otel_requested
 from verimap.config import RunConfig
 from verimap.events import REDACTED, Event
+from verimap.fixed_planners import TemplatePlanner
 from verimap.llm.base import ModelResponse
 from verimap.otel import OtelSetupError, OtelSpans
-from verimap.fixed_planners import TemplatePlanner
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld, tool_call_reply
 from verimap.usage import Usage
 

@@ -1,3 +1,4 @@
+import io
 import json
 
 from click.testing import CliRunner
@@ -228,3 +229,37 @@ def test_an_endpoint_outage_is_errored_not_scored_and_a_resume_scores_it(
     assert "| react | 100.0 ± 0.0 (n=3, runs=1) |" in again.stdout
     assert "Errored" not in again.stdout
     assert len((out / RESULTS).read_text().splitlines()) == 3
+
+
+def test_progress_on_a_terminal_draws_the_tasks_in_flight_under_the_bar(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from verimap import live_view
+
+    screen = Console(file=io.StringIO(), force_terminal=True, color_system="standard", width=120)
+    monkeypatch.setattr(live_view, "stderr_console", lambda: screen)
+    monkeypatch.setattr(live_view.BoardView, "repaint_s", 0.0)  # a frame per event
+    out = tmp_path / "run"
+    progress = [a for a in FACTORY if a != "--no-progress"]
+    r = invoke("-b", "gsm8k", "-m", "verimap", "-n", "3", "-c", "2", "-o", str(out),
+               "--data-dir", str(SAMPLES), *progress)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "| verimap | 100.0 ± 0.0 (n=3, runs=1) |" in r.stdout
+    assert len((out / RESULTS).read_text().splitlines()) == 3
+    drawn = screen.file.getvalue()
+    assert "gsm8k/verimap" in drawn and "3/3" in drawn  # the bar, as before
+    keys = [json.loads(line)["key"] for line in (out / RESULTS).read_text().splitlines()]
+    assert all(k in drawn for k in keys) and "solve" in drawn
+    assert "running" in drawn and "#1 nonempty PASS" in drawn
+    last_frame = drawn.rsplit("gsm8k/verimap", 1)[1]
+    assert not any(k in last_frame for k in keys)  # finished tasks leave the board
+    assert "[1/3]" not in r.stderr  # no line log beside the display
+
+
+def test_progress_off_a_terminal_is_one_plain_line_per_task(tmp_path):
+    progress = [a for a in FACTORY if a != "--no-progress"]
+    r = invoke("-b", "gsm8k", "-m", "verimap", "-n", "2", "-o", str(tmp_path / "run"),
+               "--data-dir", str(SAMPLES), *progress)  # fmt: skip
+    assert r.exit_code == 0, r.output
+    assert "[1/2] r0/" in r.stderr and "[2/2] r0/" in r.stderr and "correct (success)" in r.stderr
+    assert "\x1b" not in r.output

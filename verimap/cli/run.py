@@ -36,51 +36,6 @@ def _sandbox(kind: str):
     return get_sandbox(kind)
 
 
-def progress_printer(stream=None):
-    """An event subscriber that narrates the run on stderr, one line per step."""
-
-    def show(e) -> None:
-        out = stream or sys.stderr
-        d = e.data
-        where = f"[it {e.iteration}] " if e.iteration else ""
-        if e.type == "plan":
-            nodes = d.get("plan", {}).get("nodes", [])
-            out.write(f"{where}plan: {len(nodes)} node(s): {', '.join(n['id'] for n in nodes)}\n")
-        elif e.type == "plan_invalid":
-            probs = d.get("problems", [])
-            out.write(
-                f"{where}plan rejected ({len(probs)} problem(s)), asking for a fix: {'; '.join(probs)[:200]}\n"
-            )
-        elif e.type == "node_start":
-            out.write(f"{where}{e.node_id}: start\n")
-        elif e.type == "node_reused":
-            out.write(f"{where}{e.node_id}: reused (verified before, unchanged)\n")
-        elif e.type == "vf_verdict":
-            msg = f" - {d.get('message')}" if d.get("message") else ""
-            out.write(
-                f"{where}{e.node_id} #{e.attempt}: vf {d.get('name')} {d.get('outcome')}{msg[:120]}\n"
-            )
-        elif e.type == "attempt_result" and d.get("error"):
-            out.write(f"{where}{e.node_id} #{e.attempt}: {d['error'][:160]}\n")
-        elif e.type == "node_finish":
-            out.write(f"{where}{e.node_id}: {d.get('status')}\n")
-        elif e.type == "replan":
-            out.write(f"{where}replanning after node {d.get('failed_node')!r} failed\n")
-        elif e.type == "plan_kept":
-            out.write(f"{where}plan kept: node {d.get('failed_node')!r} gave no typed answer\n")
-        elif e.type == "plan_fallback":
-            out.write(f"{where}no valid plan: running the task as one node (fallback)\n")
-        elif e.type == "vf_vacuous":
-            out.write(f"{where}{e.node_id}: vf {d.get('vf')} dropped: it passes on any output\n")
-        elif e.type == "budget_exhausted":
-            out.write(f"{where}budget exhausted: {d.get('error')}\n")
-        else:
-            return
-        out.flush()
-
-    return show
-
-
 def print_result(result: RunResult, *, console=None) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -222,15 +177,10 @@ def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, seq
             sys.exit(EXIT_BAD_INPUT)
     trace_dir = trace_dir or Path(getenv("VERIMAP_TRACE_DIR", "runs/traces"))
 
-    async def go(spans: Any) -> RunResult:
+    async def solve(events: verimap.EventBus) -> RunResult:
         sandbox = _sandbox(sandbox_kind)
         try:
             async with _connect(**endpoint) as models:
-                events = verimap.EventBus()
-                if not quiet:
-                    events.subscribe(progress_printer())
-                if spans is not None:
-                    events.subscribe(spans)
                 if method:
                     from verimap.evals.methods import build_coordinator
                     from verimap.tools import default_tools
@@ -248,6 +198,16 @@ def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, seq
                 return await coordinator.run(task)
         finally:
             await sandbox.aclose()
+
+    async def go(spans: Any) -> RunResult:
+        from verimap.live_view import narrate
+
+        events = verimap.EventBus()
+        if spans is not None:
+            events.subscribe(spans)
+        # A live view of the plan on a terminal, a plain line log elsewhere.
+        with narrate(events, quiet=quiet):
+            return await solve(events)
 
     try:
         with otel_spans(otel) as spans:

@@ -25,7 +25,7 @@ import traceback
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -39,6 +39,11 @@ from verimap.llm.base import Model
 from verimap.plan import LLMVF, PythonVF
 from verimap.result import SKIPPED
 from verimap.sandbox.base import Sandbox
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from verimap.live_view import BoardView
 
 RESULTS = "results.jsonl"
 ERRORS = "errors.jsonl"
@@ -253,11 +258,12 @@ def _check_config(out: Path, cfg: dict[str, Any], resume: bool, has_results: boo
     os.replace(tmp, path)
 
 
-def _progress(total: int, enabled: bool):
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+def _progress(total: int, enabled: bool, console: Console, board: BoardView | None = None):
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-    return Progress(
+    from verimap.live_view import BoardProgress
+
+    return BoardProgress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -265,9 +271,10 @@ def _progress(total: int, enabled: bool):
         TextColumn("tok {task.fields[tok]}"),
         TextColumn("${task.fields[cost]}"),
         TimeElapsedColumn(),
-        console=Console(stderr=True),
+        console=console,
         disable=not enabled,
         transient=False,
+        board=board,
     )
 
 
@@ -344,10 +351,17 @@ async def run_eval(
         tally.skipped = tally.done
         if pending:
             bench.prepare()
-        solve = solver or _default_solver(bench, method, models, sandbox, cfg, events)
+        from verimap import live_view  # rich loads only when an eval runs
+
+        console = live_view.stderr_console()
+        # The tasks in flight, drawn under the bar; only where the bar itself redraws.
+        live = progress and solver is None and live_view.is_live(console)
+        board = live_view.BoardView() if live else None
+        watch = board.bus if board is not None else None
+        solve = solver or _default_solver(bench, method, models, sandbox, cfg, events, watch)
         sem = asyncio.Semaphore(max_concurrency)
         outcome = EvalOutcome(out, tally)
-        with _progress(tally.total, progress) as bar:
+        with _progress(tally.total, progress, console, board) as bar:
             pid = bar.add_task(f"{bench.name}/{method}", total=tally.total, completed=tally.done,
                                acc="-", tok=0, cost="0.0000")  # fmt: skip
 
@@ -359,7 +373,14 @@ async def run_eval(
 
             async def one(run: int, task: EvalTask) -> None:
                 async with sem:
-                    rec = await _run_task(bench, method, task, run, out, sandbox, solve)
+                    key = task_key(run, task.id)
+                    if board is not None:
+                        board.start(key)
+                    try:
+                        rec = await _run_task(bench, method, task, run, out, sandbox, solve)
+                    finally:
+                        if board is not None:
+                            board.done(key)
                 if rec is None:
                     tally.errors += 1
                     return
@@ -396,14 +417,22 @@ def _default_solver(
     sandbox: Sandbox,
     cfg: RunConfig,
     events: EventBus | None = None,
+    watch: Callable[[str], EventBus] | None = None,
 ) -> Solver:
+    """`events` hears every task's run (e.g. OpenTelemetry); `watch(key)`, when given, is the
+    event bus for the run of the task with that key (the live board), and passes it on."""
     if models is None:
         raise ValueError("no models given: pass models (planner, executor, judge) or a solver")
 
     async def solve(task: EvalTask, run: int, trace_path: Path) -> Any:
+        bus = events
+        if watch is not None:
+            bus = watch(task_key(run, task.id))
+            if events is not None:
+                bus.subscribe(events.emit)
         coord = build_coordinator(
             method, models, sandbox, bench.tools(sandbox), config=cfg, domain=bench.domain,
-            events=events,
+            events=bus,
         )  # fmt: skip
         return await coord.run(task.prompt, trace_path=trace_path)
 
