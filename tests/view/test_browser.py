@@ -105,3 +105,37 @@ def test_report_renders_offline_and_hostile_scripts_stay_inert(browser, report_f
     assert browser.execute_script("return typeof window.pwned") == "undefined"
     errors = [e for e in browser.get_log("browser") if e["level"] in ("SEVERE", "WARNING")]
     assert errors == []
+
+
+def test_a_run_page_renders_and_is_photographed(browser, oracle_dirs, tmp_path):
+    """The README's picture of a run page comes from here: VERIMAP_SCREENSHOT=PATH keeps it
+    (docs/img/run-page.png), VERIMAP_SCREENSHOT_TRACE=TRACE photographs that trace instead of
+    the scripted one (the README's is a real local-model run)."""
+    import os
+    import struct
+    from pathlib import Path
+
+    from selenium.webdriver.common.by import By
+
+    from verimap.view import write_report
+
+    from .conftest import need_dot
+
+    need_dot()
+    scripted = sorted((oracle_dirs[0] / "traces").rglob("*.jsonl"))[0]
+    trace = Path(os.environ.get("VERIMAP_SCREENSHOT_TRACE", "").strip() or scripted)
+    page = write_report([trace], tmp_path / "run.html")
+    browser.set_window_size(1280, 1500)
+    browser.get(page.resolve().as_uri())
+    for el in browser.find_elements(By.CSS_SELECTOR, "details.node, details.attempt"):
+        browser.execute_script("arguments[0].open = true", el)
+    dag = browser.find_element(By.CSS_SELECTOR, ".dag svg")
+    assert dag.size["width"] > 20 and browser.find_elements(By.CSS_SELECTOR, "tr.verdict")
+    assert trace != scripted or browser.find_elements(By.CSS_SELECTOR, "tr.model-call")
+    png = browser.get_screenshot_as_png()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    width, height = struct.unpack(">II", png[16:24])
+    assert width >= 800 and height >= 600
+    if keep := os.environ.get("VERIMAP_SCREENSHOT", "").strip():
+        with open(keep, "wb") as f:
+            f.write(png)

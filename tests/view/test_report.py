@@ -181,3 +181,31 @@ def test_only_errors_no_resume_has_scored_yet_are_counted(oracle_dirs, tmp_path)
     (d / "errors.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
     src, _, _ = _load_eval(d, 0, 10_000)
     assert src.errors == 1
+
+
+def test_model_and_tool_calls_are_shown_per_attempt_and_stay_text(page, oracle_dirs, tmp_path):
+    _, p = page
+    calls = sum(
+        1 for d in oracle_dirs for t in (d / "traces").rglob("*.jsonl")
+        for e in events(t) if e["type"] == "model_call" and e.get("attempt")
+    )  # fmt: skip
+    assert calls and len(p.all("tr", **{"class": "model-call"})) >= calls
+    evs = [
+        {"type": "run_start", "run_id": "r", "data": {"task": "t"}},
+        {"type": "plan", "run_id": "r", "iteration": 1,
+         "data": {"plan": {"nodes": [{"id": "a", "instruction": "i", "outputs": ["x"]}]}}},
+        {"type": "model_call", "run_id": "r", "iteration": 1,
+         "data": {"role": "planner", "model": PWN, "prompt_tokens": 7, "completion_tokens": 3}},
+        {"type": "tool_call", "run_id": "r", "iteration": 1, "node_id": "a", "attempt": 1,
+         "data": {"tool": "python", "arguments": HOSTILE, "result": PWN, "duration_s": 0.25}},
+        {"type": "model_call", "run_id": "r", "iteration": 1, "node_id": "a", "attempt": 1,
+         "data": {"role": "executor", "model": "m", "prompt_tokens": 11, "cached_tokens": 5,
+                  "completion_tokens": 2, "duration_s": 1.5, "finish_reason": "stop"}},
+    ]  # fmt: skip
+    trace = tmp_path / "calls.jsonl"
+    trace.write_text("\n".join(json.dumps(e) for e in evs))
+    out = write_report([trace]).read_text()
+    q = Page(out)
+    assert len(q.all("tr", **{"class": "tool-call"})) == 1 and len(q.all("script")) == 1
+    assert len(q.all("tr", **{"class": "model-call"})) == 2 and PWN not in out
+    assert "11 (5)" in q.body_text and "0.25 s" in q.body_text and PWN in q.body_text

@@ -86,12 +86,15 @@ def test_unknown_events_are_kept_where_they_belong():
         {"type": "bare_reply", "run_id": "x", "data": {"reply": "hi"}},
         {"type": "tool_call", "run_id": "x", "node_id": "a", "iteration": 1, "attempt": 2,
          "data": {"tool": "calculator"}},
+        {"type": "new_kind", "run_id": "x", "node_id": "a", "iteration": 1, "attempt": 2,
+         "data": {"k": 1}},
     ]  # fmt: skip
     run = build_run(evs, "r0")
     assert run.other[0]["type"] == "bare_reply"
     node = run.iterations[0].nodes["a"]
     assert not node.in_plan and node.attempts[0].number == 2
-    assert node.attempts[0].other[0]["data"] == {"tool": "calculator"}
+    assert node.attempts[0].tool_calls == [{"tool": "calculator"}]
+    assert node.attempts[0].other[0]["data"] == {"k": 1}
 
 
 def test_plans_of_a_record_without_its_trace(oracle_dirs):

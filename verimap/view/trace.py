@@ -97,6 +97,8 @@ class Attempt(_Timed):
     score: float | None = None
     feedback: Any = None  # what the retry that started this attempt was told
     verdicts: list[Verdict] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    model_calls: list[dict[str, Any]] = field(default_factory=list)
     other: list[dict[str, Any]] = field(default_factory=list)
 
 
@@ -191,6 +193,8 @@ class RunView:
     usage: dict[str, dict[str, Any]] = field(default_factory=dict)
     iterations: list[Iteration] = field(default_factory=list)
     errors: list[dict[str, Any]] = field(default_factory=list)
+    # Model calls made outside any attempt: the planner's.
+    model_calls: list[dict[str, Any]] = field(default_factory=list)
     other: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
@@ -398,6 +402,11 @@ def build_run(
                 a.score = _num(data.get("score"))
                 a.outputs = data.get("outputs")
                 a.error = data.get("error")
+        elif typ in (ev.TOOL_CALL, ev.MODEL_CALL) and isinstance(nid, str) and attempt_no:
+            a = iteration(it_no).node(nid).attempt(attempt_no)
+            (a.tool_calls if typ == ev.TOOL_CALL else a.model_calls).append(data)
+        elif typ == ev.MODEL_CALL and not isinstance(nid, str):
+            run.model_calls.append(data)
         elif typ in (ev.ERROR, ev.BUDGET):
             run.errors.append({"type": typ, **data})
         elif typ == ev.FINISH:
