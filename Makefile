@@ -20,7 +20,7 @@ test:
 
 # Style, formatting and types (mypy on the library); part of `make test`, so CI runs it.
 lint:
-	ruff check verimap sandbox tests benchmarks && ruff format --check verimap sandbox tests benchmarks
+	ruff check verimap tests benchmarks && ruff format --check verimap tests benchmarks
 	mypy
 
 bench:

@@ -1,7 +1,8 @@
 """Per-VF latency of four ways to run a Python VF, measured side by side in one run.
 
-1. a new container per VF (`docker run --rm`, same confinement flags as the pool),
-2. `docker exec` of a fresh python3 in one warm container,
+1. a new container per VF (created, started, awaited and removed through the Docker SDK,
+   with the pool's confinement),
+2. `docker exec` of a fresh python3 in one warm container (same confinement),
 3. the verimap pool (warm containers, a fresh forked process per VF),
 4. in-process `exec` (the floor: no isolation at all).
 
@@ -20,7 +21,8 @@ import statistics
 import subprocess
 import time
 
-from verimap.sandbox.docker import DockerSandbox, docker_cli
+from verimap.sandbox import daemon
+from verimap.sandbox.docker import DockerSandbox
 
 VF = "assert outputs['y'] == inputs['x'] * 2, 'y must be twice x'"
 INPUTS, OUTPUTS = {"x": 21}, {"y": 42}
@@ -41,34 +43,34 @@ def time_calls(fn, n: int) -> list[float]:
     return out
 
 
+def container_config(sb: DockerSandbox, name: str) -> dict:
+    """The pool's confinement for a container nobody attaches to (so: no stdin), which the
+    benchmark removes itself once it has its exit status."""
+    return {**sb.container_config(name), "stdin_open": False, "auto_remove": False}
+
+
 def bench_docker_run(sb: DockerSandbox, n: int) -> list[float]:
-    docker = docker_cli()
+    client = daemon.client()
 
     def once():
         name = f"verimap-bench-{os.getpid()}-{time.monotonic_ns()}"
-        args = [
-            docker,
-            "run",
-            *sb.container_args(name),
-            sb.image,
-            "python3",
-            "-I",
-            "-c",
-            STANDALONE,
-        ]
-        subprocess.run(args, check=True, capture_output=True)
+        command = ["python3", "-I", "-c", STANDALONE]
+        container = client.containers.create(sb.image, command, **container_config(sb, name))
+        try:
+            container.start()
+            assert container.wait()["StatusCode"] == 0
+        finally:
+            container.remove(force=True)
 
     return time_calls(once, n)
 
 
 def bench_docker_exec(sb: DockerSandbox, n: int) -> list[float]:
-    docker = docker_cli()
+    docker = daemon.docker_cli()
     name = f"verimap-bench-exec-{os.getpid()}"
-    subprocess.run(
-        [docker, "run", "-d", *sb.container_args(name), sb.image, "sleep", "infinity"],
-        check=True,
-        capture_output=True,
-    )
+    config = container_config(sb, name)
+    container = daemon.client().containers.create(sb.image, ["sleep", "infinity"], **config)
+    container.start()
     try:
         return time_calls(
             lambda: subprocess.run(
@@ -79,7 +81,7 @@ def bench_docker_exec(sb: DockerSandbox, n: int) -> list[float]:
             n,
         )
     finally:
-        subprocess.run([docker, "rm", "-f", name], capture_output=True)
+        daemon.remove(container)
 
 
 def bench_in_process(n: int) -> list[float]:

@@ -27,7 +27,7 @@ from verimap.plan import Plan, parse_plan
 from verimap.sandbox.base import ExecResult, Outcome, Sandbox
 from verimap.sandbox.policy import BYTECODE_MAGIC
 from verimap.sandbox.pooled import OUTPUT_LIMIT, vf_job
-from verimap.sandbox.worker_module import worker
+from verimap.sandbox.worker import candidate, jobs, restricted
 
 
 class InProcessSandboxDouble(Sandbox):
@@ -62,22 +62,21 @@ def judge_vf(
 ) -> ExecResult:
     """One VF's verdict as a sandbox worker gives it, computed in this process.
 
-    The job is the one PooledSandbox sends; the worker's `_child_vf` runs it in a fresh
+    The job is the one PooledSandbox sends; the worker's `jobs.run_vf` runs it in a fresh
     namespace, with stdout and stderr captured, and the record is mapped as the worker's
     supervisor maps it. Candidates a VF loads (load_function, run_examples) run as host
     processes and are stopped before this returns.
     """
-    w = worker()
     job = vf_job(code, inputs, outputs, policy=policy, magic=BYTECODE_MAGIC)
     if isinstance(job, ExecResult):
         return job
     out, err = io.StringIO(), io.StringIO()
-    vars(w)["CANDIDATE_ROOT"] = _candidate_root()
+    candidate.CANDIDATE_ROOT = _candidate_root()
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rec = w._child_vf(job, w.vf_namespace(policy))
+            rec = jobs.run_vf(job, restricted.vf_namespace(policy))
     finally:
-        w.close_candidates()
+        candidate.close_candidates()
         linecache.cache.pop("<vf>", None)
     stdout, stderr = out.getvalue(), err.getvalue()
     if max(len(stdout.encode()), len(stderr.encode())) > OUTPUT_LIMIT:

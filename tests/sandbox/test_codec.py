@@ -6,9 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from verimap.sandbox.worker_module import worker
-
-W = worker()
+from verimap.sandbox.worker import wire as W
 
 scalars = (
     st.none()

@@ -75,7 +75,7 @@ def candidate_children() -> list[str]:
 
 
 async def test_the_double_stops_what_a_vf_loaded_and_keeps_a_fresh_budget():
-    from verimap.sandbox.worker_module import worker
+    from verimap.sandbox.worker import candidate
 
     double = InProcessSandboxDouble()
     code = "f = load_function(outputs['code'], 'double')\nassert f(2) == 4"
@@ -84,7 +84,7 @@ async def test_the_double_stops_what_a_vf_loaded_and_keeps_a_fresh_budget():
         assert res.passed, res
     broken = await double.run_vf(code, {}, {"code": "def double(x:\n"})
     assert broken.outcome is Outcome.ERROR and "failed to load: SyntaxError" in broken.message
-    assert worker()._candidates == [] and candidate_children() == []
+    assert candidate._candidates == [] and candidate_children() == []
 
 
 async def test_the_double_can_run_vfs_unrestricted_like_a_backend_without_policy():

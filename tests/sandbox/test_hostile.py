@@ -361,7 +361,7 @@ HEALTH = textwrap.dedent(
     others = [int(p) for p in os.listdir('/proc') if p.isdigit() and int(p) not in mine]
     cmds = [open(f'/proc/{p}/cmdline', 'rb').read().split(b'\\0') for p in others]
     # at most the worker's idle candidate interpreter, started for this job after a tests job
-    spares = [c for c in cmds if c[2:3] == [b'/opt/verimap/wire.py']]
+    spares = [c for c in cmds if c[2:3] == [b'/opt/verimap/worker/wire.py']]
     assert len(others) == len(spares) <= 1, f'processes survived a job: {cmds}'
     leftovers = os.listdir('/tmp')
     shm = os.listdir('/dev/shm')

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from verimap.sandbox import image
-from verimap.sandbox.worker_module import sandbox_dir
+from verimap.sandbox.launch import WORKER_COMMAND, WORKER_DIR, WORKER_IN_IMAGE
 
 
 def test_deb822_sources_pick_the_main_suite_not_security(tmp_path):
@@ -42,14 +42,37 @@ def test_no_sources_is_a_clear_error(tmp_path):
 
 
 def test_version_changes_exactly_when_an_input_changes(tmp_path):
-    copy = tmp_path / "sb"
-    shutil.copytree(sandbox_dir(), copy)
-    assert image.hash_inputs(copy) == image.version()
-    (copy / "README.unrelated").write_text("not a build input")
-    assert image.hash_inputs(copy) == image.version()
-    with open(copy / "worker.py", "a") as f:
-        f.write("\n# changed\n")
-    assert image.hash_inputs(copy) != image.version()
+    worker, dockerfiles = tmp_path / "worker", tmp_path / "dockerfiles"
+    shutil.copytree(WORKER_DIR, worker, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(image.DOCKERFILES, dockerfiles)
+
+    def version() -> str:
+        return image.hash_inputs(image.build_inputs(worker, dockerfiles))
+
+    assert version() == image.version()
+    (worker / "README.unrelated").write_text("not a build input")
+    (worker / "__pycache__").mkdir()
+    (worker / "__pycache__" / "jobs.cpython-311.pyc").write_bytes(b"bytecode")
+    assert version() == image.version()
+    for changed in (worker / "jobs.py", worker / "new_module.py", dockerfiles / "Dockerfile"):
+        before = changed.read_bytes() if changed.exists() else None
+        with open(changed, "a") as f:
+            f.write("\n# changed\n")
+        assert version() != image.version(), changed
+        if before is None:
+            changed.unlink()
+        else:
+            changed.write_bytes(before)
+        assert version() == image.version()
+
+
+def test_the_build_context_holds_exactly_the_hashed_files_readable_by_the_sandbox_user():
+    with image.build_context() as context:
+        files = {str(p.relative_to(context)) for p in context.rglob("*") if p.is_file()}
+        assert files == set(image.build_inputs())
+        assert {p.name for p in (context / "worker").iterdir()} >= {"serve.py", "wire.py"}
+        for path in [context, *context.rglob("*")]:
+            assert path.stat().st_mode & 0o005 == (0o005 if path.is_dir() else 0o004), path
 
 
 def test_tag_and_cache_location(monkeypatch, tmp_path):
@@ -61,8 +84,8 @@ def test_tag_and_cache_location(monkeypatch, tmp_path):
 
 def test_dockerfiles_ship_the_worker_and_the_unprivileged_user():
     for name in ("Dockerfile", "Dockerfile.offline"):
-        text = (sandbox_dir() / name).read_text()
-        assert "COPY worker.py wire.py /opt/verimap/" in text
+        text = (image.DOCKERFILES / name).read_text()
+        assert f"COPY worker {WORKER_IN_IMAGE}" in text
         assert f"USER {image.SANDBOX_UID}:{image.SANDBOX_UID}" in text
         runs = [ln for ln in text.splitlines() if ln.startswith("RUN")]
         # the worker's bytecode is compiled into the image, where the launcher loads it from
@@ -73,10 +96,11 @@ def test_dockerfiles_ship_the_worker_and_the_unprivileged_user():
 
 def test_the_launcher_imports_the_worker_instead_of_running_it_as_a_script():
     # a script would be compiled at every start; a module loads from the image's bytecode
-    argv = image.WORKER_COMMAND
-    assert argv[:3] == ("python3", "-I", "-c")
-    assert image.WORKER_IN_IMAGE not in argv[:3] and "exec_module" in argv[3]
+    argv = WORKER_COMMAND
+    assert argv[:3] == ("python3", "-I", "-c") and argv[4:] == (WORKER_IN_IMAGE,)
+    assert "exec_module" in argv[3] and "submodule_search_locations" in argv[3]
     assert "sys.path" not in argv[3]  # job processes see no extra import path
     for name in ("Dockerfile", "Dockerfile.offline"):  # their CMD starts the worker alike
-        cmd = [ln for ln in (sandbox_dir() / name).read_text().splitlines() if ln.startswith("CMD")]
-        assert json.loads(cmd[0][len("CMD") :])[:4] == list(argv), name
+        text = (image.DOCKERFILES / name).read_text()
+        cmd = [ln for ln in text.splitlines() if ln.startswith("CMD")]
+        assert json.loads(cmd[0][len("CMD") :])[: len(argv)] == list(argv), name

@@ -7,9 +7,7 @@ same function the forked child runs), so these tests need no sandbox.
 import pytest
 
 from verimap.sandbox.policy import BYTECODE_MAGIC, PolicyViolation, compile_vf, vf_job_code
-from verimap.sandbox.worker_module import worker
-
-W = worker()
+from verimap.sandbox.worker import jobs, wire
 
 
 @pytest.fixture(params=["bytecode", "ast"])
@@ -22,11 +20,11 @@ def run_vf(code, inputs=None, outputs=None, form="ast"):
     job = {
         "source": code,
         **vf_job_code(code, BYTECODE_MAGIC if form == "bytecode" else "another-python"),
-        "inputs": W.encode(inputs or {}),
-        "outputs": W.encode(outputs or {}),
+        "inputs": wire.encode(inputs or {}),
+        "outputs": wire.encode(outputs or {}),
     }
     assert ("code" in job) == (form == "bytecode") and ("ast" in job) == (form == "ast")
-    return W._child_vf(job)
+    return jobs.run_vf(job)
 
 
 @pytest.mark.parametrize(
@@ -107,11 +105,11 @@ def test_bytecode_for_another_python_is_refused_not_run():
     job = {
         **vf_job_code("assert True", BYTECODE_MAGIC),
         "source": "assert True",
-        "inputs": W.encode({}),
-        "outputs": W.encode({}),
+        "inputs": wire.encode({}),
+        "outputs": wire.encode({}),
     }
     job["magic"] = "00000000"
-    rec = W._child_vf(job)
+    rec = jobs.run_vf(job)
     assert rec["outcome"] == "SANDBOX_ERROR" and "another Python" in rec["message"]
 
 

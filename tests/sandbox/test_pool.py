@@ -7,16 +7,24 @@ import textwrap
 import pytest
 
 from verimap.sandbox import pool as pool_mod
+from verimap.sandbox.launch import WORKER_DIR
 from verimap.sandbox.pool import WorkerHandle, WorkerPool
-from verimap.sandbox.worker_module import worker_path
+from verimap.sandbox.worker.constants import PROTOCOL
 
-# A fake worker that says hello, then answers jobs according to their "behave" field.
+# A fake worker that reads the token line, says hello (with the token, or a forged one when
+# told to), then answers jobs according to their "behave" field.
 FAKE_WORKER = textwrap.dedent(
     """
     import importlib.util, os, sys, time
-    spec = importlib.util.spec_from_file_location("w", sys.argv[1])
+    spec = importlib.util.spec_from_file_location("wire", sys.argv[1])
     w = importlib.util.module_from_spec(spec); spec.loader.exec_module(w)
-    w.write_frame(1, {"ready": True, "protocol": w.PROTOCOL, "python": "fake"})
+    token = b""
+    while not token.endswith(b"\\n"):
+        token += os.read(0, 1)
+    if sys.argv[3:] == ["forge"]:
+        token = b"forged"
+    hello = {"ready": True, "protocol": int(sys.argv[2]), "python": "fake"}
+    w.write_frame(1, {**hello, "token": token.decode().strip()})
     while True:
         job = w.read_frame(0)
         if job is None:
@@ -35,10 +43,9 @@ FAKE_WORKER = textwrap.dedent(
 )
 
 
-def fake_launcher():
-    return WorkerHandle(
-        [sys.executable, "-c", FAKE_WORKER, str(worker_path())], label="fake worker"
-    )
+def fake_launcher(*extra: str) -> WorkerHandle:
+    argv = [sys.executable, "-c", FAKE_WORKER, str(WORKER_DIR / "wire.py"), str(PROTOCOL)]
+    return WorkerHandle([*argv, *extra], label="fake worker")
 
 
 @pytest.fixture
@@ -72,6 +79,14 @@ def test_a_worker_that_cannot_start_is_unavailable_not_hung():
 
     with pytest.raises(SandboxUnavailable, match="failed to start"):
         WorkerHandle([sys.executable, "-c", "import sys; sys.exit(2)"], label="broken worker")
+
+
+def test_a_worker_whose_hello_lacks_the_token_is_refused():
+    from verimap.sandbox import SandboxUnavailable
+
+    fake_launcher().kill()  # the same worker with the token it was sent starts
+    with pytest.raises(SandboxUnavailable, match="did not authenticate"):
+        fake_launcher("forge")
 
 
 def test_pool_size_must_be_positive():

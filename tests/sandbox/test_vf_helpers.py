@@ -10,31 +10,34 @@ import pytest
 from verimap.evals.humaneval import load_problems
 from verimap.sandbox import Outcome
 from verimap.sandbox.policy import VF_HELPERS, task_examples
-from verimap.sandbox.worker_module import worker
+from verimap.sandbox.worker import candidate, examples, helpers, restricted
+from verimap.sandbox.worker.constants import VF_HELPERS as WORKER_VF_HELPERS
 
 from .conftest import humaneval_file
-
-W = worker()
-
 
 # ---------------------------------------------------------------- in scope of every VF
 
 
 def test_every_vf_namespace_has_the_helpers():
     names = {"approx", "isclose", "is_number", "parse_number", "run_examples"}
-    assert VF_HELPERS == W.VF_HELPERS == names
-    for ns in (W.restricted_globals(), W.vf_namespace(True), W.vf_namespace(False)):
+    assert VF_HELPERS == WORKER_VF_HELPERS == set(helpers.FUNCTIONS) == names
+    for ns in (
+        restricted.restricted_globals(),
+        restricted.vf_namespace(True),
+        restricted.vf_namespace(False),
+    ):
         assert {n for n in names if callable(ns.get(n))} == names
-        assert ns["load_function"] is W.load_function
+        assert ns["load_function"] is candidate.load_function
 
 
 def test_the_spawners_prebuilt_namespace_has_them_and_the_warm_up_still_runs(tmp_path):
     # the spawner builds the namespace once (restricted_globals) before it forks job processes
     probe = (
         "import sys\n"
-        "w._VF_GLOBALS = prebuilt = w.restricted_globals()\n"
-        "ok = w._warm_up(sys.argv[2], sys.argv[2])\n"
-        "print(ok, sorted(w.VF_HELPERS - set(w._vf_globals())))\n"
+        "from verimap_worker.constants import VF_HELPERS\n"
+        "restricted.prebuild()\n"
+        "ok = jobs.warm_up(sys.argv[2], sys.argv[2])\n"
+        "print(ok, sorted(VF_HELPERS - set(restricted.take_namespace())))\n"
     )
     from .test_worker import run_with_worker
 
@@ -75,22 +78,26 @@ def test_the_spawners_prebuilt_namespace_has_them_and_the_warm_up_still_runs(tmp
     ],
 )
 def test_approx(a, b, kw, want):
-    assert W.approx(a, b, **kw) is want
+    assert helpers.approx(a, b, **kw) is want
 
 
 def test_approx_takes_numpy_values_as_the_python_values_they_hold():
     np = pytest.importorskip("numpy")
-    assert W.approx(np.array([0.1 + 0.2, 2.0]), [0.3, 2])
-    assert W.approx(np.float64(0.3), 0.1 + 0.2) and W.is_number(np.int64(3))
-    assert not W.approx(np.array([1.0, 2.5]), [1, 2])
+    assert helpers.approx(np.array([0.1 + 0.2, 2.0]), [0.3, 2])
+    assert helpers.approx(np.float64(0.3), 0.1 + 0.2) and helpers.is_number(np.int64(3))
+    assert not helpers.approx(np.array([1.0, 2.5]), [1, 2])
 
 
 def test_isclose_is_math_isclose_for_any_size_of_int():
-    assert W.isclose(0.1 + 0.2, 0.3) and W.isclose(1, 1.0) and not W.isclose(1.0, 1.1)
-    assert W.isclose(1.0, 1.1, rel_tol=0.2) and W.isclose(0.0, 1e-3, abs_tol=1e-2)
-    assert W.isclose(10**400, 10**400) and not W.isclose(10**400, 10**400 + 1)
+    assert (
+        helpers.isclose(0.1 + 0.2, 0.3)
+        and helpers.isclose(1, 1.0)
+        and not helpers.isclose(1.0, 1.1)
+    )
+    assert helpers.isclose(1.0, 1.1, rel_tol=0.2) and helpers.isclose(0.0, 1e-3, abs_tol=1e-2)
+    assert helpers.isclose(10**400, 10**400) and not helpers.isclose(10**400, 10**400 + 1)
     with pytest.raises(TypeError):
-        W.isclose("1", 1)
+        helpers.isclose("1", 1)
 
 
 @pytest.mark.parametrize(
@@ -112,7 +119,7 @@ def test_isclose_is_math_isclose_for_any_size_of_int():
     ],
 )
 def test_is_number(x, want):
-    assert W.is_number(x) is want
+    assert helpers.is_number(x) is want
 
 
 @pytest.mark.parametrize(
@@ -138,17 +145,17 @@ def test_is_number(x, want):
     ],
 )
 def test_parse_number(text, want):
-    got = W.parse_number(text)
+    got = helpers.parse_number(text)
     assert got == want and type(got) is type(want)
 
 
 def test_parse_number_refuses_text_without_a_number_and_non_text():
     with pytest.raises(ValueError, match="no number in 'no digits here'"):
-        W.parse_number("no digits here")
+        helpers.parse_number("no digits here")
     with pytest.raises(TypeError, match="takes a str or a number"):
-        W.parse_number(None)
+        helpers.parse_number(None)
     with pytest.raises(TypeError):
-        W.parse_number(True)
+        helpers.parse_number(True)
 
 
 # ---------------------------------------------------------------- reading a task's examples
@@ -291,10 +298,10 @@ def test_the_entry_point_is_the_last_top_level_def_and_helpers_count_too():
         "def is_palindrome(s):\n    '''\n    >>> is_palindrome('aba')\n    True\n    '''\n\n"
         "def make_palindrome(s):\n    '''\n    >>> make_palindrome('cat')\n    'catac'\n    '''\n"
     )
-    examples, entry = W._task_examples(task)
+    found, entry = examples.find_examples(task)
     assert entry == "make_palindrome"
-    assert [call for call, _, _ in examples] == ["is_palindrome('aba')", "make_palindrome('cat')"]
-    assert W._task_examples(task, "is_palindrome")[1] == "is_palindrome"
+    assert [call for call, _, _ in found] == ["is_palindrome('aba')", "make_palindrome('cat')"]
+    assert examples.find_examples(task, "is_palindrome")[1] == "is_palindrome"
 
 
 # ---------------------------------------------------------------- through the backends

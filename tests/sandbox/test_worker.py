@@ -1,41 +1,52 @@
-"""Properties of the worker module itself (it runs inside the container, stdlib only)."""
+"""Properties of the worker package itself (it runs inside the container, stdlib only)."""
 
+import json
 import os
 import subprocess
 import sys
 
 import pytest
 
-from verimap.sandbox.worker_module import worker, worker_path
+from verimap.sandbox.launch import BOOT, PACKAGE, WORKER_DIR
+from verimap.sandbox.worker import constants, jobs, restricted, unix, wire
+
+# Loads the package as a worker process does (launch.BOOT, without starting it), then
+# binds its modules; sys.argv[1] is the package directory.
+LOADER = (
+    BOOT.split("; from ")[0]
+    + "\nfrom verimap_worker import jobs, restricted, spawner, supervisor, unix, wire\n"
+)
 
 
-def test_worker_loads_no_module_with_a_costly_at_fork_hook():
+def test_the_package_loads_alone_and_with_no_module_with_a_costly_at_fork_hook():
     """threading and random register at-fork hooks that run in every job's child;
-    measured at ~65 page faults (0.4 ms of CPU) per job on the build VM."""
+    measured at ~65 page faults (0.4 ms of CPU) per job on the build VM. Nothing of
+    verimap (pydantic and the rest would sit in every job process) loads either."""
     probe = (
-        "import importlib.util, sys\n"
-        "before = set(sys.modules)\n"
-        f"spec = importlib.util.spec_from_file_location('w', {str(worker_path())!r})\n"
-        "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
-        "print(sorted({'threading', 'random', 'tempfile', 'subprocess'} & (set(sys.modules) - before)))\n"
+        "import sys\n"
+        "before = set(sys.modules)\n" + LOADER + "import verimap_worker.serve\n"
+        "new = set(sys.modules) - before\n"
+        "print(sorted({'threading', 'random', 'tempfile', 'subprocess'} & new))\n"
+        "print(sorted(m for m in new if m.startswith(('verimap.', 'pydantic'))))\n"
+        f"print(sorted(m.split('.')[1] for m in new if m.startswith('{PACKAGE}.')))\n"
     )
     out = subprocess.run(  # -S: no site .pth files preloading modules, like the image
-        [sys.executable, "-I", "-S", "-c", probe], capture_output=True, text=True, check=True
+        [sys.executable, "-I", "-S", "-c", probe, str(WORKER_DIR)],
+        capture_output=True,
+        text=True,
+        check=True,
     )
-    assert out.stdout.strip() == "[]"
+    hooks, verimap, modules = out.stdout.splitlines()
+    assert hooks == verimap == "[]"
+    assert eval(modules) == sorted(p.stem for p in WORKER_DIR.glob("*.py") if p.stem != "__init__")
 
 
 def run_with_worker(probe: str, workdir) -> subprocess.CompletedProcess:
-    """Run `probe` in a fresh interpreter with the worker module loaded as `w`,
-    `sys.argv[2]` naming `workdir`: for what must not touch the test process."""
-    loader = (
-        "import importlib.util, sys\n"
-        "spec = importlib.util.spec_from_file_location('w', sys.argv[1])\n"
-        "w = importlib.util.module_from_spec(spec)\n"
-        "spec.loader.exec_module(w)\n"
-    )
+    """Run `probe` in a fresh interpreter with the worker package loaded as a worker process
+    loads it (its modules bound), `sys.argv[2]` naming `workdir`: for what must not touch
+    the test process."""
     return subprocess.run(
-        [sys.executable, "-I", "-c", loader + probe, str(worker_path()), str(workdir)],
+        [sys.executable, "-I", "-c", LOADER + probe, str(WORKER_DIR), str(workdir)],
         capture_output=True,
         text=True,
         timeout=30,
@@ -43,7 +54,7 @@ def run_with_worker(probe: str, workdir) -> subprocess.CompletedProcess:
 
 
 def test_fresh_dir_makes_distinct_private_directories(tmp_path):
-    made = {worker().fresh_dir(str(tmp_path), "job-") for _ in range(50)}
+    made = {unix.fresh_dir(str(tmp_path), "job-") for _ in range(50)}
     assert len(made) == 50
     for path in made:
         assert path.startswith(str(tmp_path / "job-"))
@@ -51,12 +62,9 @@ def test_fresh_dir_makes_distinct_private_directories(tmp_path):
 
 
 DRIVER = """
-import json, os, sys, importlib.util
-spec = importlib.util.spec_from_file_location('w', sys.argv[1])
-w = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(w)
-w._prctl(36, 1)  # PR_SET_CHILD_SUBREAPER, as serve() sets it
-worker = w.Worker(False, sys.argv[2])
+import json, os
+unix.set_subreaper()  # as serve() does
+worker = supervisor.Supervisor(False, sys.argv[2])
 if len(sys.argv) > 3:  # something in the way of the usual job directory
     open(os.path.join(sys.argv[2], 'job'), 'w').close()
 worker.prefork()
@@ -76,7 +84,7 @@ def run_jobs(tmp_path, *programs: str, blocked: bool = False) -> list[dict]:
     """Run programs one after another on a real worker (as this user, no container)."""
     import json
 
-    argv = [sys.executable, "-I", "-c", DRIVER, str(worker_path()), str(tmp_path / "scratch")]
+    argv = [sys.executable, "-I", "-c", LOADER + DRIVER, str(WORKER_DIR), str(tmp_path / "scratch")]
     proc = subprocess.run(
         argv + (["blocked"] if blocked else []),
         input=json.dumps(programs),
@@ -142,13 +150,13 @@ def test_a_spawner_dead_before_a_request_does_not_take_the_worker_down(tmp_path)
     probe = (
         "import os, signal\n"
         "signal.signal(signal.SIGPIPE, signal.SIG_DFL)\n"
-        "s = w.Spawner(sys.argv[2])\n"
+        "s = spawner.Spawner(sys.argv[2])\n"
         "os.kill(s.pid, signal.SIGKILL)\n"
         "os.waitpid(s.pid, 0)\n"
         "r, wr = os.pipe()\n"
         "try:\n"
         "    s.spawn({'job': r}, sys.argv[2], sys.argv[2])\n"
-        "except w.SpawnerGone as e:\n"
+        "except spawner.SpawnerGone as e:\n"
         "    print('gone:', e)\n"
     )
     out = run_with_worker(probe, tmp_path)
@@ -157,11 +165,12 @@ def test_a_spawner_dead_before_a_request_does_not_take_the_worker_down(tmp_path)
 
 
 def test_a_job_process_takes_the_prebuilt_vf_namespace_once(monkeypatch):
-    w = worker()
-    prebuilt = w.restricted_globals()
-    monkeypatch.setattr(w, "_VF_GLOBALS", prebuilt)
-    assert w._vf_globals() is prebuilt
-    second = w._vf_globals()  # a second VF in the same process gets its own
+    monkeypatch.setattr(restricted, "_SPENT", [])
+    restricted.prebuild()
+    prebuilt = restricted._VF_GLOBALS
+    assert prebuilt is not None
+    assert restricted.take_namespace() is prebuilt
+    second = restricted.take_namespace()  # a second VF in the same process gets its own
     assert second is not prebuilt and second.keys() == prebuilt.keys()
 
 
@@ -179,22 +188,22 @@ def test_home_and_tmpdir_are_the_jobs_fresh_scratch(tmp_path, blocked):
 
 def test_a_taken_vf_namespace_is_kept_until_the_process_exits(monkeypatch):
     # freeing it would write to every object it holds: page copies while the worker waits
-    w = worker()
-    prebuilt = w.restricted_globals()
-    monkeypatch.setattr(w, "_VF_GLOBALS", prebuilt)
-    monkeypatch.setattr(w, "_SPENT", [])
-    taken = [w._vf_globals(), w._vf_globals()]
-    assert [id(ns) for ns in w._SPENT] == [id(ns) for ns in taken]
+    monkeypatch.setattr(restricted, "_VF_GLOBALS", restricted.restricted_globals())
+    monkeypatch.setattr(restricted, "_SPENT", [])
+    taken = [restricted.take_namespace(), restricted.take_namespace()]
+    assert [id(ns) for ns in restricted._SPENT] == [id(ns) for ns in taken]
 
 
 def test_the_warm_up_runs_the_usual_vf_path_and_leaves_the_vf_namespace_alone(tmp_path):
     # a warm-up that failed would fail silently (a job must not): check it runs through
     probe = (
         "import linecache\n"
-        "w._VF_GLOBALS = prebuilt = w.restricted_globals()\n"
+        "restricted.prebuild()\n"
+        "prebuilt = restricted._VF_GLOBALS\n"
         "before = dict(prebuilt)\n"
-        "ok = w._warm_up(sys.argv[2], sys.argv[2])\n"
-        "print(ok, w._VF_GLOBALS is prebuilt and prebuilt == before, '<vf>' in linecache.cache)\n"
+        "ok = jobs.warm_up(sys.argv[2], sys.argv[2])\n"
+        "print(ok, restricted._VF_GLOBALS is prebuilt and prebuilt == before,"
+        " '<vf>' in linecache.cache)\n"
     )
     out = run_with_worker(probe, tmp_path)
     assert out.returncode == 0, out.stderr
@@ -205,7 +214,6 @@ def test_the_warm_up_vf_takes_the_branch_a_checked_vf_takes():
     # the host sends bytecode when the worker reads its Python's: warm that branch
     from verimap.sandbox.policy import vf_job_code
 
-    w = worker()
-    sent = vf_job_code("assert True", w.MAGIC)
-    warm = w.json.loads(w._WARM_FRAME[w.FRAME.size :])
-    assert warm["kind"] == "vf" and sent.keys() <= warm.keys() and warm["magic"] == w.MAGIC
+    sent = vf_job_code("assert True", constants.MAGIC)
+    warm = json.loads(jobs.WARM_FRAME[wire.FRAME.size :])
+    assert warm["kind"] == "vf" and sent.keys() <= warm.keys() and warm["magic"] == constants.MAGIC

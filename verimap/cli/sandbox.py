@@ -99,7 +99,7 @@ def doctor(kind: str) -> None:
     os.environ["VERIMAP_DOCTOR_SENTINEL"] = sentinel
     try:
         if kind == "docker":  # uncached checks: the doctor must see the daemon as it is now
-            from verimap.sandbox.docker import check_daemon, check_image
+            from verimap.sandbox.daemon import check_daemon, check_image
 
             check_daemon()
             check_image(image_tag())

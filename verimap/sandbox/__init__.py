@@ -30,7 +30,7 @@ def _make(kind: str, options: dict[str, Any]) -> Sandbox:
 
         return ProcessSandbox(**options)
     if kind == "auto":
-        from verimap.sandbox.docker import check_daemon
+        from verimap.sandbox.daemon import check_daemon
 
         try:
             check_daemon()

@@ -4,75 +4,50 @@ Each container runs the worker under an init process with no network, a
 read-only root, a size-limited tmpfs, memory (swap equal), pids and CPU limits,
 all capabilities dropped, no-new-privileges, a non-root user and no variables
 from the host environment. The worker forks a fresh child per job.
+
+Containers are created, started and removed through the Docker SDK
+(`verimap.sandbox.daemon`); the job stream is not. On a local daemon jobs go
+over a Unix socket bind-mounted into the container, straight to the worker.
+What needs the container's stdio (the token that opens that socket, the whole
+stream on a remote daemon, the worker's stderr and exit status) goes through a
+`docker attach` client process, because the SDK's attach socket does not fit
+the pool: the pool reads plain file descriptors from its event loop, and the
+SDK hands back stdout and stderr multiplexed in one stream, which for a remote
+daemon is a TLS socket or an SSH channel that cannot be read as a plain fd.
+The CLI gives plain pipes on every connection it supports, and exits with the
+container's status (137 when killed, counted as OOM) although the container
+removes itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import os
 import secrets
 import shutil
-import subprocess
 import tempfile
+from typing import Any
 
 from verimap.env import getenv
+from verimap.sandbox import daemon
 from verimap.sandbox.base import SandboxUnavailable
-from verimap.sandbox.image import SANDBOX_UID, WORKER_COMMAND, image_tag
+from verimap.sandbox.image import SANDBOX_UID, image_tag
+from verimap.sandbox.launch import WORKER_COMMAND
 from verimap.sandbox.pool import WorkerHandle, WorkerPool
 from verimap.sandbox.pooled import PooledSandbox
 
 log = logging.getLogger(__name__)
 
-BUILD_HINT = (
-    "build it with `verimap sandbox build --offline` (or `verimap sandbox build` with a registry)"
-)
-
-
-def docker_cli() -> str:
-    docker = shutil.which("docker")
-    if docker is None:
-        raise SandboxUnavailable("Docker backend unavailable: the docker CLI is not installed")
-    return docker
-
-
-def check_daemon(timeout: float = 5.0) -> str:
-    """The daemon's server version; SandboxUnavailable (never a hang) when it does not answer."""
-    docker = docker_cli()
-    try:
-        proc = subprocess.run(
-            [docker, "version", "--format", "{{.Server.Version}}"],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
-    except subprocess.TimeoutExpired:
-        raise SandboxUnavailable(f"Docker daemon did not answer within {timeout:g}s") from None
-    if proc.returncode != 0 or not proc.stdout.strip():
-        detail = proc.stderr.strip().splitlines()[-1:] or ["no answer"]
-        raise SandboxUnavailable(
-            f"Docker daemon not running or not reachable ({detail[0]}); start dockerd "
-            "(e.g. `dockerd --iptables=false --ip6tables=false --bridge=none &`) or use --sandbox process"
-        )
-    return proc.stdout.strip()
-
-
-def check_image(tag: str, timeout: float = 10.0) -> None:
-    proc = subprocess.run(
-        [docker_cli(), "image", "inspect", "--format", "{{.Id}}", tag],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
-    if proc.returncode != 0:
-        raise SandboxUnavailable(f"sandbox image {tag} is missing; {BUILD_HINT}")
+SOCKET_DIR_IN_CONTAINER = "/run/verimap"
 
 
 @functools.cache
 def _checked(tag: str) -> str:
     """Checks run once per process (cached only on success) so get_sandbox stays cheap."""
-    version = check_daemon()
-    check_image(tag)
+    version = daemon.check_daemon()
+    daemon.check_image(tag)
     return version
 
 
@@ -95,7 +70,7 @@ class DockerSandbox(PooledSandbox):
         transport: str = "auto",
     ):
         """`transport`: "socket" (a bind-mounted Unix socket straight to the worker; needs a
-        local daemon), "stdio" (through `docker run -i`), or "auto" (socket when local)."""
+        local daemon), "stdio" (through `docker attach`), or "auto" (socket when local)."""
         if transport == "auto":
             host = getenv("DOCKER_HOST", "")
             transport = "socket" if not host or host.startswith("unix://") else "stdio"
@@ -115,85 +90,91 @@ class DockerSandbox(PooledSandbox):
         child_mb = max(128, memory_mb - 256)
         super().__init__(pool, memory_mb=child_mb, output_limit=output_limit, policy=policy)
 
-    def container_args(self, name: str) -> list[str]:
-        """`docker run` flags that confine one sandbox container."""
+    def container_config(self, name: str) -> dict[str, Any]:
+        """Keyword arguments of the SDK's `containers.create` that confine one container.
+
+        No `environment`: nothing of the host's reaches it. `stdin_open` (with the SDK's
+        default `stdin_once`) keeps stdin open for `docker attach` and closes it when that
+        client goes, so a worker whose host died sees end of file and exits; `auto_remove`
+        then removes its container.
+        """
         mem = f"{self.container_memory_mb}m"
-        return [
-            "--rm",
-            "--name",
-            name,
-            "--label",
-            "verimap.sandbox=1",
-            "--network",
-            "none",
-            "--read-only",
-            "--tmpfs",
-            f"/tmp:rw,nosuid,nodev,noexec,size={self.tmpfs_mb}m,mode=1777",
-            "--memory",
-            mem,
-            "--memory-swap",
-            mem,
-            "--pids-limit",
-            str(self.pids_limit),
-            "--cpus",
-            str(self.cpus),
-            "--cap-drop",
-            "ALL",
-            "--security-opt",
-            "no-new-privileges",
-            "--user",
-            f"{SANDBOX_UID}:{SANDBOX_UID}",
-            "--init",
-            "--log-driver",
-            "none",
-            "--hostname",
-            "sandbox",
-            "--workdir",
-            "/tmp",
-        ]
+        return {
+            "name": name,
+            "labels": {"verimap.sandbox": "1"},
+            "network_mode": "none",
+            "read_only": True,
+            "tmpfs": {"/tmp": f"rw,nosuid,nodev,noexec,size={self.tmpfs_mb}m,mode=1777"},
+            "mem_limit": mem,
+            "memswap_limit": mem,
+            "pids_limit": self.pids_limit,
+            "nano_cpus": int(self.cpus * 1e9),
+            "cap_drop": ["ALL"],
+            "security_opt": ["no-new-privileges"],
+            "user": f"{SANDBOX_UID}:{SANDBOX_UID}",
+            "init": True,
+            "log_config": {"type": "none"},
+            "hostname": "sandbox",
+            "working_dir": "/tmp",
+            "stdin_open": True,
+            "auto_remove": True,
+        }
 
     def _launch(self) -> WorkerHandle:
         if self.transport == "socket":
             try:
                 return self._launch_with("socket")
             except SandboxUnavailable as e:
+                if isinstance(e, daemon.DockerUnavailable):
+                    raise
                 # e.g. a daemon in another mount namespace cannot see our socket directory
                 log.warning("sandbox socket transport failed (%s); using stdio", e)
                 self.transport = "stdio"
         return self._launch_with("stdio")
 
     def _launch_with(self, transport: str) -> WorkerHandle:
-        docker = docker_cli()
+        import docker.errors
+        from docker.types import Mount
+
+        docker_cli = daemon.docker_cli()
         name = f"verimap-sb-{secrets.token_hex(5)}"
-        mount: list[str] = []
-        worker_args: list[str] = []
-        socket_path = None
-        sock_dir = None
+        config = self.container_config(name)
+        command = [*WORKER_COMMAND, "serve", "--container", "--scratch", "/tmp"]
+        socket_path = sock_dir = None
         if transport == "socket":
             # the directory holds only the socket (unlinked once the worker connected)
             sock_dir = tempfile.mkdtemp(prefix="verimap-sb-")
             os.chmod(sock_dir, 0o711)
             socket_path = os.path.join(sock_dir, "worker.sock")
-            mount = ["--mount", f"type=bind,source={sock_dir},target=/run/verimap,readonly"]
-            worker_args = ["--socket", "/run/verimap/worker.sock"]
-        argv = [
-            docker,
-            "run",
-            "-i",
-            *self.container_args(name),
-            *mount,
-            self.image,
-            *WORKER_COMMAND,
-            "serve",
-            "--container",
-            "--scratch",
-            "/tmp",
-            *worker_args,
-        ]
-        return WorkerHandle(
-            argv,
-            kill_argv=[docker, "rm", "-f", name],
-            label=f"container {name}",
-            socket_path=socket_path,
-            on_close=(lambda: shutil.rmtree(sock_dir, ignore_errors=True)) if sock_dir else None,
-        )
+            config["mounts"] = [
+                Mount(SOCKET_DIR_IN_CONTAINER, sock_dir, type="bind", read_only=True)
+            ]
+            command += ["--socket", f"{SOCKET_DIR_IN_CONTAINER}/worker.sock"]
+
+        def release_dir() -> None:
+            if sock_dir is not None:
+                shutil.rmtree(sock_dir, ignore_errors=True)
+
+        container = None
+        try:
+            with daemon.reaching():
+                container = daemon.client().containers.create(self.image, command, **config)
+                container.start()
+            # the worker waits for the token the handle writes through this client
+            return WorkerHandle(
+                [docker_cli, "attach", "--sig-proxy=false", container.id],
+                stop=functools.partial(daemon.remove, container),
+                label=f"container {name}",
+                socket_path=socket_path,
+                on_close=release_dir,
+            )
+        except BaseException as e:
+            if container is not None:
+                with contextlib.suppress(SandboxUnavailable, docker.errors.APIError):
+                    daemon.remove(container)
+            release_dir()
+            if isinstance(e, docker.errors.APIError):
+                raise SandboxUnavailable(
+                    f"container {name} failed to start: {e.explanation or e}"
+                ) from None
+            raise

@@ -1,10 +1,16 @@
 """Build and identify the sandbox image.
 
 The tag is `verimap-sandbox:<version>` where the version hashes every build
-input (package list, suite, worker, Dockerfiles), so the image is rebuilt only
-when one of them changes. Offline builds need no registry: a Debian rootfs from
-`debootstrap --variant=minbase` (mirror read from the machine's apt sources) is
-`docker import`ed, then a small layer adds the worker.
+input (package list, uid, the worker package's modules, the Dockerfiles), so
+the image is rebuilt only when one of them changes. Offline builds need no
+registry: a Debian rootfs from `debootstrap --variant=minbase` (mirror read from
+the machine's apt sources) is `docker import`ed, then a small layer adds the
+worker, from a build context staged with exactly the hashed files.
+
+Builds run the docker CLI rather than the Docker SDK, which adds nothing here:
+`docker import -` takes the rootfs as a pipe from tar, and the SDK's build
+goes through the daemon's legacy builder with the same context tar the CLI
+sends. Containers, where the SDK does help, are in `verimap.sandbox.docker`.
 """
 
 from __future__ import annotations
@@ -19,30 +25,19 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 from verimap.env import getenv
 from verimap.errors import VerimapError
-from verimap.sandbox.worker_module import sandbox_dir
+from verimap.sandbox.launch import WORKER_DIR
 
 IMAGE_REPO = "verimap-sandbox"
 BASE_REPO = "verimap-sandbox-base"
 PACKAGES = ("python3", "python3-sympy", "python3-numpy", "python3-pytest")
 SANDBOX_UID = 10001
-WORKER_IN_IMAGE = "/opt/verimap/worker.py"
-# The worker is imported rather than run as a script, so it loads from the bytecode
-# compiled into the image: a script is compiled at every start, and the compiler's
-# garbage (~3 MB) stayed in the worker and in the spawner it forks.
-WORKER_COMMAND = (
-    "python3",
-    "-I",
-    "-c",
-    "import importlib.util as u; "
-    f"s = u.spec_from_file_location('worker', {WORKER_IN_IMAGE!r}); "
-    "w = u.module_from_spec(s); s.loader.exec_module(w); import sys; w.main(sys.argv[1:])",
-)
-LAYER_FILES = ("worker.py", "wire.py", "Dockerfile", "Dockerfile.offline")
+DOCKERFILES = Path(__file__).resolve().parent / "dockerfiles"
 
 
 class BuildError(VerimapError, RuntimeError):
@@ -97,18 +92,44 @@ def _base_key(suite: str) -> str:
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
 
 
-def hash_inputs(root: Path) -> str:
-    """Hash of the build inputs under `root` plus the package list and uid."""
+def build_inputs(worker_dir: Path = WORKER_DIR, dockerfiles: Path = DOCKERFILES) -> dict[str, Path]:
+    """The build context: its path for each file (the Dockerfiles, the worker's modules).
+
+    Only the modules: bytecode and anything else next to them stay out of the image
+    and out of its version.
+    """
+    files = {name: dockerfiles / name for name in ("Dockerfile", "Dockerfile.offline")}
+    for module in sorted(worker_dir.glob("*.py")):
+        files[f"worker/{module.name}"] = module
+    return files
+
+
+def hash_inputs(files: Mapping[str, Path]) -> str:
+    """Hash of the build context's files plus the package list and uid."""
     h = hashlib.sha256(json.dumps({"packages": PACKAGES, "uid": SANDBOX_UID}).encode())
-    for name in LAYER_FILES:
-        h.update(name.encode() + b"\0" + (root / name).read_bytes() + b"\0")
+    for name in sorted(files):
+        h.update(name.encode() + b"\0" + files[name].read_bytes() + b"\0")
     return h.hexdigest()[:12]
 
 
 @functools.cache
 def version() -> str:
     """The image tag's version: changes exactly when a build input changes."""
-    return hash_inputs(sandbox_dir())
+    return hash_inputs(build_inputs())
+
+
+@contextmanager
+def build_context() -> Iterator[Path]:
+    """A temporary directory holding exactly the hashed files, readable by the image's user."""
+    with tempfile.TemporaryDirectory(prefix="verimap-image-") as tmp:
+        root = Path(tmp)
+        for name, src in build_inputs().items():
+            dest = root / name
+            dest.parent.mkdir(exist_ok=True)
+            dest.parent.chmod(0o755)
+            shutil.copyfile(src, dest)
+            dest.chmod(0o644)
+        yield root
 
 
 def image_tag() -> str:
@@ -204,18 +225,19 @@ def build_offline(*, force: bool = False, log: Callable[[str], None] = print) ->
         if tar.wait() != 0 or imp.returncode != 0:
             raise BuildError(f"docker import failed: {imp.stderr.strip()}")
     log(f"adding the worker layer -> {tag}")
-    _docker(
-        "build",
-        "--network",
-        "none",
-        "-t",
-        tag,
-        "--build-arg",
-        f"BASE={base}",
-        "-f",
-        str(sandbox_dir() / "Dockerfile.offline"),
-        str(sandbox_dir()),
-    )
+    with build_context() as context:
+        _docker(
+            "build",
+            "--network",
+            "none",
+            "-t",
+            tag,
+            "--build-arg",
+            f"BASE={base}",
+            "-f",
+            str(context / "Dockerfile.offline"),
+            str(context),
+        )
     prune_old(tag, log)
     return tag
 
@@ -228,7 +250,8 @@ def build_online(*, force: bool = False, log: Callable[[str], None] = print) -> 
         return tag
     log(f"docker build -f Dockerfile -> {tag}")
     try:
-        _docker("build", "-t", tag, "-f", str(sandbox_dir() / "Dockerfile"), str(sandbox_dir()))
+        with build_context() as context:
+            _docker("build", "-t", tag, "-f", str(context / "Dockerfile"), str(context))
     except BuildError as e:
         raise BuildError(
             f"{e}\nNo registry reachable? Build offline: verimap sandbox build --offline"

@@ -19,12 +19,20 @@ from typing import Any
 
 from RestrictedPython.transformer import RestrictingNodeTransformer
 
-from verimap.sandbox.worker_module import worker
+from verimap.sandbox.worker import examples, wire
+from verimap.sandbox.worker.constants import ALLOWED_IMPORTS, VF_COMPILE_FLAGS, VF_HELPERS
+from verimap.sandbox.worker.constants import MAGIC as BYTECODE_MAGIC  # this interpreter's
 
-ALLOWED_IMPORTS: frozenset[str] = worker().ALLOWED_IMPORTS
-BYTECODE_MAGIC: str = worker().MAGIC  # this interpreter's, as the worker module reports it here
-# Functions in scope of every Python VF besides load_function (approx, parse_number, ...).
-VF_HELPERS: frozenset[str] = worker().VF_HELPERS
+__all__ = [
+    "ALLOWED_IMPORTS",
+    "BYTECODE_MAGIC",
+    "POLICY_HINT",
+    "VF_HELPERS",
+    "PolicyViolation",
+    "compile_vf",
+    "task_examples",
+    "vf_job_code",
+]
 
 POLICY_HINT = (
     "Write the VF as plain assertions over `inputs`/`outputs` (or a `verify(inputs, outputs)` "
@@ -95,13 +103,13 @@ def _checked(source: object) -> str:
 
 @functools.lru_cache(maxsize=1024)
 def _ast_json(source: str) -> dict[str, Any]:
-    return worker().ast_to_json(_restricted_tree(source))
+    return wire.ast_to_json(_restricted_tree(source))
 
 
 @functools.lru_cache(maxsize=1024)
 def _bytecode(source: str) -> str:
-    flags = worker().VF_COMPILE_FLAGS  # as the worker compiles an AST
-    code = compile(_restricted_tree(source), "<vf>", "exec", flags, dont_inherit=True)
+    # compiled as the worker compiles an AST
+    code = compile(_restricted_tree(source), "<vf>", "exec", VF_COMPILE_FLAGS, dont_inherit=True)
     return base64.b64encode(marshal.dumps(code)).decode("ascii")
 
 
@@ -134,4 +142,4 @@ def task_examples(task: str) -> list[tuple[str, str]]:
 
 @functools.lru_cache(maxsize=256)
 def _task_examples(task: str) -> tuple[tuple[str, str], ...]:
-    return tuple(worker().extract_examples(task))
+    return tuple(examples.extract_examples(task))

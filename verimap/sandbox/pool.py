@@ -30,7 +30,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from verimap.sandbox.base import SandboxUnavailable
-from verimap.sandbox.worker_module import worker
+from verimap.sandbox.worker import wire
+from verimap.sandbox.worker.constants import PROTOCOL
 
 WATCHDOG_GRACE_S = 5.0
 START_TIMEOUT_S = 60.0
@@ -46,26 +47,28 @@ class WorkerLost(RuntimeError):
 
 
 class WorkerHandle:
-    """One running worker process (for Docker: the `docker run -i` client attached to it)."""
+    """One running worker process (for Docker: the `docker attach` client attached to it)."""
 
     def __init__(
         self,
         argv: Sequence[str],
         *,
         env: dict[str, str] | None = None,
-        kill_argv: Sequence[str] | None = None,
+        stop: Callable[[], None] | None = None,
         label: str = "worker",
         start_timeout: float = START_TIMEOUT_S,
         on_close: Callable[[], None] | None = None,
         socket_path: str | None = None,
     ):
-        """Start the worker. With `socket_path` the worker connects back to a Unix socket
-        there (bind-mounted into its container) instead of talking over stdin/stdout,
-        which otherwise pass through the docker client, daemon and shim."""
+        """Start the worker and wait for its hello. The first line it reads is a one-time
+        token, which its hello must carry back. With `socket_path` the worker then connects
+        to a Unix socket there (bind-mounted into its container) instead of talking over
+        stdin/stdout, which otherwise pass through the docker client, daemon and shim.
+        `stop` ends what killing the process alone would not (its container)."""
         self.label = label
         self.on_close = on_close
         self.jobs = 0
-        self.kill_argv = list(kill_argv) if kill_argv else None
+        self.stop = stop
         self._stderr = tempfile.TemporaryFile()  # noqa: SIM115 (lives as long as the worker)
         self._buf = bytearray()
         self._sock_fd: int | None = None
@@ -86,10 +89,10 @@ class WorkerHandle:
         deadline = time.monotonic() + start_timeout
         token = secrets.token_hex(16)
         try:
+            assert self.proc.stdin is not None
+            self.proc.stdin.write(token.encode() + b"\n")
+            self.proc.stdin.flush()
             if listener is not None:
-                assert self.proc.stdin is not None
-                self.proc.stdin.write(token.encode() + b"\n")
-                self.proc.stdin.flush()
                 self._sock_fd = self._accept(listener, deadline)
             hello = self._read(deadline)
         except (WorkerLost, TimeoutError, OSError) as e:
@@ -100,12 +103,12 @@ class WorkerHandle:
                 listener.close()
                 with contextlib.suppress(OSError):
                     os.unlink(socket_path)
-        if not hello.get("ready") or hello.get("protocol") != worker().PROTOCOL:
+        if not hello.get("ready") or hello.get("protocol") != PROTOCOL:
             self.kill()
             raise SandboxUnavailable(f"{label} spoke an unexpected protocol: {hello!r}")
-        if listener is not None and hello.get("token") != token:
+        if hello.get("token") != token:
             self.kill()
-            raise SandboxUnavailable(f"{label}: the process on the socket did not authenticate")
+            raise SandboxUnavailable(f"{label}: the worker did not authenticate (token)")
         self.python = hello.get("python", "?")
         self.magic: str | None = hello.get("magic")
 
@@ -151,16 +154,16 @@ class WorkerHandle:
 
     def take_frame(self) -> dict[str, Any] | None:
         """The next whole frame received so far, if there is one."""
-        w = worker()
-        if len(self._buf) < w.FRAME.size:
+        head = wire.FRAME.size
+        if len(self._buf) < head:
             return None
-        (size,) = w.FRAME.unpack(bytes(self._buf[: w.FRAME.size]))
-        if size > w.MAX_FRAME:
+        (size,) = wire.FRAME.unpack(bytes(self._buf[:head]))
+        if size > wire.MAX_FRAME:
             raise WorkerLost(f"{self.label} sent an oversized frame ({size} bytes)")
-        need = w.FRAME.size + size
+        need = head + size
         if len(self._buf) < need:
             return None
-        body = bytes(self._buf[w.FRAME.size : need])
+        body = bytes(self._buf[head:need])
         del self._buf[:need]
         return json.loads(body)
 
@@ -184,7 +187,7 @@ class WorkerHandle:
 
     def send(self, data: bytes) -> None:
         try:
-            worker().write_all(self._wfd, data)
+            wire.write_all(self._wfd, data)
         except OSError:
             raise self._lost("is gone") from None
         self.jobs += 1
@@ -194,9 +197,9 @@ class WorkerHandle:
         return self._read(deadline)
 
     def kill(self) -> None:
-        if self.kill_argv:
+        if self.stop is not None:
             with contextlib.suppress(Exception):
-                subprocess.run(self.kill_argv, capture_output=True, timeout=30)
+                self.stop()
         with contextlib.suppress(Exception):
             self.proc.kill()
             self.proc.wait(timeout=10)
@@ -297,7 +300,7 @@ class WorkerPool:
 
     def run_blocking(self, job: dict[str, Any], timeout: float) -> dict[str, Any]:
         job = self._stamp(job, timeout)
-        return self._run_on(_WAIT, job, worker().frame_bytes(job), timeout)
+        return self._run_on(_WAIT, job, wire.frame_bytes(job), timeout)
 
     def _run_on(
         self, slot: object, job: dict[str, Any], data: bytes, timeout: float
@@ -330,7 +333,7 @@ class WorkerPool:
         except queue.Empty:
             slot = _WAIT
         job = self._stamp(job, timeout)
-        data = worker().frame_bytes(job)
+        data = wire.frame_bytes(job)
         if isinstance(slot, WorkerHandle) and len(data) <= INLINE_FRAME_MAX:
             return await self._run_on_loop(loop, slot, job, data, timeout)
         return await loop.run_in_executor(self.executor, self._run_on, slot, job, data, timeout)

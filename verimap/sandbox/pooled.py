@@ -10,7 +10,7 @@ from typing import Any
 from verimap.sandbox.base import ExecResult, Outcome, Sandbox
 from verimap.sandbox.policy import PolicyViolation, vf_job_code
 from verimap.sandbox.pool import WorkerPool
-from verimap.sandbox.worker_module import worker
+from verimap.sandbox.worker import wire
 
 OUTPUT_LIMIT = 64 * 1024
 MAX_PAYLOAD = 16 * 1024 * 1024  # characters per job, well under the wire's frame limit
@@ -33,10 +33,9 @@ def vf_job(
 ) -> dict[str, Any] | ExecResult:
     """The job a worker runs for one VF, or the verdict when it cannot be a job (the policy
     rejects it, or its data cannot cross the boundary)."""
-    w = worker()
     try:
-        data = {"inputs": w.encode(dict(inputs)), "outputs": w.encode(dict(outputs))}
-    except (w.CodecError, TypeError, ValueError) as e:
+        data = {"inputs": wire.encode(dict(inputs)), "outputs": wire.encode(dict(outputs))}
+    except (wire.CodecError, TypeError, ValueError) as e:
         return ExecResult(
             outcome=Outcome.ERROR,
             message=f"VF inputs/outputs must be plain data (JSON types, tuple, set, bytes, complex): {e}",

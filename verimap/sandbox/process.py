@@ -19,9 +19,10 @@ import tempfile
 import warnings
 from pathlib import Path
 
+from verimap.sandbox.launch import WORKER_DIR, worker_argv
 from verimap.sandbox.pool import WorkerHandle, WorkerPool
 from verimap.sandbox.pooled import PooledSandbox
-from verimap.sandbox.worker_module import worker, worker_path
+from verimap.sandbox.worker.constants import CHILD_ENV
 
 log = logging.getLogger(__name__)
 NOBODY_UID = 65534
@@ -56,6 +57,16 @@ def _world_executable(path: str) -> bool:
     return all(parent.stat().st_mode & 0o001 for parent in p.parents)
 
 
+def _readable_copy(package: Path, dest: Path) -> Path:
+    """The worker's modules, copied where the uid jobs run as can read them: a candidate's
+    interpreter runs `wire.py` as that uid."""
+    dest.mkdir()
+    dest.chmod(0o755)
+    for module in package.glob("*.py"):
+        os.chmod(shutil.copy(module, dest / module.name), 0o644)
+    return dest
+
+
 class ProcessSandbox(PooledSandbox):
     kind = "process"
 
@@ -85,14 +96,13 @@ class ProcessSandbox(PooledSandbox):
         scratch = tempfile.mkdtemp(prefix="verimap-sandbox-")
         os.chmod(scratch, 0o711)  # jobs may run as an unprivileged uid
         prefix = unshare_prefix() if self.isolate_network else ()
-        script = worker_path()
+        package = WORKER_DIR
         python = sys.executable
         extra: list[str] = []
         if os.geteuid() == 0 and _world_executable(python):
             # never run untrusted code as host root when an unprivileged uid can run this
             # interpreter (and so its installed packages); it must also read the worker
-            script = Path(shutil.copy(script, os.path.join(scratch, "worker.py")))
-            os.chmod(script, 0o644)
+            package = _readable_copy(WORKER_DIR, Path(scratch) / "worker")
             extra = ["--drop-uid", str(NOBODY_UID)]
         elif os.geteuid() == 0:
             log.warning(
@@ -100,10 +110,10 @@ class ProcessSandbox(PooledSandbox):
                 "unprivileged user; prefer the Docker backend",
                 python,
             )
-        argv = [*prefix, python, "-I", str(script), "serve", "--scratch", scratch, *extra]
+        argv = [*prefix, *worker_argv(python, package), "serve", "--scratch", scratch, *extra]
         return WorkerHandle(
             argv,
-            env=dict(worker().CHILD_ENV),
+            env=dict(CHILD_ENV),
             label="process worker",
             on_close=lambda: shutil.rmtree(scratch, ignore_errors=True),
         )

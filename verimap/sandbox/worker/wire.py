@@ -7,7 +7,8 @@ behaviour (an always-equal object, a patched exception class).
 
 Run as a script it serves calls into model-written code in a fresh interpreter:
     python3 -I wire.py IN_FD OUT_FD
-It is separate from worker.py so that this interpreter starts fast.
+It imports nothing of its package (run as a script, with `-I`, it could not),
+so that this interpreter starts fast; host and worker import it as a module.
 """
 
 from __future__ import annotations
