@@ -192,6 +192,22 @@ def _load_factory(spec: str):
     "--models-factory", default=None, hidden=True, help="MODULE:FUNCTION returning models (tests)."
 )
 @otel_option
+@click.option(
+    "--ray",
+    is_flag=False,
+    flag_value="auto",
+    default=None,
+    metavar="[ADDRESS]",
+    help="Solve the tasks on a Ray cluster: its head's HOST:PORT, or 'auto' (the default: the "
+    "cluster this machine joined). -c is then tasks in flight per node.",
+)
+@click.option(
+    "--ray-endpoint-per-node",
+    default=None,
+    metavar="URL|local",
+    help="With --ray, each node's own model endpoint: a base URL with {node_ip} "
+    "(http://{node_ip}:8000/v1), or 'local' (each node serves the local model).",
+)
 @endpoint_options
 @click.pass_context
 def eval_(ctx: click.Context, **kw: Any) -> None:
@@ -271,6 +287,7 @@ def _own_sandbox(get_sandbox: Any, kind: str) -> Any:
 def run_command(**kw: Any) -> int:
     """The body of `verimap eval` without click, so it can be driven from Python."""
     from verimap.evals.benchmarks import get_benchmark
+    from verimap.evals.cluster import ClusterError, eval_on_ray, ray_address
     from verimap.evals.data import DataError
     from verimap.evals.report import report_dirs
     from verimap.evals.retrieval import RetrievalUnavailable
@@ -333,25 +350,31 @@ def run_command(**kw: Any) -> int:
         me = asyncio.current_task()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGTERM, lambda: me and me.cancel())
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            sandbox = _own_sandbox(get_sandbox, kw.get("sandbox_kind") or "auto")
         events = None
         if spans is not None:
             events = EventBus()
             events.subscribe(spans)
+        common: dict[str, Any] = dict(
+            runs=kw.get("runs") or 1,
+            limit=kw.get("limit"),
+            sample=kw.get("sample"),
+            seed=kw.get("seed"),
+            max_concurrency=concurrency or 4,
+            resume=bool(kw.get("resume")),
+            config=run_config,
+            progress=bool(kw.get("progress", True)),
+            events=events,
+        )
+        address = ray_address(kw.get("ray"))
+        if address:
+            return await eval_on_ray(bench, method, out, address=address,
+                endpoint=endpoint, endpoint_per_node=kw.get("ray_endpoint_per_node"),
+                models_factory=kw.get("models_factory"), data_dir=kw.get("data_dir"),
+                sandbox_kind=kw.get("sandbox_kind") or "auto", **common)  # fmt: skip
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            sandbox = _own_sandbox(get_sandbox, kw.get("sandbox_kind") or "auto")
         async with sandbox:
-            common: dict[str, Any] = dict(
-                runs=kw.get("runs") or 1,
-                limit=kw.get("limit"),
-                sample=kw.get("sample"),
-                seed=kw.get("seed"),
-                max_concurrency=concurrency or 4,
-                resume=bool(kw.get("resume")),
-                config=run_config,
-                progress=bool(kw.get("progress", True)),
-                events=events,
-            )
             if kw.get("models_factory"):
                 models = _load_factory(kw["models_factory"])(bench_name, kw.get("data_dir"))
                 return await run_eval(bench, method, models, sandbox, out, **common)
@@ -375,7 +398,8 @@ def run_command(**kw: Any) -> int:
             err=True,
         )
         return 130
-    except (RunDirError, SandboxUnavailable, DataError, RetrievalUnavailable, ValueError) as e:
+    except (RunDirError, SandboxUnavailable, DataError, RetrievalUnavailable, ValueError,
+            ClusterError) as e:  # fmt: skip
         raise click.ClickException(str(e)) from None
     except (ModelError, ServerError, WeightsError) as e:  # no model to serve: nothing ran
         raise click.ClickException(str(e)) from None

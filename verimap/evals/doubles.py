@@ -9,6 +9,7 @@ measured with it say nothing about any real model.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from typing import Any
@@ -17,6 +18,25 @@ from verimap.env import getenv_float, getenv_int
 from verimap.evals.benchmarks import EvalTask, get_benchmark
 from verimap.llm.base import ModelRequest, ModelResponse
 from verimap.llm.double import ScriptedModel, tool_call_reply
+
+
+class Throttled:
+    """A model behind an endpoint that serves at most as many calls at once as its
+    `slots` allow (shared by every role on the endpoint), as one model server does."""
+
+    def __init__(self, model: ScriptedModel, slots: asyncio.Semaphore) -> None:
+        self.model = model
+        self.name = model.name
+        self.supports_tools = model.supports_tools
+        self.slots = slots
+
+    @property
+    def calls(self) -> int:
+        return self.model.calls
+
+    async def request(self, req: ModelRequest) -> ModelResponse:
+        async with self.slots:
+            return await self.model.request(req)
 
 
 def _squash(text: str) -> str:
@@ -70,8 +90,10 @@ def oracle_models(
     latency_s: float = 0.0,
     wrong_every: int = 0,
     tool_first: bool = True,
-) -> dict[str, ScriptedModel]:
-    """Planner, executor and judge doubles for `tasks` (see the module docstring)."""
+    max_in_flight: int | None = None,
+) -> dict[str, Any]:
+    """Planner, executor and judge doubles for `tasks` (see the module docstring); with
+    `max_in_flight`, on one endpoint that answers that many calls at once."""
     keys = [(_squash(t.meta.get("prompt") or t.prompt.split("\n\n")[0])[:160], t) for t in tasks]
 
     def find(req: ModelRequest) -> EvalTask:
@@ -109,21 +131,35 @@ def oracle_models(
             return {"passed": True, "explanation": "the output meets the criterion"}
         return "The output meets the criterion."
 
-    return {
+    models = {
         "planner": ScriptedModel(planner, name="oracle-planner", latency_s=latency_s),
         "executor": ScriptedModel(executor, name="oracle-executor", latency_s=latency_s),
         "judge": ScriptedModel(judge, name="oracle-judge", latency_s=latency_s),
     }
+    if max_in_flight is None:
+        return models
+    slots = asyncio.Semaphore(max_in_flight)
+    return {role: Throttled(m, slots) for role, m in models.items()}
 
 
-def factory(benchmark: str, data_dir: str | None = None) -> dict[str, ScriptedModel]:
+def factory(
+    benchmark: str,
+    data_dir: str | None = None,
+    *,
+    latency_s: float | None = None,
+    wrong_every: int | None = None,
+    max_in_flight: int | None = None,
+) -> dict[str, Any]:
     """Entry point for `verimap eval --models-factory verimap.evals.doubles:factory` (tests only).
 
-    Latency and wrong answers come from VERIMAP_DOUBLE_LATENCY / VERIMAP_DOUBLE_WRONG_EVERY.
-    """
+    Latency and wrong answers not given come from VERIMAP_DOUBLE_LATENCY /
+    VERIMAP_DOUBLE_WRONG_EVERY."""
     bench = get_benchmark(benchmark, data_dir)
     return oracle_models(
         bench.tasks(),
-        latency_s=getenv_float("VERIMAP_DOUBLE_LATENCY", 0.0),
-        wrong_every=getenv_int("VERIMAP_DOUBLE_WRONG_EVERY", 0),
+        latency_s=getenv_float("VERIMAP_DOUBLE_LATENCY", 0.0) if latency_s is None else latency_s,
+        wrong_every=getenv_int("VERIMAP_DOUBLE_WRONG_EVERY", 0)
+        if wrong_every is None
+        else wrong_every,
+        max_in_flight=max_in_flight,
     )

@@ -9,6 +9,10 @@ Tasks that fail for infrastructure reasons (a model endpoint that fails past its
 retries, a sandbox that cannot run, a task the data or the scorer cannot handle)
 are never scored: they are logged to `DIR/errors.jsonl` instead, and since they
 are not in the results a resume retries them.
+
+Only this process writes the directory. Tasks may be solved elsewhere (`dispatch`: a
+cluster's workers, see `verimap.evals.cluster`) and come back as `Attempt`s, which the
+runner stores as it stores its own.
 """
 
 from __future__ import annotations
@@ -18,32 +22,41 @@ import contextlib
 import fcntl
 import json
 import os
-import re
 import sys
-import time
-import traceback
+from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
-
 from verimap.config import RunConfig
 from verimap.errors import VerimapError
+from verimap.evals.attempt import (
+    Attempt,
+    Solver,
+    TaskRecord,
+    attempt_task,
+    method_solver,
+    task_key,
+    trace_rel,
+    vf_calls,
+    vf_stats,
+)
 from verimap.evals.benchmarks import Benchmark, EvalTask
-from verimap.evals.methods import METHODS, build_coordinator, get_method, method_config
+from verimap.evals.methods import METHODS, get_method, method_config
 from verimap.evals.sampling import sample_digest, select_tasks
 from verimap.events import EventBus
 from verimap.llm.base import Model
-from verimap.plan import LLMVF, PythonVF
-from verimap.result import SKIPPED
 from verimap.sandbox.base import Sandbox
 
 if TYPE_CHECKING:
     from rich.console import Console
 
     from verimap.live_view import BoardView
+
+__all__ = ["CONFIG", "ERRORS", "RESULTS", "Attempt", "Dispatch", "EvalOutcome", "ResultsLog",
+           "RunDirError", "Tally", "TaskRecord", "dir_lock", "run_eval", "task_key",
+           "unscored_errors", "vf_calls", "vf_stats"]  # fmt: skip
 
 RESULTS = "results.jsonl"
 ERRORS = "errors.jsonl"
@@ -53,43 +66,6 @@ LOCK = ".lock"
 
 class RunDirError(VerimapError, RuntimeError):
     """The output directory cannot be used as asked (busy, or holds another run)."""
-
-
-class TaskRecord(BaseModel):
-    key: str
-    run: int
-    task_id: str
-    benchmark: str
-    method: str
-    status: str
-    correct: bool
-    verified: bool  # verification accepted the final answer (run status success)
-    predicted: str = ""
-    gold: str = ""
-    score_detail: str = ""
-    iterations: int = 0
-    retries: int = 0
-    usage: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    tokens: int = 0
-    cost: float = 0.0
-    wall_time_s: float = 0.0
-    vf_stats: dict[str, int] = Field(default_factory=dict)
-    # VF executions in the run (what the paper's Table 3 counts), beside `vf_stats`' VFs written.
-    vf_calls: dict[str, int] = Field(default_factory=dict)
-    plans: list[dict[str, Any]] = Field(default_factory=list)
-    meta: dict[str, Any] = Field(default_factory=dict)
-    trace: str | None = None
-    error: str | None = None
-    # Plans that were the one-node fallback, and VFs dropped as vacuous (see RunResult).
-    fallbacks: int = 0
-    dropped_vfs: int = 0
-    finished_at: float = Field(default_factory=time.time)
-
-
-# The paper's protocol (App. B): a seeded random sample of 500 tasks, or half the set when it
-# has fewer than 500, each run three times.
-def task_key(run: int, task_id: str) -> str:
-    return f"r{run}/{task_id}"
 
 
 def unscored_errors(out: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
@@ -108,10 +84,6 @@ def unscored_errors(out: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
         if isinstance(rec, dict) and "key" in rec and rec["key"] not in done:
             last[rec["key"]] = rec
     return last
-
-
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
 class ResultsLog:
@@ -171,37 +143,6 @@ def dir_lock(out: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def vf_stats(plans: list[Any]) -> dict[str, int]:
-    """Counts and total lengths (characters) of Python and NL VFs over all plans of a run."""
-    s = {"plans": 0, "nodes": 0, "python": 0, "python_chars": 0, "llm": 0, "llm_chars": 0}
-    for p in plans:
-        s["plans"] += 1
-        for n in p.nodes:
-            s["nodes"] += 1
-            for vf in n.verification:
-                if isinstance(vf, PythonVF):
-                    s["python"] += 1
-                    s["python_chars"] += len(vf.code)
-                elif isinstance(vf, LLMVF):
-                    s["llm"] += 1
-                    s["llm_chars"] += len(vf.content)
-    return s
-
-
-def vf_calls(result: Any) -> dict[str, int]:
-    """Python VFs run and natural-language criteria judged, over every attempt of the run.
-
-    Counted from the verdicts in the run's node reports, so a judge criterion skipped after a
-    Python VF failed is not a call, while one judged in a batch with others is. The vacuity
-    probes before a plan runs are not verification of an answer and are left out."""
-    calls = {"python": 0, "llm": 0}
-    for rep in result.nodes.values():
-        for v in rep.verdicts:
-            if v.outcome != SKIPPED:
-                calls[v.type] += 1
-    return calls
-
-
 @dataclass
 class Tally:
     total: int
@@ -229,10 +170,34 @@ class EvalOutcome:
     tally: Tally
     records: list[dict[str, Any]] = field(default_factory=list)
     interrupted: bool = False
+    # Finished tasks per worker, when workers elsewhere solved them (a cluster run).
+    workers: Counter[str] = field(default_factory=Counter)
 
 
-# (task, run index, trace path) -> RunResult
-Solver = Callable[[EvalTask, int, Any], Awaitable[Any]]
+# (task, run index) -> the attempt, solved wherever the dispatcher sends it
+Dispatch = Callable[[EvalTask, int], Awaitable[Attempt]]
+
+
+def _store(out: Path, log: ResultsLog, att: Attempt) -> dict[str, Any] | None:
+    """Write what an attempt left: the trace it carries, then its error line or its record
+    (the record last, since a record is what marks the task done)."""
+    line = att.record if att.record is not None else att.error
+    if line is None:
+        raise ValueError(f"attempt {att.key} holds neither a record nor an error")
+    if att.trace is not None:
+        path = out / line["trace"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.unlink(missing_ok=True)  # a previous, unfinished attempt's
+        if att.trace:
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(att.trace)
+            os.replace(tmp, path)
+    if att.record is None:
+        ResultsLog(out / ERRORS).append(line)
+        print(f"task {att.key} errored, not scored: {line['error']}", file=sys.stderr, flush=True)
+        return None
+    log.append(att.record)
+    return att.record
 
 
 def _check_config(out: Path, cfg: dict[str, Any], resume: bool, has_results: bool) -> None:
@@ -282,7 +247,7 @@ async def run_eval(
     bench: Benchmark,
     method: str,
     models: dict[str, Model] | None,
-    sandbox: Sandbox,
+    sandbox: Sandbox | None,
     out_dir: str | os.PathLike[str],
     *,
     runs: int = 1,
@@ -296,6 +261,7 @@ async def run_eval(
     solver: Solver | None = None,
     extra_config: dict[str, Any] | None = None,
     events: EventBus | None = None,
+    dispatch: Dispatch | None = None,
 ) -> EvalOutcome:
     """Run `runs` x the first `limit` tasks, or x a seeded random `sample` of them (an int, or
     "paper": see `paper_sample_size`); see the module docstring for the guarantees.
@@ -303,7 +269,10 @@ async def run_eval(
     With a `solver`, `method` may name something that is no preset (a bare-model baseline beside
     the methods): its records, traces and errors then land in the same layout, and its
     `run_config` is `config` as given. `events` hears every task's run (not a custom solver's).
-    """
+
+    With a `dispatch`, tasks are solved by whatever it sends them to (`models`, `sandbox`,
+    `solver` and `events` are then unused, and the bar shows no live board), and only what it
+    returns is written here."""
     custom = solver is not None and method not in METHODS
     if not custom:
         get_method(method)
@@ -349,16 +318,22 @@ async def run_eval(
             if k in mine:
                 tally.add(rec)
         tally.skipped = tally.done
-        if pending:
+        if pending and dispatch is None:
             bench.prepare()
         from verimap import live_view  # rich loads only when an eval runs
 
         console = live_view.stderr_console()
-        # The tasks in flight, drawn under the bar; only where the bar itself redraws.
-        live = progress and solver is None and live_view.is_live(console)
+        # The tasks in flight, drawn under the bar; only where the bar itself redraws (and
+        # where the runs' events are: not those of a cluster's workers).
+        live = progress and solver is None and dispatch is None and live_view.is_live(console)
         board = live_view.BoardView() if live else None
         watch = board.bus if board is not None else None
-        solve = solver or _default_solver(bench, method, models, sandbox, cfg, events, watch)
+        if dispatch is None:
+            if sandbox is None:
+                raise ValueError("no sandbox given: pass a sandbox or a dispatch")
+            solve = solver or method_solver(bench, method, models, sandbox, cfg, events, watch)
+            dispatch = _local(bench, method, out, sandbox, solve)
+        run_one: Dispatch = dispatch
         sem = asyncio.Semaphore(max_concurrency)
         outcome = EvalOutcome(out, tally)
         with _progress(tally.total, progress, console, board) as bar:
@@ -377,14 +352,16 @@ async def run_eval(
                     if board is not None:
                         board.start(key)
                     try:
-                        rec = await _run_task(bench, method, task, run, out, sandbox, solve)
+                        att = await run_one(task, run)
                     finally:
                         if board is not None:
                             board.done(key)
+                rec = _store(out, log, att)
                 if rec is None:
                     tally.errors += 1
                     return
-                log.append(rec)
+                if att.worker:
+                    outcome.workers[att.worker] += 1
                 outcome.records.append(rec)
                 tally.add(rec)
                 refresh()
@@ -410,96 +387,9 @@ async def run_eval(
         return outcome
 
 
-def _default_solver(
-    bench: Benchmark,
-    method: str,
-    models: dict[str, Model] | None,
-    sandbox: Sandbox,
-    cfg: RunConfig,
-    events: EventBus | None = None,
-    watch: Callable[[str], EventBus] | None = None,
-) -> Solver:
-    """`events` hears every task's run (e.g. OpenTelemetry); `watch(key)`, when given, is the
-    event bus for the run of the task with that key (the live board), and passes it on."""
-    if models is None:
-        raise ValueError("no models given: pass models (planner, executor, judge) or a solver")
+def _local(bench: Benchmark, method: str, out: Path, sandbox: Sandbox, solve: Solver) -> Dispatch:
+    async def run_here(task: EvalTask, run: int) -> Attempt:
+        trace_path = out / trace_rel(run, task.id)
+        return await attempt_task(bench, method, task, run, trace_path, sandbox, solve)
 
-    async def solve(task: EvalTask, run: int, trace_path: Path) -> Any:
-        bus = events
-        if watch is not None:
-            bus = watch(task_key(run, task.id))
-            if events is not None:
-                bus.subscribe(events.emit)
-        coord = build_coordinator(
-            method, models, sandbox, bench.tools(sandbox), config=cfg, domain=bench.domain,
-            events=bus,
-        )  # fmt: skip
-        return await coord.run(task.prompt, trace_path=trace_path)
-
-    return solve
-
-
-async def _run_task(
-    bench: Benchmark,
-    method: str,
-    task: EvalTask,
-    run: int,
-    out: Path,
-    sandbox: Sandbox,
-    solve: Solver,
-) -> dict[str, Any] | None:
-    key = task_key(run, task.id)
-    rel = Path("traces") / f"run{run}" / f"{_safe(task.id)}.jsonl"
-    trace_path = out / rel
-    trace_path.parent.mkdir(parents=True, exist_ok=True)
-    trace_path.unlink(missing_ok=True)  # a previous, unfinished attempt of this task
-    start = time.monotonic()
-
-    def errored(error: str, kind: str, tb: str = "") -> None:
-        ResultsLog(out / ERRORS).append(
-            {"key": key, "task_id": task.id, "run": run, "kind": kind, "error": error,
-             "traceback": tb, "trace": str(rel), "at": time.time()}
-        )  # fmt: skip
-        print(f"task {key} errored, not scored: {error}", file=sys.stderr, flush=True)
-
-    try:
-        result = await solve(task, run, trace_path)
-        if getattr(result, "error_kind", None) is not None:
-            errored(result.error or "infrastructure failure", result.error_kind)
-            return None
-        score = await bench.score(task, result.answer, sandbox)
-    except (asyncio.CancelledError, KeyboardInterrupt):
-        raise
-    except Exception as e:
-        errored(f"{type(e).__name__}: {e}", "exception", traceback.format_exc())
-        return None
-    usage = result.usage
-    total = usage.total
-    rec = TaskRecord(
-        key=key,
-        run=run,
-        task_id=task.id,
-        benchmark=bench.name,
-        method=method,
-        status=result.status,
-        correct=score.correct,
-        verified=result.verified,
-        predicted=score.predicted[:4000],
-        gold=score.gold,
-        score_detail=score.detail,
-        iterations=result.iterations,
-        retries=result.retries,
-        usage={r: u.model_dump() for r, u in usage.roles.items()},
-        tokens=total.total_tokens,
-        cost=total.cost,
-        wall_time_s=round(time.monotonic() - start, 3),
-        vf_stats=vf_stats(result.plans),
-        vf_calls=vf_calls(result),
-        plans=[p.model_dump(mode="json", by_alias=True) for p in result.plans],
-        meta={"question_type": task.meta["question_type"]} if "question_type" in task.meta else {},
-        trace=str(rel),
-        error=result.error,
-        fallbacks=len(result.fallback_iterations),
-        dropped_vfs=len(result.dropped_vfs),
-    )
-    return rec.model_dump(mode="json")
+    return run_here

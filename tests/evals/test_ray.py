@@ -1,0 +1,229 @@
+"""Evals on a real local Ray cluster: a head and a second node, both on 127.0.0.1, started
+once for the session. The results match the same eval without Ray, and neither a worker
+killed mid-task nor a killed driver loses a task or writes one twice."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib.util
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from verimap.evals.benchmarks import get_benchmark
+from verimap.evals.cluster import eval_on_ray, ray_address
+from verimap.evals.cluster_worker import forwarded_env, node_endpoint
+from verimap.evals.doubles import factory
+from verimap.evals.runner import ERRORS, RESULTS, ResultsLog, run_eval
+from verimap.testing import need
+
+from .conftest import REPO, SAMPLES
+
+pytestmark = pytest.mark.ray
+
+VOLATILE = ("wall_time_s", "finished_at")
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    need(importlib.util.find_spec("ray") is not None, "Ray is missing: pip install -e '.[cluster]'")
+    # Ray's single-machine mode (as on macOS): every node and client on 127.0.0.1, never the
+    # machine's network address. Read when Ray is imported, and inherited by the drivers below.
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    import ray
+    from ray.cluster_utils import Cluster
+
+    node = {"num_cpus": 1, "object_store_memory": 80 * 2**20, "node_ip_address": "127.0.0.1"}
+    cluster = Cluster(initialize_head=True, head_node_args={**node, "include_dashboard": False})
+    try:
+        cluster.add_node(**node)
+        ray.init(address=cluster.address, log_to_driver=False)
+        yield cluster
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+
+
+@pytest.fixture
+def docker_kind():
+    from verimap.sandbox import SandboxUnavailable
+    from verimap.sandbox.docker import check_daemon
+
+    try:
+        check_daemon()
+    except SandboxUnavailable as e:
+        need(False, f"Docker sandbox unavailable: {e}")
+    return "docker"
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def _stable(records: list[dict]) -> list[dict]:
+    return sorted(({k: v for k, v in r.items() if k not in VOLATILE} for r in records),
+                  key=lambda r: r["key"])  # fmt: skip
+
+
+def _events(out: Path, rec: dict) -> list[tuple]:
+    return [
+        (e["type"], e["node_id"], e["iteration"], e["attempt"]) for e in _lines(out / rec["trace"])
+    ]
+
+
+def _eval_workers() -> dict[int, str]:
+    """The processes of this cluster's eval workers (Ray titles an actor's process after it)."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if proc.name.isdigit() and cmd.startswith("ray::EvalWorker"):
+            found[int(proc.name)] = cmd.strip()
+    return found
+
+
+def test_ray_address_and_the_endpoint_a_node_uses():
+    assert [ray_address(v) for v in (None, False, "", True, "true", "auto", " 10.1.2.3:6379 ")] == [
+        None, None, None, "auto", "auto", "auto", "10.1.2.3:6379"]  # fmt: skip
+    driver = {"model": "gpt-4o-mini", "base_url": "http://gpu0:8000/v1", "keep_server": True}
+    assert node_endpoint(driver, None, "10.0.0.7") == driver
+    assert node_endpoint(driver, "http://{node_ip}:8000/v1", "10.0.0.7") == {
+        "model": "gpt-4o-mini", "base_url": "http://10.0.0.7:8000/v1"}  # fmt: skip
+    assert node_endpoint(driver, "local", "10.0.0.7") == {
+        "model": "gpt-4o-mini",
+        "keep_server": True,
+    }
+    env = {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "u", "VERIMAP_DIALECT": "qwen", "HOME": "/h"}
+    assert forwarded_env(env, None) == {"OPENAI_API_KEY": "k", "OPENAI_BASE_URL": "u",
+                                        "VERIMAP_DIALECT": "qwen"}  # fmt: skip
+    assert forwarded_env(env, "http://{node_ip}:8000/v1") == {"OPENAI_API_KEY": "k",
+                                                              "VERIMAP_DIALECT": "qwen"}  # fmt: skip
+    assert forwarded_env(env, "local") == {"VERIMAP_DIALECT": "qwen"}
+
+
+@pytest.mark.docker
+async def test_a_ray_eval_writes_what_the_same_eval_without_ray_writes(
+    ray_cluster, docker_kind, tmp_path
+):
+    from verimap.sandbox import get_sandbox
+
+    bench = get_benchmark("humaneval", SAMPLES)
+    models = functools.partial(factory, wrong_every=3)
+    kw = dict(limit=6, progress=False)
+    async with get_sandbox(docker_kind, shared=False) as sandbox:
+        local = await run_eval(bench, "verimap", models("humaneval", SAMPLES), sandbox,
+                               tmp_path / "local", max_concurrency=4, **kw)  # fmt: skip
+    on_ray = await eval_on_ray(bench, "verimap", tmp_path / "ray", models_factory=models,
+                               data_dir=str(SAMPLES), sandbox_kind=docker_kind,
+                               max_concurrency=2, **kw)  # fmt: skip
+    assert local.tally.done == on_ray.tally.done == 6
+    assert on_ray.tally.correct == local.tally.correct == 4  # tasks 3 and 6 answered wrongly
+    a, b = _lines(tmp_path / "local" / RESULTS), _lines(tmp_path / "ray" / RESULTS)
+    assert _stable(a) == _stable(b)
+    assert all(_events(tmp_path / "local", r) == _events(tmp_path / "ray", r) for r in a)
+    assert not (tmp_path / "ray" / ERRORS).exists()
+    cfg = json.loads((tmp_path / "ray" / "config.json").read_text())
+    assert cfg["sandbox"] == "docker" and cfg["models"]["planner"] == "oracle-planner"
+    assert len(cfg["cluster"]["workers"]) == 2  # one per node
+    assert len(on_ray.workers) == 2 and sum(on_ray.workers.values()) == 6  # both nodes solved
+
+
+async def test_a_worker_killed_mid_task_costs_no_task(ray_cluster, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="verimap.evals.cluster")
+    bench = get_benchmark("gsm8k", SAMPLES)
+    run = asyncio.create_task(eval_on_ray(
+        bench, "react", tmp_path, models_factory=functools.partial(factory, latency_s=0.4),
+        data_dir=str(SAMPLES), sandbox_kind="process", max_concurrency=2, limit=12, runs=2,
+        progress=False,
+    ))  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (tmp_path / RESULTS).exists() or len(_lines(tmp_path / RESULTS)) < 2:
+        assert time.monotonic() < deadline and not run.done(), "no results from the cluster"
+        await asyncio.sleep(0.05)
+    victim = next(pid for pid, title in _eval_workers().items() if "attempt" in title)
+    os.kill(victim, signal.SIGKILL)
+    outcome = await asyncio.wait_for(run, 180)
+    recs = _lines(tmp_path / RESULTS)
+    assert sorted(r["key"] for r in recs) == sorted(
+        f"r{r}/gsm8k/{i}" for r in (0, 1) for i in range(12)
+    )
+    assert outcome.tally.errors == 0 and outcome.tally.correct == 24
+    assert not (tmp_path / ERRORS).exists()
+    said = [r.getMessage() for r in caplog.records]
+    assert any("goes to another worker" in m for m in said), "the killed worker had no task"
+    assert any("answers again" in m for m in said), "Ray did not restart the worker"
+
+
+async def test_each_node_asks_its_own_endpoint(ray_cluster, chat_endpoint, dead_url, tmp_path):
+    """The driver's endpoint is down; each node's (the template, filled with the node's
+    address) answers: every task is solved through the real client on the nodes."""
+    bench = get_benchmark("gsm8k", SAMPLES)
+    endpoint = chat_endpoint(bench.tasks()[:4])
+    endpoint.down = lambda task_id: False
+    port = endpoint.url.rsplit(":", 1)[1].split("/")[0]
+    outcome = await eval_on_ray(
+        bench, "react", tmp_path, endpoint={"model": "m", "base_url": dead_url},
+        endpoint_per_node=f"http://{{node_ip}}:{port}/v1", sandbox_kind="process",
+        max_concurrency=2, limit=4, progress=False,
+    )  # fmt: skip
+    assert outcome.tally.errors == 0 and outcome.tally.correct == 4
+    assert len(endpoint.requests) == 4 * 2  # a tool call and an answer per task
+    assert len(outcome.workers) == 2
+
+
+def _driver(out: Path, *extra: str) -> subprocess.Popen:
+    env = {**os.environ, "VERIMAP_DOUBLE_LATENCY": "0.15", "PYTHONWARNINGS": "ignore"}
+    cmd = [sys.executable, "-m", "verimap", "eval", "--no-progress", *extra]
+    return subprocess.Popen(
+        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
+def test_a_killed_driver_resumes_without_loss_or_duplicates(ray_cluster, tmp_path, sig):
+    out = tmp_path / "run"
+    config = tmp_path / "eval.yaml"
+    config.write_text(
+        f"benchmark: gsm8k\nmethod: react\nlimit: 20\nmax_concurrency: 2\nout: {out}\n"
+        f"data_dir: {SAMPLES}\nsandbox: process\nray: {ray_cluster.address}\n"
+        "models_factory: verimap.evals.doubles:factory\n"
+    )
+    first = _driver(out, "--config", str(config))
+    deadline = time.monotonic() + 120
+    while not (out / RESULTS).exists() or len((out / RESULTS).read_text().splitlines()) < 4:
+        assert time.monotonic() < deadline and first.poll() is None, first.communicate()
+        time.sleep(0.05)
+    first.send_signal(sig)
+    _, err = first.communicate(timeout=60)
+    before = list(ResultsLog(out / RESULTS).load().values())  # a SIGKILL may leave a torn line
+    assert 4 <= len(before) < 20
+    if sig == signal.SIGINT:
+        assert first.returncode == 130 and "--resume" in err
+    else:
+        assert first.returncode == -signal.SIGKILL
+    resumed = _driver(out, "--config", str(config), "--resume")
+    stdout, err = resumed.communicate(timeout=180)
+    assert resumed.returncode == 0, err
+    after = _lines(out / RESULTS)
+    assert len(after) == len({r["key"] for r in after}) == 20  # 0 lost, 0 twice
+    assert after[: len(before)] == before
+    assert f"{len(before)} from before" in err
+    assert "| react | 100.0 ± 0.0 (n=20, runs=1) |" in stdout
+    assert (
+        json.loads((out / "config.json").read_text())["cluster"]["address"] == ray_cluster.address
+    )
+    deadline = time.monotonic() + 60
+    while _eval_workers() and time.monotonic() < deadline:  # Ray ends a gone driver's workers
+        time.sleep(0.5)
+    assert not _eval_workers()
