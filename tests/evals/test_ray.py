@@ -20,7 +20,7 @@ import pytest
 
 from verimap.evals.benchmarks import get_benchmark
 from verimap.evals.cluster import eval_on_ray, ray_address
-from verimap.evals.cluster_worker import forwarded_env, node_endpoint
+from verimap.evals.cluster_worker import check_per_node, forwarded_env, node_endpoint
 from verimap.evals.doubles import factory
 from verimap.evals.runner import ERRORS, RESULTS, ResultsLog, run_eval
 from verimap.testing import need
@@ -37,6 +37,7 @@ def ray_cluster():
     need(importlib.util.find_spec("ray") is not None, "Ray is missing: pip install -e '.[cluster]'")
     # Ray's single-machine mode (as on macOS): every node and client on 127.0.0.1, never the
     # machine's network address. Read when Ray is imported, and inherited by the drivers below.
+    before = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
     import ray
     from ray.cluster_utils import Cluster
@@ -50,18 +51,22 @@ def ray_cluster():
     finally:
         ray.shutdown()
         cluster.shutdown()
+        if before is None:
+            os.environ.pop("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", None)
+        else:
+            os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = before
 
 
 @pytest.fixture
-def docker_kind():
-    from verimap.sandbox import SandboxUnavailable
-    from verimap.sandbox.docker import check_daemon
+async def docker_sandbox():
+    from verimap.sandbox import SandboxUnavailable, get_sandbox
 
     try:
-        check_daemon()
+        sandbox = get_sandbox("docker", shared=False)
     except SandboxUnavailable as e:
         need(False, f"Docker sandbox unavailable: {e}")
-    return "docker"
+    async with sandbox:
+        yield sandbox
 
 
 def _lines(path: Path) -> list[dict]:
@@ -109,22 +114,22 @@ def test_ray_address_and_the_endpoint_a_node_uses():
     assert forwarded_env(env, "http://{node_ip}:8000/v1") == {"OPENAI_API_KEY": "k",
                                                               "VERIMAP_DIALECT": "qwen"}  # fmt: skip
     assert forwarded_env(env, "local") == {"VERIMAP_DIALECT": "qwen"}
+    for bad in ("gpu-{rank}:8000", "http://{node_ip:8000/v1", "gpu0:8000"):
+        with pytest.raises(ValueError, match="ray-endpoint-per-node"):
+            check_per_node(bad)
 
 
 @pytest.mark.docker
 async def test_a_ray_eval_writes_what_the_same_eval_without_ray_writes(
-    ray_cluster, docker_kind, tmp_path
+    ray_cluster, docker_sandbox, tmp_path
 ):
-    from verimap.sandbox import get_sandbox
-
     bench = get_benchmark("humaneval", SAMPLES)
     models = functools.partial(factory, wrong_every=3)
     kw = dict(limit=6, progress=False)
-    async with get_sandbox(docker_kind, shared=False) as sandbox:
-        local = await run_eval(bench, "verimap", models("humaneval", SAMPLES), sandbox,
-                               tmp_path / "local", max_concurrency=4, **kw)  # fmt: skip
+    local = await run_eval(bench, "verimap", models("humaneval", SAMPLES), docker_sandbox,
+                           tmp_path / "local", max_concurrency=4, **kw)  # fmt: skip
     on_ray = await eval_on_ray(bench, "verimap", tmp_path / "ray", models_factory=models,
-                               data_dir=str(SAMPLES), sandbox_kind=docker_kind,
+                               data_dir=str(SAMPLES), sandbox_kind="docker",
                                max_concurrency=2, **kw)  # fmt: skip
     assert local.tally.done == on_ray.tally.done == 6
     assert on_ray.tally.correct == local.tally.correct == 4  # tasks 3 and 6 answered wrongly
@@ -134,7 +139,7 @@ async def test_a_ray_eval_writes_what_the_same_eval_without_ray_writes(
     assert not (tmp_path / "ray" / ERRORS).exists()
     cfg = json.loads((tmp_path / "ray" / "config.json").read_text())
     assert cfg["sandbox"] == "docker" and cfg["models"]["planner"] == "oracle-planner"
-    assert len(cfg["cluster"]["workers"]) == 2  # one per node
+    assert len(set(cfg["cluster"]["workers"])) == 2  # one per node
     assert len(on_ray.workers) == 2 and sum(on_ray.workers.values()) == 6  # both nodes solved
 
 
@@ -162,6 +167,31 @@ async def test_a_worker_killed_mid_task_costs_no_task(ray_cluster, tmp_path, cap
     said = [r.getMessage() for r in caplog.records]
     assert any("goes to another worker" in m for m in said), "the killed worker had no task"
     assert any("answers again" in m for m in said), "Ray did not restart the worker"
+
+
+async def test_a_node_lost_mid_run_costs_no_task(ray_cluster, tmp_path, caplog):
+    caplog.set_level(logging.INFO, logger="verimap.evals.cluster")
+    extra = ray_cluster.add_node(num_cpus=1, object_store_memory=80 * 2**20,
+                                 node_ip_address="127.0.0.1")  # fmt: skip
+    bench = get_benchmark("gsm8k", SAMPLES)
+    run = asyncio.create_task(eval_on_ray(
+        bench, "react", tmp_path, models_factory=functools.partial(factory, latency_s=0.4),
+        data_dir=str(SAMPLES), sandbox_kind="process", max_concurrency=2, limit=20,
+        progress=False,
+    ))  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (tmp_path / RESULTS).exists() or len(_lines(tmp_path / RESULTS)) < 3:
+        assert time.monotonic() < deadline and not run.done(), "no results from the cluster"
+        await asyncio.sleep(0.05)
+    ray_cluster.remove_node(extra, allow_graceful=False)
+    outcome = await asyncio.wait_for(run, 180)
+    assert sorted(r["key"] for r in _lines(tmp_path / RESULTS)) == sorted(
+        f"r0/gsm8k/{i}" for i in range(20))  # fmt: skip
+    assert outcome.tally.errors == 0 and outcome.tally.correct == 20
+    assert len(outcome.workers) == 3  # the lost node had finished tasks before
+    said = [r.getMessage() for r in caplog.records]
+    assert any("goes to another worker" in m for m in said), "the lost node had no task"
+    ray_cluster.wait_for_nodes()  # the next test's driver sees two live nodes
 
 
 async def test_each_node_asks_its_own_endpoint(ray_cluster, chat_endpoint, dead_url, tmp_path):

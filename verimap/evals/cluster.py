@@ -10,9 +10,9 @@ written once, when its attempt comes back; a killed driver loses only the tasks 
 (its workers die with it, Ray ends a dead driver's actors) and `--resume` runs them again.
 
 A worker that dies mid-task (its process or its node) costs that task nothing but time:
-the task goes to another worker, and Ray restarts the dead one, which rejoins once it
-answers again. A task that loses `MAX_TRIES` workers is an infrastructure error, logged
-and retried by `--resume` like any other.
+the task goes to another worker. Ray restarts a worker whose process died, and it rejoins
+once it answers again; one whose node is gone is dropped. A task that loses `MAX_TRIES`
+workers is an infrastructure error, logged and retried by `--resume` like any other.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import Any
 from verimap.errors import VerimapError
 from verimap.evals.attempt import Attempt, error_line, task_key, trace_rel
 from verimap.evals.benchmarks import Benchmark, EvalTask
-from verimap.evals.cluster_worker import EvalWorker, WorkerSpec, forwarded_env
+from verimap.evals.cluster_worker import EvalWorker, WorkerSpec, check_per_node, forwarded_env
 from verimap.evals.methods import method_config
 from verimap.evals.runner import EvalOutcome, run_eval
 
@@ -105,12 +105,13 @@ class WorkerPool:
         actor = ray.remote(EvalWorker)
         # Held for the pool's life: a worker that Ray restarts is started from it again.
         self._spec = ray.put(spec)
-        # Soft affinity: a worker restarted after its node died starts on another node.
+        # Pinned to its node: Ray's soft affinity may put two on one node; a worker whose
+        # node is gone cannot restart and is dropped, and the others go on.
         self.workers = [
             _Worker(i, actor.options(
                 num_cpus=0, max_concurrency=per_node + 2, max_restarts=RESTARTS,
                 max_task_retries=0,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=True),
+                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
             ).remote())
             for i, n in enumerate(nodes)
         ]  # fmt: skip
@@ -215,7 +216,7 @@ class WorkerPool:
         """Let each worker close its sandbox pool and models, then end it."""
         for p in self._probes:
             p.cancel()
-        live = [w for w in self.workers if w.state != "dead"]
+        live = [w for w in self.workers if w.state == "ok"]
         closing = [asyncio.wait_for(_awaitable(w.handle.close.remote()), 30) for w in live]
         await asyncio.gather(*closing, return_exceptions=True)
         for w in self.workers:
@@ -256,6 +257,7 @@ async def eval_on_ray(
     keeps its connection), each running `max_concurrency` tasks at once. The
     other arguments are `run_eval`'s; the models come from `endpoint` (`connect`'s
     settings), on each node its own with `endpoint_per_node`, or from `models_factory`."""
+    check_per_node(endpoint_per_node)
     ray = _ray()
     spec = WorkerSpec(
         bench=bench,

@@ -47,6 +47,23 @@ class WorkerSpec:
     env: dict[str, str] = field(default_factory=dict)  # the driver's, for the endpoint clients
 
 
+def check_per_node(per_node: str | None) -> None:
+    """Refuse on the driver what every node would fail on."""
+    if per_node is None or per_node == LOCAL:
+        return
+    try:
+        per_node.format(node_ip="127.0.0.1")
+    except (KeyError, IndexError, ValueError) as e:
+        raise ValueError(
+            f"--ray-endpoint-per-node {per_node!r}: {{node_ip}} is the only placeholder ({e})"
+        ) from None
+    if "://" not in per_node:
+        raise ValueError(
+            f"--ray-endpoint-per-node {per_node!r}: give a base URL (http://{{node_ip}}:8000/v1) "
+            "or 'local'"
+        )
+
+
 def node_endpoint(endpoint: dict[str, Any], per_node: str | None, node_ip: str) -> dict[str, Any]:
     """The `connect` settings on the node at `node_ip`: the driver's, or with the node's own
     server (`per_node`) in place of the driver's."""
