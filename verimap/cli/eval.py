@@ -23,6 +23,7 @@ from typing import Any
 import click
 
 from verimap.cli import endpoint_options, sandbox_option
+from verimap.cli.cluster import ray_options, run_on_ray
 from verimap.cli.tracing import otel_option, otel_spans
 from verimap.evals.methods import METHODS
 
@@ -192,22 +193,7 @@ def _load_factory(spec: str):
     "--models-factory", default=None, hidden=True, help="MODULE:FUNCTION returning models (tests)."
 )
 @otel_option
-@click.option(
-    "--ray",
-    is_flag=False,
-    flag_value="auto",
-    default=None,
-    metavar="[ADDRESS]",
-    help="Solve the tasks on a Ray cluster: its head's HOST:PORT, or 'auto' (the default: the "
-    "cluster this machine joined). -c is then tasks in flight per node.",
-)
-@click.option(
-    "--ray-endpoint-per-node",
-    default=None,
-    metavar="URL|local",
-    help="With --ray, each node's own model endpoint: a base URL with {node_ip} "
-    "(http://{node_ip}:8000/v1), or 'local' (each node serves the local model).",
-)
+@ray_options
 @endpoint_options
 @click.pass_context
 def eval_(ctx: click.Context, **kw: Any) -> None:
@@ -287,7 +273,7 @@ def _own_sandbox(get_sandbox: Any, kind: str) -> Any:
 def run_command(**kw: Any) -> int:
     """The body of `verimap eval` without click, so it can be driven from Python."""
     from verimap.evals.benchmarks import get_benchmark
-    from verimap.evals.cluster import ClusterError, eval_on_ray, ray_address
+    from verimap.evals.cluster import ClusterError, ray_address
     from verimap.evals.data import DataError
     from verimap.evals.report import report_dirs
     from verimap.evals.retrieval import RetrievalUnavailable
@@ -365,12 +351,8 @@ def run_command(**kw: Any) -> int:
             progress=bool(kw.get("progress", True)),
             events=events,
         )
-        address = ray_address(kw.get("ray"))
-        if address:
-            return await eval_on_ray(bench, method, out, address=address,
-                endpoint=endpoint, endpoint_per_node=kw.get("ray_endpoint_per_node"),
-                models_factory=kw.get("models_factory"), data_dir=kw.get("data_dir"),
-                sandbox_kind=kw.get("sandbox_kind") or "auto", **common)  # fmt: skip
+        if ray_address(kw.get("ray")):
+            return await run_on_ray(kw, bench, out, endpoint, common)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             sandbox = _own_sandbox(get_sandbox, kw.get("sandbox_kind") or "auto")
