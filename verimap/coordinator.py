@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 from verimap import events as ev
-from verimap import iotypes
 from verimap.accounting import BudgetExceeded, Ledger, ModelCall, use_ledger
 from verimap.config import RunConfig
 from verimap.events import Event, EventBus, JsonlTraceWriter
@@ -38,6 +37,7 @@ from verimap.node_context import (
     resolve_inputs,
     structured_context,
     text_context,
+    votes_needed,
 )
 from verimap.plan import Node, Plan, PlanError
 from verimap.planner import Planner, PlanningError, invalid_plan_hook
@@ -50,9 +50,6 @@ from verimap.verifier import Verifier
 _attempt_scope: contextvars.ContextVar[tuple[str | None, int | None]] = contextvars.ContextVar(
     "verimap_attempt_scope", default=(None, None)
 )
-
-
-_VOTABLE = ("number", "integer", "boolean")
 
 
 class _RunState:
@@ -340,7 +337,7 @@ class Coordinator:
                         if src in by_id
                         for ref in (f"{src}.{var}",)
                     }
-                    votes = self._votes_needed(plan, node)
+                    votes = votes_needed(plan, node, self.config)
                     task = asyncio.create_task(
                         self._run_node(st, node, inputs, context, types, votes)
                     )
@@ -385,17 +382,6 @@ class Coordinator:
     def _model_event(self, st: _RunState, call: ModelCall) -> None:
         node_id, attempt = _attempt_scope.get()
         self._emit(st, ev.MODEL_CALL, node_id, attempt, **call.model_dump(mode="json"))
-
-    def _votes_needed(self, plan: Plan, node: Node) -> int:
-        """How many VF-passing attempts must give the same answer: `agreement` for a final node
-        whose outputs can be compared for equality (numbers, integers, booleans), else 1."""
-        cfg = self.config
-        if cfg.agreement <= 1 or cfg.verification == "none" or node.id != plan.final_node().id:
-            return 1
-        types = [iotypes.canonical(node.output_type(o)) for o in node.outputs]
-        if not types or any(t not in _VOTABLE for t in types):
-            return 1
-        return cfg.agreement
 
     async def _run_node(
         self, st: _RunState, node: Node, inputs: dict, context: dict | None,

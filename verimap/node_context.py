@@ -10,6 +10,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
+from verimap import iotypes
+from verimap.config import RunConfig
 from verimap.executor import TEXT_OUTPUT
 from verimap.feedback import AncestorContext, FailureContext
 from verimap.plan import USER_TASK, Node, Plan
@@ -155,3 +157,17 @@ def best_unverified(
         if aid in plan.ancestors(final) and arep and arep.status in DONE and arep.outputs:
             return dict(arep.outputs)
     return None
+
+
+_VOTABLE = ("number", "integer", "boolean")
+
+
+def votes_needed(plan: Plan, node: Node, cfg: RunConfig) -> int:
+    """How many VF-passing attempts must give the same answer: `agreement` for a final node
+    whose outputs can be compared for equality (numbers, integers, booleans), else 1."""
+    if cfg.agreement <= 1 or cfg.verification == "none" or node.id != plan.final_node().id:
+        return 1
+    types = [iotypes.canonical(node.output_type(o)) for o in node.outputs]
+    if not types or any(t not in _VOTABLE for t in types):
+        return 1
+    return cfg.agreement

@@ -127,7 +127,7 @@ def test_missing_data_names_the_file(tmp_path):
 def test_shipped_configs_parse():
     from pathlib import Path
 
-    from verimap.cli.eval import load_config_file
+    from verimap.cli.eval_config import load_config_file
     from verimap.evals.methods import METHODS
 
     files = sorted((Path(__file__).resolve().parents[2] / "eval").glob("*/*.yaml"))
