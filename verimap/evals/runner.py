@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from verimap.config import RunConfig
 from verimap.errors import VerimapError
@@ -329,10 +329,13 @@ async def run_eval(
         board = live_view.BoardView() if live else None
         watch = board.bus if board is not None else None
         if dispatch is None:
-            if sandbox is None:
-                raise ValueError("no sandbox given: pass a sandbox or a dispatch")
-            solve = solver or method_solver(bench, method, models, sandbox, cfg, events, watch)
-            dispatch = _local(bench, method, out, sandbox, solve)
+            if solver is None:
+                if sandbox is None:
+                    raise ValueError("no sandbox given: pass a sandbox, a solver or a dispatch")
+                solver = method_solver(bench, method, models, sandbox, cfg, events, watch)
+            # A custom solver may need no sandbox (the bare model); scoring GSM8K or QA needs
+            # none either, and HumanEval's scorer fails its tasks as errors without one.
+            dispatch = _local(bench, method, out, cast(Sandbox, sandbox), solver)
         run_one: Dispatch = dispatch
         sem = asyncio.Semaphore(max_concurrency)
         outcome = EvalOutcome(out, tally)
