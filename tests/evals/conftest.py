@@ -160,3 +160,16 @@ def fast_model(url: str, name: str = "m") -> Any:
 
 
 API_KEY = "sk-test-never-in-a-log-1234"
+
+
+@pytest.fixture
+async def docker_sandbox():
+    """A private warm pool on the real Docker daemon (a skip, or under CI a failure, without one)."""
+    from verimap.sandbox import SandboxUnavailable, get_sandbox
+
+    try:
+        sandbox = get_sandbox("docker", shared=False)
+    except SandboxUnavailable as e:
+        need(False, f"Docker sandbox unavailable: {e}")
+    async with sandbox:
+        yield sandbox

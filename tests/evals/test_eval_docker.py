@@ -6,20 +6,7 @@ from verimap.evals import data as d
 from verimap.evals.scoring import score_humaneval
 from verimap.evals.tools import programming_tools, sympy_tool
 
-from .conftest import SAMPLES, need
-
-
-@pytest.fixture
-async def docker_sandbox():
-    from verimap.sandbox import get_sandbox
-    from verimap.sandbox.base import SandboxUnavailable
-
-    try:
-        sb = get_sandbox("docker", shared=False)
-    except SandboxUnavailable as e:
-        need(False, f"Docker sandbox unavailable: {e}")
-    async with sb:
-        yield sb
+from .conftest import SAMPLES
 
 
 @pytest.mark.docker

@@ -57,18 +57,6 @@ def ray_cluster():
             os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = before
 
 
-@pytest.fixture
-async def docker_sandbox():
-    from verimap.sandbox import SandboxUnavailable, get_sandbox
-
-    try:
-        sandbox = get_sandbox("docker", shared=False)
-    except SandboxUnavailable as e:
-        need(False, f"Docker sandbox unavailable: {e}")
-    async with sandbox:
-        yield sandbox
-
-
 def _lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
 
