@@ -13,6 +13,7 @@ import functools
 import re
 from typing import Any
 
+from verimap.iotypes import ANY
 from verimap.plan import USER_TASK
 
 _OUTPUT_KEY = re.compile(r"""\boutputs(\[\s*|\.get\(\s*)(['"])([A-Za-z_]\w*)\2""")
@@ -40,7 +41,7 @@ def _output_types(node: dict[str, Any]) -> dict[str, str]:
         return {str(k): str(v) for k, v in outs.items()}
     if isinstance(outs, list):
         pairs = [str(o).partition(":") for o in outs if isinstance(o, str)]
-        return {k.strip(): (t.strip() or "any") for k, _, t in pairs}
+        return {k.strip(): (t.strip() or ANY) for k, _, t in pairs}
     return {}
 
 
@@ -55,10 +56,7 @@ def _unread(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _output_names(node: dict[str, Any]) -> list[str]:
-    outs = node.get("outputs")
-    if not isinstance(outs, dict | list):
-        return []
-    return [str(o).partition(":")[0].strip() for o in outs if isinstance(o, str)]
+    return list(_output_types(node))
 
 
 def resolve_bare_inputs(raw: Any) -> Any:
@@ -146,7 +144,7 @@ def drop_checker_tail(raw: Any, answer_types: tuple[str, ...]) -> Any:
     nodes = _nodes(raw)
     while answer_types and len(nodes) > 1 and not raw.get("edges"):
         sinks = _unread(nodes)
-        if len(sinks) != 1 or set(_output_types(sinks[0]).values()) & {*answer_types, "any"}:
+        if len(sinks) != 1 or set(_output_types(sinks[0]).values()) & {*answer_types, ANY}:
             break
         final = sinks[0]
         parents = {
