@@ -171,7 +171,7 @@ def test_hostile_node_ids_from_a_hand_written_trace_stay_text(tmp_path):
 def test_only_errors_no_resume_has_scored_yet_are_counted(oracle_dirs, tmp_path):
     import shutil
 
-    from verimap.view.report import _load_eval
+    from verimap.view.report import _load_records
 
     d = tmp_path / "run"
     shutil.copytree(oracle_dirs[0], d)
@@ -179,7 +179,7 @@ def test_only_errors_no_resume_has_scored_yet_are_counted(oracle_dirs, tmp_path)
     lines = [{"key": scored, "task_id": "x", "error": "old outage"},
              {"key": "r9/never-scored", "task_id": "y", "error": "endpoint down"}]  # fmt: skip
     (d / "errors.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
-    src, _, _ = _load_eval(d, 0, 10_000)
+    src, _ = _load_records(d, 10_000)
     assert src.errors == 1
 
 

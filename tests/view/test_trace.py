@@ -125,3 +125,30 @@ def test_oracle_trace_has_what_the_runner_recorded(oracle_dirs):
             (e["data"]["name"], e["data"]["outcome"]) for e in raw
         ]
         assert run.status == rec["status"]
+
+
+def test_read_events_clips_long_lines_only_and_load_run_matches_build_run(tmp_path):
+    short = {"type": "note", "data": {"text": "x" * 10}}
+    long = {"type": "note", "data": {"text": "y" * 500, "k" * 300: 1}}
+    p = tmp_path / "t.jsonl"
+    p.write_text(json.dumps(short) + "\n" + json.dumps(long) + "\n")
+    evs, problems = read_events(p, clip=100)
+    assert not problems and evs[0] == short
+    assert evs[1] == clip_deep(long, 100) != long
+    assert len(evs[1]["data"]["text"]) < 200
+    unclipped, _ = read_events(p)
+    assert unclipped[1] == long
+    via_load = load_run(p, "r0", max_chars=100)
+    via_build = build_run(unclipped, "r0", max_chars=100, path=str(p))
+    assert via_load.other == via_build.other
+
+
+def test_pretty_reads_like_indented_json_with_or_without_orjson(monkeypatch):
+    from verimap.view import trace
+
+    obj = {"a": [1, 2.5, None, True], "é": {"n": "ünï"}, "big": 2**70}
+    fast = trace.pretty(obj)
+    monkeypatch.setattr(trace, "orjson", None)
+    slow = trace.pretty(obj)
+    assert json.loads(fast) == json.loads(slow) == obj
+    assert "ünï" in fast and '\n  "a": [' in fast and trace.pretty("plain") == "plain"

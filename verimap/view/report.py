@@ -13,11 +13,13 @@ import base64
 import datetime as dt
 import hashlib
 import json
+import multiprocessing as mp
 import os
 import re
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -198,9 +200,7 @@ def _safe_record(rec: dict[str, Any], max_chars: int) -> dict[str, Any]:
     return rec
 
 
-def _load_eval(
-    d: Path, first_anchor: int, max_chars: int
-) -> tuple[EvalSource, list[dict[str, Any]], list[TaskEntry]]:
+def _load_records(d: Path, max_chars: int) -> tuple[EvalSource, list[dict[str, Any]]]:
     config: dict[str, Any] = {}
     if (d / CONFIG).is_file():
         try:
@@ -217,6 +217,12 @@ def _load_eval(
     errors = len(unscored_errors(d))  # tasks a later resume scored are not errors any more
     label = f"{config.get('benchmark', '?')}/{config.get('method', '?')}"
     src = EvalSource(path=str(d), label=label, config=config, records=len(records), errors=errors)
+    return src, records
+
+
+def _entries(
+    d: Path, label: str, records: list[dict[str, Any]], first_anchor: int, max_chars: int
+) -> list[TaskEntry]:
     entries = []
     for k, rec in enumerate(records, first_anchor):
         anchor = f"t{k}"
@@ -238,7 +244,27 @@ def _load_eval(
             run.retries = rec["retries"]
             run.wall_time_s = rec["wall_time_s"]
         entries.append(TaskEntry(anchor=anchor, source=label, record=rec, run=run))
-    return src, records, entries
+    return entries
+
+
+def _in_background(fn: Callable[..., str], *args: Any) -> Callable[[], str]:
+    """Run `fn(*args)` in a forked process while the caller goes on, where fork exists.
+
+    The scatter plot costs about a second, mostly matplotlib's import; on a big eval it
+    overlaps with reading the traces instead of adding to it."""
+    if "fork" not in mp.get_all_start_methods():
+        result = fn(*args)
+        return lambda: result
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"))
+    future = pool.submit(fn, *args)
+
+    def result() -> str:
+        try:
+            return future.result()
+        finally:
+            pool.shutdown()
+
+    return result
 
 
 def build_report(
@@ -247,18 +273,17 @@ def build_report(
     """Everything the page shows, with every DAG laid out (one `dot` run for all of them)."""
     evals, traces = classify(paths)
     report = Report(title="verimap report", inputs=[str(p) for p in paths])
-    all_records: list[dict[str, Any]] = []
-    for d in evals:
-        src, recs, entries = _load_eval(d, len(report.tasks), max_chars)
+    loaded = [(d, *_load_records(d, max_chars)) for d in evals]
+    all_records = [r for _, _, recs in loaded for r in recs]
+    points = _points(all_records) if all_records else []
+    scatter = _in_background(scatter_svg, points) if points else lambda: ""
+    for d, src, recs in loaded:
         report.evals.append(src)
-        all_records.extend(recs)
-        report.tasks.extend(entries)
+        report.tasks.extend(_entries(d, src.label, recs, len(report.tasks), max_chars))
     for k, t in enumerate(traces):
         report.runs.append(load_run(t, f"r{k}", max_chars=max_chars))
     if all_records:
         report.tables = _tables(all_records)
-        points = _points(all_records)
-        report.scatter = scatter_svg(points)
         report.scatter_by_cost = any(p.cost > 0 for p in points)
         report.methods = tables._method_order(r["method"] for r in all_records)
         report.benchmarks = tables._bench_order(r["benchmark"] for r in all_records)
@@ -269,6 +294,7 @@ def build_report(
     else:
         report.title = f"verimap runs ({len(report.runs)})"
     _draw(report)
+    report.scatter = scatter()
     return report
 
 
