@@ -1,8 +1,8 @@
 import pytest
 
-from verimap.accounting import BudgetExceeded, Ledger, ModelCall, call_model, use_ledger
+from verimap.accounting import BudgetExceeded, Ledger, MeteredModel, ModelCall, metered
 from verimap.config import Budget
-from verimap.llm.base import ModelError, ModelRequest, ModelResponse
+from verimap.llm.base import Model, ModelError, ModelRequest, ModelResponse
 from verimap.testing import ScriptedModel
 from verimap.usage import Usage
 
@@ -12,17 +12,17 @@ def req(role="executor"):
 
 
 async def test_ledger_records_per_role_including_failures():
-    m = ScriptedModel(["a" * 40, RuntimeError("boom"), "b"])
     ledger = Ledger()
-    with use_ledger(ledger):
-        await call_model(m, req("planner"))
-        with pytest.raises(ModelError):
-            await call_model(m, req("executor"))
-        await call_model(m, req("judge"))
+    m = MeteredModel(ScriptedModel(["a" * 40, RuntimeError("boom"), "b"]), ledger)
+    await m.request(req("planner"))
+    with pytest.raises(ModelError):
+        await m.request(req("executor"))
+    await m.request(req("judge"))
     roles = ledger.usage.roles
     assert roles["planner"].calls == 1 and roles["planner"].prompt_tokens == 100
     assert roles["executor"].failed_calls == 1 and roles["executor"].calls == 1
     assert ledger.usage.total.calls == 3
+    assert len(ledger.faults) == 1 and "executor model error" in ledger.faults[0]
 
 
 async def test_every_call_is_heard_with_its_cost_and_no_text():
@@ -30,15 +30,15 @@ async def test_every_call_is_heard_with_its_cost_and_no_text():
         content="the secret plan", finish_reason="stop",
         usage=Usage(prompt_tokens=120, completion_tokens=30, cached_tokens=64),
     )  # fmt: skip
-    m = ScriptedModel([reply, RuntimeError("boom")], name="gpt-x")
-    m.base_url = "https://user:pw@models.example:8443/v1"  # type: ignore[attr-defined]
+    inner = ScriptedModel([reply, RuntimeError("boom")], name="gpt-x")
+    inner.base_url = "https://user:pw@models.example:8443/v1"  # type: ignore[attr-defined]
     heard: list[ModelCall] = []
-    with use_ledger(Ledger(on_call=heard.append)):
-        await call_model(
-            m, req("judge").model_copy(update={"temperature": 0.2, "response_schema": {}})
-        )
-        with pytest.raises(ModelError):
-            await call_model(m, req("executor"))
+    also: list[ModelCall] = []
+    m = MeteredModel(inner, Ledger(on_call=heard.append), on_call=also.append)
+    await m.request(req("judge").model_copy(update={"temperature": 0.2, "response_schema": {}}))
+    with pytest.raises(ModelError):
+        await m.request(req("executor"))
+    assert also == heard
     ok, failed = heard
     assert (ok.role, ok.model, ok.provider, ok.response_model) == (
         "judge",
@@ -61,14 +61,43 @@ async def test_every_call_is_heard_with_its_cost_and_no_text():
 
 async def test_call_budget_refuses_before_the_call():
     m = ScriptedModel(lambda r: "ok")
-    ledger = Ledger(Budget(max_llm_calls=2))
-    with use_ledger(ledger):
-        await call_model(m, req())
-        await call_model(m, req())
-        with pytest.raises(BudgetExceeded) as ei:
-            await call_model(m, req())
+    metered_m = MeteredModel(m, Ledger(Budget(max_llm_calls=2)))
+    await metered_m.request(req())
+    await metered_m.request(req())
+    with pytest.raises(BudgetExceeded) as ei:
+        await metered_m.request(req())
     assert ei.value.limit == "max_llm_calls"
     assert m.calls == 2  # the third call never reached the model
+
+
+async def test_failed_calls_count_against_the_budget():
+    m = ScriptedModel([RuntimeError("down"), RuntimeError("down"), "never"])
+    ledger = Ledger(Budget(max_llm_calls=2))
+    metered_m = MeteredModel(m, ledger)
+    for _ in range(2):
+        with pytest.raises(ModelError):
+            await metered_m.request(req())
+    with pytest.raises(BudgetExceeded):
+        await metered_m.request(req())
+    assert m.calls == 2
+    assert ledger.usage.total.calls == 2 and ledger.usage.total.failed_calls == 2
+    assert len(ledger.faults) == 2
+
+
+async def test_a_metered_model_is_the_model_it_wraps_to_its_callers():
+    m = ScriptedModel(["x"], name="gpt-x")
+    ledger = Ledger()
+    wrapped = MeteredModel(m, ledger)
+    assert isinstance(wrapped, Model)
+    assert (wrapped.name, wrapped.supports_tools, wrapped.provider) == (
+        m.name,
+        m.supports_tools,
+        m.provider,
+    )
+    # Metering an already metered model with the same ledger charges each call once.
+    twice = metered(wrapped, ledger)
+    await twice.request(req())
+    assert ledger.usage.total.calls == 1 and wrapped.requests == m.requests
 
 
 async def test_token_and_cost_budgets():
@@ -92,6 +121,9 @@ def test_wall_clock_budget_uses_clock():
         ledger.check()
 
 
-async def test_no_ledger_means_no_accounting():
-    m = ScriptedModel(["x"])
-    assert (await call_model(m, req())).content == "x"
+async def test_cached_tokens_are_recorded_apart_from_the_prompt():
+    reply = ModelResponse(content="x", usage=Usage(calls=1, prompt_tokens=700, cached_tokens=640))
+    ledger = Ledger()
+    await MeteredModel(ScriptedModel([reply]), ledger).request(req())
+    assert ledger.usage.roles["executor"].cached_tokens == 640
+    assert ledger.usage.roles["executor"].prompt_tokens == 700

@@ -4,12 +4,14 @@ import json
 import pytest
 
 from verimap import prompts
+from verimap.events import PLAN_INVALID, Event
 from verimap.feedback import FailureContext
 from verimap.fixed_planners import AddVFsPlanner, TemplatePlanner
 from verimap.plan import Plan, parse_plan, plan_json_schema
 from verimap.planner import LLMPlanner as _LLMPlanner
 from verimap.planner import Planner, PlanningError
 from verimap.result import VFVerdict
+from verimap.run_context import RunContext
 from verimap.testing import InProcessSandboxDouble, ScriptedModel
 from verimap.tools import default_tools
 from verimap.verifier import Verifier
@@ -119,10 +121,12 @@ async def test_a_replan_counts_as_a_repeat_only_if_the_failed_node_and_its_ances
         (changed(GOOD, "b", name="Double it"), "b"),
         (changed(GOOD, "b", instruction="x2"), "a"),
     ):
-        problems = []
+        events: list[Event] = []
         m = ScriptedModel([reply, GOOD])
-        await LLMPlanner(m, on_invalid=problems.append).replan("t", previous, failed_at(failed))
+        ctx = RunContext(sink=events.append)
+        await LLMPlanner(m).replan("t", previous, failed_at(failed), ctx=ctx)
         assert m.calls == 2
+        problems = [e.data["problems"] for e in events if e.type == PLAN_INVALID]
         assert problems[0][0].startswith(f"node {failed!r} and every node it depends on")
 
 
@@ -495,3 +499,38 @@ async def test_a_final_node_without_an_answer_of_the_tasks_type_is_sent_back():
     assert not (
         await LLMPlanner(ScriptedModel([GOOD]), answer_types=("code",)).plan("t")
     ).fallback_reason
+
+
+async def test_a_rejected_plan_is_reported_to_the_context_with_its_reply_and_metered():
+    m = ScriptedModel([BAD, GOOD])
+    events: list[Event] = []
+    ctx = RunContext(run_id="r1", iteration=2, sink=events.append)
+    plan = await LLMPlanner(m).plan("t", ctx=ctx)
+    assert plan.node("b").instruction == "double"
+    invalid = [e for e in events if e.type == PLAN_INVALID]
+    assert len(invalid) == 1 and invalid[0].data["problems"]
+    assert json.loads(invalid[0].data["reply"]) == BAD
+    assert (invalid[0].run_id, invalid[0].iteration, invalid[0].node_id) == ("r1", 2, None)
+    calls = [e for e in events if e.type == "model_call"]
+    assert [c.data["role"] for c in calls] == ["planner", "planner"]
+    assert ctx.ledger.usage.roles["planner"].calls == 2
+
+
+async def test_a_planner_without_a_context_still_plans_unmetered():
+    plan = await LLMPlanner(ScriptedModel([BAD, GOOD])).plan("t")
+    assert [n.id for n in plan.nodes] == ["a", "b"]
+
+
+async def test_add_vfs_planner_passes_the_context_to_planners_that_take_one():
+    class OldStyle:
+        async def plan(self, task):
+            return parse_plan(GOOD)
+
+        async def replan(self, task, previous, failure):
+            return parse_plan(GOOD)
+
+    events: list[Event] = []
+    ctx = RunContext(sink=events.append)
+    assert (await AddVFsPlanner(OldStyle()).plan("t", ctx=ctx)).node("a").verification
+    await AddVFsPlanner(LLMPlanner(ScriptedModel([BAD, GOOD]))).plan("t", ctx=ctx)
+    assert [e.type for e in events].count(PLAN_INVALID) == 1

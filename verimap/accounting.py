@@ -1,20 +1,19 @@
-"""Per-role usage ledger and budgets.
+"""Per-role usage ledger and budgets, and the model wrapper that charges them.
 
-Every model call the engine makes goes through `call_model`, which asks the
-current run's `Ledger` (a context variable, so concurrent nodes share it without
-plumbing) whether the call may start, and records what it cost afterwards, also
-when it failed. A budget is checked *before* a call, so a run never starts a call
-that would cross a limit. The ledger's `on_call` hears a `ModelCall` for each call, so a
-run's trace (and its OpenTelemetry spans) see every call the budget sees.
+Every model call a run makes goes through a `MeteredModel` around the role's model, which
+asks the run's `Ledger` whether the call may start and records what it cost afterwards,
+also when it failed. The run's `RunContext` (`verimap.run_context`) hands its components
+their metered models, so the ledger is passed, never looked up. A budget is checked
+*before* a call, so a run never starts a call that would cross a limit. Each call is also
+heard as a `ModelCall`, so a run's trace (and its OpenTelemetry spans) see every call the
+budget sees.
 """
 
 from __future__ import annotations
 
-import contextvars
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from typing import Literal
+from collections.abc import Callable
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel
@@ -144,44 +143,67 @@ class Ledger:
             self.on_call(call)
 
 
-_current: contextvars.ContextVar[Ledger | None] = contextvars.ContextVar(
-    "verimap_ledger", default=None
-)
+class MeteredModel:
+    """A model whose every request is checked against a `Ledger` and charged to it.
 
+    Metering wraps the model rather than living in the code that calls it, so model access
+    (`verimap.llm`) knows nothing of budgets, and each run meters its own calls: there is no
+    ambient ledger that concurrent runs could share by accident. The budget is checked *before*
+    a request (a run never starts a call that would cross a limit); what the request cost is
+    recorded after it, also when it failed for good. `on_call` hears each `ModelCall` besides
+    the ledger's own `on_call`, so a run can say which node and attempt a call belongs to.
+    Anything else (`name`, `supports_tools`, `base_url`, a double's `requests`) is the inner
+    model's, as in pydantic-ai's `WrapperModel`.
+    """
 
-def current_ledger() -> Ledger | None:
-    return _current.get()
+    def __init__(self, inner: Model, ledger: Ledger, *, on_call: OnCall | None = None):
+        self.inner = inner
+        self.ledger = ledger
+        self.on_call = on_call
 
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes this wrapper lacks (and, while copying, before `inner`).
+        try:
+            inner = self.__dict__["inner"]
+        except KeyError:
+            raise AttributeError(name) from None
+        return getattr(inner, name)
 
-@contextmanager
-def use_ledger(ledger: Ledger) -> Iterator[Ledger]:
-    """Make `ledger` the one `call_model` charges, in this task and the tasks it starts."""
-    token = _current.set(ledger)
-    try:
-        yield ledger
-    finally:
-        _current.reset(token)
+    @property
+    def name(self) -> str:  # the Model protocol's attributes, spelled out for type checkers
+        return self.inner.name
 
+    @property
+    def supports_tools(self) -> bool:
+        return self.inner.supports_tools
 
-async def call_model(model: Model, req: ModelRequest) -> ModelResponse:
-    """Call `model`, checking the budget first and charging the ledger (for `req.role`) after."""
-    ledger = _current.get()
-    if ledger is not None:
+    def _record(self, role: str, usage: Usage, call: ModelCall) -> None:
+        self.ledger.record(role, usage, call)
+        if self.on_call is not None:
+            self.on_call(call)
+
+    async def request(self, req: ModelRequest) -> ModelResponse:
+        ledger, model = self.ledger, self.inner
         ledger.check(req.role)
-    start = time.monotonic()
-    try:
-        resp = await model.request(req)
-    except ModelError as e:
-        if ledger is not None:
+        start = time.monotonic()
+        try:
+            resp = await model.request(req)
+        except ModelError as e:
             call = _model_call(model, req, e.usage, time.monotonic() - start, error=e)
-            ledger.record(req.role, e.usage, call)
+            self._record(req.role, e.usage, call)
             ledger.faults.append(f"{req.role} model error: {e}")
-        raise
-    if ledger is not None:
+            raise
         usage = resp.usage
         if usage.calls == 0:
             usage = usage.model_copy(update={"calls": 1})
-        ledger.record(
+        self._record(
             req.role, usage, _model_call(model, req, usage, time.monotonic() - start, resp)
         )
-    return resp
+        return resp
+
+
+def metered(model: Model, ledger: Ledger, *, on_call: OnCall | None = None) -> MeteredModel:
+    """`model` charged to `ledger`; a model already metered by `ledger` is not charged twice."""
+    if isinstance(model, MeteredModel) and model.ledger is ledger:
+        model = model.inner
+    return MeteredModel(model, ledger, on_call=on_call)

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from verimap import prompts
-from verimap.accounting import call_model
 from verimap.llm.base import Message, Model, ModelRequest
 from verimap.llm.structured import extract_json
 from verimap.tools import ToolRegistry
@@ -98,12 +97,13 @@ async def tool_loop(
 ) -> LoopResult:
     """Call the model until it replies without asking for a tool, or `max_steps` replies.
     `messages` grows with the transcript; `on_tool_call(tool, arguments, result, seconds)` hears
-    every call (traces record them). Model and budget errors propagate."""
+    every call (traces record them). Model and budget errors propagate; `model` is metered by
+    whoever passes it (a run passes its `RunContext.model`)."""
     api = uses_tool_api(model, tools)
     steps = tool_calls = 0
     text = ""
     while steps < max_steps:
-        resp = await call_model(model, ModelRequest(
+        resp = await model.request(ModelRequest(
             messages=messages, tools=tools.openai_specs() if api else None,
             tool_choice="auto" if api else None, role=role, temperature=temperature,
             top_p=top_p, max_tokens=max_tokens,

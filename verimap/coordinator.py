@@ -6,25 +6,29 @@ Each node gets `max_retries` execute->verify attempts; when a node spends them,
 the planner replans with the failure context, up to `max_iterations` plans.
 After a replan, verified nodes whose content (instruction, input values,
 outputs, VFs) is unchanged are reused. Every step is an event.
+
+Each run has one `RunContext` (run id, event sink, ledger, settings), and each step gets a
+child of it for its iteration and, within a node, its attempt: the planner, executor and
+verifier meter their model calls and report through the context they are passed.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import heapq
 import time
 import traceback
 import uuid
 from collections import Counter
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
 from verimap import events as ev
-from verimap.accounting import BudgetExceeded, Ledger, ModelCall, use_ledger
+from verimap.accounting import BudgetExceeded, Ledger
 from verimap.config import RunConfig
-from verimap.events import Event, EventBus, JsonlTraceWriter
+from verimap.events import EventBus, JsonlTraceWriter
 from verimap.executor import TEXT_OUTPUT, Executor
 from verimap.feedback import FailureContext, Feedback
 from verimap.llm.base import ModelError
@@ -40,22 +44,19 @@ from verimap.node_context import (
     votes_needed,
 )
 from verimap.plan import Node, Plan, PlanError
-from verimap.planner import Planner, PlanningError, invalid_plan_hook
+from verimap.planner import Planner, PlanningError
 from verimap.result import AttemptReport, ErrorKind, NodeReport, RunResult, RunStatus, clip
+from verimap.run_context import RunContext, with_ctx
 from verimap.sandbox.base import Outcome, SandboxUnavailable
 from verimap.verifier import Verifier
 
-# The node and attempt a model call is made for, so its MODEL_CALL event lands inside them.
-# Each node runs in a task of its own, which gets its own copy of this variable.
-_attempt_scope: contextvars.ContextVar[tuple[str | None, int | None]] = contextvars.ContextVar(
-    "verimap_attempt_scope", default=(None, None)
-)
-
 
 class _RunState:
-    def __init__(self, run_id: str, task: str):
+    def __init__(self, run_id: str, task: str, ctx: RunContext):
         self.run_id = run_id
         self.task = task
+        # The run's context; each step gets a child of it for the current iteration.
+        self.ctx = ctx
         self.reports: dict[str, NodeReport] = {}
         self.cache: dict[str, dict[str, Any]] = {}
         self.plans: list[Plan] = []
@@ -89,7 +90,12 @@ class Coordinator:
         self.events = events or EventBus()
         self.trace_dir = Path(trace_dir) if trace_dir is not None else None
 
-    # -- events -------------------------------------------------------------
+    # -- context and events ---------------------------------------------------
+    @staticmethod
+    def _ctx(st: _RunState, node_id: str | None = None, attempt: int | None = None) -> RunContext:
+        """The context of a step of the current iteration (and of a node's attempt, if given)."""
+        return replace(st.ctx, iteration=st.iteration or None, node_id=node_id, attempt=attempt)
+
     def _emit(
         self,
         st: _RunState,
@@ -98,88 +104,78 @@ class Coordinator:
         attempt: int | None = None,
         **data,
     ):
-        self.events.emit(
-            Event(type=type_, run_id=st.run_id, node_id=node_id, iteration=st.iteration or None,
-                  attempt=attempt, data=data)
-        )  # fmt: skip
+        self._ctx(st, node_id, attempt).emit(type_, **data)
 
     # -- public -------------------------------------------------------------
     async def run(
         self, task: str, *, run_id: str | None = None, trace_path: str | Path | None = None
     ) -> RunResult:
-        st = _RunState(run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6], task)
+        run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+        ledger = Ledger(self.config.budget)
+        ctx = RunContext(run_id=run_id, sink=self.events.emit, ledger=ledger, settings=self.config)
+        st = _RunState(run_id, task, ctx)
         if trace_path is None and self.trace_dir is not None:
             trace_path = self.trace_dir / f"{st.run_id}.jsonl"
         writer = JsonlTraceWriter(trace_path) if trace_path is not None else None
         unsubscribe = self.events.subscribe(writer) if writer else None
-        ledger = Ledger(self.config.budget, on_call=partial(self._model_event, st))
         start = time.monotonic()
         result: RunResult
-        hook = invalid_plan_hook.set(
-            lambda problems, reply: self._emit(
-                st, ev.PLAN_INVALID, problems=problems, reply=reply[:8000]
-            )
-        )
         try:
-            with use_ledger(ledger):
-                self._emit(st, ev.RUN_START, task=task, config=self.config.model_dump(mode="json"))
-                timeout = self.config.budget.timeout_s
-                deadline = asyncio.timeout(timeout)
-                try:
-                    async with deadline:
-                        result = await self._run(st)
-                except TimeoutError as e:
-                    if deadline.expired():
-                        result = self._result(
-                            st,
-                            "budget_exhausted",
-                            error=f"wall-clock budget of {timeout}s exhausted",
-                        )
-                    else:
-                        self._emit(
-                            st,
-                            ev.ERROR,
-                            error=f"TimeoutError: {e}",
-                            traceback=traceback.format_exc(),
-                        )
-                        result = self._result(
-                            st, "failed", error=f"internal error: TimeoutError: {e}"
-                        )
-                except BudgetExceeded as e:
-                    result = self._result(st, "budget_exhausted", error=str(e))
-                except PlanningError as e:
-                    result = self._result(st, "failed", error=f"planning failed: {e}")
-                except ModelError as e:
+            self._emit(st, ev.RUN_START, task=task, config=self.config.model_dump(mode="json"))
+            timeout = self.config.budget.timeout_s
+            deadline = asyncio.timeout(timeout)
+            try:
+                async with deadline:
+                    result = await self._run(st)
+            except TimeoutError as e:
+                if deadline.expired():
                     result = self._result(
-                        st, "failed", error=f"model error: {e}", error_kind="infrastructure"
+                        st,
+                        "budget_exhausted",
+                        error=f"wall-clock budget of {timeout}s exhausted",
                     )
-                except SandboxUnavailable as e:
-                    result = self._result(
-                        st, "failed", error=f"sandbox unavailable: {e}", error_kind="infrastructure"
+                else:
+                    self._emit(
+                        st,
+                        ev.ERROR,
+                        error=f"TimeoutError: {e}",
+                        traceback=traceback.format_exc(),
                     )
-                except PlanError as e:
-                    result = self._result(st, "failed", error=f"planning failed: {e}")
-                except Exception as e:  # a bug in a custom component must still yield a report
-                    tb = traceback.format_exc()
-                    self._emit(st, ev.ERROR, error=f"{type(e).__name__}: {e}", traceback=tb)
-                    result = self._result(
-                        st, "failed", error=f"internal error: {type(e).__name__}: {e}"
-                    )
-                self._blame_infrastructure(result, [*ledger.faults, *st.faults])
-                if result.status == "budget_exhausted":
-                    self._emit(st, ev.BUDGET, error=result.error)
-                result.usage = ledger.usage.model_copy(deep=True)
-                result.wall_time_s = time.monotonic() - start
-                result.trace_path = str(trace_path) if trace_path is not None else None
-                self._emit(
-                    st, ev.FINISH, status=result.status, final_output=result.final_output, error=result.error,
-                    error_kind=result.error_kind,
-                    iterations=result.iterations, retries=result.retries,
-                    usage=result.usage.model_dump(mode="json"), wall_time_s=result.wall_time_s,
-                )  # fmt: skip
-                await self.events.drain()
+                    result = self._result(st, "failed", error=f"internal error: TimeoutError: {e}")
+            except BudgetExceeded as e:
+                result = self._result(st, "budget_exhausted", error=str(e))
+            except PlanningError as e:
+                result = self._result(st, "failed", error=f"planning failed: {e}")
+            except ModelError as e:
+                result = self._result(
+                    st, "failed", error=f"model error: {e}", error_kind="infrastructure"
+                )
+            except SandboxUnavailable as e:
+                result = self._result(
+                    st, "failed", error=f"sandbox unavailable: {e}", error_kind="infrastructure"
+                )
+            except PlanError as e:
+                result = self._result(st, "failed", error=f"planning failed: {e}")
+            except Exception as e:  # a bug in a custom component must still yield a report
+                tb = traceback.format_exc()
+                self._emit(st, ev.ERROR, error=f"{type(e).__name__}: {e}", traceback=tb)
+                result = self._result(
+                    st, "failed", error=f"internal error: {type(e).__name__}: {e}"
+                )
+            self._blame_infrastructure(result, [*ledger.faults, *st.faults])
+            if result.status == "budget_exhausted":
+                self._emit(st, ev.BUDGET, error=result.error)
+            result.usage = ledger.usage.model_copy(deep=True)
+            result.wall_time_s = time.monotonic() - start
+            result.trace_path = str(trace_path) if trace_path is not None else None
+            self._emit(
+                st, ev.FINISH, status=result.status, final_output=result.final_output, error=result.error,
+                error_kind=result.error_kind,
+                iterations=result.iterations, retries=result.retries,
+                usage=result.usage.model_dump(mode="json"), wall_time_s=result.wall_time_s,
+            )  # fmt: skip
+            await self.events.drain()
         finally:
-            invalid_plan_hook.reset(hook)
             if unsubscribe:
                 unsubscribe()
             if writer:
@@ -219,7 +215,7 @@ class Coordinator:
     async def _run(self, st: _RunState) -> RunResult:
         cfg = self.config
         st.iteration = 1
-        plan = await self._vet(st, await self.planner.plan(st.task))
+        plan = await self._vet(st, await with_ctx(self.planner.plan, st.task, ctx=self._ctx(st)))
         while True:
             st.plans.append(plan)
             self._emit(st, ev.PLAN, plan=plan.model_dump(mode="json", by_alias=True))
@@ -262,7 +258,8 @@ class Coordinator:
                 st, ev.REPLAN, failed_node=failure.node_id, failure=failure.model_dump(mode="json")
             )
             st.carry.clear()
-            plan = await self._vet(st, await self.planner.replan(st.task, plan, failure))
+            replan = with_ctx(self.planner.replan, st.task, plan, failure, ctx=self._ctx(st))
+            plan = await self._vet(st, await replan)
 
     async def _vet(self, st: _RunState, plan: Plan) -> Plan:
         """Record a fallback plan; find Python VFs that pass on null and on absurd outputs (they
@@ -283,7 +280,7 @@ class Coordinator:
                 for nid, name in found
             ]
             try:
-                repaired = await repair(st.task, plan, problems)
+                repaired = await with_ctx(repair, st.task, plan, problems, ctx=self._ctx(st))
             except (PlanningError, PlanError):
                 repaired = None
             if repaired is not None and repaired.fallback_reason is None:
@@ -379,10 +376,6 @@ class Coordinator:
         self._emit(st, ev.TOOL_CALL, node_id, attempt, tool=tool, arguments=clip(args, 2000),
                    result=clip(result, 2000), duration_s=duration_s)  # fmt: skip
 
-    def _model_event(self, st: _RunState, call: ModelCall) -> None:
-        node_id, attempt = _attempt_scope.get()
-        self._emit(st, ev.MODEL_CALL, node_id, attempt, **call.model_dump(mode="json"))
-
     async def _run_node(
         self, st: _RunState, node: Node, inputs: dict, context: dict | None,
         input_types: dict[str, Any] | None = None, votes: int = 1,
@@ -414,11 +407,11 @@ class Coordinator:
                     feedback=feedback.model_dump(mode="json") if feedback else None,
                 )
             self._emit(st, ev.ATTEMPT, node.id, attempt)
-            _attempt_scope.set((node.id, attempt))
-            out = await self.executor.execute(
-                node, inputs, feedback, context, input_types,
+            actx = self._ctx(st, node.id, attempt)
+            out = await with_ctx(
+                self.executor.execute, node, inputs, feedback, context, input_types,
                 on_tool_call=partial(self._tool_event, st, node.id, attempt),
-                sample=bool(passing) and feedback is None,
+                sample=bool(passing) and feedback is None, ctx=actx,
             )  # fmt: skip
             rec = AttemptReport(
                 iteration=st.iteration, attempt=attempt, outputs=out.outputs, steps=out.steps
@@ -440,7 +433,7 @@ class Coordinator:
                 continue
             last_outputs = out.outputs
             verify_start = time.monotonic()
-            vr = await self.verifier.verify(node, inputs, out.outputs or {})
+            vr = await with_ctx(self.verifier.verify, node, inputs, out.outputs or {}, ctx=actx)
             verify_s = time.monotonic() - verify_start
             rec.verdicts, rec.passed = vr.verdicts, vr.passed
             st.faults.extend(

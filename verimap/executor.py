@@ -17,12 +17,11 @@ import ast
 import json
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
 from verimap import iotypes, prompts
-from verimap.accounting import call_model
 from verimap.agent import OnToolCall, flatten_tool_messages, react_protocol, tool_loop
 from verimap.feedback import Feedback
 from verimap.llm.base import Message, Model, ModelRequest
@@ -30,6 +29,9 @@ from verimap.llm.structured import StructuredOutputError, extract_json, request_
 from verimap.plan import USER_TASK, Node
 from verimap.tools import ToolRegistry
 from verimap.usage import EXECUTOR
+
+if TYPE_CHECKING:
+    from verimap.run_context import RunContext
 
 # The one output of a text-only executor: its reply as written.
 TEXT_OUTPUT = "text"
@@ -248,15 +250,19 @@ class Executor:
         input_types: Mapping[str, iotypes.TypeSpec] | None = None,
         on_tool_call: OnToolCall | None = None,
         sample: bool = False,
+        *,
+        ctx: RunContext | None = None,
     ) -> ExecutorOutput:
         """One attempt. Model and budget errors propagate; a bad final object is a failed attempt.
         `input_types`: the producer's type of each input, shown beside the inputs;
         `on_tool_call(tool, arguments, result, seconds)` hears each tool call; `sample`: an
-        independent attempt at the retry temperature, without feedback."""
+        independent attempt at the retry temperature, without feedback; `ctx`: the run and
+        attempt this is, whose ledger the model calls are charged to (none: unmetered)."""
+        model = ctx.model(self.model) if ctx is not None else self.model
         messages = self.build_messages(node, inputs, feedback, context, input_types)
         temperature = self._temperature(feedback is not None or sample)
         loop = await tool_loop(
-            self.model, self.tools, messages, role=EXECUTOR, max_steps=self.max_steps,
+            model, self.tools, messages, role=EXECUTOR, max_steps=self.max_steps,
             temperature=temperature, top_p=self.top_p, max_tokens=self.max_tokens,
             on_tool_call=on_tool_call,
         )  # fmt: skip
@@ -269,7 +275,7 @@ class Executor:
 
         if not self.structured_io:
             return await self._text_output(
-                messages, last_text, answered, steps, tool_calls, temperature
+                model, messages, last_text, answered, steps, tool_calls, temperature
             )
 
         # The free-text answer may already be the object, or hold the one code output in a
@@ -295,7 +301,7 @@ class Executor:
         ]
         try:
             value, _ = await request_structured(
-                self.model, final_msgs, outputs_schema(node), role=EXECUTOR, max_repairs=self.max_repairs,
+                model, final_msgs, outputs_schema(node), role=EXECUTOR, max_repairs=self.max_repairs,
                 schema_name="outputs", temperature=temperature, top_p=self.top_p, max_tokens=self.max_tokens,
             )  # fmt: skip
         except StructuredOutputError as e:
@@ -312,6 +318,7 @@ class Executor:
 
     async def _text_output(
         self,
+        model: Model,
         messages: list[Message],
         last_text: str,
         answered: bool,
@@ -330,7 +337,7 @@ class Executor:
                 messages=messages, role=EXECUTOR, temperature=temperature, top_p=self.top_p,
                 max_tokens=self.max_tokens,
             )  # fmt: skip
-            last_text = (await call_model(self.model, req)).content or ""
+            last_text = (await model.request(req)).content or ""
             messages.append({"role": "assistant", "content": last_text})
         if react_protocol(self.model, self.tools):
             # The ReAct protocol's answer is what follows its last "Final Answer:".

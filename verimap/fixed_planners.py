@@ -11,6 +11,7 @@ from verimap.fallback import nonempty_outputs_vf
 from verimap.feedback import FailureContext
 from verimap.plan import USER_TASK, Node, Plan, PythonVF, parse_plan
 from verimap.planner import Planner
+from verimap.run_context import RunContext, with_ctx
 
 
 class TemplatePlanner:
@@ -28,13 +29,15 @@ class TemplatePlanner:
         else:
             self._fn = template
 
-    async def plan(self, task: str) -> Plan:
+    async def plan(self, task: str, *, ctx: RunContext | None = None) -> Plan:
         if self._fn is not None:
             return parse_plan(self._fn(task))
         assert self._plan is not None
         return self._plan.model_copy(deep=True)
 
-    async def replan(self, task: str, previous: Plan, failure: FailureContext) -> Plan:
+    async def replan(
+        self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext | None = None
+    ) -> Plan:
         return await self.plan(task)
 
     @classmethod
@@ -74,8 +77,15 @@ class AddVFsPlanner:
                     nd["verification"].append(vf.model_dump())
         return parse_plan(data)
 
-    async def plan(self, task: str) -> Plan:
-        return self._augment(await self.inner.plan(task))
+    async def plan(self, task: str, *, ctx: RunContext | None = None) -> Plan:
+        return self._augment(await self._call(self.inner.plan, task, ctx=ctx))
 
-    async def replan(self, task: str, previous: Plan, failure: FailureContext) -> Plan:
-        return self._augment(await self.inner.replan(task, previous, failure))
+    async def replan(
+        self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext | None = None
+    ) -> Plan:
+        return self._augment(await self._call(self.inner.replan, task, previous, failure, ctx=ctx))
+
+    @staticmethod
+    def _call(method: Callable[..., Any], *args: Any, ctx: RunContext | None) -> Any:
+        """The inner planner gets the context when it takes one (see `Planner`)."""
+        return method(*args) if ctx is None else with_ctx(method, *args, ctx=ctx)

@@ -1,7 +1,10 @@
 """Planners turn a task into a verified-plan DAG, and a failure into a better plan.
 
 `Planner` is a protocol: anything with `plan(task)` and `replan(task, previous,
-failure)` coroutines returning a `Plan` works with the coordinator. Shipped:
+failure)` coroutines returning a `Plan` works with the coordinator. A planner whose methods
+also take a keyword `ctx` gets the run's `RunContext`: it meters its model calls with
+`ctx.model(...)` and reports rejected plans with `ctx.emit(PLAN_INVALID, ...)`; one without
+`ctx` (written before the context existed) is called without it. Shipped:
 `LLMPlanner` here (the paper's verification-aware planner); `TemplatePlanner` and
 `AddVFsPlanner` in `verimap.fixed_planners`. What `LLMPlanner` checks in a model's plan is in
 `verimap.plan_checks`, the rewrites it makes in `verimap.plan_fixes`, the plan it falls back to
@@ -10,18 +13,17 @@ in `verimap.fallback`.
 
 from __future__ import annotations
 
-import contextvars
 import copy
 import json
 import re
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
 from verimap import prompts
-from verimap.accounting import call_model
 from verimap.errors import VerimapError
+from verimap.events import PLAN_INVALID
 from verimap.fallback import fallback_plan, nonempty_outputs_vf
 from verimap.feedback import FailureContext
 from verimap.llm.base import Message, Model, ModelRequest, ModelResponse
@@ -32,19 +34,23 @@ from verimap.plan_fixes import fix_raw_plan
 from verimap.tools import ToolRegistry
 from verimap.usage import PLANNER
 
-# Set by the coordinator for the duration of a run, so rejected plans show up as events.
-invalid_plan_hook: contextvars.ContextVar[Callable[[list[str], str], None] | None] = (
-    contextvars.ContextVar("verimap_invalid_plan_hook", default=None)
-)
+if TYPE_CHECKING:
+    from verimap.run_context import RunContext
 
 
 @runtime_checkable
 class Planner(Protocol):
-    """Write your own: return a `Plan` (use `parse_plan` to validate) from both coroutines."""
+    """Write your own: return a `Plan` (use `parse_plan` to validate) from both coroutines.
 
-    async def plan(self, task: str) -> Plan: ...
+    `ctx` is optional: the coordinator passes the run's context only to methods that accept a
+    `ctx` keyword, so `plan(self, task)` and `replan(self, task, previous, failure)` still
+    work (their calls are then neither metered nor traced)."""
 
-    async def replan(self, task: str, previous: Plan, failure: FailureContext) -> Plan: ...
+    async def plan(self, task: str, *, ctx: RunContext | None = None) -> Plan: ...
+
+    async def replan(
+        self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext | None = None
+    ) -> Plan: ...
 
 
 class PlanningError(VerimapError, RuntimeError):
@@ -88,7 +94,6 @@ class LLMPlanner:
         max_repairs: int = 3,
         temperature: float | None = None,
         max_tokens: int | None = 2048,
-        on_invalid: Callable[[list[str]], None] | None = None,
         quality_checks: bool = True,
         require_vfs: bool = True,
         repeat_temperature: float = 0.7,
@@ -135,7 +140,6 @@ class LLMPlanner:
         self.max_repairs = max_repairs
         self.temperature = temperature
         self.max_tokens = max_tokens
-        self.on_invalid = on_invalid
         self.quality_checks = quality_checks
         self.require_vfs = require_vfs
         self.repeat_temperature = repeat_temperature
@@ -207,10 +211,15 @@ class LLMPlanner:
         )
 
     async def _solicit(
-        self, messages: list[Message], challenge: Callable[[Plan], list[str]] | None = None
+        self,
+        messages: list[Message],
+        challenge: Callable[[Plan], list[str]] | None = None,
+        ctx: RunContext | None = None,
     ) -> Plan:
         """`challenge`: problems that send a valid plan back once, sampled more freely; if the
-        next reply is no better (invalid, or no repairs left), the challenged plan is taken."""
+        next reply is no better (invalid, or no repairs left), the challenged plan is taken.
+        Each rejected reply is reported to `ctx` as a `plan_invalid` event."""
+        model = ctx.model(self.model) if ctx is not None else self.model
         base = messages
         challenged: Plan | None = None
         responses: list[ModelResponse] = []
@@ -221,8 +230,7 @@ class LLMPlanner:
         for _ in range(self.max_repairs + 1):
             fresh_challenge = False
             sampled = (temperature or 0.0) >= self.repeat_temperature
-            resp = await call_model(
-                self.model,
+            resp = await model.request(
                 ModelRequest(
                     messages=messages, response_schema=self.schema, schema_name="plan", role=PLANNER,
                     temperature=temperature, max_tokens=self.max_tokens,
@@ -271,10 +279,8 @@ class LLMPlanner:
                     challenged, fresh_challenge = plan, True
                     temperature = max(temperature or 0.0, self.repeat_temperature)
             problems = list(dict.fromkeys(problems))
-            if self.on_invalid:
-                self.on_invalid(problems)
-            if hook := invalid_plan_hook.get():
-                hook(problems, resp.content)
+            if ctx is not None:
+                ctx.emit(PLAN_INVALID, problems=problems, reply=resp.content[:8000])
             if challenged is not None and not fresh_challenge:
                 return challenged
             if (salvaged := self._salvage(raw, problems)) is not None:
@@ -362,15 +368,17 @@ class LLMPlanner:
             answer_types=self.answer_types,
         )  # fmt: skip
 
-    async def _thought_out(self, messages: list[Message]) -> list[Message]:
+    async def _thought_out(
+        self, messages: list[Message], ctx: RunContext | None = None
+    ) -> list[Message]:
         """`messages` with the model's free-text solution and the request for the plan after it.
         The reasoning call's prompt is a prefix of the plan call's, so a prompt cache serves it."""
         if not self.think_first:
             return messages
         *head, last = messages
         ask = {**last, "content": f"{last['content']}\n\n{prompts.PLAN_THINK}"}
-        thought = await call_model(
-            self.model,
+        model = ctx.model(self.model) if ctx is not None else self.model
+        thought = await model.request(
             ModelRequest(messages=[*head, ask], role=PLANNER, temperature=self.temperature,
                          max_tokens=self.think_max_tokens),
         )  # fmt: skip
@@ -381,24 +389,27 @@ class LLMPlanner:
             {"role": "user", "content": prompts.PLAN_AFTER_THINKING},
         ]
 
-    async def plan(self, task: str) -> Plan:
+    async def plan(self, task: str, *, ctx: RunContext | None = None) -> Plan:
         try:
-            return await self._solicit(await self._thought_out(self.plan_messages(task)))
+            messages = await self._thought_out(self.plan_messages(task), ctx)
+            return await self._solicit(messages, ctx=ctx)
         except PlanningError as e:
             if not self.fallback:
                 raise
             return fallback_plan(task, self.domain, reason=str(e), with_vfs=self.write_vfs)
 
-    async def replan(self, task: str, previous: Plan, failure: FailureContext) -> Plan:
+    async def replan(
+        self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext | None = None
+    ) -> Plan:
         """With no valid new plan, the one-node fallback runs; a failed fallback runs again
         (a retry at its node may still pass, and the iteration cap bounds it)."""
 
         def repeats(plan: Plan) -> list[str]:
             return repeated_failure_problems(previous, plan, failure)
 
-        messages = await self._thought_out(self.replan_messages(task, previous, failure))
+        messages = await self._thought_out(self.replan_messages(task, previous, failure), ctx)
         try:
-            return await self._solicit(messages, repeats if self.challenge_repeats else None)
+            return await self._solicit(messages, repeats if self.challenge_repeats else None, ctx)
         except PlanningError as e:
             if not self.fallback:
                 raise
@@ -406,7 +417,9 @@ class LLMPlanner:
                 return previous
             return fallback_plan(task, self.domain, reason=str(e), with_vfs=self.write_vfs)
 
-    async def repair(self, task: str, plan: Plan, problems: list[str]) -> Plan:
+    async def repair(
+        self, task: str, plan: Plan, problems: list[str], *, ctx: RunContext | None = None
+    ) -> Plan:
         """One plan sent back with problems found outside the planner (e.g. vacuous VFs)."""
         messages = [
             *self.plan_messages(task),
@@ -418,4 +431,4 @@ class LLMPlanner:
                 ),
             },
         ]
-        return await self._solicit(messages)
+        return await self._solicit(messages, ctx=ctx)

@@ -13,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from verimap import iotypes, prompts
-from verimap.accounting import BudgetExceeded, call_model
+from verimap.accounting import BudgetExceeded
 from verimap.agent import flatten_tool_messages, react_protocol, tool_loop
 from verimap.config import RunConfig
 from verimap.llm.base import Model, ModelError, ModelRequest
@@ -28,6 +28,9 @@ from verimap.result import SKIPPED, VerificationReport, VFVerdict
 from verimap.sandbox.base import Outcome, Sandbox
 from verimap.tools import ToolRegistry
 from verimap.usage import JUDGE
+
+if TYPE_CHECKING:
+    from verimap.run_context import RunContext
 
 VerificationMode = Literal["full", "instruction", "none"]
 
@@ -124,16 +127,22 @@ class Verifier:
         return list(node.verification)
 
     async def verify(
-        self, node: Node, inputs: dict[str, Any], outputs: dict[str, Any]
+        self,
+        node: Node,
+        inputs: dict[str, Any],
+        outputs: dict[str, Any],
+        *,
+        ctx: RunContext | None = None,
     ) -> VerificationReport:
         """Python VFs first: when one fails under strict AND the verdict is decided, and the
-        judge (the slow, costly part) is not asked unless `full_feedback` is set."""
+        judge (the slow, costly part) is not asked unless `full_feedback` is set. The judge's
+        calls are charged to `ctx`'s ledger, as calls of its node and attempt."""
         vfs = self.vfs_for(node)
         if not vfs:
             return VerificationReport(passed=True, verdicts=[], score=1.0)
         python = [v for v in vfs if isinstance(v, PythonVF)]
         judged = [v for v in vfs if isinstance(v, LLMVF)]
-        first = await self._gather(node, python, inputs, outputs)
+        first = await self._gather(node, python, inputs, outputs, ctx)
         if (
             judged
             and self.threshold is None
@@ -146,17 +155,22 @@ class Verifier:
                 for v in judged
             ]  # fmt: skip
         elif self.batch_judge and len(judged) > 1 and self.judge_model is not None:
-            rest = await self.run_judge_many(node, judged, inputs, outputs)
+            rest = await self.run_judge_many(node, judged, inputs, outputs, ctx=ctx)
         else:
-            rest = await self._gather(node, judged, inputs, outputs)
+            rest = await self._gather(node, judged, inputs, outputs, ctx)
         by_name = {v.name: v for v in [*first, *rest]}
         return self.aggregate([by_name[v.name] for v in vfs])
 
     async def _gather(
-        self, node: Node, vfs: Sequence[PythonVF | LLMVF], inputs: dict, outputs: dict
+        self,
+        node: Node,
+        vfs: Sequence[PythonVF | LLMVF],
+        inputs: dict,
+        outputs: dict,
+        ctx: RunContext | None = None,
     ) -> list[VFVerdict]:
         verdicts = await asyncio.gather(
-            *(self._run_one(node, vf, inputs, outputs) for vf in vfs), return_exceptions=True
+            *(self._run_one(node, vf, inputs, outputs, ctx) for vf in vfs), return_exceptions=True
         )
         out: list[VFVerdict] = []
         for v in verdicts:
@@ -205,11 +219,16 @@ class Verifier:
         return VerificationReport(passed=passed, verdicts=verdicts, score=score)
 
     async def _run_one(
-        self, node: Node, vf: PythonVF | LLMVF, inputs: dict, outputs: dict
+        self,
+        node: Node,
+        vf: PythonVF | LLMVF,
+        inputs: dict,
+        outputs: dict,
+        ctx: RunContext | None = None,
     ) -> VFVerdict:
         if isinstance(vf, PythonVF):
             return await self.run_python(vf, inputs, outputs)
-        return await self.run_judge(node, vf, inputs, outputs)
+        return await self.run_judge(node, vf, inputs, outputs, ctx=ctx)
 
     async def run_python(self, vf: PythonVF, inputs: dict, outputs: dict) -> VFVerdict:
         if self.sandbox is None:
@@ -230,13 +249,18 @@ class Verifier:
         )
 
     async def _ask_judge(
-        self, messages: list[dict[str, Any]], final: str, schema: Any, name: str
+        self,
+        messages: list[dict[str, Any]],
+        final: str,
+        schema: Any,
+        name: str,
+        ctx: RunContext | None = None,
     ) -> Any:
         """Think in free text, then answer in the schema (small models judge badly when made to
         reason inside JSON). Model and format failures propagate to the caller."""
-        model = self.judge_model
-        if model is None:  # the callers answer without a judge before asking
+        if self.judge_model is None:  # the callers answer without a judge before asking
             raise ValueError("no judge model configured")
+        model = ctx.model(self.judge_model) if ctx is not None else self.judge_model
         if self.judge_reasoning and len(self.tools):
             system = (
                 messages[0]["content"] + prompts.JUDGE_TOOLS + react_protocol(model, self.tools)
@@ -248,8 +272,7 @@ class Verifier:
             )  # fmt: skip
             messages = [*flatten_tool_messages(loop.messages), {"role": "user", "content": final}]
         elif self.judge_reasoning:
-            thought = await call_model(
-                model,
+            thought = await model.request(
                 ModelRequest(messages=messages, role=JUDGE, temperature=self.temperature,
                              max_tokens=self.max_tokens),
             )  # fmt: skip
@@ -265,7 +288,13 @@ class Verifier:
         return value
 
     async def run_judge_many(
-        self, node: Node, vfs: list[LLMVF], inputs: dict, outputs: dict
+        self,
+        node: Node,
+        vfs: list[LLMVF],
+        inputs: dict,
+        outputs: dict,
+        *,
+        ctx: RunContext | None = None,
     ) -> list[VFVerdict]:
         """All of a node's criteria in one exchange, one verdict each: the prompt (instruction,
         inputs, outputs) is read once, and a criterion can still fail on its own."""
@@ -285,7 +314,7 @@ class Verifier:
         ]  # fmt: skip
         final = prompts.JUDGE_FINAL_MANY.format(names=", ".join(json.dumps(n) for n in names))
         try:
-            value = await self._ask_judge(messages, final, schema, "verdicts")
+            value = await self._ask_judge(messages, final, schema, "verdicts", ctx)
         except BudgetExceeded:
             raise
         except (ModelError, StructuredOutputError) as e:
@@ -297,7 +326,15 @@ class Verifier:
         return [_verdict(vf, bool(value[vf.name]["passed"]), value[vf.name]["explanation"])
                 for vf in vfs]  # fmt: skip
 
-    async def run_judge(self, node: Node, vf: LLMVF, inputs: dict, outputs: dict) -> VFVerdict:
+    async def run_judge(
+        self,
+        node: Node,
+        vf: LLMVF,
+        inputs: dict,
+        outputs: dict,
+        *,
+        ctx: RunContext | None = None,
+    ) -> VFVerdict:
         if self.judge_model is None:
             return VFVerdict(name=vf.name, type="llm", outcome="ERROR",
                              message="no judge model configured for natural-language VFs", weight=vf.weight)  # fmt: skip
@@ -314,7 +351,9 @@ class Verifier:
             },
         ]
         try:
-            verdict = await self._ask_judge(messages, prompts.JUDGE_FINAL, JudgeVerdict, "verdict")
+            verdict = await self._ask_judge(
+                messages, prompts.JUDGE_FINAL, JudgeVerdict, "verdict", ctx
+            )
         except BudgetExceeded:
             raise
         except (ModelError, StructuredOutputError) as e:

@@ -137,7 +137,7 @@ async def test_a_repeated_prefix_is_served_from_the_cache_and_counted(local_mode
     server says so in `usage`, and the ledger keeps it apart from the prompt it processed."""
     import asyncio
 
-    from verimap.accounting import Ledger, call_model, use_ledger
+    from verimap.accounting import Ledger, MeteredModel
 
     prefix = "You are a careful assistant. " + " ".join(f"Rule {i}: be brief." for i in range(120))
 
@@ -148,16 +148,16 @@ async def test_a_repeated_prefix_is_served_from_the_cache_and_counted(local_mode
         )  # fmt: skip
 
     ledger = Ledger()
-    with use_ledger(ledger):
-        first = await call_model(local_model, ask("What is 2 + 3? Answer with the number."))
-        second = await call_model(local_model, ask("What is 4 + 4? Answer with the number."))
+    model = MeteredModel(local_model, ledger)
+    first = await model.request(ask("What is 2 + 3? Answer with the number."))
+    second = await model.request(ask("What is 4 + 4? Answer with the number."))
     assert first.usage.prompt_tokens > 600
     assert second.usage.cached_tokens > 600
     assert second.usage.cached_tokens < second.usage.prompt_tokens
     assert ledger.usage.roles["executor"].cached_tokens >= second.usage.cached_tokens
     # Two requests at once both complete (the server queues them) and both are right.
     a, b = await asyncio.gather(
-        call_model(local_model, ask("What is 2 + 3? Answer with the number.")),
-        call_model(local_model, ask("What is 4 + 4? Answer with the number.")),
+        model.request(ask("What is 2 + 3? Answer with the number.")),
+        model.request(ask("What is 4 + 4? Answer with the number.")),
     )
     assert "5" in a.content and "8" in b.content

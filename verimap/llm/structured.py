@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 import jsonschema
 from pydantic import BaseModel, ValidationError
 
-from verimap.accounting import call_model
 from verimap.errors import VerimapError
 from verimap.llm.base import Message, Model, ModelRequest, ModelResponse
 
@@ -113,7 +112,7 @@ async def request_structured(
             top_p=top_p,
             max_tokens=max_tokens,
         )
-        resp = await call_model(model, req)
+        resp = await model.request(req)
         responses.append(resp)
         try:
             last_value = extract_json(resp.content)

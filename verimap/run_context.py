@@ -1,0 +1,89 @@
+"""The one context a run passes to its planner, executor and verifier.
+
+A run's components need to know which run, iteration, node and attempt they work for (so
+what they report lands in the right place of the trace), which ledger to charge, and the
+run's settings. Passing that explicitly, rather than through context variables or callbacks
+set on the components, keeps two runs in one event loop apart by construction, lets a
+component be reused across runs, and makes a test's wiring visible in its call. The context
+is immutable: the coordinator derives a child for each iteration and attempt
+(`for_iteration`, `for_attempt`) instead of changing the one others hold.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from verimap.accounting import Ledger, MeteredModel, ModelCall, metered
+from verimap.config import RunConfig
+from verimap.events import MODEL_CALL, Event
+from verimap.llm.base import Model
+
+EventSink = Callable[[Event], Any]
+
+
+def _discard(event: Event) -> None:
+    """The sink of a context made outside a run (a planner tried on its own): nobody listens."""
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """Who a step works for and where it reports. Every field has a default, so a component
+    can be tried outside a run with `RunContext()` or, to see what it reports,
+    `RunContext(sink=events.append)`."""
+
+    run_id: str = ""
+    # The plan being run, counting from 1; None before the first plan.
+    iteration: int | None = None
+    # Where events go: the coordinator's `EventBus.emit` during a run.
+    sink: EventSink = _discard
+    ledger: Ledger = field(default_factory=Ledger)
+    settings: RunConfig = field(default_factory=RunConfig)
+    # The node and attempt a step is part of, when it is part of one.
+    node_id: str | None = None
+    attempt: int | None = None
+
+    def for_iteration(self, iteration: int | None) -> RunContext:
+        return replace(self, iteration=iteration, node_id=None, attempt=None)
+
+    def for_attempt(self, node_id: str | None, attempt: int | None) -> RunContext:
+        return replace(self, node_id=node_id, attempt=attempt)
+
+    def emit(self, type_: str, **data: Any) -> None:
+        """Report one event, tagged with this context's run, iteration, node and attempt."""
+        self.sink(
+            Event(type=type_, run_id=self.run_id, node_id=self.node_id, iteration=self.iteration,
+                  attempt=self.attempt, data=data)
+        )  # fmt: skip
+
+    def model(self, model: Model) -> MeteredModel:
+        """`model` as this context's steps must call it: budget-checked and charged to the
+        run's ledger, each call reported as a `model_call` event of this node and attempt."""
+        return metered(model, self.ledger, on_call=self._heard)
+
+    def _heard(self, call: ModelCall) -> None:
+        self.emit(MODEL_CALL, **call.model_dump(mode="json"))
+
+
+@functools.lru_cache(maxsize=512)
+def _takes_ctx(fn: Callable[..., Any]) -> bool:
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+    return "ctx" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def with_ctx(method: Callable[..., Any], *args: Any, ctx: RunContext, **kwargs: Any) -> Any:
+    """`method(*args, **kwargs, ctx=ctx)`, or without `ctx` when `method` takes none: planners
+    (and executors, verifiers) written before the context existed keep working; they just
+    report no rejected plans and their model calls go unmetered unless they meter them."""
+    fn = getattr(method, "__func__", method)
+    try:
+        takes = _takes_ctx(fn)
+    except TypeError:  # an unhashable callable object
+        takes = _takes_ctx.__wrapped__(fn)
+    return method(*args, **kwargs, ctx=ctx) if takes else method(*args, **kwargs)
