@@ -28,7 +28,7 @@ from typing import Any
 from verimap import events as ev
 from verimap.accounting import BudgetExceeded, Ledger
 from verimap.config import RunConfig
-from verimap.events import EventBus, JsonlTraceWriter
+from verimap.events import Event, EventBus, JsonlTraceWriter
 from verimap.executor import TEXT_OUTPUT, Executor
 from verimap.feedback import FailureContext, Feedback
 from verimap.llm.base import ModelError
@@ -70,6 +70,11 @@ class _RunState:
         self.best: dict[str, Any] | None = None
         # Verdicts the sandbox could not give (SANDBOX_ERROR), which the verifier counts as fails.
         self.faults: list[str] = []
+
+
+def _of_run(run_id: str, writer: JsonlTraceWriter, event: Event) -> None:
+    if event.run_id == run_id:
+        writer(event)
 
 
 class Coordinator:
@@ -117,7 +122,8 @@ class Coordinator:
         if trace_path is None and self.trace_dir is not None:
             trace_path = self.trace_dir / f"{st.run_id}.jsonl"
         writer = JsonlTraceWriter(trace_path) if trace_path is not None else None
-        unsubscribe = self.events.subscribe(writer) if writer else None
+        # The bus may be shared by runs in progress at once: the trace keeps this run's events.
+        unsubscribe = self.events.subscribe(partial(_of_run, run_id, writer)) if writer else None
         start = time.monotonic()
         result: RunResult
         try:
