@@ -16,6 +16,7 @@ from verimap.fixed_planners import AddVFsPlanner, TemplatePlanner
 from verimap.plan import LLMVF, Node, Plan, PlanError, PythonVF, parse_plan
 from verimap.planner import LLMPlanner, Planner, PlanningError
 from verimap.result import NodeReport, RunResult, VerificationReport, VFVerdict
+from verimap.run_context import RunContext
 from verimap.tools import Tool, ToolRegistry, calculator_tool, default_tools, python_tool
 from verimap.verifier import Verifier
 from verimap.wiring import build
@@ -25,7 +26,7 @@ __version__ = "0.1.0"
 __all__ = [
     "LLMVF", "AddVFsPlanner", "Budget", "Coordinator", "Event", "EventBus", "Executor", "ExecutorOutput",
     "FailureContext", "Feedback", "JsonlTraceWriter", "LLMPlanner", "Node", "NodeReport", "Plan", "PlanError",
-    "Planner", "PlanningError", "PythonVF", "RunConfig", "RunResult", "TemplatePlanner", "Tool", "ToolRegistry",
+    "Planner", "PlanningError", "PythonVF", "RunConfig", "RunContext", "RunResult", "TemplatePlanner", "Tool", "ToolRegistry",
     "VFVerdict", "VerificationReport", "Verifier", "VerimapError", "build", "calculator_tool", "default_tools", "parse_plan",
     "python_tool",
 ]  # fmt: skip
