@@ -35,8 +35,10 @@ async def test_tool_api_loop_then_structured_final_call():
         final.response_schema["required"] == ["product"]
         and final.response_schema["additionalProperties"] is False
     )
-    # the final structured call carries the tool history as plain text, without `tools`
-    assert final.tools is None
+    # the final structured call carries the tool history as plain text, and the same tool specs
+    # (not to be called), so the prompt up to the first reply renders as before: cacheable
+    assert final.tools == first.tools and final.tool_choice == "none"
+    assert final.messages[:2] == first.messages[:2]
     assert not any(m["role"] == "tool" or m.get("tool_calls") for m in final.messages)
     assert "Tool result: 42" in json.dumps(final.messages)
 
@@ -202,3 +204,31 @@ async def test_a_stub_or_broken_block_is_no_code_answer_and_the_final_call_asks_
     out = await Executor(m).execute(CODE_NODE, {"USER_TASK": "t"})
     assert out.ok and m.calls == 2 and "return x + 1" in out.outputs["code"]
     assert m.requests[1].response_schema["required"] == ["code"]
+
+
+async def test_a_reply_ending_with_the_outputs_object_takes_one_call():
+    reply = (
+        'The inputs are {"n1.a": 6, "n1.b": 7}, so I multiply: 6 * 7 = 42.\n'
+        'A wrong guess would be {"product": 13} but checking again:\n{"product": 42}'
+    )
+    m = ScriptedModel([reply])
+    out = await Executor(m).execute(NODE, INPUTS)
+    assert out.ok and out.outputs == {"product": 42} and m.calls == 1
+    prompt = m.requests[0].messages[-1]["content"]
+    assert 'end your reply with the outputs as one JSON object' in prompt
+    assert '{"product": <any>}' in prompt
+
+
+def test_last_outputs_object_skips_objects_that_are_not_the_outputs():
+    from verimap.executor import last_outputs_object
+
+    node = Node(id="n", instruction="i", inputs=["USER_TASK"], outputs={"a": "object", "b": "number"})
+    assert last_outputs_object(node, 'x {"a": {"k": 1}, "b": 2} y {"k": 3}') == {"a": {"k": 1}, "b": 2}
+    assert last_outputs_object(node, "no object here {") is None
+
+
+async def test_a_code_node_is_not_asked_for_a_json_ending():
+    node = Node(id="impl", instruction="Write f.", inputs=["USER_TASK"], outputs={"code": "code"})
+    m = ScriptedModel(["```python\ndef f():\n    return 1\n```"])
+    out = await Executor(m).execute(node, {"USER_TASK": "write f"})
+    assert out.ok and "JSON object" not in m.requests[0].messages[-1]["content"]

@@ -22,10 +22,16 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from verimap import iotypes, prompts
-from verimap.agent import OnToolCall, flatten_tool_messages, react_protocol, tool_loop
+from verimap.agent import (
+    OnToolCall,
+    flatten_tool_messages,
+    react_protocol,
+    tool_loop,
+    uses_tool_api,
+)
 from verimap.feedback import Feedback
 from verimap.llm.base import Message, Model, ModelRequest
-from verimap.llm.structured import StructuredOutputError, extract_json, request_structured
+from verimap.llm.structured import StructuredOutputError, request_structured
 from verimap.plan import USER_TASK, Node
 from verimap.tools import ToolRegistry
 from verimap.usage import EXECUTOR
@@ -139,6 +145,33 @@ def describe_outputs(node: Node) -> str:
     )
 
 
+def answer_example(node: Node) -> str:
+    """`{"price": <number>, "quantity": <integer>}`: the object a reply ends with."""
+    return (
+        "{"
+        + ", ".join(
+            f"{json.dumps(o)}: <{iotypes.label(output_type(node, o))}>" for o in node.outputs
+        )
+        + "}"
+    )
+
+
+def last_outputs_object(node: Node, text: str) -> dict[str, Any] | None:
+    """The last JSON object in `text` whose keys are exactly the node's outputs: the answer a
+    reply ends with, not an object quoted in its reasoning (a tool's arguments, an input)."""
+    dec = json.JSONDecoder(strict=False)
+    for i in range(len(text) - 1, -1, -1):
+        if text[i] != "{":
+            continue
+        try:
+            value, _ = dec.raw_decode(text, i)
+        except json.JSONDecodeError:
+            continue
+        if check_output_keys(node, value) is None:
+            return value
+    return None
+
+
 def check_output_keys(node: Node, value: Any) -> str | None:
     """A precise message when `value` is not an object with exactly the declared outputs."""
     if not isinstance(value, dict):
@@ -201,6 +234,9 @@ class Executor:
             else "",
             outputs=describe_outputs(node),
             input_types=input_types_line(input_types),
+            answer_format=""
+            if single_code_output(node)
+            else prompts.EXECUTOR_ANSWER_FORMAT.format(example=answer_example(node)),
             feedback=feedback.render() if feedback else "",
         )  # fmt: skip
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
@@ -284,13 +320,9 @@ class Executor:
         code = code_from_reply(last_text) if single_code_output(node) else None
         if code is not None:
             return self._typed(node, {next(iter(node.outputs)): code}, steps, tool_calls, messages)
-        if last_text.strip():
-            try:
-                direct = extract_json(last_text)
-            except ValueError:
-                direct = None
-            if direct is not None and check_output_keys(node, direct) is None:
-                return self._typed(node, direct, steps, tool_calls, messages)
+        direct = last_outputs_object(node, last_text)
+        if direct is not None:
+            return self._typed(node, direct, steps, tool_calls, messages)
 
         final_msgs = [
             *flatten_tool_messages(messages),
@@ -303,6 +335,7 @@ class Executor:
             value, _ = await request_structured(
                 model, final_msgs, outputs_schema(node), role=EXECUTOR, max_repairs=self.max_repairs,
                 schema_name="outputs", temperature=temperature, top_p=self.top_p, max_tokens=self.max_tokens,
+                tools=self.tools.openai_specs() if uses_tool_api(self.model, self.tools) else None,
             )  # fmt: skip
         except StructuredOutputError as e:
             msg = check_output_keys(node, e.last_value) if e.last_value is not None else None

@@ -91,11 +91,15 @@ async def request_structured(
     temperature: float | None = None,
     top_p: float | None = None,
     max_tokens: int | None = None,
+    tools: list[dict[str, Any]] | None = None,
 ) -> tuple[T | Any, list[ModelResponse]]:
     """Ask for an object matching `output` (a pydantic model or a JSON Schema dict).
 
     Returns the validated value and every response it took. Raises
     `StructuredOutputError` after `max_repairs` failed re-asks.
+    `tools`: the tool specs the conversation so far was sent with. They go along again, not to
+    be called (`tool_choice="none"`), so that the prompt renders as before and the server's
+    prompt cache (or the provider's) serves the whole shared prefix.
     """
     schema = _schema_of(output)
     msgs = list(messages)
@@ -111,6 +115,8 @@ async def request_structured(
             temperature=temperature,
             top_p=top_p,
             max_tokens=max_tokens,
+            tools=tools or None,
+            tool_choice="none" if tools else None,
         )
         resp = await model.request(req)
         responses.append(resp)
