@@ -378,7 +378,7 @@ def make_header(
         f"{args.humaneval}; one task at a time on one local server; sandbox: {args.sandbox}\n"
         f"- sampling: {sampling}\n"
         f"- verimap: {args.max_retries} retries x {args.max_iterations} iterations, "
-        f"agreement {args.agreement}, {'compact' if args.compact_plans else 'full-size'} plans "
+        f"agreement {args.agreement} "
         f"(react is one pass by definition)\n"
         f"- run directories (results.jsonl, traces): `{runs_dir}`"
     )
@@ -471,7 +471,6 @@ def main(argv: list[str] | None = None) -> int:
         "max_retries": args.max_retries,
         "max_iterations": args.max_iterations,
         "agreement": args.agreement,
-        "compact_plans": args.compact_plans,
     }
     command = sys.argv if argv is None else ["benchmarks/small_model.py", *argv]
     header = make_header(args, config, runs_dir, ["python3", *command])
@@ -538,12 +537,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         type=int,
         default=RunConfig.model_fields["agreement"].default,
         help="VF-passing samples that must agree on a numeric final answer (1: the first)",
-    )
-    p.add_argument(
-        "--compact-plans",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="the local-model rule: a one-node demonstration and as few nodes as the task allows",
     )
     p.add_argument("--sandbox", default="docker", choices=KINDS)
     p.add_argument("--data-dir", default=None, help="benchmark data [as verimap eval]")

@@ -180,32 +180,6 @@ async def test_add_vfs_planner_adds_deterministic_checks():
 def test_demo_plans_are_valid():
     assert parse_plan(prompts.DEMO_PLAN).final_node().id == "solve"
     assert parse_plan(prompts.CODE_DEMO_PLAN).final_node().id == "implement"
-    assert len(parse_plan(prompts.COMPACT_DEMO_PLAN).nodes) == 1
-
-
-async def test_compact_planner_asks_for_one_node_and_shows_a_one_node_demo():
-    one = {"nodes": [{"id": "s", "instruction": "Solve it.", "inputs": ["USER_TASK"],
-                      "outputs": {"answer": "number"},
-                      "verification": [{"name": "pos", "type": "python",
-                                        "code": "assert outputs['answer'] > 0, 'positive'"}]}]}  # fmt: skip
-    prompts_seen = {}
-    for compact in (False, True):
-        m = ScriptedModel([one])
-        await LLMPlanner(m, compact=compact).plan("How many pens?")
-        system, *rest = m.requests[0].messages
-        demo = "\n".join(str(x["content"]) for x in rest)
-        prompts_seen[compact] = (system["content"], demo)
-    (full_sys, full_demo), (small_sys, small_demo) = prompts_seen[False], prompts_seen[True]
-    assert "Use ONE node" in small_sys and "Use ONE node" not in full_sys
-    assert '"id": "extract"' in full_demo and '"id": "extract"' not in small_demo
-    assert prompts.COMPACT_DEMO_PLAN["nodes"][0]["instruction"] in small_demo
-    # copying the compact demo is caught like copying the full one
-    copied = json.loads(json.dumps(prompts.COMPACT_DEMO_PLAN))
-    m = ScriptedModel([copied, one])
-    await LLMPlanner(m, compact=True).plan("How many pens?")
-    assert "copies the example plan" in m.requests[1].messages[-1]["content"]
-    # other domains keep their own (already small) demonstrations
-    assert prompts.default_demo("programming", compact=True) == prompts.default_demo("programming")
 
 
 async def test_programming_demo_is_shown_and_its_function_name_counts_as_copying():

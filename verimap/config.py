@@ -37,11 +37,6 @@ class RunConfig(BaseModel):
     vacuity_check: bool = True
     # The planner works the task out in free text before it writes a plan (off: as the paper).
     plan_reasoning: bool = False
-    # Plans as small as the task allows: a one-node demonstration and a prompt asking for one
-    # node unless the task has separate parts. Local models get it: on the 1.5B, each extra node
-    # cost a whole executor reply (~300 tokens at ~10-20 tok/s), and its invented middle nodes
-    # turned right intermediate results into wrong answers.
-    compact_plans: bool = False
     # Ask the judge even after a Python VF failed the attempt (the paper runs every VF).
     full_feedback: bool = False
     # One judge exchange for all of a node's natural-language VFs (the paper: one per VF).

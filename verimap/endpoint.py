@@ -132,7 +132,6 @@ def local_defaults(**endpoint: Any) -> dict[str, Any]:
         "temperature": LOCAL_TEMPERATURE,
         "retry_temperature": LOCAL_RETRY_TEMPERATURE,
         "plan_repairs": LOCAL_PLAN_REPAIRS,
-        "compact_plans": True,
     }
 
 

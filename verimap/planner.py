@@ -105,7 +105,6 @@ class LLMPlanner:
         think_first: bool = False,
         think_max_tokens: int = 512,
         answer_types: tuple[str, ...] = (),
-        compact: bool = False,
     ):
         """`write_vfs=False` plans without verification functions (the paper's MAP and MAP-V
         baselines): no VF rules in the prompt or the demonstration, none in the schema, and any
@@ -122,14 +121,11 @@ class LLMPlanner:
         plans longer and invalid (6 of 6 GSM8K tasks fell back to the one-node plan).
         `answer_types` (e.g. `("code",)` for HumanEval): the types the task's answer can have;
         a plan whose final node outputs none of them is sent back, since its answer could not
-        be scored.
-        `compact`: ask for as few nodes as the task allows, with a one-node demonstration
-        (`RunConfig.compact_plans`, on for local models)."""
+        be scored."""
         self.model = model
         self.think_first = think_first
         self.think_max_tokens = think_max_tokens
         self.domain = domain
-        self.compact = compact
         self.fallback = fallback
         self.tools = tools
         self.write_vfs = write_vfs
@@ -138,11 +134,7 @@ class LLMPlanner:
         self.demo = (
             demo
             if demo is not None
-            else (
-                prompts.default_demo(domain, with_vfs=write_vfs, compact=compact)
-                if use_demo
-                else None
-            )
+            else (prompts.default_demo(domain, with_vfs=write_vfs) if use_demo else None)
         )
         self.demo_markers = prompts.copy_markers(domain) if builtin else []
         self.max_repairs = max_repairs
@@ -163,9 +155,7 @@ class LLMPlanner:
             else ""
         )
         return prompts.PLANNER_SYSTEM.format(
-            tools_section=tools,
-            size_rule=prompts.SIZE_RULES[self.compact],
-            **prompts.VF_PROMPT_PARTS[self.write_vfs],
+            tools_section=tools, **prompts.VF_PROMPT_PARTS[self.write_vfs]
         )
 
     def plan_messages(self, task: str) -> list[Message]:

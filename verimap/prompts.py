@@ -26,7 +26,7 @@ USER_TASK to every node that needs facts from the task.
 Every node except the last must have an output that a later node takes as input.
 - Exactly one node is the final node (the only node whose outputs no other node takes); its \
 outputs are the answer to the task.
-{vf_rules}{size_rule}{vf_required}
+{vf_rules}- Prefer few nodes (1-4) for simple tasks.{vf_required}
 {tools_section}
 Reply with the plan as one JSON object in the format of the example, nothing else."""
 
@@ -49,12 +49,6 @@ run_examples(code, inputs["USER_TASK"]) (runs the task's own >>> examples agains
   * {"name": ..., "type": "llm", "content": ...}: a yes/no criterion a judge model checks by \
 reading the inputs and outputs; use it only for what code cannot check.
 """
-# How big a plan should be; `compact` (small models): one node unless the task has parts.
-SIZE_RULES: dict[bool, str] = {
-    False: "- Prefer few nodes (1-4) for simple tasks.",
-    True: "- Use ONE node when one agent can solve the task; add a node only for a separate part "
-    "of the task (at most 3 nodes). Every extra node costs time and can add mistakes.",
-}
 VF_PROMPT_PARTS: dict[bool, dict[str, str]] = {
     True: {
         "vf_goal": ", and give every subtask verification functions (VFs) that decide whether its "
@@ -277,21 +271,6 @@ DEMO_PLAN: dict = {
     ],
 }
 
-# The math demonstration for compact plans: the same task, solved by one node.
-COMPACT_DEMO_PLAN: dict = {
-    "nodes": [
-        {
-            "id": "solve",
-            "name": "Work out the earnings",
-            "instruction": "Work out how many dollars the bakery earned over the two days: the "
-            "muffins sold on Monday and on Tuesday, times the price of one muffin. Reason step by "
-            "step and use a tool for every calculation.",
-            "inputs": ["USER_TASK"],
-            "outputs": {"answer": "number"},
-            "verification": DEMO_PLAN["nodes"][1]["verification"],
-        }
-    ],
-}
 
 CODE_DEMO_TASK = (
     "Complete the following Python function so that it is correct for all inputs described in "
@@ -378,7 +357,7 @@ DEMOS: dict[str, tuple[str, dict]] = {
 # What shows that a plan was copied from a demonstration instead of written for its task: the
 # math demo's instructions are task-specific; the code demo's are generic, but its function is not.
 COPY_MARKERS: dict[str, list[str]] = {
-    "math": [n["instruction"] for n in DEMO_PLAN["nodes"] + COMPACT_DEMO_PLAN["nodes"]],
+    "math": [n["instruction"] for n in DEMO_PLAN["nodes"]],
     "programming": ["running_max"],
     "qa": ["chip startup", "record revenue"],
 }
@@ -388,12 +367,9 @@ def copy_markers(domain: str = "math") -> list[str]:
     return COPY_MARKERS.get(domain, COPY_MARKERS["math"])
 
 
-def default_demo(domain: str = "math", *, with_vfs: bool = True, compact: bool = False) -> str:
-    """The worked example shown to the planner: small models need one of their own domain, and
-    copy its size (`compact`: the one-node math plan; the others are as small as their tasks)."""
+def default_demo(domain: str = "math", *, with_vfs: bool = True) -> str:
+    """The worked example shown to the planner: small models need one of their own domain."""
     task, plan = DEMOS.get(domain, DEMOS["math"])
-    if compact and domain not in ("programming", "qa"):
-        plan = COMPACT_DEMO_PLAN
     if not with_vfs:
         plan = {**plan, "nodes": [without_vfs(n) for n in plan["nodes"]]}
     return f"Task: {task}\nPlan:\n{json.dumps(plan, indent=2)}"

@@ -41,7 +41,7 @@ def build(
     planner = planner or LLMPlanner(
         models["planner"], tools, demo=demo, temperature=config.temperature,
         write_vfs=config.verification == "full", think_first=config.plan_reasoning,
-        max_repairs=config.plan_repairs, compact=config.compact_plans,
+        max_repairs=config.plan_repairs,
     )  # fmt: skip
     executor = Executor(
         models["executor"], tools, max_steps=config.executor_max_steps,

@@ -281,17 +281,3 @@ def test_multihoprag_tasks_carry_question_type():
     bench = get_benchmark("multihoprag", SAMPLES)
     assert isinstance(bench.tasks()[0], EvalTask)
     assert {t.meta["question_type"] for t in bench.tasks()} >= {"null_query", "temporal_query"}
-
-
-def test_compact_plans_reach_the_planner_of_every_planning_method(sandbox):
-    from verimap.config import RunConfig
-    from verimap.wiring import build
-
-    for method in ("map", "map-v", "verimap"):
-        for compact in (False, True):
-            coord = build_coordinator(
-                method, scripted({}), sandbox, ToolRegistry(), config={"compact_plans": compact}
-            )
-            assert coord.planner.compact is compact
-    coord = build(scripted({}), sandbox, config=RunConfig(compact_plans=True))
-    assert coord.planner.compact is True

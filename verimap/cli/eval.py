@@ -239,12 +239,11 @@ def run_command(**kw: Any) -> int:
         local = local_defaults(**endpoint)
         if local:
             run_config.setdefault("plan_repairs", local["plan_repairs"])
-            run_config.setdefault("compact_plans", local["compact_plans"])
         if local and "temperature" not in run_config:
             run_config.update({k: v for k, v in local.items() if k not in run_config})
             click.echo(
                 f"note: local model: temperature {local['temperature']}, retries at "
-                f"{local['retry_temperature']}, {local['plan_repairs']} plan repair, compact plans (the paper's "
+                f"{local['retry_temperature']}, {local['plan_repairs']} plan repair (the paper's "
                 "1.0 derails small models; --temperature overrides)",
                 err=True,
             )

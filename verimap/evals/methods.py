@@ -134,6 +134,5 @@ def build_coordinator(
             models["planner"], tools, demo=demo, domain=domain, temperature=cfg.temperature,
             write_vfs=cfg.verification == "full", think_first=cfg.plan_reasoning,
             max_repairs=cfg.plan_repairs, answer_types=PLAN_ANSWER_TYPES.get(domain, ()),
-            compact=cfg.compact_plans,
         )  # fmt: skip
     return build(models, sandbox, tools, cfg, planner=planner, events=events)

@@ -113,17 +113,16 @@ class _Planners:
     it; the model is never called."""
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[str, bool, bool], LLMPlanner] = {}
+        self._cache: dict[tuple[str, bool], LLMPlanner] = {}
 
-    def get(self, benchmark: str, write_vfs: bool, compact: bool = False) -> LLMPlanner:
-        key = (benchmark, write_vfs, compact)
+    def get(self, benchmark: str, write_vfs: bool) -> LLMPlanner:
+        key = (benchmark, write_vfs)
         if key not in self._cache:
             self._cache[key] = LLMPlanner(
                 cast(Model, None),
                 _planner_tools(benchmark),
                 domain=BENCHMARKS[benchmark].domain,
                 write_vfs=write_vfs,
-                compact=compact,
             )
         return self._cache[key]
 
@@ -252,7 +251,7 @@ def preference_pairs(
             continue
         run_cfg = config.get("run_config") or {}
         write_vfs = run_cfg.get("verification", m.overrides.get("verification")) == "full"
-        planner = planners.get(benchmark, write_vfs, bool(run_cfg.get("compact_plans")))
+        planner = planners.get(benchmark, write_vfs)
         texts: dict[str, str] | None = None
         for rec in records:
             labels, fallback, task = _labels_for(run_dir, rec, summary.notes)
