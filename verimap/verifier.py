@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from verimap import iotypes, prompts
 from verimap.accounting import BudgetExceeded
-from verimap.agent import flatten_tool_messages, react_protocol, tool_loop
+from verimap.agent import flatten_tool_messages, react_protocol, tool_loop, uses_tool_api
 from verimap.config import RunConfig
 from verimap.llm.base import Model, ModelError, ModelRequest
 from verimap.llm.structured import StructuredOutputError, request_structured
@@ -261,6 +261,7 @@ class Verifier:
         if self.judge_model is None:  # the callers answer without a judge before asking
             raise ValueError("no judge model configured")
         model = ctx.model(self.judge_model) if ctx is not None else self.judge_model
+        tools = None
         if self.judge_reasoning and len(self.tools):
             system = (
                 messages[0]["content"] + prompts.JUDGE_TOOLS + react_protocol(model, self.tools)
@@ -271,6 +272,7 @@ class Verifier:
                 max_tokens=self.max_tokens,
             )  # fmt: skip
             messages = [*flatten_tool_messages(loop.messages), {"role": "user", "content": final}]
+            tools = self.tools.openai_specs() if uses_tool_api(model, self.tools) else None
         elif self.judge_reasoning:
             thought = await model.request(
                 ModelRequest(messages=messages, role=JUDGE, temperature=self.temperature,
@@ -283,7 +285,7 @@ class Verifier:
             ]
         value, _ = await request_structured(
             model, messages, schema, role=JUDGE, schema_name=name,
-            temperature=self.temperature, max_tokens=self.max_tokens,
+            temperature=self.temperature, max_tokens=self.max_tokens, tools=tools,
         )  # fmt: skip
         return value
 
