@@ -161,3 +161,24 @@ async def test_a_repeated_prefix_is_served_from_the_cache_and_counted(local_mode
         model.request(ask("What is 4 + 4? Answer with the number.")),
     )
     assert "5" in a.content and "8" in b.content
+
+
+async def test_a_prefix_stays_cached_while_other_prompts_come_and_go(local_model):
+    """A planner's prompt must still be cached for its replan after a node's many calls: the
+    cache holds more than a handful of states (each used to carry 311 MB of unused logits)."""
+
+    def ask(system: str, question: str) -> ModelRequest:
+        return ModelRequest(
+            messages=[{"role": "system", "content": system}, {"role": "user", "content": question}],
+            max_tokens=4, temperature=0,
+        )  # fmt: skip
+
+    planner = "You plan tasks. " + " ".join(
+        f"Planning rule {i}: keep it short." for i in range(100)
+    )
+    first = await local_model.request(ask(planner, "Plan: add 2 and 3."))
+    assert first.usage.prompt_tokens > 600
+    for k in range(9):  # other prompts, none sharing more than the chat template's opening
+        await local_model.request(ask(f"Executor {k}. " + f"Fact {k}: sky is blue. " * 5, "Hi"))
+    again = await local_model.request(ask(planner, "Plan: multiply 4 by 5."))
+    assert again.usage.cached_tokens > 600

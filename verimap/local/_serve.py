@@ -51,6 +51,29 @@ def _bound_prompt_cache() -> None:
     LlamaRAMCache.cache_size = property(cache_size)  # type: ignore[method-assign,assignment]
 
 
+def _lean_cached_states() -> None:
+    """Keep one row of logits in a cached state instead of a whole batch of them.
+
+    `Llama.save_state` copies its logits buffer, n_batch x vocabulary floats (311 MB for
+    Qwen's 151,936 tokens), although without `logits_all` nothing writes or reads it (sampling
+    happens inside llama.cpp; a restored prompt re-evaluates its last token). At full size the
+    2 GiB cache held about five states, so the few calls of one node evicted the planner's
+    prefix before its replan. One row still broadcasts into `load_state`'s assignment."""
+    try:
+        from llama_cpp import Llama
+    except ImportError:
+        return
+    save = Llama.save_state
+
+    def save_state(self: Llama) -> Any:
+        state = save(self)
+        if not getattr(self, "_logits_all", True) and len(state.scores) > 1:
+            state.scores = state.scores[-1:].copy()
+        return state
+
+    Llama.save_state = save_state  # type: ignore[method-assign]  # patching is the point
+
+
 def _report_cached_tokens() -> None:
     """Say in `usage` how much of a prompt the KV cache served, as OpenAI does
     (`prompt_tokens_details.cached_tokens`): llama-cpp-python reuses a shared prefix but reports
@@ -115,6 +138,7 @@ def main() -> None:
     if args[:1] == ["--"]:
         args = args[1:]
     _bound_prompt_cache()
+    _lean_cached_states()
     _report_cached_tokens()
     sys.argv = ["llama_cpp.server", *args]
     runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
