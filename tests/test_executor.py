@@ -215,15 +215,20 @@ async def test_a_reply_ending_with_the_outputs_object_takes_one_call():
     out = await Executor(m).execute(NODE, INPUTS)
     assert out.ok and out.outputs == {"product": 42} and m.calls == 1
     prompt = m.requests[0].messages[-1]["content"]
-    assert 'end your reply with the outputs as one JSON object' in prompt
+    assert "end your reply with the outputs as one JSON object" in prompt
     assert '{"product": <any>}' in prompt
 
 
 def test_last_outputs_object_skips_objects_that_are_not_the_outputs():
     from verimap.executor import last_outputs_object
 
-    node = Node(id="n", instruction="i", inputs=["USER_TASK"], outputs={"a": "object", "b": "number"})
-    assert last_outputs_object(node, 'x {"a": {"k": 1}, "b": 2} y {"k": 3}') == {"a": {"k": 1}, "b": 2}
+    node = Node(
+        id="n", instruction="i", inputs=["USER_TASK"], outputs={"a": "object", "b": "number"}
+    )
+    assert last_outputs_object(node, 'x {"a": {"k": 1}, "b": 2} y {"k": 3}') == {
+        "a": {"k": 1},
+        "b": 2,
+    }
     assert last_outputs_object(node, "no object here {") is None
 
 
