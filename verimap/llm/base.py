@@ -60,7 +60,11 @@ class Model(Protocol):
     A model may also have `provider` (who serves its API, for telemetry; the class name
     otherwise) and `base_url` (whose host and port telemetry reports)."""
 
-    name: str
-    supports_tools: bool
+    # Read-only members: a wrapper (`accounting.MeteredModel`) passes the inner model's through.
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def supports_tools(self) -> bool: ...
 
     async def request(self, req: ModelRequest) -> ModelResponse: ...

@@ -253,8 +253,8 @@ def _in_background(fn: Callable[..., str], *args: Any) -> Callable[[], str]:
     The scatter plot costs about a second, mostly matplotlib's import; on a big eval it
     overlaps with reading the traces instead of adding to it."""
     if "fork" not in mp.get_all_start_methods():
-        result = fn(*args)
-        return lambda: result
+        done = fn(*args)
+        return lambda: done
     pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"))
     future = pool.submit(fn, *args)
 

@@ -359,9 +359,10 @@ def build_run(
         return its[n]
 
     for raw in events:
-        e = raw if max_chars is None else clip_deep(raw, max_chars)
+        e: dict[str, Any] = raw if max_chars is None else clip_deep(raw, max_chars)
         typ = e["type"]
-        data = e.get("data") if isinstance(e.get("data"), dict) else {}
+        d = e.get("data")
+        data: dict[str, Any] = d if isinstance(d, dict) else {}
         ts = _num(e.get("ts"))
         it_no = _int(e.get("iteration"))
         nid = e.get("node_id")
