@@ -145,17 +145,6 @@ def describe_outputs(node: Node) -> str:
     )
 
 
-def answer_example(node: Node) -> str:
-    """`{"price": <number>, "quantity": <integer>}`: the object a reply ends with."""
-    return (
-        "{"
-        + ", ".join(
-            f"{json.dumps(o)}: <{iotypes.label(output_type(node, o))}>" for o in node.outputs
-        )
-        + "}"
-    )
-
-
 def last_outputs_object(node: Node, text: str) -> dict[str, Any] | None:
     """The last JSON object in `text` whose keys are exactly the node's outputs: the answer a
     reply ends with, not an object quoted in its reasoning (a tool's arguments, an input)."""
@@ -234,9 +223,6 @@ class Executor:
             else "",
             outputs=describe_outputs(node),
             input_types=input_types_line(input_types),
-            answer_format=""
-            if single_code_output(node)
-            else prompts.EXECUTOR_ANSWER_FORMAT.format(example=answer_example(node)),
             feedback=feedback.render() if feedback else "",
         )  # fmt: skip
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]

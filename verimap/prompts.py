@@ -133,12 +133,7 @@ Inputs (JSON):
 {inputs}
 {context}
 Required outputs: {outputs}
-{input_types}{answer_format}{feedback}"""
-
-# Asked of a node whose outputs are not one piece of code: the reply's last JSON object is its
-# outputs, so reasoning and answer take one call (the structured call is the fallback).
-EXECUTOR_ANSWER_FORMAT = """Work it out in plain text first. Then end your reply with the outputs as one JSON object on its own line, exactly like this with your values filled in: {example}
-"""
+{input_types}{feedback}"""
 
 EXECUTOR_CONTEXT = "\nResults of earlier subtasks, for context (JSON):\n{context}\n"
 
