@@ -90,9 +90,9 @@ async def test_a_vf_still_vacuous_after_repair_is_dropped_and_recorded():
 
 async def test_vfs_that_check_something_are_not_vacuous():
     vfs = [POSITIVE, py("bounded", "assert outputs['price'] >= 0"),
-           py("examples", "f = load_function(outputs['price'], 'f')"),
+           py("examples", "f = load_function(outputs['impl'], 'f')"),
            py("inputs_only", "assert inputs['USER_TASK']")]  # fmt: skip
-    plan = {"nodes": [node("ex", {"price": "number"}, vfs)]}
+    plan = {"nodes": [node("ex", {"price": "number", "impl": "code"}, vfs)]}
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3})
     verifier = verimap.build(world.models(), InProcessSandboxDouble()).verifier
     found = await verifier.vacuous_vfs(verimap.parse_plan(plan), "a task")

@@ -71,7 +71,6 @@ def test_static_problems_are_named_with_their_line(code, needle):
         "assert approx(outputs['total'], inputs['ex.price'] * 3)",
         "assert outputs['total'] > inputs['price']",  # a bare input name, unambiguous
         "def verify(inputs, outputs):\n    return outputs['total'] > 0",
-        "run_examples(outputs['total'], inputs['USER_TASK'])",
         "if outputs['total'] < 0:\n    raise ValueError('negative')",
     ],
 )
@@ -86,3 +85,23 @@ def test_parse_plan_reports_every_vf_problem_at_once():
                                                 {"name": "i", "type": "python", "code": "import socket\nassert outputs['v']"}]}]})  # fmt: skip
     text = str(ei.value)
     assert "outputs['w'] is not an output" in text and "import of 'socket' is not allowed" in text
+
+
+def test_loading_an_output_that_is_not_code_as_code_is_a_vf_problem():
+    """run_examples on a parsed string can never pass (HumanEval/1, run r34): caught at plan time."""
+    node = Node(id="parse", instruction="i", inputs=["USER_TASK"],
+                outputs={"paren_string": "string", "groups": "list[string]", "code": "string",
+                         "impl": "code", "solution": "any"})  # fmt: skip
+    for out, bad in (("paren_string", True), ("groups", True), ("code", False), ("impl", False),
+                     ("solution", False)):  # fmt: skip
+        for fn in ("run_examples", "load_function"):
+            arg = "inputs['USER_TASK']" if fn == "run_examples" else "'f'"
+            vf = PythonVF(name="ex", code=f"{fn}(outputs['{out}'], {arg})")
+            found = [p for p in vf_problems(node, vf) if "as code" in p]
+            assert bool(found) is bad, (out, fn, found)
+    assert (
+        "node 'parse': python VF 'ex' line 1"
+        in vf_problems(
+            node, PythonVF(name="ex", code="run_examples(outputs['groups'], inputs['USER_TASK'])")
+        )[0]
+    )

@@ -64,12 +64,11 @@ class ExecutorOutput(BaseModel):
 
 # An output of type "any" (a plan from before types) whose name says "source code" is a string:
 # small models otherwise describe the function as an object.
-_SOURCE_NAMES = re.compile(r"(^|_)(code|source|program|script|implementation|solution)($|_)", re.I)
 
 
 def output_type(node: Node, name: str) -> iotypes.TypeSpec:
     spec = node.output_type(name)
-    if spec == iotypes.ANY and _SOURCE_NAMES.search(name):
+    if spec == iotypes.ANY and iotypes.SOURCE_NAMES.search(name):
         return iotypes.CODE
     return spec
 

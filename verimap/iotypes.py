@@ -23,6 +23,16 @@ TypeSpec = str | dict[str, Any]
 
 ANY = "any"
 CODE = "code"
+# An output named like source code ("code", "solution_code", "program"): a plan from before
+# types, or a `string` the planner meant as code, is read as code.
+SOURCE_NAMES = re.compile(r"(^|_)(code|source|program|script|implementation|solution)($|_)", re.I)
+
+
+def may_hold_code(spec: TypeSpec, name: str) -> bool:
+    """Whether an output of type `spec` named `name` can be source code a VF may load."""
+    spec = canonical(spec)
+    return spec == CODE or (spec in (ANY, "string") and bool(SOURCE_NAMES.search(name)))
+
 
 # Short name -> the JSON Schema the executor's final call is constrained to.
 TYPE_SCHEMAS: dict[str, dict[str, Any]] = {

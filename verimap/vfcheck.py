@@ -15,7 +15,7 @@ from collections import Counter
 from functools import cache
 from typing import TYPE_CHECKING
 
-from verimap.iotypes import unfence
+from verimap.iotypes import may_hold_code, unfence
 
 if TYPE_CHECKING:  # plan.py imports this module to normalise VF code
     from verimap.plan import Node, PythonVF
@@ -133,6 +133,19 @@ def vf_problems(node: Node, vf: PythonVF, *, policy: bool = True) -> list[str]:
             problems.append(
                 f"{where} line {k[1]}: outputs[{k[0]!r}] is not an output of this node "
                 f"(its outputs: {', '.join(node.outputs)})"
+            )
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Name)
+            and n.func.id in ("run_examples", "load_function")
+            and n.args
+            and (k := _key(n.args[0], "outputs"))
+            and k[0] in node.outputs
+            and not may_hold_code(node.output_type(k[0]), k[0])
+        ):
+            problems.append(
+                f"{where} line {k[1]}: {n.func.id}() loads outputs[{k[0]!r}] as code, but that "
+                "output is not code; check it another way"
             )
         if (k := _key(n, "inputs")) and k[0] not in allowed_in:
             problems.append(
