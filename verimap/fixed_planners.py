@@ -78,14 +78,9 @@ class AddVFsPlanner:
         return parse_plan(data)
 
     async def plan(self, task: str, *, ctx: RunContext | None = None) -> Plan:
-        return self._augment(await self._call(self.inner.plan, task, ctx=ctx))
+        return self._augment(await with_ctx(self.inner.plan, task, ctx=ctx))
 
     async def replan(
         self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext | None = None
     ) -> Plan:
-        return self._augment(await self._call(self.inner.replan, task, previous, failure, ctx=ctx))
-
-    @staticmethod
-    def _call(method: Callable[..., Any], *args: Any, ctx: RunContext | None) -> Any:
-        """The inner planner gets the context when it takes one (see `Planner`)."""
-        return method(*args) if ctx is None else with_ctx(method, *args, ctx=ctx)
+        return self._augment(await with_ctx(self.inner.replan, task, previous, failure, ctx=ctx))

@@ -77,10 +77,13 @@ def _takes_ctx(fn: Callable[..., Any]) -> bool:
     return "ctx" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
 
 
-def with_ctx(method: Callable[..., Any], *args: Any, ctx: RunContext, **kwargs: Any) -> Any:
-    """`method(*args, **kwargs, ctx=ctx)`, or without `ctx` when `method` takes none: planners
+def with_ctx(method: Callable[..., Any], *args: Any, ctx: RunContext | None, **kwargs: Any) -> Any:
+    """`method(*args, **kwargs, ctx=ctx)`, or without `ctx` when there is none or `method` takes
+    none: planners
     (and executors, verifiers) written before the context existed keep working; they just
     report no rejected plans and their model calls go unmetered unless they meter them."""
+    if ctx is None:
+        return method(*args, **kwargs)
     fn = getattr(method, "__func__", method)
     try:
         takes = _takes_ctx(fn)
