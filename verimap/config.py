@@ -33,6 +33,10 @@ class RunConfig(BaseModel):
     # of named, typed input values. Python VFs read named outputs, so they need it True.
     structured_io: bool = True
     vf_timeout_s: float = 10.0
+    # Recompute every calculation an executor writes out (`a + b = c`) and fail the attempt on a
+    # wrong one, as a `check` verdict beside the VFs (beyond the paper; only with verification
+    # "full"). Property VFs cannot see a slipped sum that becomes the answer.
+    check_arithmetic: bool = True
     # Probe Python VFs with null and absurd outputs before a plan runs; drop those that pass both.
     vacuity_check: bool = True
     # The planner works the task out in free text before it writes a plan (off: as the paper).

@@ -25,6 +25,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from verimap import arithmetic
 from verimap import events as ev
 from verimap.accounting import BudgetExceeded, Ledger
 from verimap.config import RunConfig
@@ -440,6 +441,8 @@ class Coordinator:
             last_outputs = out.outputs
             verify_start = time.monotonic()
             vr = await with_ctx(self.verifier.verify, node, inputs, out.outputs or {}, ctx=actx)
+            if cfg.check_arithmetic and cfg.verification == "full":
+                vr = arithmetic.add_to(vr, out.messages)
             verify_s = time.monotonic() - verify_start
             rec.verdicts, rec.passed = vr.verdicts, vr.passed
             st.faults.extend(

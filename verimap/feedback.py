@@ -55,10 +55,12 @@ class FailureContext(BaseModel):
     @property
     def kind(self) -> str:
         """What failed: "verification" (a VF said no), "vf_error" (a VF could not run: its own
-        bug), or "executor" (no answer of the declared shape reached verification)."""
-        if any(v.outcome == "FAIL" for v in self.verdicts):
+        bug), or "executor" (no answer of the declared shape reached verification, or only a
+        built-in check of the executor's work, such as its arithmetic, failed)."""
+        vfs = [v for v in self.verdicts if v.type != "check"]
+        if any(v.outcome == "FAIL" for v in vfs):
             return "verification"
-        if any(not v.passed for v in self.verdicts):
+        if any(not v.passed for v in vfs):
             return "vf_error"
         return "executor"
 

@@ -28,7 +28,7 @@ class VFVerdict(BaseModel):
     VFs and PASS/FAIL/ERROR for judge VFs."""
 
     name: str
-    type: Literal["python", "llm"]
+    type: Literal["python", "llm", "check"]
     outcome: str
     message: str = ""
     traceback: str = ""
@@ -41,7 +41,8 @@ class VFVerdict(BaseModel):
 
     def feedback(self) -> str:
         """The text an executor sees on a retry."""
-        head = f"[{self.type} VF {self.name!r}: {self.outcome}] {self.message}".rstrip()
+        kind = "check" if self.type == "check" else f"{self.type} VF"
+        head = f"[{kind} {self.name!r}: {self.outcome}] {self.message}".rstrip()
         body = self.traceback or self.explanation
         return f"{head}\n{body.rstrip()}" if body and body.strip() != self.message.strip() else head
 

@@ -108,12 +108,13 @@ def vf_calls(result: Any) -> dict[str, int]:
 
     Counted from the verdicts in the run's node reports, so a judge criterion skipped after a
     Python VF failed is not a call, while one judged in a batch with others is. The vacuity
-    probes before a plan runs are not verification of an answer and are left out."""
+    probes before a plan runs are not verification of an answer and are left out. Built-in
+    checks of the executor's work (`check`) are counted when they ran."""
     calls = {"python": 0, "llm": 0}
     for rep in result.nodes.values():
         for v in rep.verdicts:
             if v.outcome != SKIPPED:
-                calls[v.type] += 1
+                calls[v.type] = calls.get(v.type, 0) + 1
     return calls
 
 

@@ -1,0 +1,143 @@
+import json
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import verimap
+from verimap import arithmetic
+from verimap.config import RunConfig
+from verimap.feedback import FailureContext
+from verimap.result import VerificationReport, VFVerdict
+from verimap.testing import InProcessSandboxDouble, ScriptedWorld
+
+
+def claims(text: str) -> list[tuple[str, str]]:
+    return [(s.expression, s.claimed) for s in arithmetic.slips(text)]
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Together: 20 + 80 + 160 = 360 sheep.", [("20 + 80 + 160", "360")]),
+        (r"\[ 4 \times 20 = 90 \]", [("4 * 20", "90")]),
+        ("So 17 × 23 = 390.", [("17 * 23", "390")]),
+        ("That is 12 x 3 = 38 eggs", [("12 * 3", "38")]),
+        ("Total = $1,200 - $300 = $800", [("1200 - 300", "800")]),
+        (r"$\frac{3}{4} \cdot 20 = 16$", [("((3)/(4)) * 20", "16")]),
+        ("(20 + 10) * 2 = 50", [("(20 + 10) * 2", "50")]),
+        ("The cost is **17 * 23 = 381**.", [("17 * 23", "381")]),
+    ],
+)
+def test_wrong_calculations_are_found(text, expected):
+    assert claims(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "20 + 80 + 160 = 260",
+        r"\text{Sheep in Charleston} = 4 \times 20 = 80",
+        "1. 4 * 20 = 80\n2. 80 + 20 = 100",
+        "- 2 * 80 = 160",
+        "Step 2: 3 * 4 = 12",
+        "10 / 3 = 3.33 and 2 / 3 = 0.67 and 2 / 3 = 0.66",
+        "20 / 3 = 6 full bags",
+        "20 * 50% = 10",
+        "20 / 40 * 100 = 50%",
+        "20 + 80 = 100 + 160 = 260",
+        "Total cost = 17 * 23 = 391 dollars",
+        "60 cups + 60 cups = 120 cups",
+        "2 hours * 60 = 120 minutes",
+        "3/4 of 20 = 15",
+        "x = 11 - 3 = 8 and 2x + 3 = 11",
+        "assert 3 * 4 == 13 and 2 + 2 <= 5",
+        "```python\nprint(2 + 2 = 5)\n```",
+        "Use `1 + 1 = 3` as a bad example",
+        "0.1 + 0.2 = 0.3",
+        "1,000,000 * 3 = 3,000,000",
+        "2^10 = 1024",
+        "The answer is 42.",
+        "(4 * 20 = 80)",
+        "a = 3 + 4 = 7; b = 7 * 2 = 14",
+        "10 - 25 = -15",
+        "7 ≈ 6 + 2 = 8",
+    ],
+)
+def test_right_or_unreadable_calculations_pass(text):
+    assert arithmetic.slips(text) == []
+
+
+@given(
+    a=st.integers(0, 10_000),
+    b=st.integers(1, 10_000),
+    op=st.sampled_from(["+", "-", "*", "/"]),
+)
+def test_a_true_claim_is_never_a_slip_and_an_off_by_one_is(a, b, op):
+    exact = {"+": a + b, "-": a - b, "*": a * b, "/": a / b}[op]
+    shown = f"{exact:.2f}" if op == "/" else str(exact)
+    assert arithmetic.slips(f"We get {a} {op} {b} = {shown} in all.") == []
+    if op != "/":
+        wrong = exact + 1
+        assert claims(f"We get {a} {op} {b} = {wrong} in all.") == [(f"{a} {op} {b}", str(wrong))]
+
+
+def test_check_reads_only_the_executors_replies():
+    messages = [
+        {"role": "user", "content": "Earlier you wrote 2 + 2 = 5."},
+        {"role": "assistant", "content": "Right: 2 + 2 = 4."},
+        {"role": "tool", "content": "2 + 2 = 5"},
+    ]
+    verdict = arithmetic.check(messages)
+    assert verdict is not None and verdict.passed and verdict.type == "check"
+    messages.append({"role": "assistant", "content": "So 4 * 3 = 13."})
+    verdict = arithmetic.check(messages)
+    assert verdict is not None and not verdict.passed
+    assert "4 * 3 = 13 is wrong: 4 * 3 = 12" in verdict.message
+    assert arithmetic.check([{"role": "assistant", "content": "The answer is 4."}]) is None
+
+
+def test_a_failed_check_fails_the_report_and_blames_the_executor():
+    ok = VerificationReport(
+        passed=True, verdicts=[VFVerdict(name="pos", type="python", outcome="PASS")]
+    )
+    report = arithmetic.add_to(ok, [{"role": "assistant", "content": "3 * 3 = 10"}])
+    assert not report.passed and [v.name for v in report.failures] == ["arithmetic"]
+    assert FailureContext(node_id="n", verdicts=report.verdicts).kind == "executor"
+    assert "[check 'arithmetic': FAIL]" in report.failures[0].feedback()
+
+
+PLAN = {
+    "nodes": [
+        {
+            "id": "total",
+            "instruction": "add the sheep",
+            "inputs": ["USER_TASK"],
+            "outputs": {"total": "number"},
+            "verification": [
+                {"name": "pos", "type": "python", "code": "assert outputs['total'] > 0"}
+            ],
+        }
+    ]
+}
+
+
+def sheep(nid, k, inp, prompt):
+    total = 360 if k == 0 else 260
+    return f"20 + 80 + 160 = {total}\n" + json.dumps({"total": total})
+
+
+async def test_a_slipped_sum_is_retried_with_the_correction():
+    world = ScriptedWorld([PLAN], sheep)
+    r = await verimap.build(world.models(), InProcessSandboxDouble()).run("sheep")
+    assert r.status == "success" and r.answer == 260 and r.retries == 1
+    first = r.nodes["total"].attempts[0]
+    assert not first.passed and [v.name for v in first.verdicts if not v.passed] == ["arithmetic"]
+    assert "20 + 80 + 160 = 360 is wrong: 20 + 80 + 160 = 260" in world.executor_prompts["total"][1]
+
+
+async def test_the_check_can_be_turned_off():
+    world = ScriptedWorld([PLAN], sheep)
+    config = RunConfig(check_arithmetic=False)
+    r = await verimap.build(world.models(), InProcessSandboxDouble(), config=config).run("sheep")
+    assert r.status == "success" and r.answer == 360 and r.retries == 0

@@ -1,0 +1,223 @@
+"""The arithmetic check: every calculation an executor writes out (`20 + 80 + 160 = 260`) is
+recomputed, and a wrong one fails the attempt.
+
+Small models plan and reason well enough on many tasks and then slip in a sum; property VFs
+(`total > 0`) cannot see it, and the slip becomes the answer. Recomputing what the reply itself
+claims needs no model call and no knowledge of the task, so it is safe to run on every node.
+It only ever flags a claim it can read without doubt: LaTeX and markdown are normalised, every
+plausible reading of both sides is tried (a list bullet or step number before the sum, a
+percentage, a rounded result), and the claim fails only when none of them agree. Code blocks and
+comparisons (`==`, `<=`) are not claims and are skipped.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from pydantic import BaseModel
+
+from verimap.result import VerificationReport, VFVerdict
+from verimap.tools import CalculatorError, safe_eval
+
+NAME = "arithmetic"
+
+_FENCED = re.compile(r"```.*?(?:```|$)", re.S)
+_INLINE_CODE = re.compile(r"`[^`\n]*`")
+_FRAC = re.compile(r"\\d?frac\s*\{([^{}]*)\}\s*\{([^{}]*)\}")
+_TEXT = re.compile(r"\\(?:text|mathrm|textbf|mbox)\s*\{([^{}]*)\}")
+_LATEX_OPS = (
+    (r"\times", " * "),
+    (r"\cdot", " * "),
+    (r"\div", " / "),
+    (r"\approx", " ≈ "),
+    (r"\neq", " ≠ "),
+    (r"\leq", " ≤ "),
+    (r"\geq", " ≥ "),
+    (r"\$", " "),
+)
+_UNICODE_OPS = str.maketrans({"×": "*", "÷": "/", "−": "-", "·": "*", "∗": "*"})
+_LATEX_COMMAND = re.compile(r"\\[A-Za-z]+|\\.")
+_X_TIMES = re.compile(r"(?<=[\d)])\s*[xX]\s*(?=[\d(])")
+_BOLD = re.compile(r"(?<![\d\s)])\*\*|\*\*(?![\d\s(])|__")
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_SPACES = re.compile(r"[ \t]+")
+_PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*%")
+# An `=` that states a result: not part of ==, <=, >=, !=, =>, :=.
+_EQUALS = re.compile(r"(?<![=<>!:])=(?![=>])")
+_EXPR_CHARS = set("0123456789.+-*/() \t")
+_OPERATOR = re.compile(r"\d\s*[-+*/]\s*[\d(]|\)\s*[-+*/]")
+_FIRST_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+
+
+class Slip(BaseModel):
+    """One written calculation whose result is wrong."""
+
+    expression: str
+    claimed: str
+    actual: int | float
+
+    def describe(self) -> str:
+        return (
+            f"{self.expression} = {self.claimed} is wrong: {self.expression} = {_show(self.actual)}"
+        )
+
+
+def _show(value: int | float) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}" if not value.is_integer() else str(int(value))
+    return str(value)
+
+
+def normalise(text: str) -> str:
+    """Prose with its calculations in plain `+ - * /` notation, code removed."""
+    text = _FENCED.sub("\n", text)
+    text = _INLINE_CODE.sub(" ", text)
+    text = _TEXT.sub(r" \1 ", text)
+    for _ in range(3):
+        text = _FRAC.sub(r"((\1)/(\2))", text)
+    for cmd, rep in _LATEX_OPS:
+        text = text.replace(cmd, rep)
+    text = _LATEX_COMMAND.sub(" ", text).replace("{", " ").replace("}", " ").replace("$", " ")
+    text = text.translate(_UNICODE_OPS)
+    text = _BOLD.sub(" ", text)
+    text = _X_TIMES.sub(" * ", text)
+    return _SPACES.sub(" ", _THOUSANDS.sub("", text))
+
+
+def _value(expr: str) -> int | float | None:
+    try:
+        value = safe_eval(expr)
+    except (CalculatorError, ArithmeticError, ValueError, TypeError, RecursionError):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _readings(expr: str) -> list[int | float]:
+    """Every value the text can mean: with and without percentages as fractions."""
+    out = []
+    for form in (_PERCENT.sub(r"(\1/100)", expr), _PERCENT.sub(r"\1", expr)):
+        v = _value(form)
+        if v is not None:
+            out.append(v)
+    return out
+
+
+def _left_candidates(span: str) -> list[str]:
+    """The calculation before an `=`: the longest tail of the span that has an operator, and
+    every shorter tail starting at a token (a step number or bullet may precede the sum)."""
+    tokens = [m.start() for m in re.finditer(r"(?:(?<=\s)|^)\S|(?<=[(])\d", span)]
+    out = []
+    for start in tokens:
+        tail = span[start:].strip().lstrip("*").strip()
+        if tail and _OPERATOR.search(tail) and (tail[0].isdigit() or tail[0] in "(."):
+            out.append(tail)
+    return out
+
+
+def _right_candidates(span: str) -> list[str]:
+    span = span.strip().lstrip("*").strip()
+    out = []
+    first = _FIRST_NUMBER.match(span)
+    if first is None:
+        return out
+    whole = span.rstrip(". ")
+    if whole:
+        out.append(whole)
+    number = first.group(0)
+    if span[first.end() :].lstrip().startswith("%"):
+        number += "%"
+    out.append(number)
+    return out
+
+
+def _agrees(
+    lefts: Iterable[tuple[str, int | float]], rights: Iterable[tuple[str, int | float]]
+) -> bool:
+    """Whether a reading of the claim is the calculation's value to the claim's written
+    precision (`10 / 3 = 3.33` holds, `17 * 23 = 390` does not), or, after a division, that
+    value rounded down or up (`20 / 3 = 6` full bags, `2 / 3 = 0.66`). The sign is not
+    compared: a list bullet reads as a minus."""
+    for expr, left in lefts:
+        for text, right in rights:
+            digits = re.search(r"\.(\d+)", text)
+            unit = 10.0 ** -(len(digits.group(1)) if digits else 0)
+            have, want = abs(left) / unit, abs(right) / unit
+            if abs(have - want) <= 0.5 + 1e-9 * have:
+                return True
+            if "/" in expr and round(want) in (math.floor(have + 1e-9), math.ceil(have - 1e-9)):
+                return True
+    return False
+
+
+def slips(text: str) -> list[Slip]:
+    """The wrong calculations written in `text`, each once, in order."""
+    found: dict[tuple[str, str], Slip] = {}
+    for line in normalise(text).splitlines():
+        if "≈" in line:
+            line = line.split("≈")[0]
+        parts = [m.start() for m in _EQUALS.finditer(line)]
+        for i, at in enumerate(parts):
+            before = line[parts[i - 1] + 1 if i else 0 : at]
+            start = len(before)
+            while start > 0 and before[start - 1] in _EXPR_CHARS:
+                start -= 1
+            after_end = parts[i + 1] if i + 1 < len(parts) else len(line)
+            after = line[at + 1 : after_end]
+            end = 0
+            body = after.lstrip(" *")
+            offset = len(after) - len(body)
+            while end < len(body) and (body[end] in _EXPR_CHARS or body[end] == "%"):
+                end += 1
+            lefts = _left_candidates(before[start:])
+            rights_text = _right_candidates(after[: offset + end])
+            if not lefts or not rights_text:
+                continue
+            left_values = [(c, v) for c in lefts for v in _readings(c)]
+            rights = [(t, v) for t in rights_text for v in _readings(t)]
+            if not left_values or not rights or _agrees(left_values, rights):
+                continue
+            (expr, actual), claim = left_values[0], rights_text[-1]
+            found.setdefault((expr, claim), Slip(expression=expr, claimed=claim, actual=actual))
+    return list(found.values())
+
+
+def _assistant_text(messages: Sequence[dict[str, Any]]) -> str:
+    parts = []
+    for m in messages:
+        if m.get("role") == "assistant" and isinstance(m.get("content"), str):
+            parts.append(m["content"])
+    return "\n".join(parts)
+
+
+def check(messages: Sequence[dict[str, Any]]) -> VFVerdict | None:
+    """The check's verdict on an attempt's replies; None when they write out no calculation."""
+    text = _assistant_text(messages)
+    if "=" not in text:
+        return None
+    wrong = slips(text)
+    if not wrong:
+        return VFVerdict(name=NAME, type="check", outcome="PASS")
+    listed = "; ".join(s.describe() for s in wrong[:5])
+    return VFVerdict(
+        name=NAME,
+        type="check",
+        outcome="FAIL",
+        message=f"your reasoning has a calculation error: {listed}. Recompute it (with a tool if "
+        "you have one) and answer again.",
+    )
+
+
+def add_to(report: VerificationReport, messages: Sequence[dict[str, Any]]) -> VerificationReport:
+    """`report` with the check's verdict added; a failed check fails the attempt whatever the
+    VFs said (a threshold weighs VFs, not a wrong sum)."""
+    verdict = check(messages)
+    if verdict is None:
+        return report
+    return report.model_copy(
+        update={"verdicts": [*report.verdicts, verdict], "passed": report.passed and verdict.passed}
+    )
