@@ -32,10 +32,10 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from verimap.evals.benchmarks import get_benchmark
 from verimap.evals.data import samples_dir
 from verimap.evals.doubles import factory, oracle_models
 from verimap.evals.runner import run_eval
+from verimap.evals.tasksets import get_benchmark
 from verimap.sandbox import get_sandbox
 
 

@@ -47,11 +47,11 @@ from verimap.cli import log_to_stderr
 from verimap.cli.eval import _own_sandbox
 from verimap.config import RunConfig
 from verimap.endpoint import connect, local_defaults
-from verimap.evals.benchmarks import Benchmark, EvalTask, get_benchmark
 from verimap.evals.data import DataSource
 from verimap.evals.methods import METHODS, method_config
 from verimap.evals.runner import ERRORS, RESULTS, ResultsLog, run_eval
 from verimap.evals.scoring import Score, score_gsm8k
+from verimap.evals.tasksets import Benchmark, EvalTask, get_benchmark
 from verimap.events import FINISH, PLAN_FALLBACK, RUN_START, Event, JsonlTraceWriter
 from verimap.llm.base import Model, ModelRequest
 from verimap.result import RunResult

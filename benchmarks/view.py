@@ -26,9 +26,9 @@ from typing import Any
 
 import verimap
 from verimap.config import RunConfig
-from verimap.evals.benchmarks import EvalTask, get_benchmark
 from verimap.evals.data import samples_dir
 from verimap.evals.runner import run_eval
+from verimap.evals.tasksets import EvalTask, get_benchmark
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld
 
 GOAL_S, GOAL_MB = 5.0, 20.0

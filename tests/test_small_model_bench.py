@@ -8,8 +8,8 @@ import json
 import sys
 from pathlib import Path
 
-from verimap.evals.benchmarks import get_benchmark
 from verimap.evals.runner import ERRORS, RESULTS, run_eval
+from verimap.evals.tasksets import get_benchmark
 from verimap.llm.base import ModelRequest, ModelResponse
 from verimap.usage import Usage
 

@@ -201,7 +201,7 @@ def test_an_endpoint_outage_is_errored_not_scored_and_a_resume_scores_it(
     from functools import partial
 
     from verimap import endpoint as ep
-    from verimap.evals.benchmarks import get_benchmark
+    from verimap.evals.tasksets import get_benchmark
 
     monkeypatch.setattr(
         ep,

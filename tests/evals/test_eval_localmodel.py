@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from verimap.evals.benchmarks import get_benchmark
 from verimap.evals.runner import RESULTS, run_eval
+from verimap.evals.tasksets import get_benchmark
 
 from .conftest import SAMPLES
 

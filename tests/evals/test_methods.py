@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from verimap.evals.benchmarks import EvalTask, get_benchmark
 from verimap.evals.methods import METHODS, build_coordinator, method_config
 from verimap.evals.runner import run_eval
+from verimap.evals.tasksets import EvalTask, get_benchmark
 from verimap.llm.double import ScriptedModel
 from verimap.testing import ScriptedWorld
 from verimap.tools import ToolRegistry, calculator_tool

@@ -6,7 +6,6 @@ from click.testing import CliRunner
 
 from verimap import events as ev
 from verimap.cli import main
-from verimap.evals.benchmarks import get_benchmark
 from verimap.evals.doubles import oracle_models
 from verimap.evals.preferences import (
     ExportError,
@@ -15,6 +14,7 @@ from verimap.evals.preferences import (
     trace_labels,
 )
 from verimap.evals.runner import run_eval
+from verimap.evals.tasksets import get_benchmark
 from verimap.fallback import fallback_plan
 from verimap.llm.double import ScriptedModel
 from verimap.testing import need

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from verimap.evals.benchmarks import get_benchmark
 from verimap.evals.cluster import eval_on_ray, ray_address
 from verimap.evals.cluster_worker import check_per_node, forwarded_env, node_endpoint
 from verimap.evals.doubles import factory
 from verimap.evals.runner import ERRORS, RESULTS, ResultsLog, run_eval
+from verimap.evals.tasksets import get_benchmark
 from verimap.testing import need
 
 from .conftest import REPO, SAMPLES

@@ -4,7 +4,6 @@ import statistics
 
 import pytest
 
-from verimap.evals.benchmarks import get_benchmark
 from verimap.evals.report import (
     load_records,
     render,
@@ -14,6 +13,7 @@ from verimap.evals.report import (
     table_vfs,
 )
 from verimap.evals.runner import RESULTS, ResultsLog, RunDirError, TaskRecord, run_eval
+from verimap.evals.tasksets import get_benchmark
 from verimap.testing import InProcessSandboxDouble, ScriptedModel
 
 from .conftest import SAMPLES

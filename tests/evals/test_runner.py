@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from verimap.evals.benchmarks import get_benchmark
 from verimap.evals.doubles import oracle_models
 from verimap.evals.runner import (
     ERRORS,
@@ -19,6 +18,7 @@ from verimap.evals.runner import (
     unscored_errors,
 )
 from verimap.evals.sampling import paper_sample_size, sample_tasks, select_tasks
+from verimap.evals.tasksets import get_benchmark
 
 from .conftest import API_KEY, REPO, SAMPLES, fast_model
 

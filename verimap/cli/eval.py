@@ -195,12 +195,12 @@ def _own_sandbox(get_sandbox: Any, kind: str) -> Any:
 
 def run_command(**kw: Any) -> int:
     """The body of `verimap eval` without click, so it can be driven from Python."""
-    from verimap.evals.benchmarks import get_benchmark
     from verimap.evals.cluster import ClusterError, ray_address
     from verimap.evals.data import DataError
     from verimap.evals.report import report_dirs
     from verimap.evals.retrieval import RetrievalUnavailable
     from verimap.evals.runner import RunDirError, run_eval
+    from verimap.evals.tasksets import get_benchmark
     from verimap.events import EventBus
     from verimap.llm.base import ModelError
     from verimap.local.server import ServerError

@@ -19,7 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from verimap.evals.benchmarks import Benchmark, EvalTask
+from verimap.evals.tasksets import Benchmark, EvalTask
 from verimap.events import EventBus
 from verimap.plan import LLMVF, PythonVF
 from verimap.result import SKIPPED

@@ -27,10 +27,10 @@ from typing import Any
 
 from verimap.errors import VerimapError
 from verimap.evals.attempt import Attempt, error_line, task_key, trace_rel
-from verimap.evals.benchmarks import Benchmark, EvalTask
 from verimap.evals.cluster_worker import EvalWorker, WorkerSpec, check_per_node, forwarded_env
 from verimap.evals.methods import method_config
 from verimap.evals.runner import EvalOutcome, run_eval
+from verimap.evals.tasksets import Benchmark, EvalTask
 
 log = logging.getLogger(__name__)
 

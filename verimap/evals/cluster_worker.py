@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from verimap.evals.attempt import Attempt, attempt_task, method_solver, trace_rel
-from verimap.evals.benchmarks import Benchmark, EvalTask
+from verimap.evals.tasksets import Benchmark, EvalTask
 
 # `--ray-endpoint-per-node local`: each node serves the local model itself.
 LOCAL = "local"

@@ -15,7 +15,7 @@ import re
 from typing import Any
 
 from verimap.env import getenv_float, getenv_int
-from verimap.evals.benchmarks import EvalTask, get_benchmark
+from verimap.evals.tasksets import EvalTask, get_benchmark
 from verimap.llm.base import ModelRequest, ModelResponse
 from verimap.llm.double import ScriptedModel, tool_call_reply
 

@@ -38,10 +38,10 @@ from pydantic import ValidationError
 
 from verimap import events as ev
 from verimap.errors import VerimapError
-from verimap.evals.benchmarks import BENCHMARKS, get_benchmark
 from verimap.evals.data import DataError
 from verimap.evals.methods import METHODS
 from verimap.evals.runner import CONFIG, RESULTS, ResultsLog, RunDirError
+from verimap.evals.tasksets import BENCHMARKS, get_benchmark
 from verimap.evals.tools import math_tools, programming_tools, qa_tools
 from verimap.fallback import fallback_plan
 from verimap.llm.base import Message, Model

@@ -42,9 +42,9 @@ from verimap.evals.attempt import (
     vf_calls,
     vf_stats,
 )
-from verimap.evals.benchmarks import Benchmark, EvalTask
 from verimap.evals.methods import METHODS, get_method, method_config
 from verimap.evals.sampling import sample_digest, select_tasks
+from verimap.evals.tasksets import Benchmark, EvalTask
 from verimap.events import EventBus
 from verimap.llm.base import Model
 from verimap.sandbox.base import Sandbox

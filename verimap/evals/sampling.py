@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-from verimap.evals.benchmarks import EvalTask
+from verimap.evals.tasksets import EvalTask
 
 PAPER_SAMPLE = 500
 

@@ -1,4 +1,5 @@
-"""The three benchmarks as eval tasks: how each is loaded, posed, tooled and scored."""
+"""The three task sets (GSM8K, HumanEval, MultiHopRAG) as eval tasks: how each is loaded, posed,
+tooled and scored. (Performance benchmarks are the scripts under `benchmarks/`.)"""
 
 from __future__ import annotations
 
