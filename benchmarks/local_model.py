@@ -21,8 +21,8 @@ from verimap.cli import log_to_stderr
 from verimap.endpoint import resolve_local
 from verimap.evals.data import load_gsm8k, resolve
 from verimap.evals.scoring import score_gsm8k
-from verimap.executor import Executor
-from verimap.llm.base import ModelRequest
+from verimap.executor import EXECUTOR_SETTINGS, Executor
+from verimap.llm.base import GenerationSettings, ModelRequest, UserMessage
 from verimap.llm.openai_model import OpenAIModel
 from verimap.llm.structured import request_structured
 from verimap.local import server
@@ -36,10 +36,10 @@ STORY = "Write a detailed, 300-word story about a lighthouse keeper and a storm.
 async def speeds(m: OpenAIModel) -> dict[str, float]:
     long_prompt = " ".join(f"item{i} costs {i % 17} dollars;" for i in range(220)) + " Sum nothing, say OK."  # fmt: skip
     t0 = time.monotonic()
-    r = await m.request(ModelRequest(messages=[{"role": "user", "content": long_prompt}], max_tokens=1, temperature=0))  # fmt: skip
+    r = await m.request(ModelRequest(messages=[UserMessage(content=long_prompt)], settings=GenerationSettings(max_tokens=1, temperature=0)))  # fmt: skip
     prompt_s = time.monotonic() - t0
     t0 = time.monotonic()
-    g = await m.request(ModelRequest(messages=[{"role": "user", "content": STORY}], max_tokens=200, temperature=0))  # fmt: skip
+    g = await m.request(ModelRequest(messages=[UserMessage(content=STORY)], settings=GenerationSettings(max_tokens=200, temperature=0)))  # fmt: skip
     gen_s = time.monotonic() - t0
     return {
         "prompt_tokens": r.usage.prompt_tokens,
@@ -57,7 +57,7 @@ async def plan_request(m: OpenAIModel) -> tuple[float, int, int]:
 
 
 async def executor_run(m: OpenAIModel, items, tools: bool) -> dict[str, float]:
-    ex = Executor(m, ToolRegistry([calculator_tool()]) if tools else ToolRegistry(), max_steps=6, temperature=0)  # fmt: skip
+    ex = Executor(m, ToolRegistry([calculator_tool()]) if tools else ToolRegistry(), max_steps=6, settings=EXECUTOR_SETTINGS.replace(temperature=0))  # fmt: skip
     node = Node(id="solve", instruction="Solve the math word problem in USER_TASK step by step; output the final number as answer.", inputs=["USER_TASK"], outputs=["answer"])  # fmt: skip
     correct, steps, calls, secs, errors = 0, [], [], [], 0
     for it in items:

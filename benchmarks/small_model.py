@@ -53,7 +53,7 @@ from verimap.evals.runner import ERRORS, RESULTS, ResultsLog, run_eval
 from verimap.evals.scoring import Score, score_gsm8k
 from verimap.evals.tasksets import Benchmark, EvalTask, get_benchmark
 from verimap.events import FINISH, PLAN_FALLBACK, RUN_START, Event, JsonlTraceWriter
-from verimap.llm.base import Model, ModelRequest
+from verimap.llm.base import GenerationSettings, Model, ModelRequest, UserMessage, to_openai
 from verimap.result import RunResult
 from verimap.sandbox import KINDS, get_sandbox
 from verimap.sandbox.base import Sandbox
@@ -135,16 +135,20 @@ def bare_solver(model: Model, temperature: float | None):
         trace = JsonlTraceWriter(trace_path)
         try:
             trace(Event(type=RUN_START, run_id=run_id, data={"task": task.prompt}))
-            messages = [{"role": "user", "content": bare_prompt(task)}]
+            messages = [UserMessage(content=bare_prompt(task))]
             t0 = time.monotonic()
             resp = await model.request(
-                ModelRequest(messages=messages, temperature=temperature, role=EXECUTOR)
+                ModelRequest(
+                    messages=messages,
+                    settings=GenerationSettings(temperature=temperature),
+                    role=EXECUTOR,
+                )
             )
             usage = UsageByRole()
             u = resp.usage
             usage.add(EXECUTOR, u if u.calls else u.model_copy(update={"calls": 1}))
             exchange = {
-                "messages": messages,
+                "messages": to_openai(messages),
                 "reply": resp.content,
                 "finish_reason": resp.finish_reason,
                 "usage": u.model_dump(),

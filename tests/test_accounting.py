@@ -2,7 +2,7 @@ import pytest
 
 from verimap.accounting import BudgetExceeded, Ledger, MeteredModel, ModelCall, metered
 from verimap.config import Budget
-from verimap.llm.base import Model, ModelError, ModelRequest, ModelResponse
+from verimap.llm.base import GenerationSettings, Model, ModelError, ModelRequest, ModelResponse
 from verimap.testing import ScriptedModel
 from verimap.usage import Usage
 
@@ -35,7 +35,11 @@ async def test_every_call_is_heard_with_its_cost_and_no_text():
     heard: list[ModelCall] = []
     also: list[ModelCall] = []
     m = MeteredModel(inner, Ledger(on_call=heard.append), on_call=also.append)
-    await m.request(req("judge").model_copy(update={"temperature": 0.2, "response_schema": {}}))
+    await m.request(
+        req("judge").model_copy(
+            update={"settings": GenerationSettings(temperature=0.2), "response_schema": {}}
+        )
+    )
     with pytest.raises(ModelError):
         await m.request(req("executor"))
     assert also == heard

@@ -8,6 +8,7 @@ import verimap
 from verimap import arithmetic
 from verimap.config import RunConfig
 from verimap.feedback import FailureContext
+from verimap.llm.base import AssistantMessage, ToolMessage, UserMessage
 from verimap.result import VerificationReport, VFVerdict
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld
 
@@ -84,24 +85,24 @@ def test_a_true_claim_is_never_a_slip_and_an_off_by_one_is(a, b, op):
 
 def test_check_reads_only_the_executors_replies():
     messages = [
-        {"role": "user", "content": "Earlier you wrote 2 + 2 = 5."},
-        {"role": "assistant", "content": "Right: 2 + 2 = 4."},
-        {"role": "tool", "content": "2 + 2 = 5"},
+        UserMessage(content="Earlier you wrote 2 + 2 = 5."),
+        AssistantMessage(content="Right: 2 + 2 = 4."),
+        ToolMessage(tool_call_id="c1", content="2 + 2 = 5"),
     ]
     verdict = arithmetic.check(messages)
     assert verdict is not None and verdict.passed and verdict.type == "check"
-    messages.append({"role": "assistant", "content": "So 4 * 3 = 13."})
+    messages.append(AssistantMessage(content="So 4 * 3 = 13."))
     verdict = arithmetic.check(messages)
     assert verdict is not None and not verdict.passed
     assert "4 * 3 = 13 is wrong: 4 * 3 = 12" in verdict.message
-    assert arithmetic.check([{"role": "assistant", "content": "The answer is 4."}]) is None
+    assert arithmetic.check([AssistantMessage(content="The answer is 4.")]) is None
 
 
 def test_a_failed_check_fails_the_report_and_blames_the_executor():
     ok = VerificationReport(
         passed=True, verdicts=[VFVerdict(name="pos", type="python", outcome="PASS")]
     )
-    report = arithmetic.add_to(ok, [{"role": "assistant", "content": "3 * 3 = 10"}])
+    report = arithmetic.add_to(ok, [AssistantMessage(content="3 * 3 = 10")])
     assert not report.passed and [v.name for v in report.failures] == ["arithmetic"]
     assert FailureContext(node_id="n", verdicts=report.verdicts).kind == "executor"
     assert "[check 'arithmetic': FAIL]" in report.failures[0].feedback()

@@ -178,7 +178,7 @@ async def test_retries_sample_at_the_retry_temperature():
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": -1 if k < 2 else 2})
     r = await run(world, RunConfig(temperature=0.0, retry_temperature=0.7, vacuity_check=False))
     assert r.status == "success" and len(r.nodes["ex"].attempts) == 3
-    temps = [q.temperature for q in world.model.requests if q.role == "executor"]
+    temps = [q.settings.temperature for q in world.model.requests if q.role == "executor"]
     assert temps == [0.0, 0.7, 0.7]
 
 
@@ -286,7 +286,7 @@ async def test_a_final_answer_verifies_once_an_independent_attempt_agrees():
     assert r.status == "success" and r.verified and r.final_output == {"price": 9}
     assert len(r.nodes["ex"].attempts) == 3 and r.iterations == 1
     # later attempts are fresh samples: no feedback, the retry temperature
-    temps = [q.temperature for q in world.model.requests if q.role == "executor"]
+    temps = [q.settings.temperature for q in world.model.requests if q.role == "executor"]
     assert temps == [0.0, 0.7, 0.7]
     assert all("This is a retry" not in prompt for prompt in world.executor_prompts["ex"])
     assert [e.type for e in seen].count("agreement") == 2

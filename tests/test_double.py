@@ -17,7 +17,7 @@ async def test_list_script_and_recording():
     assert (await m.request(req("b"))).content == '{"k": 1}'
     r = await m.request(req("c"))
     assert r.tool_calls[0].name == "calculator"
-    assert [q.messages[0]["content"] for q in m.requests] == ["a", "b", "c"]
+    assert [q.messages[0].content for q in m.requests] == ["a", "b", "c"]
     with pytest.raises(ModelError, match="exhausted"):
         await m.request(req())
 

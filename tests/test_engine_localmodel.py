@@ -7,7 +7,7 @@ import pytest
 
 import verimap
 from verimap.config import Budget, RunConfig
-from verimap.executor import Executor
+from verimap.executor import EXECUTOR_SETTINGS, Executor
 from verimap.plan import Node
 from verimap.sandbox import get_sandbox
 from verimap.tools import default_tools
@@ -24,9 +24,9 @@ def process_sandbox():
 
 async def test_executor_returns_exactly_the_declared_outputs(local_model):
     node = Node(id="add", instruction="Add a and b.", inputs=["n1.a", "n1.b"], outputs=["total"])
-    out = await Executor(local_model, default_tools(), max_steps=3, temperature=0).execute(
-        node, {"n1.a": 19, "n1.b": 23}
-    )
+    out = await Executor(
+        local_model, default_tools(), max_steps=3, settings=EXECUTOR_SETTINGS.replace(temperature=0)
+    ).execute(node, {"n1.a": 19, "n1.b": 23})
     assert out.error is None, out.error
     assert set(out.outputs) == {"total"}
 

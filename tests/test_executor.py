@@ -6,7 +6,7 @@ from verimap.agent import parse_react
 from verimap.config import RunConfig
 from verimap.executor import Executor, check_output_keys
 from verimap.feedback import Feedback
-from verimap.llm.base import ModelResponse
+from verimap.llm.base import AssistantMessage, ModelResponse, to_openai
 from verimap.plan import Node
 from verimap.result import VFVerdict
 from verimap.testing import ScriptedModel, tool_call_reply
@@ -27,10 +27,10 @@ async def test_tool_api_loop_then_structured_final_call():
     assert out.ok and out.outputs == {"product": 42} and out.tool_calls == 1
     first, second, final = m.requests
     assert first.tools and first.tools[0]["function"]["name"] == "calculator"
-    tool_msgs = [x for x in second.messages if x["role"] == "tool"]
-    assert tool_msgs[0]["content"] == "42"
-    assistant = next(x for x in second.messages if x["role"] == "assistant")
-    assert assistant["content"] == ""  # never None
+    tool_msgs = [x for x in second.messages if x.role == "tool"]
+    assert tool_msgs[0].content == "42"
+    assistant = next(x for x in second.messages if x.role == "assistant")
+    assert assistant.content == ""  # never None
     assert (
         final.response_schema["required"] == ["product"]
         and final.response_schema["additionalProperties"] is False
@@ -39,14 +39,17 @@ async def test_tool_api_loop_then_structured_final_call():
     # (not to be called), so the prompt up to the first reply renders as before: cacheable
     assert final.tools == first.tools and final.tool_choice == "none"
     assert final.messages[:2] == first.messages[:2]
-    assert not any(m["role"] == "tool" or m.get("tool_calls") for m in final.messages)
-    assert "Tool result: 42" in json.dumps(final.messages)
+    assert not any(
+        m.role == "tool" or (isinstance(m, AssistantMessage) and m.tool_calls)
+        for m in final.messages
+    )
+    assert "Tool result: 42" in json.dumps(to_openai(final.messages))
 
 
 async def test_sees_only_instruction_and_named_inputs():
     m = ScriptedModel(['{"product": 42}'])
     await Executor(m).execute(NODE, {**INPUTS, "USER_TASK": "SECRET GLOBAL TASK"})
-    prompt = json.dumps(m.requests[0].messages)
+    prompt = json.dumps(to_openai(m.requests[0].messages))
     assert (
         "SECRET GLOBAL TASK" not in prompt
         and "Multiply a by b." in prompt
@@ -58,7 +61,7 @@ async def test_user_task_is_shown_when_taken():
     node = Node(id="s", instruction="solve", inputs=["USER_TASK"], outputs=["answer"])
     m = ScriptedModel(['{"answer": 1}'])
     await Executor(m).execute(node, {"USER_TASK": "THE TASK"})
-    assert "THE TASK" in m.requests[0].messages[1]["content"]
+    assert "THE TASK" in m.requests[0].messages[1].content
 
 
 async def test_missing_and_extra_keys_fail_with_precise_message():
@@ -81,8 +84,8 @@ async def test_react_fallback_for_models_without_tools():
     m = ScriptedModel(replies, supports_tools=False)
     out = await Executor(m, default_tools()).execute(NODE, INPUTS)
     assert out.outputs == {"product": 42} and out.tool_calls == 1
-    assert m.requests[0].tools is None and "Action Input" in m.requests[0].messages[0]["content"]
-    assert m.requests[1].messages[-1]["content"] == "Observation: 42"
+    assert m.requests[0].tools is None and "Action Input" in m.requests[0].messages[0].content
+    assert m.requests[1].messages[-1].content == "Observation: 42"
 
 
 def test_parse_react():
@@ -102,7 +105,7 @@ async def test_step_cap_stops_tool_loop():
     )
     out = await Executor(m, default_tools(), max_steps=3).execute(NODE, INPUTS)
     assert out.steps == 3 and out.tool_calls == 3 and out.outputs == {"product": 1}
-    assert "limit of 3 steps" in m.requests[-1].messages[-2]["content"]
+    assert "limit of 3 steps" in m.requests[-1].messages[-2].content
 
 
 async def test_retry_prompt_holds_previous_output_and_tracebacks():
@@ -115,7 +118,7 @@ async def test_retry_prompt_holds_previous_output_and_tracebacks():
     )  # fmt: skip
     m = ScriptedModel(['{"product": 42}'])
     await Executor(m).execute(NODE, INPUTS, fb)
-    user = m.requests[0].messages[1]["content"]
+    user = m.requests[0].messages[1].content
     assert (
         '{"product": 41}' in user
         and "Traceback: AssertionError: wrong" in user
@@ -126,14 +129,14 @@ async def test_retry_prompt_holds_previous_output_and_tracebacks():
 async def test_context_of_ancestors_is_shown():
     m = ScriptedModel(['{"product": 42}'])
     await Executor(m).execute(NODE, INPUTS, context={"n0.raw": "grandparent value"})
-    assert "grandparent value" in m.requests[0].messages[1]["content"]
+    assert "grandparent value" in m.requests[0].messages[1].content
 
 
 async def test_empty_reply_content_never_none():
     m = ScriptedModel([ModelResponse(content="", tool_calls=[]), '{"product": 3}'])
     out = await Executor(m).execute(NODE, INPUTS)
     assert out.outputs == {"product": 3}
-    assert all(msg.get("content") is not None for msg in m.requests[-1].messages)
+    assert all(msg.content is not None for msg in m.requests[-1].messages)
 
 
 def test_outputs_named_as_source_code_must_be_strings():
@@ -157,7 +160,7 @@ async def test_text_only_executor_replies_as_written_without_a_structured_call()
     out = await ex.execute(NODE, INPUTS, context={"n1": {"generation": 1, "instruction": "Find a and b.", "text": "a is 6, b is 7"}})  # fmt: skip
     assert out.ok and out.outputs == {"text": "6 times 7 is 42."} and out.tool_calls == 1
     assert m.calls == 2 and all(r.response_schema is None for r in m.requests)
-    user = m.requests[0].messages[1]["content"]
+    user = m.requests[0].messages[1].content
     assert "[parent] Subtask: Find a and b.\nReply:\na is 6, b is 7" in user
     assert "{" not in user and "n1.a" not in user and "Required outputs" not in user
 

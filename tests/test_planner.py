@@ -7,9 +7,10 @@ from verimap import prompts
 from verimap.events import PLAN_INVALID, Event
 from verimap.feedback import FailureContext
 from verimap.fixed_planners import AddVFsPlanner, TemplatePlanner
+from verimap.llm.base import AssistantMessage, to_openai
 from verimap.plan import Plan, parse_plan, plan_json_schema
+from verimap.planner import PLANNER_SETTINGS, Planner, PlanningError
 from verimap.planner import LLMPlanner as _LLMPlanner
-from verimap.planner import Planner, PlanningError
 from verimap.result import VFVerdict
 from verimap.run_context import RunContext
 from verimap.testing import InProcessSandboxDouble, ScriptedModel
@@ -50,10 +51,10 @@ async def test_plan_prompt_has_tools_task_demo_and_schema():
     assert isinstance(plan, Plan) and plan.final_node().id == "b"
     req = m.requests[0]
     assert req.role == "planner" and req.response_schema is not None
-    text = json.dumps(req.messages)
+    text = json.dumps(to_openai(req.messages))
     assert "calculator" in text and "Double the number 21." in text and "bakery" in text
     assert req.response_schema == LLMPlanner(m).schema and "JSON Schema of the plan" not in text
-    shown = LLMPlanner(m, show_schema=True).plan_messages("t")[-1]["content"]
+    shown = LLMPlanner(m, show_schema=True).plan_messages("t")[-1].content
     assert "JSON Schema of the plan" in shown and '"Node"' in shown
 
 
@@ -61,8 +62,8 @@ async def test_invalid_plan_is_sent_back_with_messages():
     m = ScriptedModel(["not a plan", BAD, GOOD])
     plan = await LLMPlanner(m, max_repairs=3).plan("t")
     assert len(plan.nodes) == 2
-    assert "not a JSON plan" in m.requests[1].messages[-1]["content"]
-    assert "unknown node 'zz'" in m.requests[2].messages[-1]["content"]
+    assert "not a JSON plan" in m.requests[1].messages[-1].content
+    assert "unknown node 'zz'" in m.requests[2].messages[-1].content
 
 
 async def test_repair_loop_is_bounded():
@@ -80,7 +81,7 @@ async def test_replan_prompt_has_previous_plan_and_failure_context():
         ancestors=[{"node_id": "a", "instruction": "extract", "outputs": {"x": 3}, "status": "verified"}],
     )  # fmt: skip
     await LLMPlanner(m).replan("task T", parse_plan(GOOD), failure)
-    text = m.requests[0].messages[-1]["content"]
+    text = m.requests[0].messages[-1].content
     previous = text.split("Previous plan:")[1].split("What failed:")[0]
     shown = json.loads(previous)
     assert set(shown) == {"nodes"} and all("final" not in n for n in shown["nodes"])
@@ -98,11 +99,13 @@ async def test_replan_prompt_has_previous_plan_and_failure_context():
 async def test_a_replan_repeating_the_failed_node_goes_back_once_sampled_more_freely():
     fixed = changed(GOOD, "b", instruction="double x, as an integer")
     m = ScriptedModel([GOOD, fixed])
-    planner = LLMPlanner(m, temperature=0.0, repeat_temperature=0.7)
+    planner = LLMPlanner(
+        m, settings=PLANNER_SETTINGS.replace(temperature=0.0), repeat_temperature=0.7
+    )
     plan = await planner.replan("t", parse_plan(GOOD), failed_at("b"))
     assert plan.node("b").instruction == "double x, as an integer"
-    assert [r.temperature for r in m.requests] == [0.0, 0.7]
-    repair = m.requests[1].messages[-1]["content"]
+    assert [r.settings.temperature for r in m.requests] == [0.0, 0.7]
+    repair = m.requests[1].messages[-1].content
     assert "node 'b' and every node it depends on are exactly as in the plan that failed" in repair
 
 
@@ -189,12 +192,12 @@ async def test_programming_demo_is_shown_and_its_function_name_counts_as_copying
     m = ScriptedModel([generic])
     planner = LLMPlanner(m, domain="programming")
     await planner.plan("write is_prime")
-    assert "running_max" in m.requests[0].messages[-1]["content"] and m.calls == 1
+    assert "running_max" in m.requests[0].messages[-1].content and m.calls == 1
     copied = json.loads(json.dumps(generic))
     copied["nodes"][0]["instruction"] += " Name it running_max."
     m = ScriptedModel([copied, generic])
     await LLMPlanner(m, domain="programming").plan("write is_prime")
-    assert "node 'implement' copies the example plan" in m.requests[1].messages[-1]["content"]
+    assert "node 'implement' copies the example plan" in m.requests[1].messages[-1].content
 
 
 async def test_quality_checks_reject_useless_valid_plans():
@@ -206,7 +209,7 @@ async def test_quality_checks_reject_useless_valid_plans():
     m = ScriptedModel([copied, GOOD])
     plan = await LLMPlanner(m).plan("t")
     assert plan.final_node().id == "b"
-    feedback = m.requests[1].messages[-1]["content"]
+    feedback = m.requests[1].messages[-1].content
     for needle in (
         "no node takes 'USER_TASK'",
         "node 'extract' has no inputs",
@@ -225,8 +228,10 @@ async def test_quality_checks_can_be_turned_off():
 
 async def test_a_repeated_rejected_plan_raises_the_temperature():
     m = ScriptedModel([BAD, BAD, GOOD])
-    await LLMPlanner(m, temperature=0.0, repeat_temperature=0.7).plan("t")
-    assert [r.temperature for r in m.requests] == [0.0, 0.0, 0.7]
+    await LLMPlanner(
+        m, settings=PLANNER_SETTINGS.replace(temperature=0.0), repeat_temperature=0.7
+    ).plan("t")
+    assert [r.settings.temperature for r in m.requests] == [0.0, 0.0, 0.7]
 
 
 async def test_invalid_and_useless_problems_are_reported_together():
@@ -237,7 +242,7 @@ async def test_invalid_and_useless_problems_are_reported_together():
     copied["nodes"][1]["inputs"].append("nowhere.x")
     m = ScriptedModel([copied, GOOD])
     await LLMPlanner(m).plan("t")
-    feedback = m.requests[1].messages[-1]["content"]
+    feedback = m.requests[1].messages[-1].content
     assert (
         "names unknown node 'nowhere'" in feedback
         and "copies the example" in feedback
@@ -284,8 +289,8 @@ async def test_a_reply_cut_at_the_length_limit_is_named_as_such():
 
     cut = ModelResponse(content='{"nodes": [{"id": "a", "verification": [{"name": "v"}]', finish_reason="length", usage=Usage(calls=1, completion_tokens=300))  # fmt: skip
     m = ScriptedModel([cut, GOOD])
-    await LLMPlanner(m, max_tokens=2048).plan("t")
-    feedback = m.requests[1].messages[-1]["content"]
+    await LLMPlanner(m, settings=PLANNER_SETTINGS.replace(max_tokens=2048)).plan("t")
+    feedback = m.requests[1].messages[-1].content
     assert "cut off at the length limit (300 tokens)" in feedback and "empty plan" not in feedback
 
 
@@ -294,8 +299,8 @@ async def test_repairs_show_only_the_latest_rejected_reply():
     await LLMPlanner(m, max_repairs=3).plan("t")
     first, third = m.requests[0].messages, m.requests[2].messages
     assert len(third) == len(first) + 2
-    assert third[-2] == {"role": "assistant", "content": json.dumps(BAD)}
-    assert "not a plan" not in json.dumps(third)
+    assert third[-2] == AssistantMessage(content=json.dumps(BAD))
+    assert "not a plan" not in json.dumps(to_openai(third))
 
 
 async def test_unambiguous_bare_input_names_are_resolved_and_ambiguous_ones_reported():
@@ -329,11 +334,18 @@ async def test_a_repair_that_brings_back_the_same_problems_is_sampled_once_then_
         v["nodes"][0]["name"] = f"try {i}"  # different text, the same problems
         variants.append(v)
     m = ScriptedModel([*variants, GOOD])
-    planner = LLMPlanner(m, temperature=0.0, repeat_temperature=0.7, max_repairs=4)
+    planner = LLMPlanner(
+        m, settings=PLANNER_SETTINGS.replace(temperature=0.0), repeat_temperature=0.7, max_repairs=4
+    )
     plan = await planner.plan("t")
-    assert [r.temperature for r in m.requests] == [0.0, 0.0, 0.7]
+    assert [r.settings.temperature for r in m.requests] == [0.0, 0.0, 0.7]
     assert "same problems came back" in plan.fallback_reason and "nowhere" in plan.fallback_reason
-    strict = LLMPlanner(ScriptedModel(variants), temperature=0.0, max_repairs=4, fallback=False)
+    strict = LLMPlanner(
+        ScriptedModel(variants),
+        settings=PLANNER_SETTINGS.replace(temperature=0.0),
+        max_repairs=4,
+        fallback=False,
+    )
     with pytest.raises(PlanningError, match="same problems came back"):
         await strict.plan("t")
 
@@ -348,7 +360,7 @@ async def test_a_planner_without_vfs_neither_asks_for_nor_keeps_them():
     planner = LLMPlanner(m, default_tools(), write_vfs=False)
     plan = await planner.plan("Double the number 21.")
     assert [n.verification for n in plan.nodes] == [[], []]
-    text = json.dumps(m.requests[0].messages)
+    text = json.dumps(to_openai(m.requests[0].messages))
     assert "bakery" in text and "calculator" in text
     assert "verification" not in text and "VF" not in text
     schema = m.requests[0].response_schema
@@ -359,8 +371,8 @@ async def test_a_planner_without_vfs_neither_asks_for_nor_keeps_them():
         jsonschema.validate(stripped, planning_schema())
     failure = FailureContext(node_id="b", instruction="double", inputs={}, outputs={}, attempts=3)
     await planner.replan("task T", plan, failure)
-    assert "verification functions" not in m.requests[1].messages[-1]["content"]
-    with_vfs = "\n".join(x["content"] for x in LLMPlanner(m, default_tools()).plan_messages("t"))
+    assert "verification functions" not in m.requests[1].messages[-1].content
+    with_vfs = "\n".join(x.content for x in LLMPlanner(m, default_tools()).plan_messages("t"))
     assert "verification functions (VFs)" in with_vfs and '"verification"' in with_vfs
 
 
@@ -445,9 +457,7 @@ async def test_a_plan_with_other_problems_is_repaired_not_salvaged():
     plan["nodes"][1]["inputs"].append("nowhere.x")
     m = ScriptedModel([plan, GOOD])
     got = await LLMPlanner(m).plan("t")
-    assert (
-        m.calls == 2 and got.dropped_vfs == [] and "noop" in m.requests[1].messages[-1]["content"]
-    )
+    assert m.calls == 2 and got.dropped_vfs == [] and "noop" in m.requests[1].messages[-1].content
 
 
 async def test_two_replies_in_a_row_cut_at_the_limit_end_the_repairs():
@@ -462,20 +472,19 @@ async def test_two_replies_in_a_row_cut_at_the_limit_end_the_repairs():
 
 async def test_the_planner_works_the_task_out_before_the_plan():
     m = ScriptedModel(["Price 17, quantity 23, so 17 * 23 = 391.", GOOD])
-    plan = await _LLMPlanner(m, temperature=0.0, think_first=True).plan(
-        "How much do 23 pens at $17 cost?"
-    )
+    plan = await _LLMPlanner(
+        m, settings=PLANNER_SETTINGS.replace(temperature=0.0), think_first=True
+    ).plan("How much do 23 pens at $17 cost?")
     assert plan.nodes[0].id == "a"
     think, write = m.requests
     assert think.response_schema is None and write.response_schema is not None
-    assert think.messages[-1]["content"].endswith(prompts.PLAN_THINK)
+    assert think.messages[-1].content.endswith(prompts.PLAN_THINK)
     assert write.messages[: len(think.messages)] == think.messages  # one cached prefix
-    assert write.messages[-2] == {
-        "role": "assistant",
-        "content": "Price 17, quantity 23, so 17 * 23 = 391.",
-    }
-    assert write.messages[-1]["content"] == prompts.PLAN_AFTER_THINKING
-    assert think.max_tokens == 512 and {r.role for r in m.requests} == {"planner"}
+    assert write.messages[-2] == AssistantMessage(
+        content="Price 17, quantity 23, so 17 * 23 = 391."
+    )
+    assert write.messages[-1].content == prompts.PLAN_AFTER_THINKING
+    assert think.settings.max_tokens == 512 and {r.role for r in m.requests} == {"planner"}
 
 
 async def test_a_replan_is_thought_out_too_and_thinking_can_be_turned_off():
@@ -484,7 +493,7 @@ async def test_a_replan_is_thought_out_too_and_thinking_can_be_turned_off():
     )
     await _LLMPlanner(m, think_first=True).replan("t", parse_plan(GOOD), failed_at("b"))
     assert [r.response_schema is None for r in m.requests] == [True, False]
-    assert "What failed" in m.requests[0].messages[-1]["content"]
+    assert "What failed" in m.requests[0].messages[-1].content
     m = ScriptedModel([GOOD])
     await _LLMPlanner(m).plan("t")
     assert len(m.requests) == 1
@@ -494,7 +503,7 @@ async def test_a_final_node_without_an_answer_of_the_tasks_type_is_sent_back():
     typed = changed(GOOD, "b", outputs={"y": "boolean"})
     m = ScriptedModel([typed, typed])
     plan = await LLMPlanner(m, answer_types=("code",), max_repairs=1).plan("t")
-    assert "must have an output of type code" in m.requests[1].messages[-1]["content"]
+    assert "must have an output of type code" in m.requests[1].messages[-1].content
     assert plan.fallback_reason and plan.nodes[0].outputs == {"answer": "number"}
     assert not (
         await LLMPlanner(ScriptedModel([GOOD]), answer_types=("code",)).plan("t")

@@ -42,7 +42,7 @@ class Replies:
 
     async def request(self, req: ModelRequest) -> ModelResponse:
         self.requests.append(req)
-        text = req.messages[0]["content"]
+        text = req.messages[0].content
         gold = next(g for q, g in self.golds.items() if q in text)
         n = len(self.requests)
         if n == 3:
@@ -73,7 +73,7 @@ async def test_bare_runs_through_the_runner_on_a_window_and_reads_back(tmp_path)
     )
     assert out.tally.done == 3 and out.tally.errors == 1
     assert all(
-        r.temperature == 0.0 and "The answer is N" in r.messages[0]["content"]
+        r.settings.temperature == 0.0 and "The answer is N" in r.messages[0].content
         for r in model.requests
     )
     assert json.loads((tmp_path / "config.json").read_text())["method"] == "bare"

@@ -1,6 +1,7 @@
 import pytest
 from pydantic import BaseModel
 
+from verimap.llm.base import AssistantMessage
 from verimap.llm.structured import StructuredOutputError, extract_json, request_structured
 from verimap.testing import ScriptedModel
 
@@ -33,10 +34,10 @@ async def test_repairs_with_validation_error_then_succeeds():
     value, responses = await request_structured(m, [{"role": "user", "content": "q"}], Answer)
     assert value == Answer(value=3, unit="kg")
     assert len(responses) == 2
-    repair_prompt = m.requests[1].messages[-1]["content"]
+    repair_prompt = m.requests[1].messages[-1].content
     assert "unit" in repair_prompt and "value" in repair_prompt
     assert m.requests[0].response_schema == Answer.model_json_schema()
-    assert m.requests[1].messages[-2] == {"role": "assistant", "content": '{"value": "three"}'}
+    assert m.requests[1].messages[-2] == AssistantMessage(content='{"value": "three"}')
 
 
 async def test_dict_schema_and_exhaustion():

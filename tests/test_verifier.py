@@ -3,6 +3,7 @@ import warnings
 
 import pytest
 
+from verimap.llm.base import GenerationSettings, to_openai
 from verimap.plan import Node
 from verimap.sandbox import get_sandbox
 from verimap.testing import InProcessSandboxDouble, ScriptedModel
@@ -62,12 +63,12 @@ async def test_judge_reasons_in_free_text_then_structured_verdict():
     m = judge(False, "y should be 4, not 5")
     rep = await Verifier(None, m).verify(mk([LLM]), {"x": 2}, {"y": 5})
     assert [r.response_schema is not None for r in m.requests] == [False, True]
-    assert m.requests[1].messages[-2]["content"].startswith("Thinking")
+    assert m.requests[1].messages[-2].content.startswith("Thinking")
     assert all(r.role == "judge" for r in m.requests)
     assert (
         rep.verdicts[0].outcome == "FAIL" and rep.verdicts[0].explanation == "y should be 4, not 5"
     )
-    assert "y is the double of x" in m.requests[0].messages[1]["content"]
+    assert "y is the double of x" in m.requests[0].messages[1].content
 
 
 async def test_judge_fail_without_explanation_is_repaired():
@@ -81,7 +82,7 @@ async def test_judge_fail_without_explanation_is_repaired():
     m = ScriptedModel(lambda r: next(replies))
     rep = await Verifier(None, m).verify(mk([LLM]), {}, {"y": 1})
     assert rep.verdicts[0].explanation == "wrong"
-    assert "explanation is required" in m.requests[2].messages[-1]["content"]
+    assert "explanation is required" in m.requests[2].messages[-1].content
 
 
 async def test_judge_model_error_is_an_error_verdict():
@@ -103,7 +104,7 @@ async def test_modes_none_and_instruction():
         mk([PY_ERR], "add the numbers"), {}, {"y": 1}
     )
     assert [d.name for d in rep.verdicts] == ["instruction"] and rep.passed
-    assert "add the numbers" in m.requests[0].messages[1]["content"]
+    assert "add the numbers" in m.requests[0].messages[1].content
 
 
 async def test_weights_and_threshold():
@@ -143,8 +144,10 @@ async def test_process_sandbox_semantics_match_the_double():
 
 async def test_judge_calls_are_bounded_in_length():
     m = judge(True)
-    await Verifier(None, m, max_tokens=300).verify(mk([LLM]), {}, {"y": 1})
-    assert [r.max_tokens for r in m.requests] == [300, 300]
+    await Verifier(None, m, settings=GenerationSettings(max_tokens=300)).verify(
+        mk([LLM]), {}, {"y": 1}
+    )
+    assert [r.settings.max_tokens for r in m.requests] == [300, 300]
 
 
 LLM2 = {"name": "positive", "type": "llm", "content": "y is positive"}
@@ -163,7 +166,7 @@ async def test_a_nodes_criteria_are_judged_in_one_exchange_each_with_its_own_ver
     m = ScriptedModel(fn, name="judge")
     rep = await Verifier(None, m).verify(mk([LLM, LLM2]), {"x": 2}, {"y": 5})
     assert len(m.requests) == 2
-    prompt = m.requests[0].messages[1]["content"]
+    prompt = m.requests[0].messages[1].content
     assert "y is the double of x" in prompt and "y is positive" in prompt
     out = {d.name: d for d in rep.verdicts}
     assert out["judge"].outcome == "FAIL" and out["judge"].message == "y should be 4"
@@ -190,7 +193,7 @@ async def test_the_judge_samples_as_the_run_config_says():
     v = Verifier.from_config(None, m, cfg)
     assert (v.batch_judge, v.full_feedback) == (False, True)
     await v.verify(mk([LLM]), {}, {"y": 1})
-    assert {r.temperature for r in m.requests} == {1.0}
+    assert {r.settings.temperature for r in m.requests} == {1.0}
 
 
 async def test_the_judge_checks_with_the_executors_tools_before_its_verdict():
@@ -202,7 +205,7 @@ async def test_the_judge_checks_with_the_executors_tools_before_its_verdict():
     def fn(req):
         if req.response_schema is not None:
             return {"passed": False, "explanation": "17 * 23 is 391, not 381"}
-        if not any(m["role"] == "tool" for m in req.messages):
+        if not any(m.role == "tool" for m in req.messages):
             return tool_call_reply("calculator", {"expression": "17 * 23"})
         return "The calculator says 391."
 
@@ -212,12 +215,12 @@ async def test_the_judge_checks_with_the_executors_tools_before_its_verdict():
     assert rep.verdicts[0].outcome == "FAIL" and "391" in rep.verdicts[0].explanation
     first, second, final = m.requests
     assert first.tools and "calculator" in json.dumps(first.tools)
-    assert any(msg["role"] == "tool" and msg["content"] == "391" for msg in second.messages)
+    assert any(msg.role == "tool" and msg.content == "391" for msg in second.messages)
     # The verdict call gets the transcript as plain text, and the tool specs only so that its
     # prompt prefix renders as the loop's did (cacheable); it may not call them.
     assert final.tools == first.tools and final.tool_choice == "none"
     assert final.messages[0] == first.messages[0] and "Tool result: 391" in json.dumps(
-        final.messages
+        to_openai(final.messages)
     )
 
     m = judge(True)
@@ -232,11 +235,11 @@ async def test_a_judge_without_a_tools_api_uses_the_text_protocol():
     def fn(req):
         if req.response_schema is not None:
             return {"passed": True, "explanation": "right"}
-        if "Observation:" not in json.dumps(req.messages):
+        if "Observation:" not in json.dumps(to_openai(req.messages)):
             return 'Thought: check it\nAction: calculator\nAction Input: {"expression": "2 * 2"}'
         return "It is 4."
 
     m = ScriptedModel(fn, name="judge", supports_tools=False)
     rep = await Verifier(None, m, tools=default_tools()).verify(mk([LLM]), {"x": 2}, {"y": 4})
-    assert rep.passed and "Action Input" in m.requests[0].messages[0]["content"]
-    assert "Observation: 4" in json.dumps(m.requests[-1].messages)
+    assert rep.passed and "Action Input" in m.requests[0].messages[0].content
+    assert "Observation: 4" in json.dumps(to_openai(m.requests[-1].messages))

@@ -13,6 +13,7 @@ from verimap.events import Event, EventBus, JsonlTraceWriter
 from verimap.executor import Executor, ExecutorOutput
 from verimap.feedback import FailureContext, Feedback
 from verimap.fixed_planners import AddVFsPlanner, TemplatePlanner
+from verimap.llm.messages import GenerationSettings
 from verimap.plan import LLMVF, Node, Plan, PlanError, PythonVF, parse_plan
 from verimap.planner import LLMPlanner, Planner, PlanningError
 from verimap.result import NodeReport, RunResult, VerificationReport, VFVerdict
@@ -25,7 +26,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "LLMVF", "AddVFsPlanner", "Budget", "Coordinator", "Event", "EventBus", "Executor", "ExecutorOutput",
-    "FailureContext", "Feedback", "JsonlTraceWriter", "LLMPlanner", "Node", "NodeReport", "Plan", "PlanError",
+    "FailureContext", "Feedback", "GenerationSettings", "JsonlTraceWriter", "LLMPlanner", "Node", "NodeReport", "Plan", "PlanError",
     "Planner", "PlanningError", "PythonVF", "RunConfig", "RunContext", "RunResult", "TemplatePlanner", "Tool", "ToolRegistry",
     "VFVerdict", "VerificationReport", "Verifier", "VerimapError", "build", "calculator_tool", "default_tools", "parse_plan",
     "python_tool",

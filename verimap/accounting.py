@@ -45,6 +45,7 @@ class ModelCall(BaseModel):
     server_address: str | None = None
     server_port: int | None = None
     output_type: Literal["text", "json"] = "text"
+    # The request's `GenerationSettings`, kept flat as trace files and span attributes have them.
     temperature: float | None = None
     top_p: float | None = None
     max_tokens: int | None = None
@@ -81,7 +82,7 @@ def _model_call(
         role=req.role, model=model.name, provider=getattr(model, "provider", type(model).__name__),
         response_model=resp.model if resp else "", server_address=host, server_port=port,
         output_type="json" if req.response_schema is not None else "text",
-        temperature=req.temperature, top_p=req.top_p, max_tokens=req.max_tokens,
+        **req.settings.model_dump(),
         prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
         cached_tokens=usage.cached_tokens, cost=usage.cost, duration_s=duration_s,
         finish_reason=resp.finish_reason if resp else None,

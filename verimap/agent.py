@@ -14,7 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from verimap import prompts
-from verimap.llm.base import Message, Model, ModelRequest
+from verimap.llm.base import (
+    AssistantMessage,
+    GenerationSettings,
+    Message,
+    Model,
+    ModelRequest,
+    ToolMessage,
+    UserMessage,
+)
 from verimap.llm.structured import extract_json
 from verimap.tools import ToolRegistry
 
@@ -46,14 +54,12 @@ def flatten_tool_messages(messages: list[Message]) -> list[Message]:
     combined with a response schema)."""
     out: list[Message] = []
     for m in messages:
-        if m["role"] == "assistant" and m.get("tool_calls"):
-            calls = "; ".join(
-                f"{tc['function']['name']}({tc['function']['arguments']})" for tc in m["tool_calls"]
-            )
-            text = (m.get("content") or "").strip()
-            out.append({"role": "assistant", "content": f"{text}\n[called tools: {calls}]".strip()})
-        elif m["role"] == "tool":
-            out.append({"role": "user", "content": f"Tool result: {m.get('content') or ''}"})
+        if isinstance(m, AssistantMessage) and m.tool_calls:
+            calls = "; ".join(f"{tc.name}({tc.arguments})" for tc in m.tool_calls)
+            text = m.content.strip()
+            out.append(AssistantMessage(content=f"{text}\n[called tools: {calls}]".strip()))
+        elif isinstance(m, ToolMessage):
+            out.append(UserMessage(content=f"Tool result: {m.content}"))
         else:
             out.append(m)
     return out
@@ -90,9 +96,7 @@ async def tool_loop(
     *,
     role: str,
     max_steps: int,
-    temperature: float | None = None,
-    top_p: float | None = None,
-    max_tokens: int | None = None,
+    settings: GenerationSettings | None = None,
     on_tool_call: OnToolCall | None = None,
 ) -> LoopResult:
     """Call the model until it replies without asking for a tool, or `max_steps` replies.
@@ -105,27 +109,20 @@ async def tool_loop(
     while steps < max_steps:
         resp = await model.request(ModelRequest(
             messages=messages, tools=tools.openai_specs() if api else None,
-            tool_choice="auto" if api else None, role=role, temperature=temperature,
-            top_p=top_p, max_tokens=max_tokens,
+            tool_choice="auto" if api else None, role=role,
+            settings=settings or GenerationSettings(),
         ))  # fmt: skip
         steps += 1
         text = resp.content or ""
         if resp.tool_calls:
-            messages.append({
-                "role": "assistant",
-                "content": text,
-                "tool_calls": [
-                    {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}
-                    for tc in resp.tool_calls
-                ],
-            })  # fmt: skip
+            messages.append(AssistantMessage(content=text, tool_calls=resp.tool_calls))
             for tc in resp.tool_calls:
                 start = time.monotonic()
                 result = await tools.call(tc.name, tc.arguments)
                 tool_calls += 1
                 if on_tool_call is not None:
                     on_tool_call(tc.name, tc.arguments, result, time.monotonic() - start)
-                messages.append({"role": "tool", "tool_call_id": tc.id, "content": result})
+                messages.append(ToolMessage(tool_call_id=tc.id, content=result))
             continue
         action = None if api or not len(tools) else parse_react(text)
         if action is not None:
@@ -134,13 +131,12 @@ async def tool_loop(
             tool_calls += 1
             if on_tool_call is not None:
                 on_tool_call(*action, result, time.monotonic() - start)
-            messages.append({"role": "assistant", "content": text})
-            messages.append({"role": "user", "content": f"Observation: {result}"})
+            messages.append(AssistantMessage(content=text))
+            messages.append(UserMessage(content=f"Observation: {result}"))
             continue
-        messages.append({"role": "assistant", "content": text})
+        messages.append(AssistantMessage(content=text))
         return LoopResult(messages, text, True, steps, tool_calls)
-    messages.append({
-        "role": "user",
-        "content": f"You reached the limit of {max_steps} steps; no more tool calls.",
-    })  # fmt: skip
+    messages.append(
+        UserMessage(content=f"You reached the limit of {max_steps} steps; no more tool calls.")
+    )
     return LoopResult(messages, text, False, steps, tool_calls)

@@ -15,10 +15,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from pydantic import BaseModel
 
+from verimap.llm.messages import AssistantMessage, Message
 from verimap.result import VerificationReport, VFVerdict
 from verimap.tools import CalculatorError, safe_eval
 
@@ -121,7 +121,7 @@ def _left_candidates(span: str) -> list[str]:
 
 def _right_candidates(span: str) -> list[str]:
     span = span.strip().lstrip("*").strip()
-    out = []
+    out: list[str] = []
     first = _FIRST_NUMBER.match(span)
     if first is None:
         return out
@@ -186,15 +186,11 @@ def slips(text: str) -> list[Slip]:
     return list(found.values())
 
 
-def _assistant_text(messages: Sequence[dict[str, Any]]) -> str:
-    parts = []
-    for m in messages:
-        if m.get("role") == "assistant" and isinstance(m.get("content"), str):
-            parts.append(m["content"])
-    return "\n".join(parts)
+def _assistant_text(messages: Sequence[Message]) -> str:
+    return "\n".join(m.content for m in messages if isinstance(m, AssistantMessage))
 
 
-def check(messages: Sequence[dict[str, Any]]) -> VFVerdict | None:
+def check(messages: Sequence[Message]) -> VFVerdict | None:
     """The check's verdict on an attempt's replies; None when they write out no calculation."""
     text = _assistant_text(messages)
     if "=" not in text:
@@ -212,7 +208,7 @@ def check(messages: Sequence[dict[str, Any]]) -> VFVerdict | None:
     )
 
 
-def add_to(report: VerificationReport, messages: Sequence[dict[str, Any]]) -> VerificationReport:
+def add_to(report: VerificationReport, messages: Sequence[Message]) -> VerificationReport:
     """`report` with the check's verdict added; a failed check fails the attempt whatever the
     VFs said (a threshold weighs VFs, not a wrong sum)."""
     verdict = check(messages)

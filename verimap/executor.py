@@ -30,7 +30,15 @@ from verimap.agent import (
     uses_tool_api,
 )
 from verimap.feedback import Feedback
-from verimap.llm.base import Message, Model, ModelRequest
+from verimap.llm.base import (
+    AssistantMessage,
+    GenerationSettings,
+    Message,
+    Model,
+    ModelRequest,
+    SystemMessage,
+    UserMessage,
+)
 from verimap.llm.structured import StructuredOutputError, request_structured
 from verimap.plan import USER_TASK, Node
 from verimap.tools import ToolRegistry
@@ -176,6 +184,10 @@ def check_output_keys(node: Node, value: Any) -> str | None:
     return "; ".join(parts) + f" (declared outputs: {', '.join(node.outputs)})"
 
 
+# An attempt's reply limit unless a run's config says otherwise.
+EXECUTOR_SETTINGS = GenerationSettings(max_tokens=2048)
+
+
 class Executor:
     def __init__(
         self,
@@ -183,24 +195,21 @@ class Executor:
         tools: ToolRegistry | None = None,
         max_steps: int = 20,
         *,
-        temperature: float | None = None,
-        top_p: float | None = None,
+        settings: GenerationSettings = EXECUTOR_SETTINGS,
         max_repairs: int = 1,
-        max_tokens: int | None = 2048,
         retry_temperature: float | None = None,
         structured_io: bool = True,
     ):
         """`retry_temperature`: the temperature of an attempt that carries feedback (None: the
-        same as `temperature`). `structured_io=False`: text-only hand-offs (module docstring)."""
+        same as `settings.temperature`). `structured_io=False`: text-only hand-offs (module
+        docstring)."""
         self.model = model
         self.structured_io = structured_io
         self.retry_temperature = retry_temperature
         self.tools = tools or ToolRegistry()
         self.max_steps = max_steps
-        self.temperature = temperature
-        self.top_p = top_p
+        self.settings = settings
         self.max_repairs = max_repairs
-        self.max_tokens = max_tokens
 
     def build_messages(
         self,
@@ -213,7 +222,7 @@ class Executor:
         system = prompts.EXECUTOR_SYSTEM + react_protocol(self.model, self.tools)
         if not self.structured_io:
             user = self._text_prompt(node, inputs, feedback, context)
-            return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+            return [SystemMessage(content=system), UserMessage(content=user)]
         user = prompts.EXECUTOR_USER.format(
             instruction=node.instruction,
             inputs=json.dumps({k: inputs[k] for k in node.inputs if k in inputs}, indent=2, ensure_ascii=False, default=str),
@@ -224,7 +233,7 @@ class Executor:
             input_types=input_types_line(input_types),
             feedback=feedback.render() if feedback else "",
         )  # fmt: skip
-        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        return [SystemMessage(content=system), UserMessage(content=user)]
 
     @staticmethod
     def _text_prompt(
@@ -257,10 +266,10 @@ class Executor:
             feedback=feedback.render() if feedback else "",
         )
 
-    def _temperature(self, retry: bool) -> float | None:
+    def _settings(self, retry: bool) -> GenerationSettings:
         if retry and self.retry_temperature is not None:
-            return self.retry_temperature
-        return self.temperature
+            return self.settings.replace(temperature=self.retry_temperature)
+        return self.settings
 
     async def execute(
         self,
@@ -281,11 +290,10 @@ class Executor:
         attempt this is, whose ledger the model calls are charged to (none: unmetered)."""
         model = ctx.model(self.model) if ctx is not None else self.model
         messages = self.build_messages(node, inputs, feedback, context, input_types)
-        temperature = self._temperature(feedback is not None or sample)
+        settings = self._settings(feedback is not None or sample)
         loop = await tool_loop(
             model, self.tools, messages, role=EXECUTOR, max_steps=self.max_steps,
-            temperature=temperature, top_p=self.top_p, max_tokens=self.max_tokens,
-            on_tool_call=on_tool_call,
+            settings=settings, on_tool_call=on_tool_call,
         )  # fmt: skip
         last_text, answered, steps, tool_calls = (
             loop.text,
@@ -296,7 +304,7 @@ class Executor:
 
         if not self.structured_io:
             return await self._text_output(
-                model, messages, last_text, answered, steps, tool_calls, temperature
+                model, messages, last_text, answered, steps, tool_calls, settings
             )
 
         # The free-text answer may already be the object, or hold the one code output in a
@@ -311,15 +319,12 @@ class Executor:
 
         final_msgs = [
             *flatten_tool_messages(messages),
-            {
-                "role": "user",
-                "content": prompts.EXECUTOR_FINAL.format(outputs=describe_outputs(node)),
-            },
+            UserMessage(content=prompts.EXECUTOR_FINAL.format(outputs=describe_outputs(node))),
         ]
         try:
             value, _ = await request_structured(
                 model, final_msgs, outputs_schema(node), role=EXECUTOR, max_repairs=self.max_repairs,
-                schema_name="outputs", temperature=temperature, top_p=self.top_p, max_tokens=self.max_tokens,
+                schema_name="outputs", settings=settings,
                 tools=self.tools.openai_specs() if uses_tool_api(self.model, self.tools) else None,
             )  # fmt: skip
         except StructuredOutputError as e:
@@ -342,21 +347,18 @@ class Executor:
         answered: bool,
         steps: int,
         tool_calls: int,
-        temperature: float | None,
+        settings: GenerationSettings,
     ) -> ExecutorOutput:
         """The reply as written is the output; only a run cut off by the step limit costs one
         more call (without tools) for an answer."""
         if not answered:
             messages = [
                 *flatten_tool_messages(messages),
-                {"role": "user", "content": prompts.EXECUTOR_TEXT_FINAL},
+                UserMessage(content=prompts.EXECUTOR_TEXT_FINAL),
             ]
-            req = ModelRequest(
-                messages=messages, role=EXECUTOR, temperature=temperature, top_p=self.top_p,
-                max_tokens=self.max_tokens,
-            )  # fmt: skip
+            req = ModelRequest(messages=messages, role=EXECUTOR, settings=settings)
             last_text = (await model.request(req)).content or ""
-            messages.append({"role": "assistant", "content": last_text})
+            messages.append(AssistantMessage(content=last_text))
         if react_protocol(self.model, self.tools):
             # The ReAct protocol's answer is what follows its last "Final Answer:".
             last_text = _FINAL_ANSWER_TEXT.split(last_text)[-1]

@@ -26,7 +26,16 @@ from verimap.errors import VerimapError
 from verimap.events import PLAN_INVALID
 from verimap.fallback import fallback_plan, nonempty_outputs_vf
 from verimap.feedback import FailureContext
-from verimap.llm.base import Message, Model, ModelRequest, ModelResponse
+from verimap.llm.base import (
+    AssistantMessage,
+    GenerationSettings,
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    SystemMessage,
+    UserMessage,
+)
 from verimap.llm.structured import extract_json
 from verimap.plan import Plan, PlanError, parse_plan
 from verimap.plan_checks import plan_quality_problems, planning_schema, repeated_failure_problems
@@ -77,6 +86,10 @@ def _without_vfs(raw: Any) -> Any:
     return raw
 
 
+# A plan's reply limit unless a run's config says otherwise.
+PLANNER_SETTINGS = GenerationSettings(max_tokens=2048)
+
+
 class LLMPlanner:
     """The verification-aware planner: tools, task and a demonstration in; a validated plan out.
 
@@ -92,8 +105,7 @@ class LLMPlanner:
         *,
         use_demo: bool = True,
         max_repairs: int = 3,
-        temperature: float | None = None,
-        max_tokens: int | None = 2048,
+        settings: GenerationSettings = PLANNER_SETTINGS,
         quality_checks: bool = True,
         require_vfs: bool = True,
         repeat_temperature: float = 0.7,
@@ -138,8 +150,7 @@ class LLMPlanner:
         )
         self.demo_markers = prompts.copy_markers(domain) if builtin else []
         self.max_repairs = max_repairs
-        self.temperature = temperature
-        self.max_tokens = max_tokens
+        self.settings = settings
         self.quality_checks = quality_checks
         self.require_vfs = require_vfs
         self.repeat_temperature = repeat_temperature
@@ -163,26 +174,20 @@ class LLMPlanner:
         user = prompts.PLANNER_USER.format(
             demo_section=demo, task=task, schema_section=self._schema_section()
         )
-        return [
-            {"role": "system", "content": self.system_prompt()},
-            {"role": "user", "content": user},
-        ]
+        return [SystemMessage(content=self.system_prompt()), UserMessage(content=user)]
 
     def replan_messages(self, task: str, previous: Plan, failure: FailureContext) -> list[Message]:
         msgs = self.plan_messages(task)[:1]
         if self.demo:
-            msgs.append(
-                {"role": "user", "content": prompts.DEMO_SECTION.format(demo=self.demo).strip()}
-            )
-            msgs.append({"role": "assistant", "content": "Understood."})
-        msgs.append({
-            "role": "user",
-            "content": prompts.REPLANNER_USER.format(
+            msgs.append(UserMessage(content=prompts.DEMO_SECTION.format(demo=self.demo).strip()))
+            msgs.append(AssistantMessage(content="Understood."))
+        msgs.append(UserMessage(
+            content=prompts.REPLANNER_USER.format(
                 task=task, previous=self._as_written(previous), failure=failure.render(),
                 fixable=prompts.REPLAN_FIXABLE[self.write_vfs],
                 schema_section=self._schema_section(),
             ),
-        })  # fmt: skip
+        ))  # fmt: skip
         return msgs
 
     def _as_written(self, plan: Plan) -> str:
@@ -226,14 +231,14 @@ class LLMPlanner:
         problems: list[str] = []
         seen_problems: list[list[str]] = []
         stalled = False
-        temperature = self.temperature
+        temperature = self.settings.temperature
         for _ in range(self.max_repairs + 1):
             fresh_challenge = False
             sampled = (temperature or 0.0) >= self.repeat_temperature
             resp = await model.request(
                 ModelRequest(
                     messages=messages, response_schema=self.schema, schema_name="plan", role=PLANNER,
-                    temperature=temperature, max_tokens=self.max_tokens,
+                    settings=self.settings.replace(temperature=temperature),
                 ),
             )  # fmt: skip
             if any(r.content == resp.content for r in responses):
@@ -252,7 +257,7 @@ class LLMPlanner:
             try:
                 if resp.finish_reason == "length":
                     # A cut reply's first balanced `{...}` is some inner object: name the real cause.
-                    n = resp.usage.completion_tokens or self.max_tokens
+                    n = resp.usage.completion_tokens or self.settings.max_tokens
                     raise PlanError([
                         f"the reply was cut off at the length limit ({n} tokens) before the plan "
                         "was complete; write a shorter plan (fewer nodes, short names and VFs) and "
@@ -300,11 +305,7 @@ class LLMPlanner:
             if resp.finish_reason == "length":
                 shown = shown[:1500] + " ... [cut off]"
             repair = prompts.PLAN_REPAIR.format(problems="\n".join(f"- {p}" for p in problems))
-            messages = [
-                *base,
-                {"role": "assistant", "content": shown},
-                {"role": "user", "content": repair},
-            ]
+            messages = [*base, AssistantMessage(content=shown), UserMessage(content=repair)]
         if challenged is not None:
             return challenged
         why = (
@@ -376,17 +377,19 @@ class LLMPlanner:
         if not self.think_first:
             return messages
         *head, last = messages
-        ask = {**last, "content": f"{last['content']}\n\n{prompts.PLAN_THINK}"}
+        ask = last.model_copy(update={"content": f"{last.content}\n\n{prompts.PLAN_THINK}"})
         model = ctx.model(self.model) if ctx is not None else self.model
         thought = await model.request(
-            ModelRequest(messages=[*head, ask], role=PLANNER, temperature=self.temperature,
-                         max_tokens=self.think_max_tokens),
+            ModelRequest(
+                messages=[*head, ask], role=PLANNER,
+                settings=self.settings.replace(max_tokens=self.think_max_tokens),
+            ),
         )  # fmt: skip
         return [
             *head,
             ask,
-            {"role": "assistant", "content": (thought.content or "").strip()},
-            {"role": "user", "content": prompts.PLAN_AFTER_THINKING},
+            AssistantMessage(content=(thought.content or "").strip()),
+            UserMessage(content=prompts.PLAN_AFTER_THINKING),
         ]
 
     async def plan(self, task: str, *, ctx: RunContext | None = None) -> Plan:
@@ -423,12 +426,9 @@ class LLMPlanner:
         """One plan sent back with problems found outside the planner (e.g. vacuous VFs)."""
         messages = [
             *self.plan_messages(task),
-            {"role": "assistant", "content": self._as_written(plan)},
-            {
-                "role": "user",
-                "content": prompts.PLAN_REPAIR.format(
-                    problems="\n".join(f"- {p}" for p in problems)
-                ),
-            },
+            AssistantMessage(content=self._as_written(plan)),
+            UserMessage(
+                content=prompts.PLAN_REPAIR.format(problems="\n".join(f"- {p}" for p in problems))
+            ),
         ]
         return await self._solicit(messages, ctx=ctx)

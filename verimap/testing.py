@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from verimap.llm.base import ModelRequest, ModelResponse
+from verimap.llm.base import ModelRequest, ModelResponse, UserMessage
 from verimap.llm.double import ScriptedModel, tool_call_reply
 from verimap.plan import Plan, parse_plan
 from verimap.sandbox.base import ExecResult, Outcome, Sandbox
@@ -163,7 +163,7 @@ class ScriptedWorld:
         """What the planner was told on each call for a plan (its user turns, joined): the first
         plan's task, then each repair's or replan's problems."""
         return [
-            "\n\n".join(m["content"] for m in r.messages if m["role"] == "user")
+            "\n\n".join(m.content for m in r.messages if isinstance(m, UserMessage))
             for r in self.model.requests
             if r.role == "planner" and r.response_schema is not None
         ]
@@ -182,7 +182,7 @@ class ScriptedWorld:
             plan = self.plans[min(self.planner_calls, len(self.plans) - 1)]
             self.planner_calls += 1
             return plan.to_json()
-        user = next(m["content"] for m in req.messages if m["role"] == "user")
+        user = next(m.content for m in req.messages if isinstance(m, UserMessage))
         if req.role == "judge":
             if req.response_schema is None:
                 return "Let me reason about the criteria."

@@ -21,7 +21,16 @@ from verimap import iotypes, prompts
 from verimap.accounting import BudgetExceeded
 from verimap.agent import flatten_tool_messages, react_protocol, tool_loop, uses_tool_api
 from verimap.config import RunConfig
-from verimap.llm.base import Model, ModelError, ModelRequest
+from verimap.llm.base import (
+    AssistantMessage,
+    GenerationSettings,
+    Message,
+    Model,
+    ModelError,
+    ModelRequest,
+    SystemMessage,
+    UserMessage,
+)
 from verimap.llm.structured import StructuredOutputError, request_structured
 from verimap.plan import LLMVF, USER_TASK, Node, Plan, PythonVF
 from verimap.result import SKIPPED, VerificationReport, VFVerdict
@@ -58,6 +67,10 @@ def _dumps(v: Any) -> str:
     return json.dumps(v, indent=2, ensure_ascii=False, default=str)
 
 
+# What a judge samples with unless a run's config says otherwise.
+JUDGE_SETTINGS = GenerationSettings(temperature=0.0, max_tokens=1024)
+
+
 class Verifier:
     def __init__(
         self,
@@ -67,9 +80,8 @@ class Verifier:
         threshold: float | None = None,
         *,
         vf_timeout_s: float = 10.0,
-        temperature: float | None = 0.0,
+        settings: GenerationSettings = JUDGE_SETTINGS,
         judge_reasoning: bool = True,
-        max_tokens: int | None = 1024,
         full_feedback: bool = False,
         batch_judge: bool = True,
         tools: ToolRegistry | None = None,
@@ -88,9 +100,8 @@ class Verifier:
         self.mode = mode
         self.threshold = threshold
         self.vf_timeout_s = vf_timeout_s
-        self.temperature = temperature
+        self.settings = settings
         self.judge_reasoning = judge_reasoning
-        self.max_tokens = max_tokens
         self.full_feedback = full_feedback
         self.batch_judge = batch_judge
         self.tools = tools if tools is not None else ToolRegistry()
@@ -109,7 +120,8 @@ class Verifier:
         included: the judge samples like every other role) reach the verifier."""
         return cls(
             sandbox, judge_model, mode=config.verification, threshold=threshold,
-            vf_timeout_s=config.vf_timeout_s, temperature=config.temperature,
+            vf_timeout_s=config.vf_timeout_s,
+            settings=JUDGE_SETTINGS.replace(temperature=config.temperature),
             full_feedback=config.full_feedback, batch_judge=config.batch_judge,
             tools=tools if config.judge_tools else None,
         )  # fmt: skip
@@ -250,7 +262,7 @@ class Verifier:
 
     async def _ask_judge(
         self,
-        messages: list[dict[str, Any]],
+        messages: list[Message],
         final: str,
         schema: Any,
         name: str,
@@ -263,29 +275,25 @@ class Verifier:
         model = ctx.model(self.judge_model) if ctx is not None else self.judge_model
         tools = None
         if self.judge_reasoning and len(self.tools):
-            system = (
-                messages[0]["content"] + prompts.JUDGE_TOOLS + react_protocol(model, self.tools)
-            )
+            system = messages[0].content + prompts.JUDGE_TOOLS + react_protocol(model, self.tools)
             loop = await tool_loop(
-                model, self.tools, [{"role": "system", "content": system}, *messages[1:]],
-                role=JUDGE, max_steps=self.judge_max_steps, temperature=self.temperature,
-                max_tokens=self.max_tokens,
+                model, self.tools, [SystemMessage(content=system), *messages[1:]],
+                role=JUDGE, max_steps=self.judge_max_steps, settings=self.settings,
             )  # fmt: skip
-            messages = [*flatten_tool_messages(loop.messages), {"role": "user", "content": final}]
+            messages = [*flatten_tool_messages(loop.messages), UserMessage(content=final)]
             tools = self.tools.openai_specs() if uses_tool_api(model, self.tools) else None
         elif self.judge_reasoning:
             thought = await model.request(
-                ModelRequest(messages=messages, role=JUDGE, temperature=self.temperature,
-                             max_tokens=self.max_tokens),
-            )  # fmt: skip
+                ModelRequest(messages=messages, role=JUDGE, settings=self.settings)
+            )
             messages = [
                 *messages,
-                {"role": "assistant", "content": thought.content or ""},
-                {"role": "user", "content": final},
+                AssistantMessage(content=thought.content or ""),
+                UserMessage(content=final),
             ]
         value, _ = await request_structured(
             model, messages, schema, role=JUDGE, schema_name=name,
-            temperature=self.temperature, max_tokens=self.max_tokens, tools=tools,
+            settings=self.settings, tools=tools,
         )  # fmt: skip
         return value
 
@@ -308,11 +316,11 @@ class Verifier:
             "additionalProperties": False,
         }
         criteria = "\n".join(f"- {vf.name}: {vf.content}" for vf in vfs)
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": prompts.JUDGE_SYSTEM_MANY},
-            {"role": "user", "content": prompts.JUDGE_USER_MANY.format(
+        messages: list[Message] = [
+            SystemMessage(content=prompts.JUDGE_SYSTEM_MANY),
+            UserMessage(content=prompts.JUDGE_USER_MANY.format(
                 instruction=node.instruction, inputs=_dumps(inputs), outputs=_dumps(outputs),
-                criteria=criteria)},
+                criteria=criteria)),
         ]  # fmt: skip
         final = prompts.JUDGE_FINAL_MANY.format(names=", ".join(json.dumps(n) for n in names))
         try:
@@ -340,17 +348,16 @@ class Verifier:
         if self.judge_model is None:
             return VFVerdict(name=vf.name, type="llm", outcome="ERROR",
                              message="no judge model configured for natural-language VFs", weight=vf.weight)  # fmt: skip
-        messages: list[dict[str, Any]] = [
-            {"role": "system", "content": prompts.JUDGE_SYSTEM},
-            {
-                "role": "user",
-                "content": prompts.JUDGE_USER.format(
+        messages: list[Message] = [
+            SystemMessage(content=prompts.JUDGE_SYSTEM),
+            UserMessage(
+                content=prompts.JUDGE_USER.format(
                     instruction=node.instruction,
                     inputs=_dumps(inputs),
                     outputs=_dumps(outputs),
                     criterion=vf.content,
-                ),
-            },
+                )
+            ),
         ]
         try:
             verdict = await self._ask_judge(

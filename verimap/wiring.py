@@ -8,9 +8,9 @@ from pathlib import Path
 from verimap.config import RunConfig
 from verimap.coordinator import Coordinator
 from verimap.events import EventBus
-from verimap.executor import Executor
+from verimap.executor import EXECUTOR_SETTINGS, Executor
 from verimap.llm.base import Model
-from verimap.planner import LLMPlanner, Planner
+from verimap.planner import PLANNER_SETTINGS, LLMPlanner, Planner
 from verimap.sandbox.base import Sandbox
 from verimap.tools import ToolRegistry, default_tools
 from verimap.verifier import Verifier
@@ -39,13 +39,15 @@ def build(
         raise ValueError("build() needs a 'planner' model or a planner")
     tools = tools if tools is not None else default_tools(sandbox)
     planner = planner or LLMPlanner(
-        models["planner"], tools, demo=demo, temperature=config.temperature,
+        models["planner"], tools, demo=demo,
+        settings=PLANNER_SETTINGS.replace(temperature=config.temperature),
         write_vfs=config.verification == "full", think_first=config.plan_reasoning,
         max_repairs=config.plan_repairs,
     )  # fmt: skip
     executor = Executor(
         models["executor"], tools, max_steps=config.executor_max_steps,
-        temperature=config.temperature, top_p=config.top_p, retry_temperature=config.retry_temperature,
+        settings=EXECUTOR_SETTINGS.replace(temperature=config.temperature, top_p=config.top_p),
+        retry_temperature=config.retry_temperature,
         structured_io=config.structured_io,
     )  # fmt: skip
     verifier = Verifier.from_config(

@@ -42,7 +42,7 @@ def factory(benchmark: str, data_dir: str | None = None) -> dict[str, Any]:
     marker = _squash(DOWN.prompt.split("\n")[0])[:80]
 
     async def script(req: ModelRequest) -> Any:
-        if marker in _squash(" ".join(str(m.get("content") or "") for m in req.messages)):
+        if marker in _squash(" ".join(m.content for m in req.messages)):
             return ModelError("the model endpoint is down (test double)")
         return await executor.request(req)
 

@@ -8,6 +8,7 @@ import pytest
 from verimap.evals.methods import METHODS, build_coordinator, method_config
 from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import EvalTask, get_benchmark
+from verimap.llm.base import to_openai
 from verimap.llm.double import ScriptedModel
 from verimap.testing import ScriptedWorld
 from verimap.tools import ToolRegistry, calculator_tool
@@ -38,7 +39,7 @@ def chain_plan(vf_on_a=None):
 
 def subtask_line(req):
     """The line naming the executor's own subtask (a text-only prompt also quotes ancestors)."""
-    return req.messages[1]["content"].split("\n", 1)[0]
+    return req.messages[1].content.split("\n", 1)[0]
 
 
 def scripted(plan):
@@ -69,7 +70,11 @@ async def run(method, plan, sandbox):
 
 
 def executor_prompt_for(models, step):
-    return [json.dumps(r.messages) for r in models["executor"].requests if step in subtask_line(r)]
+    return [
+        json.dumps(to_openai(r.messages))
+        for r in models["executor"].requests
+        if step in subtask_line(r)
+    ]
 
 
 async def test_react_is_one_node_and_never_plans_or_judges(sandbox):
@@ -119,8 +124,8 @@ async def test_map_executors_see_text_two_generations_back_and_never_json(sandbo
     assert len(asked) == 4 and all(r.response_schema is None for r in asked)
     for r in asked:
         for m in r.messages:
-            assert "{" not in m["content"] and "Inputs (JSON)" not in m["content"]
-            assert not any(ref in m["content"] for ref in ("a.prices", "b.total", "c.discounted"))
+            assert "{" not in m.content and "Inputs (JSON)" not in m.content
+            assert not any(ref in m.content for ref in ("a.prices", "b.total", "c.discounted"))
     d = world.executor_prompts["d"][0]
     assert "[parent] Subtask: Step C: take off the discount.\nReply:\n" + REPLIES["c"] in d
     assert "[grandparent] Subtask: Step B: add the prices up.\nReply:\n" + REPLIES["b"] in d
@@ -150,7 +155,7 @@ async def test_verimap_gives_executors_only_their_parents(sandbox):
     res, models = await run("verimap", chain_plan(), sandbox)
     assert res.status == "success"
     assert "ALPHA-RAW-OUTPUT" not in executor_prompt_for(models, "Step C")[0]
-    judged = [json.dumps(r.messages) for r in models["judge"].requests]
+    judged = [json.dumps(to_openai(r.messages)) for r in models["judge"].requests]
     assert any("The answer is a number." in j for j in judged)
 
 
@@ -159,7 +164,7 @@ async def test_map_methods_plan_without_vfs(method, sandbox):
     res, models = await run(method, chain_plan(ALWAYS_FAILS), sandbox)
     assert res.status == "success"
     assert all(not n.verification for n in res.plans[0].nodes)
-    asked = json.dumps(models["planner"].requests[0].messages)
+    asked = json.dumps(to_openai(models["planner"].requests[0].messages))
     assert "verification functions" not in asked
 
 
@@ -167,13 +172,15 @@ async def test_map_methods_plan_without_vfs(method, sandbox):
 async def test_verimap_methods_ask_for_vfs_and_keep_them(method, sandbox):
     res, models = await run(method, chain_plan(), sandbox)
     assert all(n.verification for n in res.plans[0].nodes)
-    assert "verification functions (VFs)" in json.dumps(models["planner"].requests[0].messages)
+    assert "verification functions (VFs)" in json.dumps(
+        to_openai(models["planner"].requests[0].messages)
+    )
 
 
 async def test_map_v_judges_against_the_instruction_and_ignores_plan_vfs(sandbox):
     res, models = await run("map-v", chain_plan(ALWAYS_FAILS), sandbox)
     assert res.status == "success"
-    judged = [json.dumps(r.messages) for r in models["judge"].requests]
+    judged = [json.dumps(to_openai(r.messages)) for r in models["judge"].requests]
     assert any("Step A: extract the numbers." in j for j in judged)
     assert not any("The answer is a number." in j for j in judged)
 
@@ -210,7 +217,7 @@ async def test_verimap_asks_a_replanner_that_repeats_the_failed_node_for_a_chang
     repairs = [
         r
         for r in models["planner"].requests
-        if "exactly as in the plan that failed" in json.dumps(r.messages)
+        if "exactly as in the plan that failed" in json.dumps(to_openai(r.messages))
     ]
     assert len(repairs) == 4
     assert len(executor_prompt_for(models, "Step A")) == 15  # the repeated plan still ran
@@ -271,9 +278,7 @@ async def test_every_method_on_every_benchmark_end_to_end(method, bench_name, sa
     assert out.tally.correct == 2  # the oracle double answers the third task wrongly
     wrong = [r for r in out.records if not r["correct"]]
     assert [r["task_id"] for r in wrong] == [bench.tasks()[2].id]
-    tools_called = [
-        m for r in models["executor"].requests for m in r.messages if m.get("role") == "tool"
-    ]
+    tools_called = [m for r in models["executor"].requests for m in r.messages if m.role == "tool"]
     assert tools_called, "the executor double calls one domain tool per task"
 
 

@@ -16,6 +16,7 @@ from verimap.evals.preferences import (
 from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import get_benchmark
 from verimap.fallback import fallback_plan
+from verimap.llm.base import to_openai
 from verimap.llm.double import ScriptedModel
 from verimap.testing import need
 
@@ -52,7 +53,7 @@ def _planner(tasks, script):
     def reply(req):
         if req.response_schema is None:
             return "Let me work the task out first."
-        text = " ".join(str(m.get("content") or "") for m in req.messages)
+        text = " ".join(m.content for m in req.messages)
         i = next(i for i, t in enumerate(tasks) if t.prompt in text)
         first, replanned = script[i]
         return replanned if "The previous plan for this task failed" in text else first
@@ -137,8 +138,8 @@ def test_the_prompt_is_the_one_the_planner_was_sent(runs):
     pairs, _ = preference_pairs([runs["a"]])
     (row,) = pairs
     task0 = runs["tasks"][0].prompt
-    first = next(r for r in runs["planner"].requests if task0 in r.messages[-1]["content"])
-    assert [{"role": m["role"], "content": m["content"]} for m in first.messages] == row["prompt"]
+    first = next(r for r in runs["planner"].requests if task0 in r.messages[-1].content)
+    assert to_openai(first.messages) == row["prompt"]
 
 
 def test_output_has_exactly_the_three_dpo_fields_and_no_duplicates(runs, tmp_path):

@@ -75,7 +75,7 @@ async def test_table_4_counts_what_the_real_pipeline_produces(tmp_path):
     keys = [_squash(t.prompt)[:60] for t in tasks]
 
     def reply(req):
-        text = _squash(" ".join(str(m.get("content") or "") for m in req.messages))
+        text = _squash(" ".join(m.content for m in req.messages))
         i = next(i for i, k in enumerate(keys) if k in text)
         if req.role == "planner":
             return plan_with(SOUND if i < 2 else PLANTED)

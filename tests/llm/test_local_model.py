@@ -7,7 +7,7 @@ import json
 import jsonschema
 import pytest
 
-from verimap.llm.base import ModelRequest
+from verimap.llm.base import GenerationSettings, ModelRequest
 from verimap.llm.structured import request_structured
 from verimap.plan import Plan, plan_json_schema
 from verimap.planner import LLMPlanner
@@ -91,7 +91,7 @@ async def test_judge_call_returns_passed_and_explanation(local_model):
 async def test_forced_tool_call_round_trips(local_model):
     msgs = [{"role": "user", "content": "What is 1234 * 5678? Use the calculator."}]
     forced = {"type": "function", "function": {"name": "calculator"}}
-    r = await local_model.request(ModelRequest(messages=msgs, tools=[CALCULATOR], tool_choice=forced, temperature=0))  # fmt: skip
+    r = await local_model.request(ModelRequest(messages=msgs, tools=[CALCULATOR], tool_choice=forced, settings=GenerationSettings(temperature=0)))  # fmt: skip
     assert len(r.tool_calls) == 1 and r.tool_calls[0].name == "calculator"
     args = json.loads(r.tool_calls[0].arguments)
     jsonschema.validate(args, CALCULATOR["function"]["parameters"])
@@ -111,21 +111,21 @@ async def test_forced_tool_call_round_trips(local_model):
         {"role": "tool", "tool_call_id": call.id, "content": "7006652"},
         {"role": "user", "content": "State the result."},
     ]
-    final = await local_model.request(ModelRequest(messages=msgs, tools=[CALCULATOR], tool_choice="none", temperature=0))  # fmt: skip
+    final = await local_model.request(ModelRequest(messages=msgs, tools=[CALCULATOR], tool_choice="none", settings=GenerationSettings(temperature=0)))  # fmt: skip
     assert final.tool_calls == [] and final.content.strip()
     assert final.usage.calls == 1 and final.usage.prompt_tokens > r.usage.prompt_tokens
 
 
 async def test_auto_tool_choice_yields_a_parsed_tool_call(local_model):
     msgs = [{"role": "user", "content": "What is 1234 * 5678? Use the calculator tool."}]
-    r = await local_model.request(ModelRequest(messages=msgs, tools=[CALCULATOR], tool_choice="auto", temperature=0))  # fmt: skip
+    r = await local_model.request(ModelRequest(messages=msgs, tools=[CALCULATOR], tool_choice="auto", settings=GenerationSettings(temperature=0)))  # fmt: skip
     assert [c.name for c in r.tool_calls] == ["calculator"]
     assert "expression" in json.loads(r.tool_calls[0].arguments)
     assert r.finish_reason == "tool_calls"
 
 
 async def test_plain_chat_and_usage(local_model):
-    r = await local_model.request(ModelRequest(messages=[{"role": "user", "content": "Say hello."}], max_tokens=16, temperature=0))  # fmt: skip
+    r = await local_model.request(ModelRequest(messages=[{"role": "user", "content": "Say hello."}], settings=GenerationSettings(max_tokens=16, temperature=0)))  # fmt: skip
     assert r.content.strip()
     assert r.usage.calls == 1 and r.usage.failed_calls == 0
     assert r.usage.prompt_tokens > 0 and 0 < r.usage.completion_tokens <= 16
@@ -144,7 +144,7 @@ async def test_a_repeated_prefix_is_served_from_the_cache_and_counted(local_mode
     def ask(question: str) -> ModelRequest:
         return ModelRequest(
             messages=[{"role": "system", "content": prefix}, {"role": "user", "content": question}],
-            max_tokens=8, temperature=0, role="executor",
+            settings=GenerationSettings(max_tokens=8, temperature=0), role="executor",
         )  # fmt: skip
 
     ledger = Ledger()
@@ -170,7 +170,7 @@ async def test_a_prefix_stays_cached_while_other_prompts_come_and_go(local_model
     def ask(system: str, question: str) -> ModelRequest:
         return ModelRequest(
             messages=[{"role": "system", "content": system}, {"role": "user", "content": question}],
-            max_tokens=4, temperature=0,
+            settings=GenerationSettings(max_tokens=4, temperature=0),
         )  # fmt: skip
 
     planner = "You plan tasks. " + " ".join(

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from verimap.llm.base import Model, ModelError, ModelRequest
+from verimap.llm.base import GenerationSettings, Model, ModelError, ModelRequest
 from verimap.llm.openai_model import OpenAIModel, parse_text_tool_calls, response_format_for
 
 from .conftest import Reply, completion, error
@@ -238,10 +238,10 @@ def test_unknown_dialect_rejected():
 async def test_max_tokens_cap_bounds_every_request(http_server, monkeypatch):
     http_server.replies = [Reply(body=completion("ok"))]
     capped = fast(http_server.url, max_tokens_cap=1024)
-    await capped.request(ask(max_tokens=2048))
-    await capped.request(ask(max_tokens=100))
+    await capped.request(ask(settings=GenerationSettings(max_tokens=2048)))
+    await capped.request(ask(settings=GenerationSettings(max_tokens=100)))
     await capped.request(ask())
-    await fast(http_server.url).request(ask(max_tokens=2048))
+    await fast(http_server.url).request(ask(settings=GenerationSettings(max_tokens=2048)))
     assert [r.get("max_tokens") for r in http_server.requests] == [1024, 100, 1024, 2048]
 
     from verimap.endpoint import local_max_tokens

@@ -14,12 +14,15 @@ from click.testing import CliRunner
 
 from verimap.cli import main
 from verimap.endpoint import connect
-from verimap.llm.base import ModelError, ModelRequest
+from verimap.llm.base import GenerationSettings, ModelError, ModelRequest
 from verimap.local import server
 
 pytestmark = pytest.mark.localmodel
 
-HELLO = ModelRequest(messages=[{"role": "user", "content": "Say hi."}], max_tokens=4, temperature=0)
+HELLO = ModelRequest(
+    messages=[{"role": "user", "content": "Say hi."}],
+    settings=GenerationSettings(max_tokens=4, temperature=0),
+)
 
 
 @pytest.fixture(autouse=True)

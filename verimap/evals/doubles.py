@@ -97,7 +97,7 @@ def oracle_models(
     keys = [(_squash(t.meta.get("prompt") or t.prompt.split("\n\n")[0])[:160], t) for t in tasks]
 
     def find(req: ModelRequest) -> EvalTask:
-        text = _squash(" ".join(str(m.get("content") or "") for m in req.messages))
+        text = _squash(" ".join(m.content for m in req.messages))
         for k, t in keys:
             if k and k in text:
                 return t
@@ -111,7 +111,7 @@ def oracle_models(
 
     def executor(req: ModelRequest) -> Any:
         task = find(req)
-        used_tool = any(m.get("role") == "tool" for m in req.messages)
+        used_tool = any(m.role == "tool" for m in req.messages)
         if tool_first and not used_tool and req.tools and req.response_schema is None:
             names = [t["function"]["name"] for t in req.tools]
             if "calculator" in names:
@@ -122,7 +122,7 @@ def oracle_models(
                 return tool_call_reply("list_files", {})
         wrong = bool(wrong_every) and (index_of(task) + 1) % wrong_every == 0
         answer = _answer_for(task, wrong)
-        if "Inputs (JSON):" not in str(req.messages[1].get("content")):
+        if "Inputs (JSON):" not in req.messages[1].content:
             return ModelResponse(content=str(answer))  # a text-only executor (map) replies in prose
         return ModelResponse(content=json.dumps({"answer": answer}))
 

@@ -115,7 +115,7 @@ def build_coordinator(
     """A Coordinator wired for `method` (models keyed planner/executor/judge; judge defaults
     to the executor's model, as in `verimap.build`)."""
     from verimap.fixed_planners import TemplatePlanner
-    from verimap.planner import LLMPlanner
+    from verimap.planner import PLANNER_SETTINGS, LLMPlanner
     from verimap.wiring import build
 
     m = get_method(method) if isinstance(method, str) else method
@@ -131,7 +131,8 @@ def build_coordinator(
         )
     else:
         planner = LLMPlanner(
-            models["planner"], tools, demo=demo, domain=domain, temperature=cfg.temperature,
+            models["planner"], tools, demo=demo, domain=domain,
+            settings=PLANNER_SETTINGS.replace(temperature=cfg.temperature),
             write_vfs=cfg.verification == "full", think_first=cfg.plan_reasoning,
             max_repairs=cfg.plan_repairs, answer_types=PLAN_ANSWER_TYPES.get(domain, ()),
         )  # fmt: skip

@@ -44,7 +44,7 @@ from verimap.evals.runner import CONFIG, RESULTS, ResultsLog, RunDirError
 from verimap.evals.tasksets import BENCHMARKS, get_benchmark
 from verimap.evals.tools import math_tools, programming_tools, qa_tools
 from verimap.fallback import fallback_plan
-from verimap.llm.base import Message, Model
+from verimap.llm.base import AssistantMessage, Model, to_openai
 from verimap.plan import PlanError, parse_plan
 from verimap.planner import LLMPlanner
 from verimap.sandbox.base import Sandbox
@@ -79,7 +79,7 @@ class ExportSummary:
 class _Group:
     benchmark: str
     task_id: str
-    prompt: list[Message]
+    prompt: list[dict[str, Any]]  # OpenAI chat format, as DPO trainers read it
     chosen: dict[str, str] = field(default_factory=dict)  # plan text -> where it was first seen
     rejected: dict[str, str] = field(default_factory=dict)
 
@@ -223,8 +223,8 @@ def _task_texts(config: dict[str, Any]) -> dict[str, str]:
     return {t.id: t.prompt for t in get_benchmark(config["benchmark"], data_dir).tasks()}
 
 
-def _message(text: str) -> list[Message]:
-    return [{"role": "assistant", "content": text}]
+def _message(text: str) -> list[dict[str, Any]]:
+    return to_openai([AssistantMessage(content=text)])
 
 
 def preference_pairs(
@@ -268,7 +268,7 @@ def preference_pairs(
                 summary.notes.append(f"{run_dir}: no task text for {rec['key']}; skipped")
                 continue
             tasks.add((benchmark, rec["task_id"]))
-            prompt = planner.plan_messages(task)
+            prompt = to_openai(planner.plan_messages(task))
             key = (benchmark, rec["task_id"], json.dumps(prompt, sort_keys=True))
             group = groups.setdefault(key, _Group(benchmark, rec["task_id"], prompt))
             fallback_text = planner._as_written(

@@ -1,25 +1,44 @@
-"""What every model backend speaks: OpenAI-style chat messages in, a response out.
+"""What every model backend speaks: typed chat messages in, a response out.
 
-Messages stay plain dicts in the OpenAI chat format because every backend we
-target (OpenAI, vLLM, Ollama, llama.cpp's server) takes them as they are.
+Messages are the models of `verimap.llm.messages`; a backend turns them into its own wire
+format (the OpenAI client with `to_openai`), so nothing else depends on that format.
 """
 
 from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from verimap.errors import VerimapError
+from verimap.llm.messages import (
+    AssistantMessage,
+    GenerationSettings,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    as_messages,
+    to_openai,
+)
 from verimap.usage import Usage
 
-Message = dict[str, Any]
-
-
-class ToolCall(BaseModel):
-    id: str
-    name: str
-    arguments: str = "{}"
+__all__ = [
+    "AssistantMessage",
+    "GenerationSettings",
+    "Message",
+    "Model",
+    "ModelError",
+    "ModelRequest",
+    "ModelResponse",
+    "SystemMessage",
+    "ToolCall",
+    "ToolMessage",
+    "UserMessage",
+    "as_messages",
+    "to_openai",
+]
 
 
 class ModelRequest(BaseModel):
@@ -30,11 +49,26 @@ class ModelRequest(BaseModel):
     # (json_schema, llama.cpp's grammar-enforced json_object+schema, or JSON mode).
     response_schema: dict[str, Any] | None = None
     schema_name: str = "output"
-    temperature: float | None = None
-    top_p: float | None = None
-    max_tokens: int | None = None
+    settings: GenerationSettings = Field(default_factory=GenerationSettings)
     # Which role the call is for (planner, executor, judge): for accounting only.
     role: str = "executor"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _loose_settings(cls, data: Any) -> Any:
+        """Callers written before `settings` existed pass `temperature`, `top_p`, `max_tokens`."""
+        if not isinstance(data, dict) or not _LOOSE.intersection(data):
+            return data
+        data = dict(data)
+        loose = {k: data.pop(k) for k in _LOOSE if k in data}
+        given = data.get("settings") or GenerationSettings()
+        if isinstance(given, dict):
+            given = GenerationSettings.model_validate(given)
+        data["settings"] = given.replace(**loose)
+        return data
+
+
+_LOOSE = frozenset(GenerationSettings.model_fields)
 
 
 class ModelResponse(BaseModel):

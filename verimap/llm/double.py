@@ -80,7 +80,7 @@ class ScriptedModel:
         if given.prompt_tokens or given.completion_tokens:
             u = given.model_copy()
         else:
-            prompt = sum(_approx_tokens(str(m.get("content") or "")) for m in req.messages)
+            prompt = sum(_approx_tokens(m.content) for m in req.messages)
             u = Usage(prompt_tokens=prompt, completion_tokens=_approx_tokens(content))
         u.calls = 1
         if not u.cost:

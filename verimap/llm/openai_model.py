@@ -29,7 +29,7 @@ import openai
 from openai import AsyncOpenAI
 
 from verimap.env import getenv
-from verimap.llm.base import ModelError, ModelRequest, ModelResponse, ToolCall
+from verimap.llm.base import ModelError, ModelRequest, ModelResponse, ToolCall, to_openai
 from verimap.usage import Price, Usage, cost_of
 
 Dialect = Literal["auto", "openai", "llamacpp", "json_mode"]
@@ -46,21 +46,6 @@ _UNSUPPORTED = re.compile(
 )
 _FALLBACK_ORDER = {"openai": "llamacpp", "llamacpp": "json_mode"}
 _NO_KEY = "sk-no-key-required"
-
-
-def sanitize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Copy messages, making them acceptable to strict servers.
-
-    llama.cpp's server rejects an assistant message whose content is None
-    (HTTP 500), which the OpenAI format allows next to tool_calls.
-    """
-    out = []
-    for m in messages:
-        m = dict(m)
-        if m.get("content") is None and m.get("role") in ("assistant", "tool", "user", "system"):
-            m["content"] = ""
-        out.append(m)
-    return out
 
 
 def response_format_for(dialect: str, schema: dict[str, Any], name: str) -> dict[str, Any]:
@@ -216,7 +201,7 @@ class OpenAIModel:
         self._client = self._make_client()
 
     def _kwargs(self, req: ModelRequest, dialect: str) -> dict[str, Any]:
-        kw: dict[str, Any] = {"model": self.name, "messages": sanitize_messages(req.messages)}
+        kw: dict[str, Any] = {"model": self.name, "messages": to_openai(req.messages)}
         if req.tools:
             kw["tools"] = req.tools
             choice = req.tool_choice
@@ -232,11 +217,12 @@ class OpenAIModel:
         if req.response_schema is not None:
             d = "openai" if dialect == "auto" else dialect
             kw["response_format"] = response_format_for(d, req.response_schema, req.schema_name)
-        if req.temperature is not None:
-            kw["temperature"] = req.temperature
-        if req.top_p is not None:
-            kw["top_p"] = req.top_p
-        limits = [n for n in (req.max_tokens, self.max_tokens_cap) if n is not None]
+        settings = req.settings
+        if settings.temperature is not None:
+            kw["temperature"] = settings.temperature
+        if settings.top_p is not None:
+            kw["top_p"] = settings.top_p
+        limits = [n for n in (settings.max_tokens, self.max_tokens_cap) if n is not None]
         if limits:
             kw["max_tokens"] = min(limits)
         if self.extra_body:

@@ -16,7 +16,16 @@ import jsonschema
 from pydantic import BaseModel, ValidationError
 
 from verimap.errors import VerimapError
-from verimap.llm.base import Message, Model, ModelRequest, ModelResponse
+from verimap.llm.base import (
+    AssistantMessage,
+    GenerationSettings,
+    Message,
+    Model,
+    ModelRequest,
+    ModelResponse,
+    UserMessage,
+    as_messages,
+)
 
 T = TypeVar("T", bound=BaseModel)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)
@@ -88,9 +97,7 @@ async def request_structured(
     role: str = "executor",
     max_repairs: int = 2,
     schema_name: str = "output",
-    temperature: float | None = None,
-    top_p: float | None = None,
-    max_tokens: int | None = None,
+    settings: GenerationSettings | None = None,
     tools: list[dict[str, Any]] | None = None,
 ) -> tuple[T | Any, list[ModelResponse]]:
     """Ask for an object matching `output` (a pydantic model or a JSON Schema dict).
@@ -102,7 +109,7 @@ async def request_structured(
     prompt cache (or the provider's) serves the whole shared prefix.
     """
     schema = _schema_of(output)
-    msgs = list(messages)
+    msgs = as_messages(messages)
     responses: list[ModelResponse] = []
     last_value: Any = None
     errors: list[str] = []
@@ -112,9 +119,7 @@ async def request_structured(
             response_schema=schema,
             schema_name=schema_name,
             role=role,
-            temperature=temperature,
-            top_p=top_p,
-            max_tokens=max_tokens,
+            settings=settings or GenerationSettings(),
             tools=tools or None,
             tool_choice="none" if tools else None,
         )
@@ -130,14 +135,13 @@ async def request_structured(
                 return value, responses
         msgs = [
             *msgs,
-            {"role": "assistant", "content": resp.content or ""},
-            {
-                "role": "user",
-                "content": "That reply is not valid:\n"
+            AssistantMessage(content=resp.content or ""),
+            UserMessage(
+                content="That reply is not valid:\n"
                 + "\n".join(f"- {e}" for e in errors)
                 + "\nReply with only the corrected JSON object that matches this schema:\n"
-                + json.dumps(schema),
-            },
+                + json.dumps(schema)
+            ),
         ]
     raise StructuredOutputError(
         f"no valid {schema_name} after {max_repairs} repair(s): " + "; ".join(errors),
