@@ -52,40 +52,26 @@ def _bound_prompt_cache() -> None:
 
 
 def _lean_cached_states() -> None:
-    """Keep one row of logits in a cached state instead of a whole buffer of them.
+    """Keep one row of logits in a cached state instead of a whole batch of them.
 
     `Llama.save_state` copies its logits buffer, n_batch x vocabulary floats (311 MB for
-    Qwen's 151,936 tokens), and n_ctx rows (5 GB) with `logits_all`, which prompt-lookup
-    decoding turns on. No sampled row is ever read back from a saved state: a restored prompt
-    re-evaluates at least its last token, and sampling reads only rows evaluated since. At full
-    size the 2 GiB cache held about five states, so the few calls of one node evicted the
-    planner's prefix before its replan. `load_state` is patched to match: it would broadcast the
-    row over every restored position and scan the whole buffer for rows to zero (seconds per
-    request at n_ctx rows)."""
+    Qwen's 151,936 tokens), although without `logits_all` nothing writes or reads it (sampling
+    happens inside llama.cpp; a restored prompt re-evaluates its last token). At full size the
+    2 GiB cache held about five states, so the few calls of one node evicted the planner's
+    prefix before its replan. One row still broadcasts into `load_state`'s assignment."""
     try:
         from llama_cpp import Llama
     except ImportError:
         return
-    save, load = Llama.save_state, Llama.load_state
+    save = Llama.save_state
 
     def save_state(self: Llama) -> Any:
         state = save(self)
-        if len(state.scores) > 1:
+        if not getattr(self, "_logits_all", True) and len(state.scores) > 1:
             state.scores = state.scores[-1:].copy()
         return state
 
-    def load_state(self: Llama, state: Any) -> None:
-        if len(state.scores) != 1:
-            return load(self, state)
-        scores, self.scores = self.scores, self.scores[:0]
-        try:
-            load(self, state)
-        finally:
-            self.scores = scores
-
-    # Patching the runtime's methods is the point; mypy rightly flags assignments to methods.
-    Llama.save_state = save_state  # type: ignore[method-assign]
-    Llama.load_state = load_state  # type: ignore[method-assign]
+    Llama.save_state = save_state  # type: ignore[method-assign]  # patching is the point
 
 
 def _report_cached_tokens() -> None:
