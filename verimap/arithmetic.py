@@ -20,7 +20,7 @@ from pydantic import BaseModel
 
 from verimap.llm.messages import AssistantMessage, Message
 from verimap.result import VerificationReport, VFVerdict
-from verimap.tools import CalculatorError, safe_eval
+from verimap.tools import THOUSANDS_SEP, CalculatorError, safe_eval
 
 NAME = "arithmetic"
 
@@ -36,13 +36,11 @@ _LATEX_OPS = (
     (r"\neq", " ≠ "),
     (r"\leq", " ≤ "),
     (r"\geq", " ≥ "),
-    (r"\$", " "),
 )
 _UNICODE_OPS = str.maketrans({"×": "*", "÷": "/", "−": "-", "·": "*", "∗": "*"})
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+|\\.")
 _X_TIMES = re.compile(r"(?<=[\d)])\s*[xX]\s*(?=[\d(])")
 _BOLD = re.compile(r"(?<![\d\s)])\*\*|\*\*(?![\d\s(])|__")
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 _SPACES = re.compile(r"[ \t]+")
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*%")
 # An `=` that states a result: not part of ==, <=, >=, !=, =>, :=.
@@ -84,7 +82,7 @@ def normalise(text: str) -> str:
     text = text.translate(_UNICODE_OPS)
     text = _BOLD.sub(" ", text)
     text = _X_TIMES.sub(" * ", text)
-    return _SPACES.sub(" ", _THOUSANDS.sub("", text))
+    return _SPACES.sub(" ", THOUSANDS_SEP.sub("", text))
 
 
 def _value(expr: str) -> int | float | None:
@@ -191,7 +189,7 @@ def _assistant_text(messages: Sequence[Message]) -> str:
 
 
 def check(messages: Sequence[Message]) -> VFVerdict | None:
-    """The check's verdict on an attempt's replies; None when they write out no calculation."""
+    """The check's verdict on an attempt's replies; None when they state nothing with `=`."""
     text = _assistant_text(messages)
     if "=" not in text:
         return None

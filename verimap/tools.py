@@ -126,7 +126,7 @@ _FUNCS: dict[str, Callable[..., Any]] = {
     "gcd": math.gcd, "comb": math.comb, "perm": math.perm,
 }  # fmt: skip
 _CONSTS = {"pi": math.pi, "e": math.e}
-_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+THOUSANDS_SEP = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 
 
 class CalculatorError(VerimapError, ValueError):
@@ -140,7 +140,7 @@ def safe_eval(expression: str) -> int | float:
     calls outside the whitelist can run; huge powers are refused.
     """
     try:
-        text = _THOUSANDS.sub("", expression.replace("^", "**"))
+        text = THOUSANDS_SEP.sub("", expression.replace("^", "**"))
         tree = ast.parse(text, mode="eval")
     except SyntaxError as e:
         raise CalculatorError(f"not an arithmetic expression: {e.msg}") from None
