@@ -37,6 +37,7 @@ def scenarios(draw):
         max_parallel=draw(st.integers(1, 4)),
         sequential=draw(st.booleans()),
         reuse_verified=draw(st.booleans()),
+        max_plan_repeats=draw(st.sampled_from([None, 0, 1, 2])),
     )
     budget = config.max_retries * config.max_iterations
     fails = {nd["id"]: draw(st.integers(0, budget + 1)) for nd in nodes}
@@ -102,7 +103,15 @@ def test_coordinator_invariants(scenario):
     else:
         # A failed run keeps its best answer, unverified: here every attempt of the final node
         # answered "bad", so it is both the most frequent and the last.
-        assert not r.verified and r.iterations == config.max_iterations
+        assert not r.verified
+        # The scripted planner always returns the same plan: the run ends at the iteration cap,
+        # or as soon as the failed node's unchanged work would run more than `max_plan_repeats`
+        # times again.
+        limit = config.max_plan_repeats
+        if "max_plan_repeats" in r.error:
+            assert limit is not None and limit + 1 <= r.iterations < config.max_iterations
+        else:
+            assert r.iterations == config.max_iterations
         rep = r.nodes.get(final)
         ran = rep is not None and rep.iteration == r.iterations and rep.outputs
         assert r.final_output == (rep.outputs if ran else r.final_output)

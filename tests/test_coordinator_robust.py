@@ -3,6 +3,8 @@ plan, replan blame, feedback that fits, and the best unverified answer of a fail
 
 import json
 
+import pytest
+
 import verimap
 from verimap.config import RunConfig
 from verimap.events import EventBus
@@ -119,13 +121,38 @@ async def test_an_executor_error_keeps_the_plan_once_before_a_replan():
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": "a lot"})
     bus = EventBus()
     seen = recorded(bus)
-    r = await run(world, RunConfig(max_retries=2, max_iterations=3), events=bus)
+    config = RunConfig(max_retries=2, max_iterations=3, max_plan_repeats=None)
+    r = await run(world, config, events=bus)
     types = [e.type for e in seen]
     assert r.status == "failed" and r.iterations == 3
     assert types.count("plan_kept") == 1 and types.count("replan") == 1
     assert world.planner_calls == 2
     # The kept iteration starts from the last feedback rather than from scratch.
     assert "This is a retry" in world.executor_prompts["ex"][2]
+
+
+@pytest.mark.parametrize("limit", [0, 1, 2, None])
+async def test_a_replan_that_returns_failed_work_unchanged_ends_the_run(limit):
+    plan = {
+        "nodes": [node("ex", {"price": "number"}, [py("big", "assert outputs['price'] > 100")])]
+    }
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3})
+    config = RunConfig(max_retries=1, max_iterations=5, max_plan_repeats=limit)
+    r = await run(world, config)
+    assert r.status == "failed" and not r.verified and r.final_output == {"price": 3}
+    runs = 5 if limit is None else min(limit + 1, 5)
+    assert r.iterations == runs == len(r.plans) == len(world.executor_prompts["ex"])
+    assert ("returned its work unchanged" in r.error) == (limit is not None)
+
+
+async def test_a_changed_replan_is_not_a_repeat():
+    plans = [
+        {"nodes": [node("ex", {"price": "number"}, [py("big", f"assert outputs['price'] > {b}")])]}
+        for b in (100, 200, 300)
+    ]
+    world = ScriptedWorld(plans, lambda nid, k, inp, p: {"price": 3})
+    r = await run(world, RunConfig(max_retries=1, max_iterations=3, max_plan_repeats=0))
+    assert r.iterations == 3 and "spent" in r.error
 
 
 async def test_feedback_is_cut_to_fit_the_context():

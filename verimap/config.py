@@ -62,6 +62,10 @@ class RunConfig(BaseModel):
     # plan runs. Local models get 1: on the 1.5B no repair loop in 16 rounds ever produced a
     # valid plan, and each round cost about two minutes.
     plan_repairs: int = Field(default=3, ge=0)
+    # A failed node whose work (the node and all it depends on) comes back unchanged from the
+    # replanner runs again this many times; the next unchanged return ends the run (None: no
+    # limit, as the paper). On 110 stored local runs, no third run of the same work ever passed.
+    max_plan_repeats: int | None = Field(default=1, ge=0)
     executor_max_steps: int = Field(default=20, ge=1)
     temperature: float | None = None
     # Attempts after the first (they carry the failure's feedback); None: `temperature`. Greedy

@@ -45,6 +45,7 @@ from verimap.node_context import (
     votes_needed,
 )
 from verimap.plan import Node, Plan, PlanError
+from verimap.plan_checks import node_work
 from verimap.planner import Planner, PlanningError
 from verimap.result import AttemptReport, ErrorKind, NodeReport, RunResult, RunStatus, clip
 from verimap.run_context import RunContext, with_ctx
@@ -68,6 +69,8 @@ class _RunState:
         # Feedback a node's next attempt starts from when its plan is kept for another iteration.
         self.carry: dict[str, Feedback] = {}
         self.kept: Counter[str] = Counter()
+        # How often each node's work (`plan_checks.node_work`) has failed in this run.
+        self.failed_work: Counter[str] = Counter()
         self.best: dict[str, Any] | None = None
         # Verdicts the sandbox could not give (SANDBOX_ERROR), which the verifier counts as fails.
         self.faults: list[str] = []
@@ -254,6 +257,8 @@ class Coordinator:
                     error=f"node {failure.node_id!r} failed verification and {cfg.max_iterations} "
                     f"iteration(s) are spent",
                 )  # fmt: skip
+            if (work := node_work(plan, failure.node_id)) is not None:
+                st.failed_work[work] += 1
             st.iteration += 1
             if failure.kind == "executor" and not st.kept[failure.node_id]:
                 # No VF failed: the executor gave no answer of the declared shape. The plan is not
@@ -267,6 +272,25 @@ class Coordinator:
             st.carry.clear()
             replan = with_ctx(self.planner.replan, st.task, plan, failure, ctx=self._ctx(st))
             plan = await self._vet(st, await replan)
+            if (stop := self._repeats_failed_work(st, plan, failure.node_id)) is not None:
+                return stop
+
+    def _repeats_failed_work(self, st: _RunState, plan: Plan, node_id: str) -> RunResult | None:
+        """The run's end when the replanner hands back work that already failed more often than
+        `max_plan_repeats` allows: under greedy decoding the executor then repeats its failed
+        answers word for word, and every further iteration costs a plan and a node's retries."""
+        limit = self.config.max_plan_repeats
+        work = node_work(plan, node_id)
+        if limit is None or work is None or st.failed_work[work] <= limit:
+            return None
+        st.iteration -= 1  # the returned plan does not run
+        runs = st.failed_work[work]
+        return self._result(
+            st, "failed", final=plan.final_node().id,
+            error=f"node {node_id!r} failed verification; the replanner returned its work "
+            f"unchanged after it had failed {runs} time(s), so the run stopped early "
+            f"(RunConfig.max_plan_repeats={limit})",
+        )  # fmt: skip
 
     async def _vet(self, st: _RunState, plan: Plan) -> Plan:
         """Record a fallback plan; find Python VFs that pass on null and on absurd outputs (they

@@ -4,6 +4,7 @@ in. Small models write plans that validate and still cannot work; these checks n
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from verimap import iotypes
@@ -70,17 +71,22 @@ def repeated_failure_problems(previous: Plan, plan: Plan, failure: FailureContex
     nid = failure.node_id
     if nid not in plan.by_id or all(v.passed for v in failure.verdicts):
         return []
-
-    def work(p: Plan, node_id: str) -> dict[str, Any] | None:
-        node = p.by_id.get(node_id)
-        return node.model_dump(exclude={"name"}) if node else None
-
-    if any(work(previous, i) != work(plan, i) for i in (nid, *plan.ancestors(nid))):
+    if node_work(previous, nid) != node_work(plan, nid):
         return []
     return [
         f"node {nid!r} and every node it depends on are exactly as in the plan that failed, so "
         "running them again repeats what already failed; change what caused the failure"
     ]
+
+
+def node_work(plan: Plan, node_id: str) -> str | None:
+    """What running `node_id` does in `plan`: the node and every node it depends on, as JSON
+    without display names. Two plans with the same work for a node run it the same way."""
+    if node_id not in plan.by_id:
+        return None
+    ids = sorted({node_id, *plan.ancestors(node_id)})
+    work = [plan.by_id[i].model_dump(mode="json", exclude={"name"}) for i in ids]
+    return json.dumps(work, sort_keys=True)
 
 
 def planning_schema(*, require_vfs: bool = True, with_vfs: bool = True) -> dict[str, Any]:

@@ -212,15 +212,17 @@ async def test_verimap_retries_and_replans_on_a_failing_vf(sandbox):
 
 async def test_verimap_asks_a_replanner_that_repeats_the_failed_node_for_a_change(sandbox):
     res, models = await run("verimap", chain_plan(ALWAYS_FAILS), sandbox)
-    assert res.status == "failed" and res.iterations == 5
-    assert plan_calls(models) == 1 + 4 * 2  # each replan: the reply, asked once for a change
+    # The unchanged plan runs once more; its third return ends the run (max_plan_repeats=1).
+    assert res.status == "failed" and res.iterations == 2
+    assert "max_plan_repeats=1" in res.error
+    assert plan_calls(models) == 1 + 2 * 2  # each replan: the reply, asked once for a change
     repairs = [
         r
         for r in models["planner"].requests
         if "exactly as in the plan that failed" in json.dumps(to_openai(r.messages))
     ]
-    assert len(repairs) == 4
-    assert len(executor_prompt_for(models, "Step A")) == 15  # the repeated plan still ran
+    assert len(repairs) == 2
+    assert len(executor_prompt_for(models, "Step A")) == 6  # the repeated plan ran once more
 
 
 @pytest.mark.parametrize("method", ["verimap-1it", "map-v-1it"])

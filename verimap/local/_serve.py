@@ -52,26 +52,43 @@ def _bound_prompt_cache() -> None:
 
 
 def _lean_cached_states() -> None:
-    """Keep one row of logits in a cached state instead of a whole batch of them.
+    """Keep one row of logits in a cached state instead of a whole buffer of them.
 
-    `Llama.save_state` copies its logits buffer, n_batch x vocabulary floats (311 MB for
-    Qwen's 151,936 tokens), although without `logits_all` nothing writes or reads it (sampling
-    happens inside llama.cpp; a restored prompt re-evaluates its last token). At full size the
+    `Llama.save_state` copies its logits buffer: n_batch x vocabulary floats (311 MB for Qwen's
+    151,936 tokens), or a row per prompt token with `logits_all`, which prompt-lookup decoding
+    turns on (0.9 GB for a 1,500-token prompt; the buffer itself is n_ctx rows, 5 GB). No
+    saved row is ever read back: sampling reads llama.cpp's own logits of the batch it just
+    evaluated, and a restored prompt re-evaluates at least its last token. At full size the
     2 GiB cache held about five states, so the few calls of one node evicted the planner's
-    prefix before its replan. One row still broadcasts into `load_state`'s assignment."""
+    prefix before its replan. `load_state` is patched to match: it would broadcast the row over
+    every restored position and scan the rest of the buffer for rows to zero."""
     try:
         from llama_cpp import Llama
     except ImportError:
         return
-    save = Llama.save_state
+    save, load = Llama.save_state, Llama.load_state
 
     def save_state(self: Llama) -> Any:
-        state = save(self)
-        if not getattr(self, "_logits_all", True) and len(state.scores) > 1:
-            state.scores = state.scores[-1:].copy()
-        return state
+        scores = self.scores
+        last = max(min(self.n_tokens, len(scores)) - 1, 0)
+        self.scores = scores[last : last + 1]
+        try:
+            return save(self)
+        finally:
+            self.scores = scores
 
-    Llama.save_state = save_state  # type: ignore[method-assign]  # patching is the point
+    def load_state(self: Llama, state: Any) -> None:
+        if len(state.scores) > 1:
+            return load(self, state)
+        scores, self.scores = self.scores, self.scores[:0]
+        try:
+            load(self, state)
+        finally:
+            self.scores = scores
+
+    # Patching the runtime's methods is the point; mypy rightly flags assignments to methods.
+    Llama.save_state = save_state  # type: ignore[method-assign]
+    Llama.load_state = load_state  # type: ignore[method-assign]
 
 
 def _report_cached_tokens() -> None:
