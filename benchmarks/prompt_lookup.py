@@ -30,7 +30,13 @@ from verimap.llm.openai_model import OpenAIModel
 from verimap.local import server
 from verimap.planner import LLMPlanner
 
-LOOKUP = ["--draft_model", "prompt-lookup-decoding", "--draft_model_num_pred_tokens"]
+# A draft model makes llama-cpp-python 0.3.x write logits for every evaluated token, into a
+# buffer of n_batch rows unless `logits_all` sized it for n_ctx: prompts longer than n_batch
+# then fail with HTTP 500 ("could not broadcast ... into shape (0,)").
+LOOKUP = [
+    "--logits_all", "True",
+    "--draft_model", "prompt-lookup-decoding", "--draft_model_num_pred_tokens",
+]  # fmt: skip
 
 
 def requests(model: OpenAIModel, args: argparse.Namespace) -> list[tuple[str, ModelRequest]]:

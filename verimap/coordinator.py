@@ -50,6 +50,7 @@ from verimap.planner import Planner, PlanningError
 from verimap.result import AttemptReport, ErrorKind, NodeReport, RunResult, RunStatus, clip
 from verimap.run_context import RunContext, with_ctx
 from verimap.sandbox.base import Outcome, SandboxUnavailable
+from verimap.vacuity import without_vacuous_vfs
 from verimap.verifier import Verifier
 
 
@@ -70,7 +71,7 @@ class _RunState:
         self.carry: dict[str, Feedback] = {}
         self.kept: Counter[str] = Counter()
         # How often each node's work (`plan_checks.node_work`) has failed in this run.
-        self.failed_work: Counter[str] = Counter()
+        self.failed_work: Counter[str | None] = Counter()
         self.best: dict[str, Any] | None = None
         # Verdicts the sandbox could not give (SANDBOX_ERROR), which the verifier counts as fails.
         self.faults: list[str] = []
@@ -257,8 +258,7 @@ class Coordinator:
                     error=f"node {failure.node_id!r} failed verification and {cfg.max_iterations} "
                     f"iteration(s) are spent",
                 )  # fmt: skip
-            if (work := node_work(plan, failure.node_id)) is not None:
-                st.failed_work[work] += 1
+            st.failed_work[node_work(plan, failure.node_id)] += 1
             st.iteration += 1
             if failure.kind == "executor" and not st.kept[failure.node_id]:
                 # No VF failed: the executor gave no answer of the declared shape. The plan is not
@@ -279,17 +279,14 @@ class Coordinator:
         """The run's end when the replanner hands back work that already failed more often than
         `max_plan_repeats` allows: under greedy decoding the executor then repeats its failed
         answers word for word, and every further iteration costs a plan and a node's retries."""
-        limit = self.config.max_plan_repeats
-        work = node_work(plan, node_id)
-        if limit is None or work is None or st.failed_work[work] <= limit:
+        limit, work = self.config.max_plan_repeats, node_work(plan, node_id)
+        if limit is None or work is None or (runs := st.failed_work[work]) <= limit:
             return None
         st.iteration -= 1  # the returned plan does not run
-        runs = st.failed_work[work]
         return self._result(
             st, "failed", final=plan.final_node().id,
             error=f"node {node_id!r} failed verification; the replanner returned its work "
-            f"unchanged after it had failed {runs} time(s), so the run stopped early "
-            f"(RunConfig.max_plan_repeats={limit})",
+            f"unchanged after {runs} failed runs, so the run stopped (max_plan_repeats={limit})",
         )  # fmt: skip
 
     async def _vet(self, st: _RunState, plan: Plan) -> Plan:
@@ -302,31 +299,13 @@ class Coordinator:
             return plan
         if self.config.verification != "full" or not self.config.vacuity_check:
             return plan
-        found = await self.verifier.vacuous_vfs(plan, st.task)
         repair = getattr(self.planner, "repair", None)
-        if found and repair is not None:
-            problems = [
-                f"node {nid!r}: python VF {name!r} passes on empty outputs and on absurd ones, so it "
-                "checks nothing; make it check what every correct answer must satisfy"
-                for nid, name in found
-            ]
-            try:
-                repaired = await with_ctx(repair, st.task, plan, problems, ctx=self._ctx(st))
-            except (PlanningError, PlanError):
-                repaired = None
-            if repaired is not None and repaired.fallback_reason is None:
-                plan, found = repaired, await self.verifier.vacuous_vfs(repaired, st.task)
-        if not found:
-            return plan
-        drop: dict[str, set[str]] = {}
-        for nid, name in found:
-            drop.setdefault(nid, set()).add(name)
+        if repair is not None:
+            repair = partial(with_ctx, repair, st.task, ctx=self._ctx(st))
+        plan, dropped = await without_vacuous_vfs(plan, st.task, self.verifier, repair)
+        for nid, name in dropped:
             st.dropped.append(f"{st.iteration}:{nid}.{name} (vacuous)")
             self._emit(st, ev.VF_VACUOUS, nid, vf=name)
-        plan = plan.model_copy(deep=True)
-        for node in plan.nodes:
-            if node.id in drop:
-                node.verification = [v for v in node.verification if v.name not in drop[node.id]]
         return plan
 
     async def _run_plan(self, st: _RunState, plan: Plan):
