@@ -7,6 +7,7 @@ from verimap.plan import parse_plan
 from verimap.plan_fixes import (
     drop_checker_tail,
     fix_raw_plan,
+    give_vfs_the_task,
     join_extra_sinks,
     number_repeated_vf_names,
     resolve_near_miss_outputs,
@@ -129,3 +130,14 @@ def test_a_trailing_checker_node_is_dropped_when_the_node_it_reads_gives_the_ans
     two_parents["nodes"].insert(0, node("other", ["USER_TASK"], ["x"]))
     two_parents["nodes"][2]["inputs"].append("other.x")
     assert drop_checker_tail(copy.deepcopy(two_parents), ("code",)) == two_parents
+
+
+def test_a_node_whose_vf_reads_the_task_gets_the_task_as_input():
+    raw = {"nodes": [
+        node("a", ["USER_TASK"], ["x"]),
+        node("b", ["a.x"], ["code"], code="run_examples(outputs['code'], inputs[\"USER_TASK\"])"),
+        node("c", ["b.code"], ["y"], code="assert inputs.get('USER_TASKS') or outputs['y']"),
+    ]}  # fmt: skip
+    got = give_vfs_the_task(copy.deepcopy(raw))
+    assert got["nodes"][1]["inputs"] == ["a.x", "USER_TASK"]
+    assert got["nodes"][0]["inputs"] == ["USER_TASK"] and got["nodes"][2]["inputs"] == ["b.code"]

@@ -543,3 +543,58 @@ async def test_add_vfs_planner_passes_the_context_to_planners_that_take_one():
     assert (await AddVFsPlanner(OldStyle()).plan("t", ctx=ctx)).node("a").verification
     await AddVFsPlanner(LLMPlanner(ScriptedModel([BAD, GOOD]))).plan("t", ctx=ctx)
     assert [e.type for e in events].count(PLAN_INVALID) == 1
+
+
+CODE_TASK = '''Complete the function.
+```python
+def double(x: int) -> int:
+    """Twice x.
+    >>> double(2)
+    4
+    """
+```'''
+
+# The shape the 1.5B wrote for HumanEval/1 in `make demo`: string nodes whose VFs misuse
+# run_examples (one reads a task the node does not take), a final `code` output typed string.
+STRING_PIPELINE = {
+    "nodes": [
+        {"id": "parse", "instruction": "read the input", "inputs": ["USER_TASK"],
+         "outputs": {"text": "string"}, "verification": [{"name": "task_examples", "type": "python",
+         "code": "run_examples(outputs['text'], inputs['USER_TASK'])"}]},
+        {"id": "implement", "instruction": "write it", "inputs": ["parse.text"],
+         "outputs": {"code": "string"}, "verification": [{"name": "task_examples", "type": "python",
+         "code": "run_examples(outputs['code'], inputs['USER_TASK'])"}]},
+    ]
+}  # fmt: skip
+
+
+async def test_a_code_tasks_final_node_is_typed_code_and_checked_against_the_tasks_examples():
+    planner = LLMPlanner(ScriptedModel([STRING_PIPELINE]), domain="programming",
+                         answer_types=("code", "string"))  # fmt: skip
+    got = await planner.plan(CODE_TASK)
+    final = got.node("implement")
+    assert got.fallback_reason is None and final.outputs["code"] == "code"
+    assert "USER_TASK" in final.inputs
+    assert [v.name for v in final.verification] == ["task_examples"]
+    # The intermediate node's broken VF is still dropped, not kept.
+    assert [v.name for v in got.node("parse").verification] == ["outputs_nonempty"]
+
+
+async def test_a_final_code_node_without_an_examples_vf_gets_one():
+    plan = json.loads(json.dumps(STRING_PIPELINE))
+    plan["nodes"][1]["verification"] = [
+        {"name": "has_def", "type": "python", "code": "assert 'def ' in outputs['code']"}
+    ]
+    planner = LLMPlanner(ScriptedModel([plan]), domain="programming",
+                         answer_types=("code", "string"))  # fmt: skip
+    final = (await planner.plan(CODE_TASK)).node("implement")
+    assert [v.name for v in final.verification] == ["has_def", "task_examples"]
+    assert "USER_TASK" in final.inputs
+    # Not on math plans, nor on code tasks without examples.
+    math = await LLMPlanner(ScriptedModel([plan]), answer_types=("number", "string")).plan(
+        CODE_TASK
+    )
+    assert [v.name for v in math.node("implement").verification] == ["has_def"]
+    bare = await LLMPlanner(ScriptedModel([plan]), domain="programming",
+                            answer_types=("code", "string")).plan("Write double(x).")  # fmt: skip
+    assert [v.name for v in bare.node("implement").verification] == ["has_def"]

@@ -26,6 +26,7 @@ def fix_raw_plan(raw: Any, answer_types: tuple[str, ...] = ()) -> Any:
     raw = join_extra_sinks(raw)
     raw = drop_checker_tail(raw, answer_types)
     raw = resolve_vf_keys(raw)
+    raw = give_vfs_the_task(raw)
     return number_repeated_vf_names(raw)
 
 
@@ -53,6 +54,13 @@ def _unread(nodes: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if isinstance(r, str) and "." in r
     }
     return [n for n in nodes if n["id"] not in read]
+
+
+def final_node(raw: Any) -> dict[str, Any] | None:
+    """The raw plan's one node whose outputs no node reads, if there is exactly one."""
+    nodes = _nodes(raw)
+    sinks = _unread(nodes) if nodes and not raw.get("edges") else []
+    return sinks[0] if len(sinks) == 1 else None
 
 
 def _output_names(node: dict[str, Any]) -> list[str]:
@@ -193,6 +201,21 @@ def resolve_vf_keys(raw: Any) -> Any:
         for vf in n["verification"]:
             if isinstance(vf, dict) and isinstance(vf.get("code"), str):
                 vf["code"] = _OUTPUT_KEY.sub(sub, vf["code"])
+    return raw
+
+
+_READS_TASK = re.compile(r"""\binputs(\[\s*|\.get\(\s*)(['"])USER_TASK\2""")
+
+
+def give_vfs_the_task(raw: Any) -> Any:
+    """Add `USER_TASK` to the inputs of a node whose VF reads `inputs["USER_TASK"]`: small
+    models check code against the task's examples on a node that only reads the code."""
+    for n in _nodes(raw):
+        vfs, inputs = n.get("verification"), n.get("inputs")
+        if not isinstance(vfs, list) or not isinstance(inputs, list) or USER_TASK in inputs:
+            continue
+        if any(isinstance(v, dict) and _READS_TASK.search(str(v.get("code", ""))) for v in vfs):
+            inputs.append(USER_TASK)
     return raw
 
 

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from verimap import prompts
 from verimap.errors import VerimapError
 from verimap.events import PLAN_INVALID
-from verimap.fallback import fallback_plan, nonempty_outputs_vf
+from verimap.fallback import fallback_plan, nonempty_outputs_vf, with_task_examples
 from verimap.feedback import FailureContext
 from verimap.llm.base import (
     AssistantMessage,
@@ -220,6 +220,7 @@ class LLMPlanner:
         messages: list[Message],
         challenge: Callable[[Plan], list[str]] | None = None,
         ctx: RunContext | None = None,
+        task: str | None = None,
     ) -> Plan:
         """`challenge`: problems that send a valid plan back once, sampled more freely; if the
         next reply is no better (invalid, or no repairs left), the challenged plan is taken.
@@ -265,6 +266,8 @@ class LLMPlanner:
                     ])  # fmt: skip
                 raw = extract_json(resp.content)
                 raw = fix_raw_plan(raw, self.answer_types)
+                if task is not None and self.write_vfs:
+                    raw = with_task_examples(raw, task, self.answer_types)
                 if not self.write_vfs:
                     raw = _without_vfs(raw)
                 plan = parse_plan(raw)
@@ -395,7 +398,7 @@ class LLMPlanner:
     async def plan(self, task: str, *, ctx: RunContext | None = None) -> Plan:
         try:
             messages = await self._thought_out(self.plan_messages(task), ctx)
-            return await self._solicit(messages, ctx=ctx)
+            return await self._solicit(messages, ctx=ctx, task=task)
         except PlanningError as e:
             if not self.fallback:
                 raise
@@ -412,7 +415,8 @@ class LLMPlanner:
 
         messages = await self._thought_out(self.replan_messages(task, previous, failure), ctx)
         try:
-            return await self._solicit(messages, repeats if self.challenge_repeats else None, ctx)
+            challenge = repeats if self.challenge_repeats else None
+            return await self._solicit(messages, challenge, ctx, task)
         except PlanningError as e:
             if not self.fallback:
                 raise
@@ -431,4 +435,4 @@ class LLMPlanner:
                 content=prompts.PLAN_REPAIR.format(problems="\n".join(f"- {p}" for p in problems))
             ),
         ]
-        return await self._solicit(messages, ctx=ctx)
+        return await self._solicit(messages, ctx=ctx, task=task)
