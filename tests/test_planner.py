@@ -598,3 +598,6 @@ async def test_a_final_code_node_without_an_examples_vf_gets_one():
     bare = await LLMPlanner(ScriptedModel([plan]), domain="programming",
                             answer_types=("code", "string")).plan("Write double(x).")  # fmt: skip
     assert [v.name for v in bare.node("implement").verification] == ["has_def"]
+    off = await LLMPlanner(ScriptedModel([plan]), domain="programming", task_examples=False,
+                           answer_types=("code", "string")).plan(CODE_TASK)  # fmt: skip
+    assert [v.name for v in off.node("implement").verification] == ["has_def"]

@@ -117,6 +117,7 @@ class LLMPlanner:
         think_first: bool = False,
         think_max_tokens: int = 512,
         answer_types: tuple[str, ...] = (),
+        task_examples: bool = True,
     ):
         """`write_vfs=False` plans without verification functions (the paper's MAP and MAP-V
         baselines): no VF rules in the prompt or the demonstration, none in the schema, and any
@@ -133,7 +134,9 @@ class LLMPlanner:
         plans longer and invalid (6 of 6 GSM8K tasks fell back to the one-node plan).
         `answer_types` (e.g. `("code",)` for HumanEval): the types the task's answer can have;
         a plan whose final node outputs none of them is sent back, since its answer could not
-        be scored."""
+        be scored. With `task_examples` and `answer_types` led by `code`, the final node is
+        checked against the task's own examples (`fallback.with_task_examples`; off: the
+        paper's plans carry only the planner's VFs)."""
         self.model = model
         self.think_first = think_first
         self.think_max_tokens = think_max_tokens
@@ -158,6 +161,7 @@ class LLMPlanner:
         self.show_schema = show_schema
         self.challenge_repeats = challenge_repeats
         self.answer_types = answer_types
+        self.task_examples = task_examples
 
     def system_prompt(self) -> str:
         tools = (
@@ -266,7 +270,7 @@ class LLMPlanner:
                     ])  # fmt: skip
                 raw = extract_json(resp.content)
                 raw = fix_raw_plan(raw, self.answer_types)
-                if task is not None and self.write_vfs:
+                if task is not None and self.write_vfs and self.task_examples:
                     raw = with_task_examples(raw, task, self.answer_types)
                 if not self.write_vfs:
                     raw = _without_vfs(raw)
