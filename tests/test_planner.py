@@ -601,3 +601,17 @@ async def test_a_final_code_node_without_an_examples_vf_gets_one():
     off = await LLMPlanner(ScriptedModel([plan]), domain="programming", task_examples=False,
                            answer_types=("code", "string")).plan(CODE_TASK)  # fmt: skip
     assert [v.name for v in off.node("implement").verification] == ["has_def"]
+
+
+async def test_a_code_tasks_plan_whose_answer_is_not_code_goes_back():
+    """The 1.5B on HumanEval/30: a last node "combining the parts into a plan" (a string)."""
+    plan = json.loads(json.dumps(STRING_PIPELINE))
+    plan["nodes"].append({
+        "id": "final", "instruction": "combine the parts into a plan", "outputs": {"plan": "string"},
+        "inputs": ["implement.code"], "verification": [{"name": "n", "type": "python",
+        "code": "assert outputs['plan'].strip()"}],
+    })  # fmt: skip
+    m = ScriptedModel([plan, STRING_PIPELINE])
+    got = await LLMPlanner(m, domain="programming", answer_types=("code",)).plan(CODE_TASK)
+    assert m.calls == 2 and "must have an output of type code" in m.requests[1].messages[-1].content
+    assert got.final_node().id == "implement" and got.final_node().outputs == {"code": "code"}

@@ -65,15 +65,16 @@ def nonempty_outputs_vf(node: Node) -> PythonVF:
 
 
 def with_task_examples(raw: Any, task: str, answer_types: tuple[str, ...]) -> Any:
-    """A code task's plan, its final node checked against the task's own examples.
+    """A code task's plan, its final node typed and checked against the task's own examples.
 
     The planner's VFs on that node may be missing, or dropped as broken, and then nothing checks
     the answer at all: in `make demo` the 1.5B planned HumanEval/1 as four string nodes whose
     VFs all misused `run_examples`, they were dropped, and a paren string "verified" as the
-    function. So on a code task (`answer_types` led by `code`) whose text has examples, the
-    final node's output named like source code is typed `code` (code that does not parse then
-    fails its attempt), and, unless one of its VFs already runs examples, it gets the fallback
-    plan's `task_examples` VF and `USER_TASK` among its inputs for it."""
+    function. So on a code task (`answer_types` led by `code`) the final node's one output
+    named like source code is typed `code` if the model typed it `string` (code that does not
+    parse then fails its attempt); and when the task has examples, unless one of the node's VFs
+    runs them already, it gets the fallback plan's `task_examples` VF and `USER_TASK` among
+    its inputs for it."""
     from verimap.plan_fixes import final_node
     from verimap.sandbox.policy import task_examples
 
@@ -81,7 +82,7 @@ def with_task_examples(raw: Any, task: str, answer_types: tuple[str, ...]) -> An
     if not answer_types or answer_types[0] != iotypes.CODE or final is None:
         return raw
     outs = final.get("outputs")
-    if not isinstance(outs, dict) or not task_examples(task):
+    if not isinstance(outs, dict):
         return raw
     code = [k for k, t in outs.items() if t == iotypes.CODE]
     if not code:
@@ -89,11 +90,10 @@ def with_task_examples(raw: Any, task: str, answer_types: tuple[str, ...]) -> An
             k for k, t in outs.items()
             if t in ("string", iotypes.ANY) and iotypes.SOURCE_NAMES.search(str(k))
         ]  # fmt: skip
-        if len(code) != 1:
-            return raw
-        outs[code[0]] = iotypes.CODE
+        if len(code) == 1:
+            outs[code[0]] = iotypes.CODE
     vfs = final.setdefault("verification", [])
-    if len(code) != 1 or not isinstance(vfs, list):
+    if len(code) != 1 or not isinstance(vfs, list) or not task_examples(task):
         return raw
     if any(isinstance(v, dict) and "run_examples(" in str(v.get("code", "")) for v in vfs):
         return raw

@@ -57,7 +57,15 @@ def _answer_for(task: EvalTask, wrong: bool) -> Any:
     )
 
 
-def _plan(tools: bool) -> dict[str, Any]:
+def _output(task: EvalTask) -> tuple[str, str]:
+    """The answer's name and type in the double's plans: code for a code task, as the planner's
+    answer types demand (`PLAN_ANSWER_TYPES`). The executor double answers under the name its
+    request asks for."""
+    return ("code", "code") if task.benchmark == "humaneval" else ("answer", "string")
+
+
+def _plan(task: EvalTask) -> dict[str, Any]:
+    name, kind = _output(task)
     return {
         "nodes": [
             {
@@ -65,12 +73,12 @@ def _plan(tools: bool) -> dict[str, Any]:
                 "name": "Solve",
                 "instruction": "Solve the task and give the final answer.",
                 "inputs": ["USER_TASK"],
-                "outputs": {"answer": "string"},
+                "outputs": {name: kind},
                 "verification": [
                     {
                         "name": "nonempty",
                         "type": "python",
-                        "code": "assert outputs['answer'].strip(), 'the answer is empty'",
+                        "code": f"assert outputs[{name!r}].strip(), 'the answer is empty'",
                     },
                     {
                         "name": "answers_task",
@@ -107,7 +115,7 @@ def oracle_models(
         return next(i for i, (_, t) in enumerate(keys) if t is task)
 
     def planner(req: ModelRequest) -> Any:
-        return _plan(tool_first)
+        return _plan(find(req))
 
     def executor(req: ModelRequest) -> Any:
         task = find(req)
@@ -124,7 +132,8 @@ def oracle_models(
         answer = _answer_for(task, wrong)
         if "Inputs (JSON):" not in req.messages[1].content:
             return ModelResponse(content=str(answer))  # a text-only executor (map) replies in prose
-        return ModelResponse(content=json.dumps({"answer": answer}))
+        asked = re.search(r"Required outputs: (\w+)", req.messages[1].content)
+        return ModelResponse(content=json.dumps({asked[1] if asked else "answer": answer}))
 
     def judge(req: ModelRequest) -> Any:
         if req.response_schema is not None:

@@ -92,10 +92,11 @@ Solve = Callable[..., Awaitable[Any]]
 # The single agent's answer: free text as in the paper (the scorer finds the number or the
 # answer in it), except code, which must come as the function's source, not as an object.
 ANSWER_TYPES = {"programming": "code"}
-# What a planned final node must output for the benchmark's scorer to read an answer.
+# What a planned final node must output for the benchmark's scorer to read an answer (a code
+# task's `string` output named like code is typed `code`: `fallback.with_task_examples`).
 PLAN_ANSWER_TYPES = {
     "math": ("number", "integer", "string"),
-    "programming": ("code", "string"),
+    "programming": ("code",),
     "qa": ("string", "boolean"),
 }
 
