@@ -7,6 +7,7 @@ from typing import Any
 
 from verimap import iotypes
 from verimap.plan import USER_TASK, Node, Plan, PythonVF, parse_plan
+from verimap.plan_fixes import final_node
 
 
 def fallback_plan(
@@ -75,7 +76,6 @@ def with_task_examples(raw: Any, task: str, answer_types: tuple[str, ...]) -> An
     parse then fails its attempt); and when the task has examples, unless one of the node's VFs
     runs them already, it gets the fallback plan's `task_examples` VF and `USER_TASK` among
     its inputs for it."""
-    from verimap.plan_fixes import final_node
     from verimap.sandbox.policy import task_examples
 
     final = final_node(raw)
