@@ -12,6 +12,7 @@ from verimap.plan_fixes import (
     number_repeated_vf_names,
     resolve_near_miss_outputs,
     resolve_vf_keys,
+    type_code_answer,
 )
 
 
@@ -141,3 +142,19 @@ def test_a_node_whose_vf_reads_the_task_gets_the_task_as_input():
     got = give_vfs_the_task(copy.deepcopy(raw))
     assert got["nodes"][1]["inputs"] == ["a.x", "USER_TASK"]
     assert got["nodes"][0]["inputs"] == ["USER_TASK"] and got["nodes"][2]["inputs"] == ["b.code"]
+
+
+def test_a_code_tasks_final_output_named_like_code_is_typed_code():
+    def plan(**outs):
+        return {"nodes": [node("a", ["USER_TASK"], ["x"]),
+                          {"id": "b", "instruction": "b", "inputs": ["a.x"], "outputs": outs}]}  # fmt: skip
+
+    got = type_code_answer(plan(final_code="string", note="string"), ("code",))
+    assert got["nodes"][1]["outputs"] == {"final_code": "code", "note": "string"}
+    # Not when it is ambiguous, already typed, or the answer is not code.
+    for outs, types in [
+        ({"code": "string", "solution": "string"}, ("code",)),
+        ({"code": "code", "source": "string"}, ("code",)),
+        ({"code": "string"}, ("number", "string")),
+    ]:
+        assert type_code_answer(plan(**outs), types)["nodes"][1]["outputs"] == outs

@@ -601,6 +601,7 @@ async def test_a_final_code_node_without_an_examples_vf_gets_one():
     off = await LLMPlanner(ScriptedModel([plan]), domain="programming", task_examples=False,
                            answer_types=("code", "string")).plan(CODE_TASK)  # fmt: skip
     assert [v.name for v in off.node("implement").verification] == ["has_def"]
+    assert off.node("implement").outputs == {"code": "code"}  # typed all the same
 
 
 async def test_a_code_tasks_plan_whose_answer_is_not_code_goes_back():

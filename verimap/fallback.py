@@ -7,7 +7,7 @@ from typing import Any
 
 from verimap import iotypes
 from verimap.plan import USER_TASK, Node, Plan, PythonVF, parse_plan
-from verimap.plan_fixes import final_node
+from verimap.plan_fixes import final_node, give_vfs_the_task
 
 
 def fallback_plan(
@@ -27,10 +27,7 @@ def fallback_plan(
             "signature and any imports it needs."
         )
         if task_examples(task):
-            vfs.append({
-                "name": "task_examples", "type": "python",
-                "code": "run_examples(outputs['code'], inputs['USER_TASK'])",
-            })  # fmt: skip
+            vfs.append(examples_vf("code"))
     elif domain == "qa":
         output, kind = "answer", "string"
         instruction = "Answer the question in the task, using the tools as needed."
@@ -65,44 +62,36 @@ def nonempty_outputs_vf(node: Node) -> PythonVF:
     )
 
 
+def examples_vf(output: str, name: str = "task_examples") -> dict[str, Any]:
+    """The VF a code task gives for free: its own examples run against the code in `output`."""
+    code = f"run_examples(outputs[{output!r}], inputs['USER_TASK'])"
+    return {"name": name, "type": "python", "code": code}
+
+
 def with_task_examples(raw: Any, task: str, answer_types: tuple[str, ...]) -> Any:
-    """A code task's plan, its final node typed and checked against the task's own examples.
+    """A code task's plan, its final node checked against the task's own examples.
 
     The planner's VFs on that node may be missing, or dropped as broken, and then nothing checks
     the answer at all: in `make demo` the 1.5B planned HumanEval/1 as four string nodes whose
     VFs all misused `run_examples`, they were dropped, and a paren string "verified" as the
-    function. So on a code task (`answer_types` led by `code`) the final node's one output
-    named like source code is typed `code` if the model typed it `string` (code that does not
-    parse then fails its attempt); and when the task has examples, unless one of the node's VFs
-    runs them already, it gets the fallback plan's `task_examples` VF and `USER_TASK` among
-    its inputs for it."""
+    function. So on a code task (`answer_types` led by `code`) whose text has examples, the
+    final node's one code output gets the fallback plan's `task_examples` VF, unless one of the
+    node's VFs runs examples already (and `USER_TASK` among its inputs for it)."""
     from verimap.sandbox.policy import task_examples
 
     final = final_node(raw)
     if not answer_types or answer_types[0] != iotypes.CODE or final is None:
         return raw
-    outs = final.get("outputs")
-    if not isinstance(outs, dict):
+    outs, vfs = final.get("outputs"), final.setdefault("verification", [])
+    if not isinstance(outs, dict) or not isinstance(vfs, list) or not task_examples(task):
         return raw
     code = [k for k, t in outs.items() if t == iotypes.CODE]
-    if not code:
-        code = [
-            k for k, t in outs.items()
-            if t in ("string", iotypes.ANY) and iotypes.SOURCE_NAMES.search(str(k))
-        ]  # fmt: skip
-        if len(code) == 1:
-            outs[code[0]] = iotypes.CODE
-    vfs = final.setdefault("verification", [])
-    if len(code) != 1 or not isinstance(vfs, list) or not task_examples(task):
+    if len(code) != 1:
         return raw
     if any(isinstance(v, dict) and "run_examples(" in str(v.get("code", "")) for v in vfs):
         return raw
     names = {v.get("name") for v in vfs if isinstance(v, dict)}
-    vfs.append({
-        "name": "task_examples" if "task_examples" not in names else "task_examples_free",
-        "type": "python", "code": f"run_examples(outputs[{code[0]!r}], inputs['USER_TASK'])",
-    })  # fmt: skip
-    inputs = final.setdefault("inputs", [])
-    if isinstance(inputs, list) and USER_TASK not in inputs:
-        inputs.append(USER_TASK)
-    return raw
+    vfs.append(
+        examples_vf(code[0], "task_examples_free" if "task_examples" in names else "task_examples")
+    )
+    return give_vfs_the_task(raw)

@@ -13,7 +13,7 @@ import functools
 import re
 from typing import Any
 
-from verimap.iotypes import ANY
+from verimap.iotypes import ANY, CODE, may_hold_code
 from verimap.plan import USER_TASK
 
 _OUTPUT_KEY = re.compile(r"""\boutputs(\[\s*|\.get\(\s*)(['"])([A-Za-z_]\w*)\2""")
@@ -25,6 +25,7 @@ def fix_raw_plan(raw: Any, answer_types: tuple[str, ...] = ()) -> Any:
     raw = resolve_near_miss_outputs(raw)
     raw = join_extra_sinks(raw)
     raw = drop_checker_tail(raw, answer_types)
+    raw = type_code_answer(raw, answer_types)
     raw = resolve_vf_keys(raw)
     raw = give_vfs_the_task(raw)
     return number_repeated_vf_names(raw)
@@ -167,6 +168,22 @@ def drop_checker_tail(raw: Any, answer_types: tuple[str, ...]) -> Any:
             break
         raw["nodes"] = [n for n in raw["nodes"] if n is not final]
         nodes = _nodes(raw)
+    return raw
+
+
+def type_code_answer(raw: Any, answer_types: tuple[str, ...]) -> Any:
+    """Type the final node's one output named like source code (`code`, `final_code`) `code`
+    when a code task's answer is due and the model typed it `string`: the answer must be code,
+    and typed so, code that does not parse fails its attempt."""
+    final = final_node(raw)
+    if not answer_types or answer_types[0] != CODE or final is None:
+        return raw
+    outs = final.get("outputs")
+    if not isinstance(outs, dict) or CODE in outs.values():
+        return raw
+    named = [k for k, t in outs.items() if may_hold_code(str(t), str(k))]
+    if len(named) == 1:
+        outs[named[0]] = CODE
     return raw
 
 
