@@ -1,14 +1,7 @@
 import json
 
-from verimap.view.trace import (
-    build_run,
-    clip_deep,
-    clip_text,
-    load_run,
-    read_events,
-    run_from_plans,
-    trace_path,
-)
+from verimap.trace_files import clip_deep, clip_text, read_events
+from verimap.view.trace import build_run, load_run, run_from_plans
 
 from .conftest import HOSTILE, HUGE, events
 
@@ -103,14 +96,6 @@ def test_plans_of_a_record_without_its_trace(oracle_dirs):
     run = run_from_plans(rec["plans"], "t9", note="no trace")
     assert run.source == "record" and run.problems == ["no trace"]
     assert [n.status for n in run.iterations[0].nodes.values()] == ["pending"]
-
-
-def test_trace_paths_outside_the_run_directory_are_refused(tmp_path):
-    (tmp_path / "traces").mkdir()
-    assert trace_path(tmp_path, "traces/a.jsonl") == (tmp_path / "traces" / "a.jsonl").resolve()
-    assert trace_path(tmp_path, "../../etc/passwd") is None
-    assert trace_path(tmp_path, "/etc/passwd") is None
-    assert trace_path(tmp_path, None) is None
 
 
 def test_oracle_trace_has_what_the_runner_recorded(oracle_dirs):

@@ -26,7 +26,7 @@ from inspect_ai.model import (
 from inspect_ai.scorer import CORRECT, INCORRECT, Score
 
 from verimap import events as ev
-from verimap.view.trace import read_events, trace_path
+from verimap.trace_files import read_events, trace_path
 
 # The name of the one score per sample, as Inspect's viewer labels its column.
 SCORER = "correct"

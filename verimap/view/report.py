@@ -26,18 +26,9 @@ from typing import Any
 
 from verimap.evals import report as tables
 from verimap.evals.runner import CONFIG, RESULTS, RunDirError, unscored_errors
+from verimap.trace_files import DEFAULT_MAX_CHARS, clip_deep, clip_text, trace_path
 from verimap.view.svg import Dag, DagNode, Point, ViewError, render_dags, scatter_svg
-from verimap.view.trace import (
-    DEFAULT_MAX_CHARS,
-    MAX_DAG_NODES,
-    RunView,
-    clip_deep,
-    clip_text,
-    load_run,
-    pretty,
-    run_from_plans,
-    trace_path,
-)
+from verimap.view.trace import MAX_DAG_NODES, RunView, load_run, pretty, run_from_plans
 
 TEMPLATES = Path(__file__).with_name("templates")
 

@@ -1,0 +1,1 @@
+"""The paper's evaluation: benchmarks (data and scoring), method presets, the runner, reports."""
