@@ -10,6 +10,7 @@ from verimap.plan_fixes import (
     give_vfs_the_task,
     join_extra_sinks,
     number_repeated_vf_names,
+    resolve_misattributed_outputs,
     resolve_near_miss_outputs,
     resolve_vf_keys,
     type_code_answer,
@@ -66,6 +67,32 @@ def test_a_near_miss_output_name_is_resolved_only_when_one_output_fits():
     }  # fmt: skip
     got = resolve_near_miss_outputs(raw)["nodes"][2]["inputs"]
     assert got == ["calc.total_distance", "two.total_cost", "two.total", "nowhere.x"]
+
+
+def test_an_input_under_the_wrong_node_is_rewired_to_the_one_node_that_outputs_it():
+    """Seen on GSM8K (r35): every input named `extract.`, also for later nodes' outputs."""
+    raw = {"nodes": [
+        node("extract", ["USER_TASK"], ["run_speed", "skip_speed"]),
+        node("run_distance", ["extract.run_speed"], ["run_distance"]),
+        node("skip_distance", ["extract.skip_speed"], ["skip_distance"]),
+        node("total", ["extract.run_distance", "nowhere.skip_distance", "extract.total_time"],
+             ["answer"]),
+        node("echo", ["extract.answer"], ["copy"]),
+    ]}  # fmt: skip
+    got = resolve_misattributed_outputs(copy.deepcopy(raw))
+    assert got["nodes"][3]["inputs"] == [
+        "run_distance.run_distance", "skip_distance.skip_distance", "extract.total_time"
+    ]  # fmt: skip
+    assert got["nodes"][4]["inputs"] == ["total.answer"]
+    # two other nodes output `run_distance`: ambiguous, left for the validator to report
+    twice = copy.deepcopy(raw)
+    twice["nodes"][4]["outputs"] = {"run_distance": "number"}
+    assert resolve_misattributed_outputs(copy.deepcopy(twice))["nodes"][3]["inputs"][0] == (
+        "extract.run_distance"
+    )
+    # and it comes before the near-miss rewrite, which would have taken `extract.run_speed`
+    fixed = fix_raw_plan(copy.deepcopy(raw))
+    assert fixed["nodes"][3]["inputs"][0] == "run_distance.run_distance"
 
 
 def test_a_vf_naming_the_answer_after_the_task_reads_the_only_output():
@@ -131,6 +158,22 @@ def test_a_trailing_checker_node_is_dropped_when_the_node_it_reads_gives_the_ans
     two_parents["nodes"].insert(0, node("other", ["USER_TASK"], ["x"]))
     two_parents["nodes"][2]["inputs"].append("other.x")
     assert drop_checker_tail(copy.deepcopy(two_parents), ("code",)) == two_parents
+
+
+def test_a_checker_reading_the_answer_and_its_sources_is_dropped():
+    """Seen on GSM8K (r35): `verify` reads the result and the quantities it came from."""
+    raw = {"nodes": [
+        node("extract", ["USER_TASK"], ["miles", "days"]),
+        node("work_out", ["extract.miles", "extract.days"], ["total"]),
+        {**node("verify", ["USER_TASK", "extract.miles", "work_out.total"], ["ok"]),
+         "outputs": {"ok": "boolean"}},
+    ]}  # fmt: skip
+    got = drop_checker_tail(copy.deepcopy(raw), ("number",))
+    assert [n["id"] for n in got["nodes"]] == ["extract", "work_out"]
+    parse_plan(got)
+    # the checker is the only node reading `work_out`: two sinks would be left, so it stays
+    raw["nodes"][2]["inputs"] = ["extract.miles"]
+    assert drop_checker_tail(copy.deepcopy(raw), ("number",)) == raw
 
 
 def test_a_node_whose_vf_reads_the_task_gets_the_task_as_input():

@@ -239,7 +239,7 @@ async def test_invalid_and_useless_problems_are_reported_together():
     copied["nodes"].insert(
         0, {"id": "extra", "instruction": "verify", "inputs": [], "outputs": ["ok"]}
     )
-    copied["nodes"][1]["inputs"].append("nowhere.x")
+    copied["nodes"][1]["inputs"].append("nowhere.no_such_output")
     m = ScriptedModel([copied, GOOD])
     await LLMPlanner(m).plan("t")
     feedback = m.requests[1].messages[-1].content
@@ -327,7 +327,7 @@ async def test_unambiguous_bare_input_names_are_resolved_and_ambiguous_ones_repo
 async def test_a_repair_that_brings_back_the_same_problems_is_sampled_once_then_given_up():
     """Four rounds of the same invalid plan cost the 1.5B six minutes before the fallback."""
     bad_ref = json.loads(json.dumps(GOOD))
-    bad_ref["nodes"][-1]["inputs"] = ["USER_TASK", "nowhere.x"]
+    bad_ref["nodes"][-1]["inputs"] = ["USER_TASK", "nowhere.no_such_output"]
     variants = []
     for i in range(4):
         v = json.loads(json.dumps(bad_ref))
@@ -454,7 +454,7 @@ async def test_a_node_whose_only_vf_is_dropped_keeps_a_deterministic_check():
 async def test_a_plan_with_other_problems_is_repaired_not_salvaged():
     plan = json.loads(json.dumps(GOOD))
     plan["nodes"][1]["verification"].append({"name": "noop", "type": "python", "code": "x = 1"})
-    plan["nodes"][1]["inputs"].append("nowhere.x")
+    plan["nodes"][1]["inputs"].append("nowhere.no_such_output")
     m = ScriptedModel([plan, GOOD])
     got = await LLMPlanner(m).plan("t")
     assert m.calls == 2 and got.dropped_vfs == [] and "noop" in m.requests[1].messages[-1].content

@@ -22,6 +22,7 @@ _OUTPUT_KEY = re.compile(r"""\boutputs(\[\s*|\.get\(\s*)(['"])([A-Za-z_]\w*)\2""
 def fix_raw_plan(raw: Any, answer_types: tuple[str, ...] = ()) -> Any:
     """Every rewrite below, in the order in which each can rely on the ones before."""
     raw = resolve_bare_inputs(raw)
+    raw = resolve_misattributed_outputs(raw)
     raw = resolve_near_miss_outputs(raw)
     raw = join_extra_sinks(raw)
     raw = drop_checker_tail(raw, answer_types)
@@ -98,6 +99,34 @@ def resolve_bare_inputs(raw: Any) -> Any:
     return raw
 
 
+def resolve_misattributed_outputs(raw: Any) -> Any:
+    """Rewrite `"extract.total_time"` to `"sum_times.total_time"` when node `extract` (or no
+    node of that id) outputs no `total_time` and exactly one other node does: small models
+    prefix every input with the first node's id (seen on GSM8K: four inputs of one plan named
+    `extract.` for outputs of later nodes). Runs before the near-miss rewrite, which would
+    otherwise map `extract.run_distance` to `extract.run_speed`."""
+    nodes = _nodes(raw)
+    outputs = {n["id"]: _output_names(n) for n in nodes}
+    owners: dict[str, list[str]] = {}
+    for nid, outs in outputs.items():
+        for o in outs:
+            owners.setdefault(o, []).append(nid)
+
+    def resolve(ref: Any, me: str) -> Any:
+        if not isinstance(ref, str) or "." not in ref:
+            return ref
+        nid, _, name = ref.partition(".")
+        if name in outputs.get(nid, ()):
+            return ref
+        ids = [i for i in owners.get(name, []) if i != me]
+        return f"{ids[0]}.{name}" if len(ids) == 1 else ref
+
+    for n in nodes:
+        if isinstance(n.get("inputs"), list):
+            n["inputs"] = [resolve(r, n["id"]) for r in n["inputs"]]
+    return raw
+
+
 def resolve_near_miss_outputs(raw: Any) -> Any:
     """Rewrite `"calc.total_meters"` to `"calc.total_distance"` when node `calc` has no output
     `total_meters` but exactly one output, or one output whose name is clearly the closest:
@@ -147,8 +176,9 @@ def join_extra_sinks(raw: Any) -> Any:
 
 
 def drop_checker_tail(raw: Any, answer_types: tuple[str, ...]) -> Any:
-    """Drop a final node that outputs no answer of `answer_types` when the one node it reads
-    does: small models end a plan with a "verify" node whose output is a boolean, so the run's
+    """Drop a final node that outputs no answer of `answer_types` when, without it, the plan
+    has one final node and that node does: small models end a plan with a "verify" node whose
+    output is a boolean (reading the result and the quantities it came from), so the run's
     answer would be `True` instead of the code or number. Checking is what VFs are for."""
     nodes = _nodes(raw)
     while answer_types and len(nodes) > 1 and not raw.get("edges"):
@@ -156,15 +186,12 @@ def drop_checker_tail(raw: Any, answer_types: tuple[str, ...]) -> Any:
         if len(sinks) != 1 or set(_output_types(sinks[0]).values()) & {*answer_types, ANY}:
             break
         final = sinks[0]
-        parents = {
-            r.partition(".")[0]
-            for r in final.get("inputs") or []
-            if isinstance(r, str) and "." in r
-        }
-        by_id = {n["id"]: n for n in nodes}
-        if len(parents) != 1 or not (parent := by_id.get(next(iter(parents)))):
+        rest = [n for n in nodes if n is not final]
+        reads = {r.partition(".")[0] for r in final.get("inputs") or [] if isinstance(r, str)}
+        below = _unread(rest)
+        if len(below) != 1 or below[0]["id"] not in reads:
             break
-        if not set(_output_types(parent).values()) & set(answer_types):
+        if not set(_output_types(below[0]).values()) & set(answer_types):
             break
         raw["nodes"] = [n for n in raw["nodes"] if n is not final]
         nodes = _nodes(raw)
