@@ -43,14 +43,12 @@ def from_traces(root: Path) -> Iterator[dict[str, Any]]:
             data = e.get("data") or {}
             if e["type"] == "run_start":
                 task = data.get("task")
-            elif e["type"] == "plan_invalid" and task and data.get("reply"):
-                if not any("cut off at the length limit" in p for p in data.get("problems", [])):
-                    yield {
-                        "source": str(path),
-                        "domain": domain,
-                        "task": task,
-                        "reply": data["reply"],
-                    }
+            elif e["type"] == "plan_invalid" and task and data.get("reply") and not _cut(data):
+                yield {"source": str(path), "domain": domain, "task": task, "reply": data["reply"]}
+
+
+def _cut(data: dict[str, Any]) -> bool:
+    return any("cut off at the length limit" in p for p in data.get("problems", []))
 
 
 def load(path: Path) -> list[dict[str, Any]]:
