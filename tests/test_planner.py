@@ -604,6 +604,17 @@ async def test_a_final_code_node_without_an_examples_vf_gets_one():
     assert off.node("implement").outputs == {"code": "code"}  # typed all the same
 
 
+async def test_an_examples_vf_on_other_examples_does_not_stand_in_for_the_tasks():
+    """The 1.5B on HumanEval/72: `run_examples(outputs['code'], inputs['parse.inputs'])`."""
+    plan = json.loads(json.dumps(STRING_PIPELINE))
+    plan["nodes"][1]["verification"] = [{"name": "examples", "type": "python",
+        "code": "run_examples(outputs['code'], inputs['parse.text'])"}]  # fmt: skip
+    planner = LLMPlanner(ScriptedModel([plan]), domain="programming", answer_types=("code",))
+    final = (await planner.plan(CODE_TASK)).node("implement")
+    assert [v.name for v in final.verification] == ["examples", "task_examples"]
+    assert "USER_TASK" in final.inputs
+
+
 async def test_a_code_tasks_plan_whose_answer_is_not_code_goes_back():
     """The 1.5B on HumanEval/30: a last node "combining the parts into a plan" (a string)."""
     plan = json.loads(json.dumps(STRING_PIPELINE))

@@ -3,6 +3,8 @@ node with one typed answer and the checks its kind gives for free."""
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 from verimap import iotypes
@@ -62,6 +64,9 @@ def nonempty_outputs_vf(node: Node) -> PythonVF:
     )
 
 
+_RUNS_TASK_EXAMPLES = re.compile(r"""run_examples\([^)]*inputs\[\s*(['"])USER_TASK\1\s*\]""")
+
+
 def examples_vf(output: str, name: str = "task_examples") -> dict[str, Any]:
     """The VF a code task gives for free: its own examples run against the code in `output`."""
     code = f"run_examples(outputs[{output!r}], inputs['USER_TASK'])"
@@ -76,7 +81,8 @@ def with_task_examples(raw: Any, task: str, answer_types: tuple[str, ...]) -> An
     VFs all misused `run_examples`, they were dropped, and a paren string "verified" as the
     function. So on a code task (`answer_types` led by `code`) whose text has examples, the
     final node's one code output gets the fallback plan's `task_examples` VF, unless one of the
-    node's VFs runs examples already (and `USER_TASK` among its inputs for it)."""
+    node's VFs runs the task's examples already (`run_examples(..., inputs["USER_TASK"])`; the
+    1.5B also passes other nodes' outputs as the examples), and `USER_TASK` among its inputs."""
     from verimap.sandbox.policy import task_examples
 
     final = final_node(raw)
@@ -88,7 +94,7 @@ def with_task_examples(raw: Any, task: str, answer_types: tuple[str, ...]) -> An
     code = [k for k, t in outs.items() if t == iotypes.CODE]
     if len(code) != 1:
         return raw
-    if any(isinstance(v, dict) and "run_examples(" in str(v.get("code", "")) for v in vfs):
+    if any(isinstance(v, dict) and _RUNS_TASK_EXAMPLES.search(str(v.get("code", ""))) for v in vfs):
         return raw
     names = {v.get("name") for v in vfs if isinstance(v, dict)}
     vfs.append(
