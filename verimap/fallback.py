@@ -4,7 +4,6 @@ node with one typed answer and the checks its kind gives for free."""
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 from verimap import iotypes
