@@ -201,6 +201,28 @@ async def test_a_code_output_is_taken_from_the_replys_fenced_block_without_anoth
     assert out.outputs == {"code": 'def f(x):\n    """Add one."""\n    return x + 1\n'}
 
 
+def test_a_docstring_copied_with_json_escapes_still_gives_the_code():
+    """The 1.5B on HumanEval/72 (eval r0, 2026-11-26): the task came in JSON, and the block
+    opened with the docstring, its escapes and the first comment on one line."""
+    from verimap.executor import code_from_reply
+
+    copied = (
+        "```python\ndef will_it_fly(q, w):\n"
+        "    '''\\n    Return True if q is balanced.\\n    '''\\n    # palindromic?\n"
+        "    if q != q[::-1]:\n        return False\n"
+        "    return sum(q) <= w and '\\\\n' not in str(q)\n```"
+    )
+    code = code_from_reply(copied)
+    assert code is not None
+    ns: dict = {}
+    exec(code, ns)
+    fly = ns["will_it_fly"]
+    assert fly([3, 2, 3], 9) and not fly([1, 2], 5)
+    assert "Return True if q is balanced." in fly.__doc__ and "'\\\\n'" in code
+    # A `\n` inside a one-line string cannot be a line break: such code stays unparsed.
+    assert code_from_reply("```python\ndef f(s:\n    return s.split('\\n')\n```") is None
+
+
 async def test_a_stub_or_broken_block_is_no_code_answer_and_the_final_call_asks_for_it():
     reply = '```python\ndef f(x):\n    """Add one."""\n    ...\n```\n```python\ndef f(x:\n```'
     m = ScriptedModel([reply, {"code": "def f(x):\n    return x + 1\n"}])
