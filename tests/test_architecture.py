@@ -52,7 +52,7 @@ def _cycle(g: dict[str, set[str]]) -> list[str]:
     return []
 
 
-def test_every_library_directory_is_a_regular_package(graph):
+def test_every_library_directory_is_a_regular_package():
     """A namespace package (no __init__.py) is invisible to import-graph tools and type
     checkers that look for packages, so a cycle through it would go unseen here."""
     missing = [
