@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from verimap.evals.data import read_jsonl
 from verimap.evals.methods import PLAN_ANSWER_TYPES
 from verimap.llm.double import ScriptedModel
 from verimap.planner import LLMPlanner, PlanningError
@@ -52,8 +53,7 @@ def _cut(data: dict[str, Any]) -> bool:
 
 
 def load(path: Path) -> list[dict[str, Any]]:
-    with path.open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return [record for _line, record in read_jsonl(path)]
 
 
 def distinct(items: Iterator[dict[str, Any]] | list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import difflib
 import functools
 import re
+from collections.abc import Callable
 from typing import Any
 
 from verimap.iotypes import ANY, CODE, may_hold_code
@@ -69,19 +70,30 @@ def _output_names(node: dict[str, Any]) -> list[str]:
     return list(_output_types(node))
 
 
+def _owners(nodes: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Output name -> the ids of the nodes that output it."""
+    owners: dict[str, list[str]] = {}
+    for n in nodes:
+        for o in _output_names(n):
+            owners.setdefault(o, []).append(n["id"])
+    return owners
+
+
+def _rewrite_inputs(raw: Any, resolve: Callable[[Any, str], Any]) -> Any:
+    """Each node's inputs through `resolve(ref, node_id)`."""
+    for n in _nodes(raw):
+        if isinstance(n.get("inputs"), list):
+            n["inputs"] = [resolve(r, n["id"]) for r in n["inputs"]]
+    return raw
+
+
 def resolve_bare_inputs(raw: Any) -> Any:
     """Rewrite an input naming a bare output (`"total"`) to `"<node>.total"` when exactly one
     other node outputs it, and an input naming another node (`"add"`) to `"add.<output>"` when
     that node has exactly one output."""
     nodes = _nodes(raw)
-    owners: dict[str, list[str]] = {}
-    single: dict[str, str] = {}
-    for n in nodes:
-        outs = _output_names(n)
-        for o in outs:
-            owners.setdefault(o, []).append(n["id"])
-        if len(outs) == 1:
-            single[n["id"]] = outs[0]
+    owners = _owners(nodes)
+    single = {n["id"]: outs[0] for n in nodes if len(outs := _output_names(n)) == 1}
 
     def resolve(ref: Any, me: str) -> Any:
         if not isinstance(ref, str) or ref == USER_TASK or "." in ref:
@@ -93,10 +105,7 @@ def resolve_bare_inputs(raw: Any) -> Any:
             return f"{ref}.{single[ref]}"
         return ref
 
-    for n in nodes:
-        if isinstance(n.get("inputs"), list):
-            n["inputs"] = [resolve(r, n["id"]) for r in n["inputs"]]
-    return raw
+    return _rewrite_inputs(raw, resolve)
 
 
 def resolve_misattributed_outputs(raw: Any) -> Any:
@@ -107,10 +116,7 @@ def resolve_misattributed_outputs(raw: Any) -> Any:
     otherwise map `extract.run_distance` to `extract.run_speed`."""
     nodes = _nodes(raw)
     outputs = {n["id"]: _output_names(n) for n in nodes}
-    owners: dict[str, list[str]] = {}
-    for nid, outs in outputs.items():
-        for o in outs:
-            owners.setdefault(o, []).append(nid)
+    owners = _owners(nodes)
 
     def resolve(ref: Any, me: str) -> Any:
         if not isinstance(ref, str) or "." not in ref:
@@ -121,10 +127,7 @@ def resolve_misattributed_outputs(raw: Any) -> Any:
         ids = [i for i in owners.get(name, []) if i != me]
         return f"{ids[0]}.{name}" if len(ids) == 1 else ref
 
-    for n in nodes:
-        if isinstance(n.get("inputs"), list):
-            n["inputs"] = [resolve(r, n["id"]) for r in n["inputs"]]
-    return raw
+    return _rewrite_inputs(raw, resolve)
 
 
 def resolve_near_miss_outputs(raw: Any) -> Any:
@@ -134,7 +137,7 @@ def resolve_near_miss_outputs(raw: Any) -> Any:
     nodes = _nodes(raw)
     outputs = {n["id"]: _output_names(n) for n in nodes}
 
-    def resolve(ref: Any) -> Any:
+    def resolve(ref: Any, _me: str) -> Any:
         if not isinstance(ref, str) or "." not in ref:
             return ref
         nid, _, name = ref.partition(".")
@@ -149,10 +152,7 @@ def resolve_near_miss_outputs(raw: Any) -> Any:
             return f"{nid}.{best}"
         return ref
 
-    for n in nodes:
-        if isinstance(n.get("inputs"), list):
-            n["inputs"] = [resolve(r) for r in n["inputs"]]
-    return raw
+    return _rewrite_inputs(raw, resolve)
 
 
 def join_extra_sinks(raw: Any) -> Any:
