@@ -1,8 +1,8 @@
 """Does planning and verification make a small local model's answers better? Methods side by side.
 
     python3 benchmarks/small_model.py [--model qwen2.5-coder-1.5b] [--gsm8k 20] [--humaneval 20]
-        [--offset 0] [--methods bare,react,verimap] [--pens/--no-pens] [--max-retries 3]
-        [--max-iterations 5] [--sandbox docker] [--runs-dir runs/bench-small-TIME] [--resume]
+        [--offset 0] [--methods bare,react,verimap] [--pens/--no-pens] [--max-retries 3] [--cross-check]
+        [--max-iterations 2] [--sandbox docker] [--runs-dir runs/bench-small-TIME] [--resume]
         [--out eval/small-model.md]
 
 One question decides whether verimap is worth its cost on a small model: on the same tasks, with
@@ -46,7 +46,7 @@ from typing import Any
 from verimap.cli import log_to_stderr
 from verimap.cli.eval import _own_sandbox
 from verimap.config import RunConfig
-from verimap.endpoint import connect, local_defaults
+from verimap.endpoint import LOCAL_MAX_ITERATIONS, connect, local_defaults
 from verimap.evals.data import DataSource
 from verimap.evals.methods import METHODS, method_config
 from verimap.evals.runner import ERRORS, RESULTS, ResultsLog, run_eval
@@ -382,7 +382,7 @@ def make_header(
         f"{args.humaneval}; one task at a time on one local server; sandbox: {args.sandbox}\n"
         f"- sampling: {sampling}\n"
         f"- verimap: {args.max_retries} retries x {args.max_iterations} iterations, "
-        f"agreement {args.agreement} "
+        f"agreement {args.agreement}, cross-check {'on' if args.cross_check else 'off'} "
         f"(react is one pass by definition)\n"
         f"- run directories (results.jsonl, traces): `{runs_dir}`"
     )
@@ -475,6 +475,7 @@ def main(argv: list[str] | None = None) -> int:
         "max_retries": args.max_retries,
         "max_iterations": args.max_iterations,
         "agreement": args.agreement,
+        "cross_check": args.cross_check,
     }
     command = sys.argv if argv is None else ["benchmarks/small_model.py", *argv]
     header = make_header(args, config, runs_dir, ["python3", *command])
@@ -535,12 +536,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="also run the README's pens task (non-bare methods)",
     )
     p.add_argument("--max-retries", type=int, default=3, help="verimap's attempts per node")
-    p.add_argument("--max-iterations", type=int, default=5, help="verimap's plans per task")
+    p.add_argument(
+        "--max-iterations",
+        type=int,
+        default=LOCAL_MAX_ITERATIONS,
+        help="verimap's plans per task (the local-model default; the paper's is 5)",
+    )
     p.add_argument(
         "--agreement",
         type=int,
         default=RunConfig.model_fields["agreement"].default,
         help="VF-passing samples that must agree on a numeric final answer (1: the first)",
+    )
+    p.add_argument(
+        "--cross-check",
+        action="store_true",
+        help="a final numeric answer must agree with a one-reply solution of the whole task",
     )
     p.add_argument("--sandbox", default="docker", choices=KINDS)
     p.add_argument("--data-dir", default=None, help="benchmark data [as verimap eval]")

@@ -195,3 +195,21 @@ def test_off_a_terminal_the_log_tells_retries_and_replans_without_escape_codes(
                  "[it 2] a: reused (verified before, unchanged)", "[it 2] b: verified"):  # fmt: skip
         assert line in r.stderr, line
     assert "\x1b" not in r.stderr and "\x1b" not in r.stdout
+
+
+def test_the_local_model_plans_at_most_twice_unless_told(world, tmp_path, monkeypatch):
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+
+    def config_of(*args):
+        out = tmp_path / str(len(list(tmp_path.iterdir())))
+        r = invoke("Double 21", "--sandbox", "process", "--trace-dir", str(out), "-q", *args)
+        assert r.exit_code == 0, r.output
+        (trace,) = out.glob("*.jsonl")
+        return json.loads(trace.read_text().splitlines()[0])["data"]["config"]
+
+    local = config_of()
+    assert (local["max_iterations"], local["plan_repairs"], local["temperature"]) == (2, 0, 0.0)
+    assert config_of("--max-iterations", "4")["max_iterations"] == 4
+    remote = config_of("--model", "gpt-4o-mini")
+    assert (remote["max_iterations"], remote["plan_repairs"]) == (5, 3)

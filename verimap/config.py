@@ -37,6 +37,11 @@ class RunConfig(BaseModel):
     # wrong one, as a `check` verdict beside the VFs (beyond the paper; only with verification
     # "full"). Property VFs cannot see a slipped sum that becomes the answer.
     check_arithmetic: bool = True
+    # A final answer that is one number must agree with the answer the judge model gives when
+    # it solves the whole task in one reply, without the plan (a `check` verdict; beyond the
+    # paper, only with verification "full"). Property VFs cannot see a wrong decomposition, and a
+    # solution without the plan errs elsewhere. One judge call per run (see `cross_check.py`).
+    cross_check: bool = False
     # Probe Python VFs with null and absurd outputs before a plan runs; drop those that pass both.
     vacuity_check: bool = True
     # The planner works the task out in free text before it writes a plan (off: as the paper).
@@ -59,8 +64,8 @@ class RunConfig(BaseModel):
     # frequent answer over its attempts, first one on a tie (plurality), or its last (last).
     unverified_answer: Literal["plurality", "last"] = "plurality"
     # Times the planner is shown its plan's problems and asked again before the one-node fallback
-    # plan runs. Local models get 1: on the 1.5B no repair loop in 16 rounds ever produced a
-    # valid plan, and each round cost about two minutes.
+    # plan runs. Local models get 0: on the 1.5B no repair in 31 rounds ever produced a valid
+    # plan, and each round cost minutes.
     plan_repairs: int = Field(default=3, ge=0)
     # A failed node whose work (the node and all it depends on) comes back unchanged from the
     # replanner runs again this many times; the next unchanged return ends the run (None: no

@@ -25,10 +25,11 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from verimap import arithmetic
+from verimap import arithmetic, cross_check
 from verimap import events as ev
 from verimap.accounting import BudgetExceeded, Ledger
 from verimap.config import RunConfig
+from verimap.cross_check import CrossCheck
 from verimap.events import Event, EventBus, JsonlTraceWriter
 from verimap.executor import TEXT_OUTPUT, Executor
 from verimap.feedback import FailureContext, Feedback
@@ -75,6 +76,7 @@ class _RunState:
         self.best: dict[str, Any] | None = None
         # Verdicts the sandbox could not give (SANDBOX_ERROR), which the verifier counts as fails.
         self.faults: list[str] = []
+        self.cross_check: CrossCheck | None = None
 
 
 def _of_run(run_id: str, writer: JsonlTraceWriter, event: Event) -> None:
@@ -124,6 +126,7 @@ class Coordinator:
         ledger = Ledger(self.config.budget)
         ctx = RunContext(run_id=run_id, sink=self.events.emit, ledger=ledger, settings=self.config)
         st = _RunState(run_id, task, ctx)
+        st.cross_check = CrossCheck.for_run(self.config, self.verifier, task)
         if trace_path is None and self.trace_dir is not None:
             trace_path = self.trace_dir / f"{st.run_id}.jsonl"
         writer = JsonlTraceWriter(trace_path) if trace_path is not None else None
@@ -155,25 +158,20 @@ class Coordinator:
                     result = self._result(st, "failed", error=f"internal error: TimeoutError: {e}")
             except BudgetExceeded as e:
                 result = self._result(st, "budget_exhausted", error=str(e))
-            except PlanningError as e:
+            except (PlanningError, PlanError) as e:
                 result = self._result(st, "failed", error=f"planning failed: {e}")
-            except ModelError as e:
+            except (ModelError, SandboxUnavailable) as e:
+                what = "model error" if isinstance(e, ModelError) else "sandbox unavailable"
                 result = self._result(
-                    st, "failed", error=f"model error: {e}", error_kind="infrastructure"
+                    st, "failed", error=f"{what}: {e}", error_kind="infrastructure"
                 )
-            except SandboxUnavailable as e:
-                result = self._result(
-                    st, "failed", error=f"sandbox unavailable: {e}", error_kind="infrastructure"
-                )
-            except PlanError as e:
-                result = self._result(st, "failed", error=f"planning failed: {e}")
             except Exception as e:  # a bug in a custom component must still yield a report
                 tb = traceback.format_exc()
                 self._emit(st, ev.ERROR, error=f"{type(e).__name__}: {e}", traceback=tb)
                 result = self._result(
                     st, "failed", error=f"internal error: {type(e).__name__}: {e}"
                 )
-            self._blame_infrastructure(result, [*ledger.faults, *st.faults])
+            result.blame_infrastructure([*ledger.faults, *st.faults])
             if result.status == "budget_exhausted":
                 self._emit(st, ev.BUDGET, error=result.error)
             result.usage = ledger.usage.model_copy(deep=True)
@@ -211,18 +209,6 @@ class Coordinator:
             error_kind=error_kind,
         )  # fmt: skip
 
-    @staticmethod
-    def _blame_infrastructure(result: RunResult, faults: list[str]) -> None:
-        """A run that did not verify after a model call failed for good (a judge's, which the
-        verifier turns into an ERROR verdict) or a sandbox could not judge a VF may have failed
-        for that reason alone, so it is no evidence about the method. A run that verified
-        anyway keeps its answer."""
-        if result.error_kind is not None or result.status == "success" or not faults:
-            return
-        result.error_kind = "infrastructure"
-        first = faults[0] + (f" (and {len(faults) - 1} more)" if len(faults) > 1 else "")
-        result.error = f"{first}; the run then ended: {result.error}" if result.error else first
-
     async def _run(self, st: _RunState) -> RunResult:
         cfg = self.config
         st.iteration = 1
@@ -245,12 +231,15 @@ class Coordinator:
             best = best_unverified(plan, st.reports, st.iteration, self.config.unverified_answer)
             st.best = best or st.best
             if statuses.get(failure.node_id) == "unconfirmed":
-                answers = st.reports[failure.node_id].outputs
+                check = st.cross_check
+                why = (check.why_unconfirmed() if check is not None and check.disputes else
+                       f"its answers did not agree {cfg.agreement} times in "
+                       f"{cfg.max_retries + cfg.agreement - 1} attempts")  # fmt: skip
                 return self._result(
-                    st, "failed", final=plan.final_node().id, final_output=answers,
-                    error=f"node {failure.node_id!r} passed its VFs, but its answers did not "
-                    f"agree {cfg.agreement} times in {cfg.max_retries + cfg.agreement - 1} "
-                    f"attempts; the most frequent is kept, unverified",
+                    st, "failed", final=plan.final_node().id,
+                    final_output=st.reports[failure.node_id].outputs,
+                    error=f"node {failure.node_id!r} passed its VFs, but {why}; the most "
+                    "frequent answer is kept, unverified",
                 )  # fmt: skip
             if st.iteration >= cfg.max_iterations:
                 return self._result(
@@ -403,6 +392,7 @@ class Coordinator:
         feedback: Feedback | None = st.carry.pop(node.id, None)
         last_outputs: dict[str, Any] | None = None
         passing: list[dict[str, Any]] = []
+        disputed: list[dict[str, Any]] = []  # passed every VF, but not the cross-check
         attempt = failed = 0
         # Attempts that fail count against max_retries; agreement adds up to votes - 1 more.
         while failed < cfg.max_retries and attempt < cfg.max_retries + votes - 1:
@@ -446,6 +436,8 @@ class Coordinator:
             vr = await with_ctx(self.verifier.verify, node, inputs, out.outputs or {}, ctx=actx)
             if cfg.check_arithmetic and cfg.verification == "full":
                 vr = arithmetic.add_to(vr, out.messages)
+            if st.cross_check is not None and node.id == st.plans[-1].final_node().id:
+                vr = await st.cross_check.add_to(vr, node, out.outputs or {}, ctx=actx)
             verify_s = time.monotonic() - verify_start
             rec.verdicts, rec.passed = vr.verdicts, vr.passed
             st.faults.extend(
@@ -479,11 +471,13 @@ class Coordinator:
                 feedback = None
                 continue
             failed += 1
+            if cross_check.disputed(vr):
+                disputed.append(dict(out.outputs or {}))
             feedback = Feedback(previous_outputs=out.outputs, failures=vr.failures)
-        if passing:
-            rep.status, rep.outputs = "unconfirmed", plurality(passing)[0]
+        if passing or disputed:
+            rep.status, rep.outputs = "unconfirmed", plurality(passing or disputed)[0]
             self._emit(st, ev.NODE_FINISH, node.id, status=rep.status, outputs=rep.outputs,
-                       answers=passing)  # fmt: skip
+                       answers=passing or disputed)  # fmt: skip
             return rep, inputs
         if cfg.fail_accepted:
             rep.status = "fail-accepted"

@@ -127,3 +127,14 @@ class RunResult(BaseModel):
     @property
     def ok(self) -> bool:
         return self.status == "success"
+
+    def blame_infrastructure(self, faults: list[str]) -> None:
+        """A run that did not verify after a model call failed for good (a judge's, which the
+        verifier turns into an ERROR verdict) or a sandbox could not judge a VF may have failed
+        for that reason alone, so it is no evidence about the method. A run that verified
+        anyway keeps its answer."""
+        if self.error_kind is not None or self.status == "success" or not faults:
+            return
+        self.error_kind = "infrastructure"
+        first = faults[0] + (f" (and {len(faults) - 1} more)" if len(faults) > 1 else "")
+        self.error = f"{first}; the run then ended: {self.error}" if self.error else first

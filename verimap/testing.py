@@ -21,6 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from verimap import cross_check
 from verimap.llm.base import ModelRequest, ModelResponse, UserMessage
 from verimap.llm.double import ScriptedModel, tool_call_reply
 from verimap.plan import Plan, parse_plan
@@ -119,6 +120,7 @@ _JUDGE = re.compile(
     re.S,
 )
 # The batched judge: several criteria, one "- name: criterion" line each.
+_SOLVE_ALONE = cross_check.PROMPT.split("{task}")[1]
 _JUDGE_MANY = re.compile(
     r"^Subtask instruction: (.*?)\n\nInputs \(JSON\):.*?Outputs \(JSON\):\n(.*?)\n\nCriteria:\n(.*?)\n\nDoes",
     re.S,
@@ -135,7 +137,9 @@ class ScriptedWorld:
     `outputs(node_id, attempt_index, inputs, prompt)` as JSON (one call per attempt), or as
     written when it returns a string (a text-only executor's reply; its `inputs` are {}).
     The judge answers `judge(node_id, criterion, outputs) -> (passed, explanation)`,
-    after a free-text reasoning call. Node instructions must be unique within a plan.
+    after a free-text reasoning call, and a request to solve the whole task at once (the
+    independent-solution check) with `solve(task)`. Node instructions must be unique within a
+    plan.
     """
 
     def __init__(
@@ -144,6 +148,7 @@ class ScriptedWorld:
         outputs: OutputsFn,
         judge: JudgeFn | None = None,
         *,
+        solve: Callable[[str], str] | None = None,
         latency_s: float = 0.0,
         supports_tools: bool = True,
         name: str = "scripted-world",
@@ -151,6 +156,7 @@ class ScriptedWorld:
         self.plans = [parse_plan(p) for p in plans]
         self.outputs = outputs
         self.judge = judge or (lambda node_id, criterion, outs: (True, "looks right"))
+        self.solve = solve or (lambda task: "I cannot tell.")
         self.executor_calls: dict[str, int] = defaultdict(int)
         self.executor_prompts: dict[str, list[str]] = defaultdict(list)
         self.order: list[str] = []
@@ -184,6 +190,8 @@ class ScriptedWorld:
             return plan.to_json()
         user = next(m.content for m in req.messages if isinstance(m, UserMessage))
         if req.role == "judge":
+            if user.endswith(_SOLVE_ALONE):
+                return self.solve(user[: -len(_SOLVE_ALONE)])
             if req.response_schema is None:
                 return "Let me reason about the criteria."
             if many := _JUDGE_MANY.search(user):

@@ -263,3 +263,29 @@ def test_progress_off_a_terminal_is_one_plain_line_per_task(tmp_path):
     assert r.exit_code == 0, r.output
     assert "[1/2] r0/" in r.stderr and "[2/2] r0/" in r.stderr and "correct (success)" in r.stderr
     assert "\x1b" not in r.output
+
+
+def test_local_model_rules_fill_only_what_the_user_left_unset(monkeypatch, capsys):
+    from verimap.cli.eval import _apply_local_defaults
+
+    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    cfg: dict = {}
+    _apply_local_defaults("verimap", {}, cfg)
+    assert (cfg["max_iterations"], cfg["plan_repairs"], cfg["temperature"]) == (2, 0, 0.0)
+    assert "0 plan repairs; at most 2 plans per task" in capsys.readouterr().err
+    mine = {"max_iterations": 5, "temperature": 1.0}
+    _apply_local_defaults("map-v", {}, mine)
+    assert mine == {"max_iterations": 5, "temperature": 1.0, "plan_repairs": 0}
+    assert "at most 5 plans per task" in capsys.readouterr().err
+    paper = {"temperature": 1.0}
+    _apply_local_defaults("verimap", {}, paper)
+    assert paper == {"temperature": 1.0, "plan_repairs": 0, "max_iterations": 2}
+    said = capsys.readouterr().err
+    assert "at most 2 plans per task" in said and "retries at" not in said
+    react: dict = {}
+    _apply_local_defaults("react", {}, react)
+    assert "max_iterations" not in react and "plans per task" not in capsys.readouterr().err
+    remote: dict = {}
+    assert _apply_local_defaults("verimap", {"base_url": "http://127.0.0.1:9/v1"}, remote) == {}
+    assert remote == {}

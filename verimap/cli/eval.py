@@ -36,7 +36,7 @@ ENDPOINT_KEYS = (
     "keep_server",
     "model_file",
 )
-RUN_CONFIG_FLAGS = ("max_retries", "max_iterations", "temperature", "top_p")
+RUN_CONFIG_FLAGS = ("max_retries", "max_iterations", "temperature", "top_p", "cross_check")
 
 
 @click.group("eval", invoke_without_command=True)
@@ -110,6 +110,12 @@ RUN_CONFIG_FLAGS = ("max_retries", "max_iterations", "temperature", "top_p")
     type=click.IntRange(min=1),
     default=None,
     help="Override the method's iterations.",
+)
+@click.option(
+    "--cross-check/--no-cross-check",
+    default=None,
+    help="A final numeric answer must agree with the judge model's one-reply solution of the "
+    "whole task (beyond the paper; off by default).",
 )
 @click.option("--progress/--no-progress", default=True, show_default=True)
 @click.option(
@@ -185,6 +191,38 @@ def _drop_config_models_without_endpoint(endpoint: dict[str, Any], from_config: 
         )
 
 
+def _apply_local_defaults(
+    method: str, endpoint: dict[str, Any], run_config: dict[str, Any]
+) -> dict[str, Any]:
+    """Fill `run_config` with the local-model rules the user left unset, say so on stderr, and
+    return them (empty for an endpoint). Plan repairs and iterations are not sampling settings:
+    they apply even when the user chose a temperature."""
+    from verimap.endpoint import local_defaults
+
+    local = local_defaults(**endpoint)
+    if "max_iterations" not in METHODS[method].adjustable:
+        local.pop("max_iterations", None)
+    if not local:
+        return local
+    said = []
+    if "temperature" not in run_config:
+        run_config.update({k: v for k, v in local.items() if k not in run_config})
+        said.append(
+            f"temperature {local['temperature']}, retries at {local['retry_temperature']} (the "
+            "paper's 1.0 derails small models; --temperature overrides)"
+        )
+    for k in ("plan_repairs", "max_iterations"):
+        if k in local:
+            run_config.setdefault(k, local[k])
+    said.append(f"{run_config['plan_repairs']} plan repairs")
+    if "max_iterations" in local:
+        said.append(
+            f"at most {run_config['max_iterations']} plans per task (--max-iterations overrides)"
+        )
+    click.echo(f"note: local model: {'; '.join(said)}", err=True)
+    return local
+
+
 def _own_sandbox(get_sandbox: Any, kind: str) -> Any:
     """A sandbox this command owns and closes (not the process-wide shared pool)."""
     try:
@@ -234,19 +272,7 @@ def run_command(**kw: Any) -> int:
         )
     concurrency = kw.get("max_concurrency")
     if not kw.get("models_factory"):
-        from verimap.endpoint import local_defaults
-
-        local = local_defaults(**endpoint)
-        if local:
-            run_config.setdefault("plan_repairs", local["plan_repairs"])
-        if local and "temperature" not in run_config:
-            run_config.update({k: v for k, v in local.items() if k not in run_config})
-            click.echo(
-                f"note: local model: temperature {local['temperature']}, retries at "
-                f"{local['retry_temperature']}, {local['plan_repairs']} plan repair (the paper's "
-                "1.0 derails small models; --temperature overrides)",
-                err=True,
-            )
+        local = _apply_local_defaults(method, endpoint, run_config)
         if local and concurrency is None:
             # The llama.cpp server answers one request at a time and keeps only the last
             # prompt's cache; interleaved tasks evict each other's prefixes and all run slower.

@@ -92,7 +92,8 @@ def print_result(result: RunResult, *, console=None) -> None:
 @click.option(
     "--max-retries", default=3, show_default=True, help="Execute->verify attempts per node."
 )
-@click.option("--max-iterations", default=5, show_default=True, help="Plans, counting the first.")
+@click.option("--max-iterations", type=click.IntRange(min=1), default=None,
+              help="Plans, counting the first [default: 5; 2 on the local model].")  # fmt: skip
 @click.option("--max-parallel", default=4, show_default=True, help="Nodes running at once.")
 @click.option(
     "--sequential",
@@ -106,6 +107,12 @@ def print_result(result: RunResult, *, console=None) -> None:
     "--fail-accepted",
     is_flag=True,
     help="Accept nodes that exhaust retries; the result is partial.",
+)
+@click.option(
+    "--cross-check",
+    is_flag=True,
+    help="A final numeric answer must agree with the judge model's one-reply solution of the "
+    "whole task (one more judge call; beyond the paper).",
 )
 @click.option(
     "--verification",
@@ -131,8 +138,8 @@ def print_result(result: RunResult, *, console=None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not narrate the run's steps on stderr.")
 @otel_option
-def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, sequential: bool, no_reuse: bool,
-        fail_accepted: bool, verification: str, plan_file: Path | None, method: str | None,
+def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: int, sequential: bool, no_reuse: bool,
+        fail_accepted: bool, cross_check: bool, verification: str, plan_file: Path | None, method: str | None,
         sandbox_kind: str, trace_dir: Path | None,
         max_calls: int | None, max_tokens: int | None, max_cost: float | None, timeout: float | None,
         temperature: float | None, as_json: bool, quiet: bool, otel: bool, **endpoint: Any) -> None:  # fmt: skip
@@ -156,14 +163,16 @@ def run(task: str, max_retries: int, max_iterations: int, max_parallel: int, seq
         sys.exit(EXIT_BAD_INPUT)
     from verimap.endpoint import local_defaults
 
-    sampling: dict[str, Any] = local_defaults(**endpoint)
+    defaults: dict[str, Any] = local_defaults(**endpoint)
     if temperature is not None:  # retries then sample at the same temperature
-        sampling.pop("retry_temperature", None)
-        sampling["temperature"] = temperature
+        defaults.pop("retry_temperature", None)
+        defaults["temperature"] = temperature
+    if max_iterations is not None:
+        defaults["max_iterations"] = max_iterations
     config = RunConfig.model_validate({
-        "max_retries": max_retries, "max_iterations": max_iterations, "max_parallel": max_parallel,
+        "max_retries": max_retries, "max_parallel": max_parallel,
         "sequential": sequential, "reuse_verified": not no_reuse, "fail_accepted": fail_accepted,
-        "verification": verification, **sampling,
+        "verification": verification, "cross_check": cross_check, **defaults,
         "budget": Budget(max_llm_calls=max_calls, max_tokens=max_tokens, max_cost=max_cost, timeout_s=timeout),
     })  # fmt: skip
     planner = None

@@ -1,0 +1,146 @@
+import pytest
+
+import verimap
+from verimap.config import RunConfig
+from verimap.cross_check import NAME, agree, answer_from, numeric_answer
+from verimap.llm.base import ModelError
+from verimap.plan import parse_plan
+from verimap.testing import InProcessSandboxDouble, ScriptedWorld
+
+POSITIVE = {"name": "positive", "type": "python", "code": "assert outputs['total'] > 0"}
+PLAN = {
+    "nodes": [
+        {"id": "extract", "instruction": "extract", "inputs": ["USER_TASK"],
+         "outputs": {"price": "number"},
+         "verification": [{"name": "pos", "type": "python", "code": "assert outputs['price'] > 0"}]},
+        {"id": "solve", "instruction": "solve", "inputs": ["USER_TASK", "extract.price"],
+         "outputs": {"total": "number"}, "verification": [POSITIVE]},
+    ]
+}  # fmt: skip
+CONFIG = RunConfig(cross_check=True, vacuity_check=False, check_arithmetic=False, max_retries=3)
+
+
+def run(world, config=CONFIG):
+    return verimap.build(world.models(), InProcessSandboxDouble(), config=config).run("17 pens?")
+
+
+def solved_as(answer):
+    return lambda task: f"{task.strip()} costs 17 each.\n17 * 23 = 391.\nThe answer is {answer}."
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("17 * 23 = 391.\nThe answer is 391.", 391.0),
+        ("So the total is $1,250.50, and the answer is: **$1,250.50**", 1250.5),
+        ("First 3 boxes, then 12 more, 15 in all", 15.0),
+        ("The answer is -4.", -4.0),
+        ("I cannot tell.", None),
+    ],
+)
+def test_the_number_a_solution_ends_on(text, expected):
+    assert answer_from(text) == expected
+
+
+def test_only_a_single_number_answer_can_be_compared():
+    def first(outputs, values):
+        n = parse_plan({"nodes": [{"id": "a", "instruction": "x", "outputs": outputs}]}).nodes[0]
+        return numeric_answer(n, values)
+
+    assert first({"total": "number"}, {"total": 391}) == ("total", 391.0)
+    assert first(["total"], {"total": 2.5}) == ("total", 2.5)
+    assert first({"total": "integer"}, {"total": True}) is None
+    assert first({"total": "string"}, {"total": "391"}) is None
+    assert first({"a": "number", "b": "number"}, {"a": 1, "b": 2}) is None
+    assert first({"code": "code"}, {"code": "def f(): pass"}) is None
+
+
+def test_answers_agree_up_to_rounding_only():
+    assert agree(91.6667, 91.67) and agree(391, 391.0) and agree(1e-9, 0)
+    assert not agree(100, 101) and not agree(20, 60) and not agree(1_000_000, 1_000_100)
+
+
+async def test_an_answer_that_agrees_passes_and_the_solution_is_asked_once():
+    world = ScriptedWorld(
+        [PLAN], lambda nid, k, inp, p: {"price": 17} if nid == "extract" else {"total": 391},
+        solve=solved_as(391),
+    )  # fmt: skip
+    r = await run(world)
+    assert r.status == "success" and r.answer == 391
+    verdicts = {v.name: v.outcome for v in r.nodes["solve"].verdicts}
+    assert verdicts == {"positive": "PASS", NAME: "PASS"}
+    assert NAME not in {v.name for v in r.nodes["extract"].verdicts}
+    assert [q.role for q in world.model.requests].count("judge") == 1
+    assert r.usage.roles["judge"].calls == 1
+
+
+async def test_a_disagreeing_answer_fails_and_its_retry_sees_the_other_solution():
+    world = ScriptedWorld(
+        [PLAN], lambda nid, k, inp, p: {"price": 17} if nid == "extract" else {"total": [340, 391][min(k, 1)]},
+        solve=solved_as(391),
+    )  # fmt: skip
+    r = await run(world)
+    assert r.status == "success" and r.answer == 391 and r.iterations == 1
+    first, second = r.nodes["solve"].attempts
+    (check,) = [v for v in first.verdicts if v.name == NAME]
+    assert check.type == "check" and check.outcome == "FAIL" and not first.passed
+    assert "the task gives 391, but total is 340" in check.message
+    retry_prompt = world.executor_prompts["solve"][1]
+    assert "the task gives 391, but total is 340" in retry_prompt
+    assert "The answer is 391." in retry_prompt
+    assert second.passed
+    assert [q.role for q in world.model.requests].count("judge") == 1
+
+
+async def test_answers_that_never_agree_end_the_run_unverified_without_a_replan():
+    world = ScriptedWorld(
+        [PLAN], lambda nid, k, inp, p: {"price": 17} if nid == "extract" else {"total": [340, 350][k % 2]},
+        solve=solved_as(391),
+    )  # fmt: skip
+    r = await run(world)
+    assert r.status == "failed" and not r.verified and r.answer == 340
+    assert r.iterations == 1 and world.planner_calls == 1
+    assert r.nodes["solve"].status == "unconfirmed" and len(r.nodes["solve"].attempts) == 3
+    assert "none of its answers agreed with the independent solution (391)" in r.error
+    assert [q.role for q in world.model.requests].count("judge") == 1
+
+
+async def test_a_disputed_answer_stands_unconfirmed_when_a_later_attempt_fails_a_vf():
+    world = ScriptedWorld(
+        [PLAN], lambda nid, k, inp, p: {"price": 17} if nid == "extract" else {"total": [340, -1][k % 2]},
+        solve=solved_as(391),
+    )  # fmt: skip
+    r = await run(world, CONFIG.model_copy(update={"max_iterations": 2, "max_retries": 2}))
+    assert r.nodes["solve"].status == "unconfirmed" and r.answer == 340
+    assert r.iterations == 1
+
+
+async def test_no_check_when_off_when_vfs_failed_or_when_the_solution_states_no_number():
+    def outputs(nid, k, inp, p):
+        return {"price": 17} if nid == "extract" else {"total": [-1, 340][min(k, 1)]}
+
+    off = ScriptedWorld([PLAN], outputs, solve=solved_as(391))
+    r = await run(off, CONFIG.model_copy(update={"cross_check": False}))
+    assert r.status == "success" and NAME not in {v.name for v in r.nodes["solve"].verdicts}
+    assert off.model.requests and all(q.role != "judge" for q in off.model.requests)
+
+    silent = ScriptedWorld([PLAN], outputs, solve=lambda task: "I cannot tell.")
+    r = await run(silent)
+    first, second = r.nodes["solve"].attempts
+    assert NAME not in {v.name for v in first.verdicts}  # the VF failed: AND is decided
+    assert r.status == "success" and NAME not in {v.name for v in second.verdicts}
+
+
+async def test_a_failed_solution_call_is_an_error_verdict_not_a_crash():
+    world = ScriptedWorld(
+        [PLAN], lambda nid, k, inp, p: {"price": 17} if nid == "extract" else {"total": 391},
+    )  # fmt: skip
+
+    def dead(task):
+        raise ModelError("the endpoint is down")
+
+    world.solve = dead
+    r = await run(world, CONFIG.model_copy(update={"max_iterations": 1, "max_retries": 1}))
+    (check,) = [v for v in r.nodes["solve"].verdicts if v.name == NAME]
+    assert check.outcome == "ERROR" and "the endpoint is down" in check.message
+    assert r.status == "failed" and r.answer == 391

@@ -1,0 +1,165 @@
+"""The independent-solution check: a numeric final answer must agree with the answer the model
+gives when it solves the whole task in one reply, without the plan.
+
+Property VFs (`answer > 0`, whole numbers) cannot see a wrong decomposition: a node told to
+"add the initial cost to the increase" does so, and every property holds. A solution written in
+one reply, with no plan, errs in other places, so agreement between the two is evidence and
+disagreement is a reason to look again. On the local 1.5B (runs r33 and r35, 20 GSM8K tasks) the
+plan's verified answer agreed with such a reply on 7 tasks, 6 of them right, and disagreed on 13,
+4 of them right. The reply is asked once per run, when a final answer first passes its VFs, and
+only then: a failed attempt is decided already (strict AND). A disagreement fails the attempt,
+and the retry sees the other solution; when no attempt agrees, the run ends unverified with the
+node's most frequent answer, without a replan (as answers that never agree under
+`RunConfig.agreement`): the plan's VFs passed, and a replan costs a plan and its nodes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import re
+from typing import TYPE_CHECKING, Any
+
+from verimap import iotypes
+from verimap.accounting import BudgetExceeded
+from verimap.config import RunConfig
+from verimap.llm.base import Model, ModelError, ModelRequest
+from verimap.llm.messages import GenerationSettings, UserMessage
+from verimap.plan import Node
+from verimap.result import VerificationReport, VFVerdict
+from verimap.run_context import RunContext
+from verimap.usage import JUDGE
+
+if TYPE_CHECKING:
+    from verimap.verifier import Verifier
+
+NAME = "independent_solution"
+PROMPT = (
+    "{task}\n\nSolve this task on your own, step by step. End with the line 'The answer is N.', "
+    "where N is the final number."
+)
+_STATED = re.compile(r"answer\s+is\s*:?\s*\**\s*\$?\s*(-?[\d,]*\.?\d+)", re.I)
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
+# The end of the reply the retry is shown beside the verdict: where the reasoning lands.
+SHOWN_CHARS = 800
+
+
+def answer_from(text: str) -> float | None:
+    """The number a free-text solution ends on: its last "the answer is N", else its last
+    number; None when it states none."""
+    found = _STATED.findall(text) or _NUMBER.findall(text)
+    for raw in reversed(found):
+        try:
+            return float(raw.replace(",", ""))
+        except ValueError:
+            continue
+    return None
+
+
+def numeric_answer(node: Node, outputs: dict[str, Any]) -> tuple[str, float] | None:
+    """The node's one output when it is a number (declared number or integer, or undeclared and
+    numeric): only such an answer can be compared with another solution's number."""
+    if len(node.outputs) != 1:
+        return None
+    name, spec = next(iter(node.outputs.items()))
+    value = outputs.get(name)
+    if spec not in ("number", "integer", iotypes.ANY):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return name, float(value)
+
+
+def agree(a: float, b: float) -> bool:
+    """Equal up to rounding: a plan may carry 91.6667 where a reply writes 91.67; two whole
+    numbers must be equal."""
+    if float(a).is_integer() and float(b).is_integer():
+        return a == b
+    return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6) or round(a, 2) == round(b, 2)
+
+
+def disputed(report: VerificationReport) -> bool:
+    """Every VF passed and only this check said no: the answer stands, unconfirmed."""
+    return [(v.name, v.outcome) for v in report.failures] == [(NAME, "FAIL")]
+
+
+def _shown(x: float) -> str:
+    return str(int(x)) if x.is_integer() else f"{x:g}"
+
+
+class CrossCheck:
+    """One run's independent solution, asked at most once, and its verdict on final answers."""
+
+    def __init__(self, model: Model, task: str, settings: GenerationSettings):
+        self.model = model
+        self.task = task
+        self.settings = settings
+        self._lock = asyncio.Lock()
+        self._solution: tuple[float | None, str] | None = None
+        self.disputes = 0  # final answers that passed their VFs and disagreed
+
+    @classmethod
+    def for_run(cls, config: RunConfig, verifier: Verifier, task: str) -> CrossCheck | None:
+        """The check a run's config asks for, asked of the verifier's judge model."""
+        judge = verifier.judge_model
+        if not config.cross_check or config.verification != "full" or judge is None:
+            return None
+        return cls(judge, task, verifier.settings)
+
+    async def solution(self, ctx: RunContext | None = None) -> tuple[float | None, str]:
+        """The independent answer (None if the reply states no number) and the reply."""
+        async with self._lock:
+            if self._solution is None:
+                model = ctx.model(self.model) if ctx is not None else self.model
+                request = ModelRequest(
+                    messages=[UserMessage(content=PROMPT.format(task=self.task))],
+                    settings=self.settings, role=JUDGE,
+                )  # fmt: skip
+                text = (await model.request(request)).content or ""
+                self._solution = (answer_from(text), text)
+            return self._solution
+
+    def why_unconfirmed(self) -> str:
+        answer = self._solution[0] if self._solution is not None else None
+        shown = _shown(answer) if answer is not None else "none"
+        return f"none of its answers agreed with the independent solution ({shown})"
+
+    async def add_to(
+        self,
+        report: VerificationReport,
+        node: Node,
+        outputs: dict[str, Any],
+        ctx: RunContext | None = None,
+    ) -> VerificationReport:
+        """`report` with the check's verdict added, when the VFs passed and the answer is one
+        number; a disagreement fails the attempt, and its retry sees the other solution."""
+        answer = numeric_answer(node, outputs)
+        if not report.passed or answer is None:
+            return report
+        name, value = answer
+        try:
+            independent, text = await self.solution(ctx)
+        except BudgetExceeded:
+            raise
+        except ModelError as e:
+            verdict = VFVerdict(name=NAME, type="check", outcome="ERROR", message=f"{e}")
+        else:
+            if independent is None:
+                return report
+            if agree(value, independent):
+                verdict = VFVerdict(name=NAME, type="check", outcome="PASS")
+            else:
+                self.disputes += 1
+                verdict = VFVerdict(
+                    name=NAME,
+                    type="check",
+                    outcome="FAIL",
+                    message=f"solved in one go, without this plan, the task gives "
+                    f"{_shown(independent)}, but {name} is {_shown(value)}. One of them is "
+                    "wrong: re-read the task, check each step that leads to the answer, and "
+                    "answer again.",
+                    explanation=f"The other solution ends:\n...{text.strip()[-SHOWN_CHARS:]}",
+                )
+        return report.model_copy(
+            update={"verdicts": [*report.verdicts, verdict], "passed": verdict.passed}
+        )
