@@ -3,6 +3,7 @@ import pytest
 import verimap
 from verimap.config import RunConfig
 from verimap.cross_check import NAME, agree, answer_from, numeric_answer
+from verimap.events import CROSS_CHECK, EventBus
 from verimap.llm.base import ModelError
 from verimap.plan import parse_plan
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld
@@ -20,8 +21,11 @@ PLAN = {
 CONFIG = RunConfig(cross_check=True, vacuity_check=False, check_arithmetic=False, max_retries=3)
 
 
-def run(world, config=CONFIG):
-    return verimap.build(world.models(), InProcessSandboxDouble(), config=config).run("17 pens?")
+def run(world, config=CONFIG, events=None):
+    coordinator = verimap.build(
+        world.models(), InProcessSandboxDouble(), config=config, events=events
+    )
+    return coordinator.run("17 pens?")
 
 
 def solved_as(answer):
@@ -74,21 +78,27 @@ async def test_an_answer_that_agrees_passes_and_the_solution_is_asked_once():
     assert r.usage.roles["judge"].calls == 1
 
 
-async def test_a_disagreeing_answer_fails_and_its_retry_sees_the_other_solution():
+async def test_a_disagreeing_answer_fails_and_its_retry_is_not_told_the_other_number():
     world = ScriptedWorld(
         [PLAN], lambda nid, k, inp, p: {"price": 17} if nid == "extract" else {"total": [340, 391][min(k, 1)]},
         solve=solved_as(391),
     )  # fmt: skip
-    r = await run(world)
+    bus = EventBus()
+    seen: list = []
+    bus.subscribe(seen.append)
+    r = await run(world, events=bus)
     assert r.status == "success" and r.answer == 391 and r.iterations == 1
     first, second = r.nodes["solve"].attempts
     (check,) = [v for v in first.verdicts if v.name == NAME]
     assert check.type == "check" and check.outcome == "FAIL" and not first.passed
-    assert "the task gives 391, but total is 340" in check.message
+    assert "gives another number than total = 340" in check.message
     retry_prompt = world.executor_prompts["solve"][1]
-    assert "the task gives 391, but total is 340" in retry_prompt
-    assert "The answer is 391." in retry_prompt
+    assert "gives another number than total = 340" in retry_prompt
+    assert "391" not in retry_prompt  # a retry shown the other number copies it
     assert second.passed
+    (event,) = [e for e in seen if e.type == CROSS_CHECK]
+    assert event.data["answer"] == 391 and "The answer is 391." in event.data["reply"]
+    assert event.node_id == "solve" and event.attempt == 1
     assert [q.role for q in world.model.requests].count("judge") == 1
 
 

@@ -8,9 +8,12 @@ disagreement is a reason to look again. On the local 1.5B (runs r33 and r35, 20 
 plan's verified answer agreed with such a reply on 7 tasks, 6 of them right, and disagreed on 13,
 4 of them right. The reply is asked once per run, when a final answer first passes its VFs, and
 only then: a failed attempt is decided already (strict AND). A disagreement fails the attempt,
-and the retry sees the other solution; when no attempt agrees, the run ends unverified with the
+and the retry is told that, never the other number: a retry shown it copies it (on the 1.5B a
+right 26 became the other reply's wrong 30 in two retries), and agreement means something only
+while the two stay independent. When no attempt agrees, the run ends unverified with the
 node's most frequent answer, without a replan (as answers that never agree under
-`RunConfig.agreement`): the plan's VFs passed, and a replan costs a plan and its nodes.
+`RunConfig.agreement`): the plan's VFs passed, and a replan costs a plan and its nodes. The
+other reply and its number go to the trace as a `cross_check` event.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from verimap import iotypes
 from verimap.accounting import BudgetExceeded
 from verimap.config import RunConfig
+from verimap.events import CROSS_CHECK
 from verimap.llm.base import Model, ModelError, ModelRequest
 from verimap.llm.messages import GenerationSettings, UserMessage
 from verimap.plan import Node
@@ -40,8 +44,6 @@ PROMPT = (
 )
 _STATED = re.compile(r"answer\s+is\s*:?\s*\**\s*\$?\s*(-?[\d,]*\.?\d+)", re.I)
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
-# The end of the reply the retry is shown beside the verdict: where the reasoning lands.
-SHOWN_CHARS = 800
 
 
 def answer_from(text: str) -> float | None:
@@ -117,6 +119,8 @@ class CrossCheck:
                 )  # fmt: skip
                 text = (await model.request(request)).content or ""
                 self._solution = (answer_from(text), text)
+                if ctx is not None:
+                    ctx.emit(CROSS_CHECK, answer=self._solution[0], reply=text)
             return self._solution
 
     def why_unconfirmed(self) -> str:
@@ -138,7 +142,7 @@ class CrossCheck:
             return report
         name, value = answer
         try:
-            independent, text = await self.solution(ctx)
+            independent, _ = await self.solution(ctx)
         except BudgetExceeded:
             raise
         except ModelError as e:
@@ -154,11 +158,9 @@ class CrossCheck:
                     name=NAME,
                     type="check",
                     outcome="FAIL",
-                    message=f"solved in one go, without this plan, the task gives "
-                    f"{_shown(independent)}, but {name} is {_shown(value)}. One of them is "
-                    "wrong: re-read the task, check each step that leads to the answer, and "
-                    "answer again.",
-                    explanation=f"The other solution ends:\n...{text.strip()[-SHOWN_CHARS:]}",
+                    message=f"the task solved in one go, without this plan, gives another number "
+                    f"than {name} = {_shown(value)}. One of them is wrong: re-read the task, "
+                    "check each step that leads to the answer, and answer again.",
                 )
         return report.model_copy(
             update={"verdicts": [*report.verdicts, verdict], "passed": verdict.passed}

@@ -35,6 +35,9 @@ TOOL_CALL = "tool_call"
 MODEL_CALL = "model_call"
 # A final answer passed its VFs but still needs another attempt to agree with it.
 AGREEMENT = "agreement"
+# The independent solution a numeric final answer is compared with (RunConfig.cross_check): its
+# number and reply, for the trace only (the executor's retry is never shown them).
+CROSS_CHECK = "cross_check"
 VF_VERDICT = "vf_verdict"
 ATTEMPT_RESULT = "attempt_result"
 RETRY = "retry"
