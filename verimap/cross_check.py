@@ -18,9 +18,7 @@ other reply and its number go to the trace as a `cross_check` event.
 
 from __future__ import annotations
 
-import asyncio
 import math
-import re
 from typing import TYPE_CHECKING, Any
 
 from verimap import iotypes
@@ -29,6 +27,7 @@ from verimap.config import RunConfig
 from verimap.events import CROSS_CHECK
 from verimap.llm.base import Model, ModelError, ModelRequest
 from verimap.llm.messages import GenerationSettings, UserMessage
+from verimap.numbers import final_number, normalize_number
 from verimap.plan import Node
 from verimap.result import VerificationReport, VFVerdict
 from verimap.run_context import RunContext
@@ -42,20 +41,16 @@ PROMPT = (
     "{task}\n\nSolve this task on your own, step by step. End with the line 'The answer is N.', "
     "where N is the final number."
 )
-_STATED = re.compile(r"answer\s+is\s*:?\s*\**\s*\$?\s*(-?[\d,]*\.?\d+)", re.I)
-_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?|-?\.\d+")
 
 
 def answer_from(text: str) -> float | None:
-    """The number a free-text solution ends on: its last "the answer is N", else its last
-    number; None when it states none."""
-    found = _STATED.findall(text) or _NUMBER.findall(text)
-    for raw in reversed(found):
-        try:
-            return float(raw.replace(",", ""))
-        except ValueError:
-            continue
-    return None
+    """The number a free-text solution ends on, read as the GSM8K scorer reads it; None when
+    it states none."""
+    found = final_number(text)
+    try:
+        return float(found) if found is not None else None
+    except ValueError:  # a boxed non-number
+        return None
 
 
 def numeric_answer(node: Node, outputs: dict[str, Any]) -> tuple[str, float] | None:
@@ -86,7 +81,7 @@ def disputed(report: VerificationReport) -> bool:
 
 
 def _shown(x: float) -> str:
-    return str(int(x)) if x.is_integer() else f"{x:g}"
+    return normalize_number(repr(x)) or repr(x)
 
 
 class CrossCheck:
@@ -96,7 +91,6 @@ class CrossCheck:
         self.model = model
         self.task = task
         self.settings = settings
-        self._lock = asyncio.Lock()
         self._solution: tuple[float | None, str] | None = None
         self.disputes = 0  # final answers that passed their VFs and disagreed
 
@@ -110,18 +104,17 @@ class CrossCheck:
 
     async def solution(self, ctx: RunContext | None = None) -> tuple[float | None, str]:
         """The independent answer (None if the reply states no number) and the reply."""
-        async with self._lock:
-            if self._solution is None:
-                model = ctx.model(self.model) if ctx is not None else self.model
-                request = ModelRequest(
-                    messages=[UserMessage(content=PROMPT.format(task=self.task))],
-                    settings=self.settings, role=JUDGE,
-                )  # fmt: skip
-                text = (await model.request(request)).content or ""
-                self._solution = (answer_from(text), text)
-                if ctx is not None:
-                    ctx.emit(CROSS_CHECK, answer=self._solution[0], reply=text)
-            return self._solution
+        if self._solution is None:  # one final node per run, its attempts one after another
+            model = ctx.model(self.model) if ctx is not None else self.model
+            request = ModelRequest(
+                messages=[UserMessage(content=PROMPT.format(task=self.task))],
+                settings=self.settings, role=JUDGE,
+            )  # fmt: skip
+            text = (await model.request(request)).content or ""
+            self._solution = (answer_from(text), text)
+            if ctx is not None:
+                ctx.emit(CROSS_CHECK, answer=self._solution[0], reply=text)
+        return self._solution
 
     def why_unconfirmed(self) -> str:
         answer = self._solution[0] if self._solution is not None else None
