@@ -197,7 +197,7 @@ def test_off_a_terminal_the_log_tells_retries_and_replans_without_escape_codes(
     assert "\x1b" not in r.stderr and "\x1b" not in r.stdout
 
 
-def test_the_local_model_plans_at_most_twice_unless_told(world, tmp_path, monkeypatch):
+def test_the_local_model_plans_small_and_at_most_twice_unless_told(world, tmp_path, monkeypatch):
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
 
@@ -210,6 +210,9 @@ def test_the_local_model_plans_at_most_twice_unless_told(world, tmp_path, monkey
 
     local = config_of()
     assert (local["max_iterations"], local["plan_repairs"], local["temperature"]) == (2, 0, 0.0)
+    assert local["max_nodes"] == 3
     assert config_of("--max-iterations", "4")["max_iterations"] == 4
+    assert config_of("--max-nodes", "0")["max_nodes"] is None
+    assert config_of("--max-nodes", "5")["max_nodes"] == 5
     remote = config_of("--model", "gpt-4o-mini")
-    assert (remote["max_iterations"], remote["plan_repairs"]) == (5, 3)
+    assert (remote["max_iterations"], remote["plan_repairs"], remote["max_nodes"]) == (5, 3, None)

@@ -220,6 +220,25 @@ async def test_quality_checks_reject_useless_valid_plans():
         assert needle in feedback
 
 
+async def test_a_plan_over_the_node_cap_goes_back_and_falls_back_when_no_repair_is_left():
+    one = {"nodes": [changed(GOOD, "a", inputs=["USER_TASK"], outputs=["y"])["nodes"][0]]}
+    system = LLMPlanner(ScriptedModel([]), max_nodes=1).system_prompt()
+    assert "Use at most 1 nodes" in system and "Prefer few nodes" not in system
+    assert "Prefer few nodes (1-4)" in LLMPlanner(ScriptedModel([])).system_prompt()
+
+    m = ScriptedModel([GOOD, one])
+    plan = await LLMPlanner(m, max_nodes=1, max_repairs=1).plan("t")
+    assert [n.id for n in plan.nodes] == ["a"] and plan.fallback_reason is None
+    assert "the plan has 2 nodes, more than the 1 allowed" in m.requests[1].messages[-1].content
+    assert "at most 1 nodes" in m.requests[0].messages[0].content
+
+    m = ScriptedModel([GOOD])
+    plan = await LLMPlanner(m, max_nodes=1, max_repairs=0, quality_checks=False).plan("t")
+    assert plan.fallback_reason is not None and "more than the 1 allowed" in plan.fallback_reason
+    assert m.calls == 1
+    assert len((await LLMPlanner(ScriptedModel([GOOD]), max_nodes=2).plan("t")).nodes) == 2
+
+
 async def test_quality_checks_can_be_turned_off():
     no_vfs = {"nodes": [{"id": "a", "instruction": "i", "inputs": ["USER_TASK"], "outputs": ["x"]}]}
     m = ScriptedModel([no_vfs])

@@ -109,6 +109,10 @@ LOCAL_PLAN_REPAIRS = 0
 # In every recorded 1.5B run that replanned (6 tasks, 3-5 plans each) the replans cost 535-1,983 s
 # and gave no right answer; the two that ended verified were wrong. One replan stays, the tail goes.
 LOCAL_MAX_ITERATIONS = 2
+# Over the stored 1.5B GSM8K runs (r27-r38), plans of 1-3 nodes and the one-node fallback were
+# right about half the time (24 of 47); plans of 4+ nodes 3 times in 14. Each node is one more
+# place for a small model to slip, and one more executor call.
+LOCAL_MAX_NODES = 3
 
 
 def local_max_tokens() -> int:
@@ -130,8 +134,8 @@ def default_temperature(
 
 def local_defaults(**endpoint: Any) -> dict[str, Any]:
     """The one place the local-model rules live: greedy first attempts and plans, sampled
-    retries, no plan repair, one replan. Empty for an endpoint (its own, or the method's,
-    defaults apply)."""
+    retries, no plan repair, one replan, plans of at most three nodes. Empty for an endpoint
+    (its own, or the method's, defaults apply)."""
     if default_temperature(**endpoint) is None:
         return {}
     return {
@@ -139,6 +143,7 @@ def local_defaults(**endpoint: Any) -> dict[str, Any]:
         "retry_temperature": LOCAL_RETRY_TEMPERATURE,
         "plan_repairs": LOCAL_PLAN_REPAIRS,
         "max_iterations": LOCAL_MAX_ITERATIONS,
+        "max_nodes": LOCAL_MAX_NODES,
     }
 
 

@@ -118,6 +118,7 @@ class LLMPlanner:
         think_max_tokens: int = 512,
         answer_types: tuple[str, ...] = (),
         task_examples: bool = True,
+        max_nodes: int | None = None,
     ):
         """`write_vfs=False` plans without verification functions (the paper's MAP and MAP-V
         baselines): no VF rules in the prompt or the demonstration, none in the schema, and any
@@ -136,7 +137,9 @@ class LLMPlanner:
         a plan whose final node outputs none of them is sent back, since its answer could not
         be scored. With `task_examples` and `answer_types` led by `code`, the final node is
         checked against the task's own examples (`fallback.with_task_examples`; off: the
-        paper's plans carry only the planner's VFs)."""
+        paper's plans carry only the planner's VFs).
+        `max_nodes`: the most nodes a plan may have; the prompt says so and a plan with more is
+        sent back like any invalid one (None: no cap, as the paper)."""
         self.model = model
         self.think_first = think_first
         self.think_max_tokens = think_max_tokens
@@ -162,6 +165,7 @@ class LLMPlanner:
         self.challenge_repeats = challenge_repeats
         self.answer_types = answer_types
         self.task_examples = task_examples
+        self.max_nodes = max_nodes
 
     def system_prompt(self) -> str:
         tools = (
@@ -169,8 +173,13 @@ class LLMPlanner:
             if self.tools and len(self.tools)
             else ""
         )
+        size_rule = (
+            prompts.SIZE_RULE
+            if self.max_nodes is None
+            else prompts.SIZE_CAP_RULE.format(max_nodes=self.max_nodes)
+        )
         return prompts.PLANNER_SYSTEM.format(
-            tools_section=tools, **prompts.VF_PROMPT_PARTS[self.write_vfs]
+            tools_section=tools, size_rule=size_rule, **prompts.VF_PROMPT_PARTS[self.write_vfs]
         )
 
     def plan_messages(self, task: str) -> list[Message]:
@@ -368,13 +377,20 @@ class LLMPlanner:
             return []
 
     def check(self, plan: Plan) -> list[str]:
-        """The planner's own checks on a valid plan (see `plan_quality_problems`)."""
-        if not self.quality_checks:
-            return []
-        return plan_quality_problems(
-            plan, demo_markers=self.demo_markers, require_vfs=self.require_vfs,
-            answer_types=self.answer_types,
-        )  # fmt: skip
+        """The planner's own checks on a valid plan: its size cap, and with `quality_checks`
+        the problems `plan_quality_problems` finds."""
+        problems = []
+        if self.max_nodes is not None and len(plan.nodes) > self.max_nodes:
+            problems.append(
+                f"the plan has {len(plan.nodes)} nodes, more than the {self.max_nodes} allowed; "
+                "let one node do several steps of the work"
+            )
+        if self.quality_checks:
+            problems += plan_quality_problems(
+                plan, demo_markers=self.demo_markers, require_vfs=self.require_vfs,
+                answer_types=self.answer_types,
+            )  # fmt: skip
+        return problems
 
     async def _thought_out(
         self, messages: list[Message], ctx: RunContext | None = None

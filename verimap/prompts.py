@@ -26,7 +26,7 @@ USER_TASK to every node that needs facts from the task.
 Every node except the last must have an output that a later node takes as input.
 - Exactly one node is the final node (the only node whose outputs no other node takes); its \
 outputs are the answer to the task.
-{vf_rules}- Prefer few nodes (1-4) for simple tasks.{vf_required}
+{vf_rules}- {size_rule}{vf_required}
 {tools_section}
 Reply with the plan as one JSON object in the format of the example, nothing else."""
 
@@ -59,6 +59,13 @@ VF_PROMPT_PARTS: dict[bool, dict[str, str]] = {
     },
     False: {"vf_goal": "", "vf_field": "", "vf_rules": "", "vf_required": ""},
 }
+
+SIZE_RULE = "Prefer few nodes (1-4) for simple tasks."
+# With a cap on the plan's size (`RunConfig.max_nodes`).
+SIZE_CAP_RULE = (
+    "Use at most {max_nodes} nodes; one node may do several steps of the work, so do not split "
+    "a calculation into one node per operation."
+)
 
 TOOLS_SECTION = "\nExecutors can use these tools:\n{tools}\n"
 

@@ -42,7 +42,7 @@ def build(
         models["planner"], tools, demo=demo,
         settings=PLANNER_SETTINGS.replace(temperature=config.temperature),
         write_vfs=config.verification == "full", think_first=config.plan_reasoning,
-        max_repairs=config.plan_repairs,
+        max_repairs=config.plan_repairs, max_nodes=config.max_nodes,
     )  # fmt: skip
     executor = Executor(
         models["executor"], tools, max_steps=config.executor_max_steps,

@@ -273,19 +273,24 @@ def test_local_model_rules_fill_only_what_the_user_left_unset(monkeypatch, capsy
     cfg: dict = {}
     _apply_local_defaults("verimap", {}, cfg)
     assert (cfg["max_iterations"], cfg["plan_repairs"], cfg["temperature"]) == (2, 0, 0.0)
-    assert "0 plan repairs; at most 2 plans per task" in capsys.readouterr().err
-    mine = {"max_iterations": 5, "temperature": 1.0}
+    assert cfg["max_nodes"] == 3
+    said = capsys.readouterr().err
+    assert "0 plan repairs; at most 2 plans per task" in said
+    assert "; plans of at most 3 nodes (--max-nodes overrides)" in said
+    mine = {"max_iterations": 5, "temperature": 1.0, "max_nodes": None}
     _apply_local_defaults("map-v", {}, mine)
-    assert mine == {"max_iterations": 5, "temperature": 1.0, "plan_repairs": 0}
-    assert "at most 5 plans per task" in capsys.readouterr().err
+    assert mine == {"max_iterations": 5, "temperature": 1.0, "plan_repairs": 0, "max_nodes": None}
+    said = capsys.readouterr().err
+    assert "at most 5 plans per task" in said and "nodes" not in said
     paper = {"temperature": 1.0}
     _apply_local_defaults("verimap", {}, paper)
-    assert paper == {"temperature": 1.0, "plan_repairs": 0, "max_iterations": 2}
+    assert paper == {"temperature": 1.0, "plan_repairs": 0, "max_iterations": 2, "max_nodes": 3}
     said = capsys.readouterr().err
     assert "at most 2 plans per task" in said and "retries at" not in said
     react: dict = {}
     _apply_local_defaults("react", {}, react)
-    assert "max_iterations" not in react and "plans per task" not in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "max_iterations" not in react and "plans per task" not in said and "nodes" not in said
     remote: dict = {}
     assert _apply_local_defaults("verimap", {"base_url": "http://127.0.0.1:9/v1"}, remote) == {}
     assert remote == {}

@@ -36,7 +36,9 @@ ENDPOINT_KEYS = (
     "keep_server",
     "model_file",
 )
-RUN_CONFIG_FLAGS = ("max_retries", "max_iterations", "temperature", "top_p", "cross_check")
+RUN_CONFIG_FLAGS = (
+    "max_retries", "max_iterations", "max_nodes", "temperature", "top_p", "cross_check"
+)  # fmt: skip
 
 
 @click.group("eval", invoke_without_command=True)
@@ -110,6 +112,12 @@ RUN_CONFIG_FLAGS = ("max_retries", "max_iterations", "temperature", "top_p", "cr
     type=click.IntRange(min=1),
     default=None,
     help="Override the method's iterations.",
+)
+@click.option(
+    "--max-nodes",
+    type=click.IntRange(min=0),
+    default=None,
+    help="The most nodes a plan may have; 0: no cap [default: no cap; 3 on the local model].",
 )
 @click.option(
     "--cross-check/--no-cross-check",
@@ -211,7 +219,7 @@ def _apply_local_defaults(
             f"temperature {local['temperature']}, retries at {local['retry_temperature']} (the "
             "paper's 1.0 derails small models; --temperature overrides)"
         )
-    for k in ("plan_repairs", "max_iterations"):
+    for k in ("plan_repairs", "max_iterations", "max_nodes"):
         if k in local:
             run_config.setdefault(k, local[k])
     said.append(f"{run_config['plan_repairs']} plan repairs")
@@ -219,6 +227,8 @@ def _apply_local_defaults(
         said.append(
             f"at most {run_config['max_iterations']} plans per task (--max-iterations overrides)"
         )
+    if METHODS[method].planner == "llm" and run_config["max_nodes"] is not None:
+        said.append(f"plans of at most {run_config['max_nodes']} nodes (--max-nodes overrides)")
     click.echo(f"note: local model: {'; '.join(said)}", err=True)
     return local
 
@@ -252,6 +262,8 @@ def run_command(**kw: Any) -> int:
     for k in RUN_CONFIG_FLAGS:
         if kw.get(k) is not None:
             run_config[k] = kw[k]
+    if run_config.get("max_nodes") == 0:
+        run_config["max_nodes"] = None
     try:
         bench = get_benchmark(bench_name, kw.get("data_dir"))
     except DataError as e:

@@ -109,6 +109,12 @@ def print_result(result: RunResult, *, console=None) -> None:
     help="Accept nodes that exhaust retries; the result is partial.",
 )
 @click.option(
+    "--max-nodes",
+    type=click.IntRange(min=0),
+    default=None,
+    help="The most nodes a plan may have; 0: no cap [default: no cap; 3 on the local model].",
+)
+@click.option(
     "--cross-check",
     is_flag=True,
     help="A final numeric answer must agree with the judge model's one-reply solution of the "
@@ -139,7 +145,7 @@ def print_result(result: RunResult, *, console=None) -> None:
 @click.option("--quiet", "-q", is_flag=True, help="Do not narrate the run's steps on stderr.")
 @otel_option
 def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: int, sequential: bool, no_reuse: bool,
-        fail_accepted: bool, cross_check: bool, verification: str, plan_file: Path | None, method: str | None,
+        fail_accepted: bool, max_nodes: int | None, cross_check: bool, verification: str, plan_file: Path | None, method: str | None,
         sandbox_kind: str, trace_dir: Path | None,
         max_calls: int | None, max_tokens: int | None, max_cost: float | None, timeout: float | None,
         temperature: float | None, as_json: bool, quiet: bool, otel: bool, **endpoint: Any) -> None:  # fmt: skip
@@ -169,6 +175,8 @@ def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: i
         defaults["temperature"] = temperature
     if max_iterations is not None:
         defaults["max_iterations"] = max_iterations
+    if max_nodes is not None:
+        defaults["max_nodes"] = max_nodes or None
     config = RunConfig.model_validate({
         "max_retries": max_retries, "max_parallel": max_parallel,
         "sequential": sequential, "reuse_verified": not no_reuse, "fail_accepted": fail_accepted,
