@@ -124,9 +124,22 @@ def test_run_as_an_eval_method_uses_its_presets(monkeypatch, tmp_path):
                "--trace-dir", str(tmp_path), "--json", "-q")  # fmt: skip
     result = json.loads(r.output)
     assert [n["id"] for n in result["plans"][0]["nodes"]] == ["solve"] and w.planner_calls == 0
+    assert "--cross-check does nothing" not in r.stderr
     assert result["final_output"] == {"answer": 42} and result["iterations"] == 1
     bad = invoke("Double 21", "--method", "react", "--plan-file", __file__)
     assert bad.exit_code == 2 and "exclude each other" in bad.output
+
+
+def test_a_cross_check_with_nothing_to_stand_beside_is_named(world, tmp_path):
+    def note(*args):
+        r = invoke("Double 21", "--model", "gpt-4o-mini", "--sandbox", "process", "-q",
+                   "--trace-dir", str(tmp_path), "--cross-check", *args)  # fmt: skip
+        assert r.exit_code == 0, r.output
+        return r.stderr
+
+    assert "--cross-check does nothing with --verification none" in note("--verification", "none")
+    assert "--cross-check does nothing with --method map-v" in note("--method", "map-v")
+    assert "does nothing" not in note()
 
 
 def test_an_endpoint_outage_exits_4_not_as_a_failed_task(monkeypatch, tmp_path):

@@ -51,6 +51,7 @@ async def test_plan_prompt_has_tools_task_demo_and_schema():
     assert isinstance(plan, Plan) and plan.final_node().id == "b"
     req = m.requests[0]
     assert req.role == "planner" and req.response_schema is not None
+    assert req.settings.stop == ("\n" * 6,)  # a blank-line loop ends instead of running on
     text = json.dumps(to_openai(req.messages))
     assert "calculator" in text and "Double the number 21." in text and "bakery" in text
     assert req.response_schema == LLMPlanner(m).schema and "JSON Schema of the plan" not in text

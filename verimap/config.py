@@ -92,3 +92,9 @@ class RunConfig(BaseModel):
                 "use verification 'instruction' or 'none' with it"
             )
         return self
+
+    @property
+    def checks_independently(self) -> bool:
+        """Whether `cross_check` takes effect: it stands beside the plan's VFs, so a method
+        without them (react, map, map-v) has no check to add it to."""
+        return self.cross_check and self.verification == "full"

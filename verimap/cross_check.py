@@ -98,7 +98,7 @@ class CrossCheck:
     def for_run(cls, config: RunConfig, verifier: Verifier, task: str) -> CrossCheck | None:
         """The check a run's config asks for, asked of the verifier's judge model."""
         judge = verifier.judge_model
-        if not config.cross_check or config.verification != "full" or judge is None:
+        if not config.checks_independently or judge is None:
             return None
         return cls(judge, task, verifier.settings)
 

@@ -49,6 +49,15 @@ def test_run_prints_the_report_and_report_reprints_it(tmp_path):
     assert (tmp_path / "report.md").read_text().strip() == again.output.strip()
 
 
+def test_a_cross_check_on_a_method_without_plan_vfs_is_named(tmp_path):
+    args = ["-b", "gsm8k", "-n", "1", "--data-dir", str(SAMPLES), "--cross-check", *FACTORY]
+    r = invoke(*args, "-m", "react", "-o", str(tmp_path / "react"))
+    assert r.exit_code == 0, r.output
+    assert "note: --cross-check does nothing with method react" in r.stderr
+    r = invoke(*args, "-m", "verimap", "-o", str(tmp_path / "verimap"))
+    assert r.exit_code == 0 and "does nothing" not in r.stderr
+
+
 def test_runs_on_committed_data_without_data_dir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = invoke("-b", "humaneval", "-m", "verimap", "-n", "2", *FACTORY)

@@ -132,6 +132,14 @@ async def test_plain_chat_and_usage(local_model):
     assert r.usage.cost == 0.0  # local models have no price
 
 
+async def test_a_stop_text_ends_the_reply_where_it_would_begin(local_model):
+    ask = [{"role": "user", "content": "Write the numbers from 1 to 9, separated by commas."}]
+    free = await local_model.request(ModelRequest(messages=ask, settings=GenerationSettings(max_tokens=40, temperature=0)))  # fmt: skip
+    assert "5" in free.content
+    cut = await local_model.request(ModelRequest(messages=ask, settings=GenerationSettings(max_tokens=40, temperature=0, stop=("5",))))  # fmt: skip
+    assert "4" in cut.content and "5" not in cut.content and cut.finish_reason == "stop"
+
+
 async def test_a_repeated_prefix_is_served_from_the_cache_and_counted(local_model):
     """The fixed part of a prompt (system text, schema, demonstration) is processed once: the
     server says so in `usage`, and the ledger keeps it apart from the prompt it processed."""

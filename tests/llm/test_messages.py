@@ -108,12 +108,15 @@ def test_replace_validates():
 async def test_settings_reach_the_request_payload(http_server):
     http_server.replies = [Reply(body=completion())]
     m = model(http_server.url)
-    settings = GenerationSettings(temperature=0.3, top_p=0.9, max_tokens=77)
+    settings = GenerationSettings(temperature=0.3, top_p=0.9, max_tokens=77, stop=("\n\n",))
     await m.request(ModelRequest(messages=[UserMessage(content="q")], settings=settings))
     await m.request(ModelRequest(messages=[UserMessage(content="q")]))
     sent, bare = http_server.requests
     assert (sent["temperature"], sent["top_p"], sent["max_tokens"]) == (0.3, 0.9, 77)
-    assert not {"temperature", "top_p", "max_tokens"} & set(bare)
+    assert sent["stop"] == ["\n\n"]
+    assert not {"temperature", "top_p", "max_tokens", "stop"} & set(bare)
+    with pytest.raises(ValidationError):
+        GenerationSettings(stop=("a", "b", "c", "d", "e"))
 
 
 async def test_a_tool_loop_sends_the_openai_transcript(http_server):

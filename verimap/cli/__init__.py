@@ -87,6 +87,16 @@ def log_to_stderr(level: int = logging.INFO) -> None:
     logger.setLevel(level)
 
 
+def warn_idle_cross_check(config: Any, what: str) -> None:
+    """`--cross-check` beside no plan VFs would otherwise do nothing, and say nothing."""
+    if config.cross_check and not config.checks_independently:
+        click.echo(
+            f"note: --cross-check does nothing with {what}: the check stands beside the plan's "
+            "VFs (verification full)",
+            err=True,
+        )
+
+
 class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(SUBCOMMANDS)

@@ -21,11 +21,11 @@ from typing import Any
 
 import click
 
-from verimap.cli import endpoint_options, sandbox_option
+from verimap.cli import endpoint_options, sandbox_option, warn_idle_cross_check
 from verimap.cli.cluster import ray_options, run_on_ray
 from verimap.cli.eval_config import SampleSize, limit_or_sample, load_config_file, load_factory
 from verimap.cli.tracing import otel_option, otel_spans
-from verimap.evals.methods import METHODS
+from verimap.evals.methods import METHODS, method_config
 
 ENDPOINT_KEYS = (
     "model",
@@ -282,6 +282,9 @@ def run_command(**kw: Any) -> int:
         click.echo(
             f"note: {method} is one pass by definition; ignoring {', '.join(fixed)}", err=True
         )
+    if run_config.get("cross_check"):
+        with contextlib.suppress(ValueError):  # a bad config is reported when the run starts
+            warn_idle_cross_check(method_config(method, run_config), f"method {method}")
     concurrency = kw.get("max_concurrency")
     if not kw.get("models_factory"):
         local = _apply_local_defaults(method, endpoint, run_config)

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from verimap.cli import endpoint_options, sandbox_option
+from verimap.cli import endpoint_options, sandbox_option, warn_idle_cross_check
 from verimap.cli.tracing import otel_option, otel_spans
 from verimap.config import Budget, RunConfig
 from verimap.env import getenv
@@ -183,6 +183,12 @@ def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: i
         "verification": verification, "cross_check": cross_check, **defaults,
         "budget": Budget(max_llm_calls=max_calls, max_tokens=max_tokens, max_cost=max_cost, timeout_s=timeout),
     })  # fmt: skip
+    if method:
+        from verimap.evals.methods import method_config
+
+        warn_idle_cross_check(method_config(method, config), f"--method {method}")
+    else:
+        warn_idle_cross_check(config, f"--verification {verification}")
     planner = None
     if plan_file is not None:
         try:

@@ -110,6 +110,8 @@ class GenerationSettings(BaseModel):
     temperature: float | None = None
     top_p: float | None = None
     max_tokens: int | None = None
+    # Texts that end the reply where they would begin (at most 4, the OpenAI API's limit).
+    stop: tuple[str, ...] | None = Field(default=None, max_length=4)
 
     def replace(self, **changes: Any) -> GenerationSettings:
         """A copy with `changes`, validated (unlike `model_copy(update=...)`)."""

@@ -225,6 +225,8 @@ class OpenAIModel:
         limits = [n for n in (settings.max_tokens, self.max_tokens_cap) if n is not None]
         if limits:
             kw["max_tokens"] = min(limits)
+        if settings.stop:
+            kw["stop"] = list(settings.stop)
         if self.extra_body:
             kw["extra_body"] = self.extra_body
         return kw
