@@ -471,6 +471,14 @@ async def test_a_node_whose_only_vf_is_dropped_keeps_a_deterministic_check():
     assert got.dropped_vfs == ["a.noop (checks nothing)"] or got.dropped_vfs[0].startswith("a.noop")
 
 
+async def test_a_final_node_left_without_vfs_is_not_salvaged():
+    plan = json.loads(json.dumps(GOOD))
+    plan["nodes"][1]["verification"] = [{"name": "noop", "type": "python", "code": "x = 1"}]
+    got = await LLMPlanner(ScriptedModel([plan]), max_repairs=0).plan("t")
+    assert got.fallback_reason is not None and got.dropped_vfs == []
+    assert [n.id for n in got.nodes] == ["solve"]
+
+
 async def test_a_plan_with_other_problems_is_repaired_not_salvaged():
     plan = json.loads(json.dumps(GOOD))
     plan["nodes"][1]["verification"].append({"name": "noop", "type": "python", "code": "x = 1"})

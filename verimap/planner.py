@@ -339,7 +339,7 @@ class LLMPlanner:
         wrong with it: a VF that cannot run or checks nothing adds no safety, and a repair round
         costs a whole plan (minutes on a small model, and on the local 1.5B it never fixed one).
         A node left without VFs gets the deterministic non-empty check, on top of its typed
-        outputs. The dropped VFs are recorded on the plan."""
+        outputs, unless it is the final node. The dropped VFs are recorded on the plan."""
         bad: set[tuple[str, str]] = set()
         for p in problems:
             m = _VF_PROBLEM.match(p)
@@ -358,6 +358,11 @@ class LLMPlanner:
         try:
             plan = parse_plan(raw)
         except PlanError:
+            return None
+        if self.write_vfs and not plan.final_node().verification:
+            # An answer nothing of the plan checks: the plan is usually garbled too (a 1.5B plan
+            # whose second node fell into a VF string left only its extraction node), and the
+            # fallback plan at least asks for the whole task.
             return None
         for node in plan.nodes:
             if not node.verification and self.write_vfs:
