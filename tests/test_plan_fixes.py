@@ -9,6 +9,7 @@ from verimap.plan_fixes import (
     fix_raw_plan,
     give_vfs_the_task,
     join_extra_sinks,
+    number_repeated_node_ids,
     number_repeated_vf_names,
     resolve_misattributed_outputs,
     resolve_near_miss_outputs,
@@ -122,6 +123,25 @@ def test_a_repeated_vf_name_is_numbered():
     names = [vf["name"] for vf in raw["nodes"][0]["verification"]]
     assert names == ["positive", "positive_3", "positive_2", "positive_4"]
     assert number_repeated_vf_names({"nodes": "x"}) == {"nodes": "x"}
+
+
+def test_a_repeated_node_id_is_numbered_and_inputs_follow_the_output_they_name():
+    # r39/gsm8k/50: two steps named after their verb; the second reads the first's output.
+    raw = {"nodes": [
+        node("extract", ["USER_TASK"], ["eggs", "days"]),
+        node("calculate", ["extract.eggs"], ["per_day"]),
+        node("calculate", ["calculate.per_day", "extract.days"], ["answer"]),
+    ]}  # fmt: skip
+    fixed = number_repeated_node_ids(copy.deepcopy(raw))
+    assert [n["id"] for n in fixed["nodes"]] == ["extract", "calculate", "calculate_2"]
+    assert fixed["nodes"][2]["inputs"] == ["calculate.per_day", "extract.days"]
+    assert parse_plan(fix_raw_plan(copy.deepcopy(raw))).final_node().id == "calculate_2"
+    both = copy.deepcopy(raw)
+    both["nodes"][1]["outputs"] = {"answer": "number"}
+    both["nodes"].append(node("last", ["calculate.answer"], ["total"]))
+    assert number_repeated_node_ids(both)["nodes"][3]["inputs"] == ["calculate.answer"]
+    plain = {"nodes": [node("a", ["USER_TASK"], ["x"])]}
+    assert number_repeated_node_ids(copy.deepcopy(plain)) == plain
 
 
 def test_all_fixes_together_turn_a_typical_small_model_plan_valid():

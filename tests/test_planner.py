@@ -471,12 +471,22 @@ async def test_a_node_whose_only_vf_is_dropped_keeps_a_deterministic_check():
     assert got.dropped_vfs == ["a.noop (checks nothing)"] or got.dropped_vfs[0].startswith("a.noop")
 
 
-async def test_a_final_node_left_without_vfs_is_not_salvaged():
+async def test_a_final_node_whose_vfs_check_an_answer_it_lacks_is_not_salvaged():
+    # r39/gsm8k/51: the answer node fell into a VF string; the extraction node became final.
     plan = json.loads(json.dumps(GOOD))
-    plan["nodes"][1]["verification"] = [{"name": "noop", "type": "python", "code": "x = 1"}]
+    for n in plan["nodes"]:
+        n["outputs"].append("w")  # with one output, `outputs['answer']` would be read as it
+    plan["nodes"][1]["verification"] = [
+        {"name": "ans", "type": "python", "code": "assert outputs['answer'] > 0"}
+    ]
     got = await LLMPlanner(ScriptedModel([plan]), max_repairs=0).plan("t")
     assert got.fallback_reason is not None and got.dropped_vfs == []
     assert [n.id for n in got.nodes] == ["solve"]
+    plan["nodes"][0]["verification"] = plan["nodes"][1]["verification"]
+    plan["nodes"][1]["verification"] = [{"name": "noop", "type": "python", "code": "x = 1"}]
+    got = await LLMPlanner(ScriptedModel([plan]), max_repairs=0).plan("t")
+    assert got.fallback_reason is None and [n.id for n in got.nodes] == ["a", "b"]
+    assert sorted(got.dropped_vfs)[0].startswith("a.ans (line 1: outputs['answer'] is not an")
 
 
 async def test_a_plan_with_other_problems_is_repaired_not_salvaged():

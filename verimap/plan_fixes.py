@@ -22,6 +22,7 @@ _OUTPUT_KEY = re.compile(r"""\boutputs(\[\s*|\.get\(\s*)(['"])([A-Za-z_]\w*)\2""
 
 def fix_raw_plan(raw: Any, answer_types: tuple[str, ...] = ()) -> Any:
     """Every rewrite below, in the order in which each can rely on the ones before."""
+    raw = number_repeated_node_ids(raw)
     raw = resolve_bare_inputs(raw)
     raw = resolve_misattributed_outputs(raw)
     raw = resolve_near_miss_outputs(raw)
@@ -85,6 +86,37 @@ def _rewrite_inputs(raw: Any, resolve: Callable[[Any, str], Any]) -> Any:
         if isinstance(n.get("inputs"), list):
             n["inputs"] = [resolve(r, n["id"]) for r in n["inputs"]]
     return raw
+
+
+def number_repeated_node_ids(raw: Any) -> Any:
+    """Rename a second node `calculate` to `calculate_2`, and point each input `calculate.x` at
+    the one of them that outputs `x` (other than the reader): small models name every step after
+    its verb (about one rejected 1.5B plan in ten repeated an id). Ambiguous inputs stay as written."""
+    nodes = _nodes(raw)
+    taken = {n["id"] for n in nodes}
+    seen: dict[str, list[str]] = {}
+    for n in nodes:
+        nid = n["id"]
+        if nid in seen:
+            k = 2
+            while f"{nid}_{k}" in taken:
+                k += 1
+            n["id"] = f"{nid}_{k}"
+            taken.add(n["id"])
+        seen.setdefault(nid, []).append(n["id"])
+    renamed = {nid: ids for nid, ids in seen.items() if len(ids) > 1}
+    if not renamed:
+        return raw
+    outputs = {n["id"]: _output_names(n) for n in nodes}
+
+    def resolve(ref: Any, me: str) -> Any:
+        if not isinstance(ref, str) or "." not in ref:
+            return ref
+        nid, _, name = ref.partition(".")
+        ids = [i for i in renamed.get(nid, ()) if i != me and name in outputs[i]]
+        return f"{ids[0]}.{name}" if len(ids) == 1 else ref
+
+    return _rewrite_inputs(raw, resolve)
 
 
 def resolve_bare_inputs(raw: Any) -> Any:

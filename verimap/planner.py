@@ -42,6 +42,7 @@ from verimap.plan_checks import plan_quality_problems, planning_schema, repeated
 from verimap.plan_fixes import fix_raw_plan
 from verimap.tools import ToolRegistry
 from verimap.usage import PLANNER
+from verimap.vfcheck import UNDECLARED_OUTPUT
 
 if TYPE_CHECKING:
     from verimap.run_context import RunContext
@@ -339,13 +340,14 @@ class LLMPlanner:
         wrong with it: a VF that cannot run or checks nothing adds no safety, and a repair round
         costs a whole plan (minutes on a small model, and on the local 1.5B it never fixed one).
         A node left without VFs gets the deterministic non-empty check, on top of its typed
-        outputs, unless it is the final node. The dropped VFs are recorded on the plan."""
-        bad: set[tuple[str, str]] = set()
+        outputs. The dropped VFs are recorded on the plan."""
+        reasons: dict[tuple[str, str], str] = {}
         for p in problems:
             m = _VF_PROBLEM.match(p)
             if m is None:
                 return None
-            bad.add((m.group(1), m.group(2)))
+            reasons.setdefault((m.group(1), m.group(2)), m.group(3).strip(" :"))
+        bad = set(reasons)
         if not bad or not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list):
             return None
         raw = copy.deepcopy(raw)
@@ -359,22 +361,18 @@ class LLMPlanner:
             plan = parse_plan(raw)
         except PlanError:
             return None
-        if self.write_vfs and not plan.final_node().verification:
-            # An answer nothing of the plan checks: the plan is usually garbled too (a 1.5B plan
-            # whose second node fell into a VF string left only its extraction node), and the
-            # fallback plan at least asks for the whole task.
+        final = plan.final_node().id
+        if any(n == final and UNDECLARED_OUTPUT in why for (n, _), why in reasons.items()):
+            # The final node's VFs check an output it does not give: the node that gives the
+            # answer got lost (a 1.5B plan whose second node fell into a VF string left only its
+            # extraction node). The fallback plan at least asks for the whole task.
             return None
         for node in plan.nodes:
             if not node.verification and self.write_vfs:
                 node.verification.append(nonempty_outputs_vf(node))
         if self.check(plan):
             return None
-        reasons: dict[str, str] = {}
-        for p in problems:
-            m = _VF_PROBLEM.match(p)
-            if m:
-                reasons.setdefault(f"{m.group(1)}.{m.group(2)}", m.group(3).strip(" :"))
-        plan.dropped_vfs.extend(f"{k} ({why[:120]})" for k, why in reasons.items())
+        plan.dropped_vfs.extend(f"{n}.{vf} ({why[:120]})" for (n, vf), why in reasons.items())
         return plan
 
     def _quality_of_raw(self, raw: Any) -> list[str]:

@@ -21,6 +21,8 @@ if TYPE_CHECKING:  # plan.py imports this module to normalise VF code
     from verimap.plan import Node, PythonVF
 
 USER_TASK = "USER_TASK"
+# How a VF reading an output its node lacks is reported (the planner's salvage looks for it).
+UNDECLARED_OUTPUT = "is not an output of this node"
 
 
 def _compiles(code: str) -> bool:
@@ -131,7 +133,7 @@ def vf_problems(node: Node, vf: PythonVF, *, policy: bool = True) -> list[str]:
     for n in ast.walk(tree):
         if (k := _key(n, "outputs")) and k[0] not in node.outputs:
             problems.append(
-                f"{where} line {k[1]}: outputs[{k[0]!r}] is not an output of this node "
+                f"{where} line {k[1]}: outputs[{k[0]!r}] {UNDECLARED_OUTPUT} "
                 f"(its outputs: {', '.join(node.outputs)})"
             )
         if (

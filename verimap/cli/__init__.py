@@ -8,9 +8,12 @@ import logging
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from verimap.config import RunConfig
 
 # name -> "module:attribute" of a click command or group
 SUBCOMMANDS: dict[str, str] = {
@@ -87,7 +90,7 @@ def log_to_stderr(level: int = logging.INFO) -> None:
     logger.setLevel(level)
 
 
-def warn_idle_cross_check(config: Any, what: str) -> None:
+def warn_idle_cross_check(config: RunConfig, what: str) -> None:
     """`--cross-check` beside no plan VFs would otherwise do nothing, and say nothing."""
     if config.cross_check and not config.checks_independently:
         click.echo(
