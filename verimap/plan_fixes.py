@@ -88,21 +88,27 @@ def _rewrite_inputs(raw: Any, resolve: Callable[[Any, str], Any]) -> Any:
     return raw
 
 
+def _numbered(name: str, taken: set[str]) -> str:
+    """`name_2` (or the first free `name_k`), now taken."""
+    k = 2
+    while f"{name}_{k}" in taken:
+        k += 1
+    taken.add(f"{name}_{k}")
+    return f"{name}_{k}"
+
+
 def number_repeated_node_ids(raw: Any) -> Any:
     """Rename a second node `calculate` to `calculate_2`, and point each input `calculate.x` at
     the one of them that outputs `x` (other than the reader): small models name every step after
-    its verb (about one rejected 1.5B plan in ten repeated an id). Ambiguous inputs stay as written."""
+    its verb (about one rejected 1.5B plan in ten repeated an id). Ambiguous inputs stay as
+    written."""
     nodes = _nodes(raw)
     taken = {n["id"] for n in nodes}
     seen: dict[str, list[str]] = {}
     for n in nodes:
         nid = n["id"]
         if nid in seen:
-            k = 2
-            while f"{nid}_{k}" in taken:
-                k += 1
-            n["id"] = f"{nid}_{k}"
-            taken.add(n["id"])
+            n["id"] = _numbered(nid, taken)
         seen.setdefault(nid, []).append(n["id"])
     renamed = {nid: ids for nid, ids in seen.items() if len(ids) > 1}
     if not renamed:
@@ -311,10 +317,6 @@ def number_repeated_vf_names(raw: Any) -> Any:
             if not isinstance(name, str):
                 continue
             if name in seen:
-                k = 2
-                while f"{name}_{k}" in taken:
-                    k += 1
-                vf["name"] = f"{name}_{k}"
-                taken.add(vf["name"])
+                vf["name"] = _numbered(name, taken)
             seen.add(vf["name"])
     return raw
