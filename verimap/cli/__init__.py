@@ -90,6 +90,15 @@ def log_to_stderr(level: int = logging.INFO) -> None:
     logger.setLevel(level)
 
 
+# `verimap run` and `verimap eval`: the cap on a plan's size (`RunConfig.max_nodes`; 0 = None).
+max_nodes_option = click.option(
+    "--max-nodes",
+    type=click.IntRange(min=0),
+    default=None,
+    help="The most nodes a plan may have; 0: no cap [default: no cap; 3 on the local model].",
+)
+
+
 def warn_idle_cross_check(config: RunConfig, what: str) -> None:
     """`--cross-check` beside no plan VFs would otherwise do nothing, and say nothing."""
     if config.cross_check and not config.checks_independently:

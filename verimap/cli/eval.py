@@ -21,7 +21,12 @@ from typing import Any
 
 import click
 
-from verimap.cli import endpoint_options, sandbox_option, warn_idle_cross_check
+from verimap.cli import (
+    endpoint_options,
+    max_nodes_option,
+    sandbox_option,
+    warn_idle_cross_check,
+)
 from verimap.cli.cluster import ray_options, run_on_ray
 from verimap.cli.eval_config import SampleSize, limit_or_sample, load_config_file, load_factory
 from verimap.cli.tracing import otel_option, otel_spans
@@ -113,12 +118,7 @@ RUN_CONFIG_FLAGS = (
     default=None,
     help="Override the method's iterations.",
 )
-@click.option(
-    "--max-nodes",
-    type=click.IntRange(min=0),
-    default=None,
-    help="The most nodes a plan may have; 0: no cap [default: no cap; 3 on the local model].",
-)
+@max_nodes_option
 @click.option(
     "--cross-check/--no-cross-check",
     default=None,

@@ -11,7 +11,12 @@ from typing import Any
 
 import click
 
-from verimap.cli import endpoint_options, sandbox_option, warn_idle_cross_check
+from verimap.cli import (
+    endpoint_options,
+    max_nodes_option,
+    sandbox_option,
+    warn_idle_cross_check,
+)
 from verimap.cli.tracing import otel_option, otel_spans
 from verimap.config import Budget, RunConfig
 from verimap.env import getenv
@@ -108,12 +113,7 @@ def print_result(result: RunResult, *, console=None) -> None:
     is_flag=True,
     help="Accept nodes that exhaust retries; the result is partial.",
 )
-@click.option(
-    "--max-nodes",
-    type=click.IntRange(min=0),
-    default=None,
-    help="The most nodes a plan may have; 0: no cap [default: no cap; 3 on the local model].",
-)
+@max_nodes_option
 @click.option(
     "--cross-check",
     is_flag=True,
