@@ -255,9 +255,8 @@ DEMO_PLAN: dict = {
         {
             "id": "solve",
             "name": "Work out the earnings",
-            "instruction": "Work out how many dollars the bakery earned over the two days. Reason "
-            "step by step from the task and the extracted quantities, and use a tool for every "
-            "calculation.",
+            "instruction": "Work out how many dollars the bakery earned over the two days, "
+            "reasoning step by step from the task and the extracted quantities.",
             "inputs": ["USER_TASK", "extract.monday", "extract.price"],
             "outputs": {"answer": "number"},
             "verification": [
