@@ -113,7 +113,7 @@ async def test_fail_accepted_continues_and_is_partial():
     ).run("task")
     assert r.status == "partial" and r.answer == 2
     assert r.nodes["a"].status == "fail-accepted" and r.nodes["b"].status == "verified"
-    assert "Input a.x:\n-1" in world.executor_prompts["b"][0]  # failed output flowed downstream
+    assert '"a.x": -1' in world.executor_prompts["b"][0]  # failed output flowed downstream
 
 
 async def test_parallel_nodes_run_concurrently_and_sequential_does_not():

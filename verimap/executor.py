@@ -1,9 +1,9 @@
 """The executor: a tool-using agent that solves one node.
 
-It sees the node's named inputs (text as written, other values as JSON), then its
-instruction; never the global task unless the node takes `USER_TASK`. It thinks in free
-text (calling tools through the OpenAI tools API, or a ReAct text protocol for servers
-without tool calls), then gives its outputs in a separate schema-constrained call, unless its
+It sees the node's instruction and its named inputs as JSON, never the global
+task unless the node takes `USER_TASK`. It thinks in free text (calling tools
+through the OpenAI tools API, or a ReAct text protocol for servers without tool
+calls), then gives its outputs in a separate schema-constrained call, unless its
 last free-text reply already is a JSON object with exactly the declared outputs.
 
 With `structured_io=False` (the paper's MAP) there are no named values at all: the
@@ -153,29 +153,11 @@ def _has_body(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     )
 
 
-# Inputs shown as plain text rather than as a JSON string: a word problem or a function's source
-# escaped into JSON (`\"`, `\n`) is harder for a small model to read than the text itself.
-_TEXT_TYPES = (iotypes.CODE, "string")
-
-
-def shown_as_text(ref: str, value: Any, spec: iotypes.TypeSpec) -> bool:
-    return isinstance(value, str) and (ref == USER_TASK or iotypes.canonical(spec) in _TEXT_TYPES)
-
-
-def render_inputs(values: Mapping[str, Any], types: Mapping[str, iotypes.TypeSpec] | None) -> str:
-    """One block per input, headed by its reference and the producer's type: text as written,
-    every other value as JSON."""
-    blocks = []
-    for ref, value in values.items():
-        spec = (types or {}).get(ref, iotypes.ANY)
-        head = ref if spec == iotypes.ANY else f"{ref} ({iotypes.label(spec)})"
-        body = (
-            value.strip("\n")
-            if shown_as_text(ref, value, spec)
-            else json.dumps(value, indent=2, ensure_ascii=False, default=str)
-        )
-        blocks.append(f"Input {head}:\n{body}")
-    return "\n\n".join(blocks) or "(no inputs)"
+def input_types_line(types: Mapping[str, iotypes.TypeSpec] | None) -> str:
+    typed = {r: t for r, t in (types or {}).items() if t != iotypes.ANY}
+    if not typed:
+        return ""
+    return "Input types: " + ", ".join(f"{r} ({iotypes.label(t)})" for r, t in typed.items()) + "\n"
 
 
 def describe_outputs(node: Node) -> str:
@@ -253,28 +235,21 @@ class Executor:
         context: dict[str, Any] | None = None,
         input_types: Mapping[str, iotypes.TypeSpec] | None = None,
     ) -> list[Message]:
-        """Structured: the inputs first and the instruction and guidance last, in one user turn
-        (a system turn only carries the text tool protocol, for servers without a tools API);
-        see `prompts.EXECUTOR_SYSTEM` for what this layout measured."""
-        protocol = react_protocol(self.model, self.tools)
+        system = prompts.EXECUTOR_SYSTEM + react_protocol(self.model, self.tools)
         if not self.structured_io:
             user = self._text_prompt(node, inputs, feedback, context)
-            return [
-                SystemMessage(content=prompts.EXECUTOR_SYSTEM + protocol),
-                UserMessage(content=user),
-            ]
+            return [SystemMessage(content=system), UserMessage(content=user)]
         user = prompts.EXECUTOR_USER.format(
             instruction=node.instruction,
-            inputs=render_inputs({k: inputs[k] for k in node.inputs if k in inputs}, input_types),
+            inputs=json.dumps({k: inputs[k] for k in node.inputs if k in inputs}, indent=2, ensure_ascii=False, default=str),
             context=prompts.EXECUTOR_CONTEXT.format(context=json.dumps(context, indent=2, ensure_ascii=False, default=str))
             if context
             else "",
             outputs=describe_outputs(node),
+            input_types=input_types_line(input_types),
             feedback=feedback.render() if feedback else "",
-            tool_hint=prompts.EXECUTOR_TOOL_HINT if len(self.tools) else "",
         )  # fmt: skip
-        system = [SystemMessage(content=protocol.lstrip("\n"))] if protocol else []
-        return [*system, UserMessage(content=user)]
+        return [SystemMessage(content=system), UserMessage(content=user)]
 
     @staticmethod
     def _text_prompt(

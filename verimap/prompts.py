@@ -115,9 +115,6 @@ That plan is invalid:
 {problems}
 Fix every problem and reply with the whole corrected plan as one JSON object."""
 
-# The text-only executor's (the paper's MAP) system prompt. The structured executor has none: on
-# the 1.5B this persona with "for arithmetic always use a tool" solved 9 of GSM8K 70-89, the
-# task first and the guidance last in one user turn 14 (benchmarks/small_model.py, r41).
 EXECUTOR_SYSTEM = """\
 You are an executor agent. Solve exactly the subtask you are given, using only its inputs. \
 Think step by step in plain text; use tools when they help (for arithmetic always use a tool). \
@@ -137,14 +134,13 @@ Tools:
 {tools}"""
 
 EXECUTOR_USER = """\
+Subtask: {instruction}
+
+Inputs (JSON):
 {inputs}
 {context}
-Subtask: {instruction}
 Required outputs: {outputs}
-{feedback}
-Think step by step.{tool_hint} End by stating the final value of every required output."""
-
-EXECUTOR_TOOL_HINT = " Use a tool when a calculation is hard to do reliably by hand."
+{input_types}{feedback}"""
 
 EXECUTOR_CONTEXT = "\nResults of earlier subtasks, for context (JSON):\n{context}\n"
 
