@@ -50,6 +50,15 @@ async def test_success_chain_passes_values_downstream():
     assert r.iterations == 1 and r.retries == 0 and len(r.plans) == 1
 
 
+async def test_only_the_final_node_is_free_of_the_do_just_your_part_sentence():
+    world = ScriptedWorld(
+        [CHAIN], lambda nid, k, inp, p: {"x": 5} if nid == "a" else {"y": inp["a.x"] * 2}
+    )
+    await coordinator(world).run("task")
+    assert "nothing more" in world.executor_prompts["a"][0]
+    assert "nothing more" not in world.executor_prompts["b"][0]
+
+
 async def test_retry_then_pass_and_retry_prompt_has_traceback():
     world = ScriptedWorld(
         [CHAIN], lambda nid, k, inp, p: {"x": -1 if k == 0 else 3} if nid == "a" else {"y": 1}
@@ -113,7 +122,7 @@ async def test_fail_accepted_continues_and_is_partial():
     ).run("task")
     assert r.status == "partial" and r.answer == 2
     assert r.nodes["a"].status == "fail-accepted" and r.nodes["b"].status == "verified"
-    assert '"a.x": -1' in world.executor_prompts["b"][0]  # failed output flowed downstream
+    assert "Input a.x:\n-1" in world.executor_prompts["b"][0]  # failed output flowed downstream
 
 
 async def test_parallel_nodes_run_concurrently_and_sequential_does_not():

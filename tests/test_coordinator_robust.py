@@ -64,7 +64,7 @@ async def test_consumers_see_the_producers_type_beside_each_input():
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 4} if nid == "ex" else {"total": 2 * inp["ex.price"]})  # fmt: skip
     r = await run(world)
     assert r.status == "success" and r.answer == 8
-    assert "Input types: ex.price (number)" in world.executor_prompts["tw"][0]
+    assert "Input ex.price (number):\n4\n" in world.executor_prompts["tw"][0]
 
 
 async def test_a_vacuous_vf_goes_back_to_the_planner_once_then_the_repair_runs():

@@ -1,15 +1,18 @@
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from verimap import prompts
 from verimap.agent import parse_react
 from verimap.config import RunConfig
-from verimap.executor import Executor, check_output_keys
+from verimap.executor import Executor, check_output_keys, render_inputs
 from verimap.feedback import Feedback
 from verimap.llm.base import AssistantMessage, ModelResponse, to_openai
 from verimap.plan import Node
 from verimap.result import VFVerdict
-from verimap.testing import ScriptedModel, tool_call_reply
+from verimap.testing import ScriptedModel, parse_inputs, tool_call_reply
 from verimap.tools import default_tools
 
 NODE = Node(id="c", instruction="Multiply a by b.", inputs=["n1.a", "n1.b"], outputs=["product"])
@@ -38,7 +41,7 @@ async def test_tool_api_loop_then_structured_final_call():
     # the final structured call carries the tool history as plain text, and the same tool specs
     # (not to be called), so the prompt up to the first reply renders as before: cacheable
     assert final.tools == first.tools and final.tool_choice == "none"
-    assert final.messages[:2] == first.messages[:2]
+    assert final.messages[:1] == first.messages[:1]
     assert not any(
         m.role == "tool" or (isinstance(m, AssistantMessage) and m.tool_calls)
         for m in final.messages
@@ -53,15 +56,88 @@ async def test_sees_only_instruction_and_named_inputs():
     assert (
         "SECRET GLOBAL TASK" not in prompt
         and "Multiply a by b." in prompt
-        and '\\"n1.a\\": 6' in prompt
+        and "Input n1.a:\\n6" in prompt
     )
+
+
+def test_text_inputs_are_shown_as_written_and_other_values_as_json():
+    shown = render_inputs(
+        {"USER_TASK": 'Pens cost "17" dollars.\nHow much?', "ex.price": 17, "w.code": "def f():\n    return 1\n", "x.items": [1, 2]},
+        {"ex.price": "number", "w.code": "code", "x.items": "list[number]"},
+    )  # fmt: skip
+    assert shown == (
+        'Input USER_TASK:\nPens cost "17" dollars.\nHow much?\n\n'
+        "Input ex.price (number):\n17\n\n"
+        "Input w.code (code):\ndef f():\n    return 1\n\n"
+        "Input x.items (list[number]):\n[\n  1,\n  2\n]"
+    )
+    assert render_inputs({"a.s": "17"}, {}) == 'Input a.s:\n"17"'  # untyped: JSON keeps it a string
+
+
+def test_the_prompt_puts_the_inputs_first_and_has_no_system_persona():
+    msgs = Executor(ScriptedModel([]), default_tools()).build_messages(NODE, INPUTS)
+    assert [m.role for m in msgs] == ["user"]
+    user = msgs[0].content
+    assert (
+        user.index("Input n1.a:")
+        < user.index("Subtask: Multiply a by b.")
+        < user.index("Required outputs: product")
+    )
+    assert (
+        user.endswith("End by stating the final value of every required output.")
+        and "Use a tool" in user
+    )
+    text_protocol = Executor(
+        ScriptedModel([], supports_tools=False), default_tools()
+    ).build_messages(NODE, INPUTS)
+    assert [m.role for m in text_protocol] == ["system", "user"] and text_protocol[
+        0
+    ].content.startswith("You can use tools")
+    assert "Use a tool" not in Executor(ScriptedModel([])).build_messages(NODE, INPUTS)[0].content
+
+
+async def test_only_a_node_that_is_not_the_plans_answer_is_told_to_do_just_its_part():
+    m = ScriptedModel(['{"product": 42}', '{"product": 42}'])
+    await Executor(m).execute(NODE, INPUTS)
+    await Executor(m).execute(NODE, INPUTS, final=False)
+    final, part = (r.messages[0].content for r in m.requests)
+    assert "nothing more" not in final
+    assert "Do exactly this subtask, nothing more" in part
+    assert part.replace(prompts.EXECUTOR_PART, "") == final
+
+
+_SCALAR = st.one_of(
+    st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.booleans(), st.none()
+)
+_TEXT = st.text(st.characters(blacklist_categories=["Cs"]), min_size=1).filter(
+    lambda t: t.strip("\n") == t and "\nInput " not in "\n" + t
+)
+
+
+@given(
+    st.dictionaries(
+        st.from_regex(r"[a-z]{1,6}\.[a-z_]{1,8}", fullmatch=True),
+        st.one_of(
+            st.tuples(st.just("string"), _TEXT),
+            st.tuples(st.just("code"), _TEXT),
+            st.tuples(st.just("any"), st.one_of(_SCALAR, _TEXT, st.lists(_SCALAR))),
+            st.tuples(st.just("number"), st.floats(allow_nan=False, allow_infinity=False)),
+        ),
+        max_size=4,
+    ),
+    _TEXT,
+)
+def test_the_scripted_world_reads_back_exactly_the_inputs_an_executor_was_shown(typed, task):
+    values = {"USER_TASK": task, **{ref: v for ref, (_, v) in typed.items()}}
+    types = {ref: t for ref, (t, _) in typed.items()}
+    assert parse_inputs(render_inputs(values, types)) == values
 
 
 async def test_user_task_is_shown_when_taken():
     node = Node(id="s", instruction="solve", inputs=["USER_TASK"], outputs=["answer"])
     m = ScriptedModel(['{"answer": 1}'])
     await Executor(m).execute(node, {"USER_TASK": "THE TASK"})
-    assert "THE TASK" in m.requests[0].messages[1].content
+    assert "THE TASK" in m.requests[0].messages[-1].content
 
 
 async def test_missing_and_extra_keys_fail_with_precise_message():
@@ -118,7 +194,7 @@ async def test_retry_prompt_holds_previous_output_and_tracebacks():
     )  # fmt: skip
     m = ScriptedModel(['{"product": 42}'])
     await Executor(m).execute(NODE, INPUTS, fb)
-    user = m.requests[0].messages[1].content
+    user = m.requests[0].messages[-1].content
     assert (
         '{"product": 41}' in user
         and "Traceback: AssertionError: wrong" in user
@@ -129,7 +205,7 @@ async def test_retry_prompt_holds_previous_output_and_tracebacks():
 async def test_context_of_ancestors_is_shown():
     m = ScriptedModel(['{"product": 42}'])
     await Executor(m).execute(NODE, INPUTS, context={"n0.raw": "grandparent value"})
-    assert "grandparent value" in m.requests[0].messages[1].content
+    assert "grandparent value" in m.requests[0].messages[-1].content
 
 
 async def test_empty_reply_content_never_none():

@@ -412,6 +412,7 @@ class Coordinator:
                 self.executor.execute, node, inputs, feedback, context, input_types,
                 on_tool_call=partial(self._tool_event, st, node.id, attempt),
                 sample=bool(passing) and feedback is None, ctx=actx,
+                final=node.id == st.plans[-1].final_node().id,
             )  # fmt: skip
             rec = AttemptReport(
                 iteration=st.iteration, attempt=attempt, outputs=out.outputs, steps=out.steps

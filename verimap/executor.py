@@ -1,9 +1,9 @@
 """The executor: a tool-using agent that solves one node.
 
-It sees the node's instruction and its named inputs as JSON, never the global
-task unless the node takes `USER_TASK`. It thinks in free text (calling tools
-through the OpenAI tools API, or a ReAct text protocol for servers without tool
-calls), then gives its outputs in a separate schema-constrained call, unless its
+It sees the node's named inputs (text as written, other values as JSON), then its
+instruction; never the global task unless the node takes `USER_TASK`. It thinks in free
+text (calling tools through the OpenAI tools API, or a ReAct text protocol for servers
+without tool calls), then gives its outputs in a separate schema-constrained call, unless its
 last free-text reply already is a JSON object with exactly the declared outputs.
 
 With `structured_io=False` (the paper's MAP) there are no named values at all: the
@@ -153,11 +153,29 @@ def _has_body(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
     )
 
 
-def input_types_line(types: Mapping[str, iotypes.TypeSpec] | None) -> str:
-    typed = {r: t for r, t in (types or {}).items() if t != iotypes.ANY}
-    if not typed:
-        return ""
-    return "Input types: " + ", ".join(f"{r} ({iotypes.label(t)})" for r, t in typed.items()) + "\n"
+# Inputs shown as plain text rather than as a JSON string: a word problem or a function's source
+# escaped into JSON (`\"`, `\n`) is harder for a small model to read than the text itself.
+_TEXT_TYPES = (iotypes.CODE, "string")
+
+
+def shown_as_text(ref: str, value: Any, spec: iotypes.TypeSpec) -> bool:
+    return isinstance(value, str) and (ref == USER_TASK or iotypes.canonical(spec) in _TEXT_TYPES)
+
+
+def render_inputs(values: Mapping[str, Any], types: Mapping[str, iotypes.TypeSpec] | None) -> str:
+    """One block per input, headed by its reference and the producer's type: text as written,
+    every other value as JSON."""
+    blocks = []
+    for ref, value in values.items():
+        spec = (types or {}).get(ref, iotypes.ANY)
+        head = ref if spec == iotypes.ANY else f"{ref} ({iotypes.label(spec)})"
+        body = (
+            value.strip("\n")
+            if shown_as_text(ref, value, spec)
+            else json.dumps(value, indent=2, ensure_ascii=False, default=str)
+        )
+        blocks.append(f"Input {head}:\n{body}")
+    return "\n\n".join(blocks) or "(no inputs)"
 
 
 def describe_outputs(node: Node) -> str:
@@ -234,22 +252,31 @@ class Executor:
         feedback: Feedback | None = None,
         context: dict[str, Any] | None = None,
         input_types: Mapping[str, iotypes.TypeSpec] | None = None,
+        final: bool = True,
     ) -> list[Message]:
-        system = prompts.EXECUTOR_SYSTEM + react_protocol(self.model, self.tools)
+        """Structured: the inputs first and the instruction and guidance last, in one user turn
+        (a system turn only carries the text tool protocol, for servers without a tools API);
+        see `prompts.EXECUTOR_SYSTEM` for what this layout measured."""
+        protocol = react_protocol(self.model, self.tools)
         if not self.structured_io:
             user = self._text_prompt(node, inputs, feedback, context)
-            return [SystemMessage(content=system), UserMessage(content=user)]
+            return [
+                SystemMessage(content=prompts.EXECUTOR_SYSTEM + protocol),
+                UserMessage(content=user),
+            ]
         user = prompts.EXECUTOR_USER.format(
             instruction=node.instruction,
-            inputs=json.dumps({k: inputs[k] for k in node.inputs if k in inputs}, indent=2, ensure_ascii=False, default=str),
+            inputs=render_inputs({k: inputs[k] for k in node.inputs if k in inputs}, input_types),
             context=prompts.EXECUTOR_CONTEXT.format(context=json.dumps(context, indent=2, ensure_ascii=False, default=str))
             if context
             else "",
             outputs=describe_outputs(node),
-            input_types=input_types_line(input_types),
             feedback=feedback.render() if feedback else "",
+            tool_hint=prompts.EXECUTOR_TOOL_HINT if len(self.tools) else "",
+            scope="" if final else prompts.EXECUTOR_PART,
         )  # fmt: skip
-        return [SystemMessage(content=system), UserMessage(content=user)]
+        system = [SystemMessage(content=protocol.lstrip("\n"))] if protocol else []
+        return [*system, UserMessage(content=user)]
 
     @staticmethod
     def _text_prompt(
@@ -298,14 +325,16 @@ class Executor:
         sample: bool = False,
         *,
         ctx: RunContext | None = None,
+        final: bool = True,
     ) -> ExecutorOutput:
         """One attempt. Model and budget errors propagate; a bad final object is a failed attempt.
         `input_types`: the producer's type of each input, shown beside the inputs;
         `on_tool_call(tool, arguments, result, seconds)` hears each tool call; `sample`: an
         independent attempt at the retry temperature, without feedback; `ctx`: the run and
-        attempt this is, whose ledger the model calls are charged to (none: unmetered)."""
+        attempt this is, whose ledger the model calls are charged to (none: unmetered); `final`: the
+        node gives the plan's answer (one that does not is told to do only its part)."""
         model = ctx.model(self.model) if ctx is not None else self.model
-        messages = self.build_messages(node, inputs, feedback, context, input_types)
+        messages = self.build_messages(node, inputs, feedback, context, input_types, final)
         settings = self._settings(feedback is not None or sample)
         loop = await tool_loop(
             model, self.tools, messages, role=EXECUTOR, max_steps=self.max_steps,

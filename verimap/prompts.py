@@ -115,6 +115,9 @@ That plan is invalid:
 {problems}
 Fix every problem and reply with the whole corrected plan as one JSON object."""
 
+# The text-only executor's (the paper's MAP) system prompt. The structured executor has none: on
+# the 1.5B this persona with "for arithmetic always use a tool" solved 9 of GSM8K 70-89, the
+# task first and the guidance last in one user turn 14 (benchmarks/small_model.py, r41).
 EXECUTOR_SYSTEM = """\
 You are an executor agent. Solve exactly the subtask you are given, using only its inputs. \
 Think step by step in plain text; use tools when they help (for arithmetic always use a tool). \
@@ -134,13 +137,20 @@ Tools:
 {tools}"""
 
 EXECUTOR_USER = """\
-Subtask: {instruction}
-
-Inputs (JSON):
 {inputs}
 {context}
+Subtask: {instruction}
 Required outputs: {outputs}
-{input_types}{feedback}"""
+{feedback}
+{scope}Think step by step.{tool_hint} End by stating the final value of every required output."""
+
+# For a node whose result another node takes further. The 0.5B, given the whole task to extract two
+# numbers from, solved the task and gave its total as the price. As a one-node agent (react) the
+# 1.5B solved 11 of GSM8K 70-89 with this sentence and 14 without (r44, r41v2), so a plan's final
+# node goes without it.
+EXECUTOR_PART = "Do exactly this subtask, nothing more, using only the inputs above. "
+
+EXECUTOR_TOOL_HINT = " Use a tool when a calculation is hard to do reliably by hand."
 
 EXECUTOR_CONTEXT = "\nResults of earlier subtasks, for context (JSON):\n{context}\n"
 

@@ -21,7 +21,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from verimap import cross_check
+from verimap import cross_check, executor, iotypes
 from verimap.llm.base import ModelRequest, ModelResponse, UserMessage
 from verimap.llm.double import ScriptedModel, tool_call_reply
 from verimap.plan import Plan, parse_plan
@@ -111,10 +111,27 @@ def _candidate_root() -> str:
 OutputsFn = Callable[[str, int, dict[str, Any], str], dict[str, Any] | str]
 JudgeFn = Callable[[str, str, dict[str, Any]], tuple[bool, str]]
 _SUBTASK = re.compile(
-    r"^Subtask: (.*?)\n\nInputs \(JSON\):\n(.*?)\n(?:\nResults of earlier|Required outputs)", re.S
+    r"^(?P<inputs>.*?)\n(?:\nResults of earlier subtasks.*?\n)?\nSubtask: (?P<instruction>.*?)\n"
+    r"Required outputs: ",
+    re.S,
 )
+_INPUT_HEAD = re.compile(r"^Input (\S+?)(?: \((.*)\))?:\n", re.M)
+
+
+def parse_inputs(shown: str) -> dict[str, Any]:
+    """The inverse of `executor.render_inputs`: the named values an executor prompt shows."""
+    heads = list(_INPUT_HEAD.finditer(shown))
+    values: dict[str, Any] = {}
+    for head, nxt in zip(heads, [*heads[1:], None], strict=True):
+        body = shown[head.end() : nxt.start() - 2 if nxt else len(shown)]
+        ref, label = head.group(1), head.group(2)
+        spec = iotypes.ANY if label is None else label if label[:1] != "{" else json.loads(label)
+        values[ref] = body if executor.shown_as_text(ref, body, spec) else json.loads(body)
+    return values
+
+
 # A text-only executor's prompt (structured_io=False): no named inputs to parse.
-_TEXT_SUBTASK = re.compile(r"^Subtask: (.*?)\n\n", re.S)
+_TEXT_SUBTASK = re.compile(r"^Subtask: (?P<instruction>.*?)\n\n", re.S)
 _JUDGE = re.compile(
     r"^Subtask instruction: (.*?)\n\nInputs \(JSON\):.*?Outputs \(JSON\):\n(.*?)\n\nCriterion: (.*?)\n\nDoes",
     re.S,
@@ -207,16 +224,15 @@ class ScriptedWorld:
             passed, why = self.judge(self._node_for(m.group(1)), m.group(3), json.loads(m.group(2)))
             return {"passed": passed, "explanation": why}
         m = _SUBTASK.search(user)
-        text = _TEXT_SUBTASK.search(user) if m is None else None
-        found = m or text
+        found = m or _TEXT_SUBTASK.search(user)
         if found is None:
             raise LookupError("ScriptedWorld: unrecognised executor prompt")
-        node_id = self._node_for(found.group(1))
+        node_id = self._node_for(found["instruction"])
         k = self.executor_calls[node_id]
         self.executor_calls[node_id] += 1
         self.executor_prompts[node_id].append(user)
         self.order.append(node_id)
-        reply = self.outputs(node_id, k, json.loads(m.group(2)) if m else {}, user)
+        reply = self.outputs(node_id, k, parse_inputs(m["inputs"]) if m else {}, user)
         return reply if isinstance(reply, str) else json.dumps(reply)
 
     def models(self) -> dict[str, ScriptedModel]:
@@ -228,6 +244,7 @@ __all__ = [
     "ScriptedModel",
     "ScriptedWorld",
     "judge_vf",
+    "parse_inputs",
     "tool_call_reply",
 ]
 

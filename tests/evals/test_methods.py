@@ -2,6 +2,7 @@
 
 import itertools
 import json
+import re
 
 import pytest
 
@@ -38,8 +39,10 @@ def chain_plan(vf_on_a=None):
 
 
 def subtask_line(req):
-    """The line naming the executor's own subtask (a text-only prompt also quotes ancestors)."""
-    return req.messages[1].content.split("\n", 1)[0]
+    """The line naming the executor's own subtask (a text-only prompt also quotes ancestors, after
+    it; a structured one shows the inputs before it)."""
+    user = next(m.content for m in req.messages if m.role == "user")
+    return re.search(r"^Subtask: .*$", user, re.M)[0]
 
 
 def scripted(plan):
@@ -124,7 +127,7 @@ async def test_map_executors_see_text_two_generations_back_and_never_json(sandbo
     assert len(asked) == 4 and all(r.response_schema is None for r in asked)
     for r in asked:
         for m in r.messages:
-            assert "{" not in m.content and "Inputs (JSON)" not in m.content
+            assert "{" not in m.content and "Required outputs" not in m.content
             assert not any(ref in m.content for ref in ("a.prices", "b.total", "c.discounted"))
     d = world.executor_prompts["d"][0]
     assert "[parent] Subtask: Step C: take off the discount.\nReply:\n" + REPLIES["c"] in d
@@ -148,7 +151,7 @@ async def test_other_methods_keep_named_json_inputs(sandbox):
     res = await coord.run("Pens cost 3 and 4 dollars, and one dollar is taken off. Total?")
     assert res.status == "success" and res.answer == 6
     d = world.executor_prompts["d"][0]
-    assert '"c.discounted": 6' in d and "Step C" not in d and "Step B" not in d
+    assert "Input c.discounted (number):\n6" in d and "Step C" not in d and "Step B" not in d
 
 
 async def test_verimap_gives_executors_only_their_parents(sandbox):

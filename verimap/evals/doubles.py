@@ -130,10 +130,11 @@ def oracle_models(
                 return tool_call_reply("list_files", {})
         wrong = bool(wrong_every) and (index_of(task) + 1) % wrong_every == 0
         answer = _answer_for(task, wrong)
-        if "Inputs (JSON):" not in req.messages[1].content:
+        user = next(m.content for m in req.messages if m.role == "user")
+        asked = re.search(r"Required outputs: (\w+)", user)
+        if asked is None:
             return ModelResponse(content=str(answer))  # a text-only executor (map) replies in prose
-        asked = re.search(r"Required outputs: (\w+)", req.messages[1].content)
-        return ModelResponse(content=json.dumps({asked[1] if asked else "answer": answer}))
+        return ModelResponse(content=json.dumps({asked[1]: answer}))
 
     def judge(req: ModelRequest) -> Any:
         if req.response_schema is not None:
