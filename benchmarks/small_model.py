@@ -478,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
         "agreement": args.agreement,
         "cross_check": args.cross_check,
     }
+    if args.max_nodes is not None:
+        config["max_nodes"] = args.max_nodes or None
     command = sys.argv if argv is None else ["benchmarks/small_model.py", *argv]
     header = make_header(args, config, runs_dir, ["python3", *command])
     jobs = plan_jobs(args, methods, runs_dir)
@@ -544,6 +546,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="verimap's plans per task (the local-model default; the paper's is 5)",
     )
     p.add_argument(
+        "--max-nodes",
+        type=int,
+        default=None,
+        help="the most nodes a plan may have (0: no cap) [the local-model default]",
+    )
+    p.add_argument(
         "--agreement",
         type=int,
         default=RunConfig.model_fields["agreement"].default,
@@ -560,9 +568,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--resume", action="store_true", help="continue --runs-dir: skip finished tasks")
     p.add_argument("--out", default="eval/small-model.md", help="Markdown table ('' for none)")
     args = p.parse_args(argv)
-    counts = (args.gsm8k, args.humaneval, args.offset)
+    counts = (args.gsm8k, args.humaneval, args.offset, args.max_nodes or 0)
     if min(counts) < 0 or min(args.max_retries, args.max_iterations, args.agreement) < 1:
-        p.error("counts and --offset must be >= 0; retries, iterations and agreement >= 1")
+        p.error(
+            "counts, --offset and --max-nodes must be >= 0; retries, iterations and agreement >= 1"
+        )
     return args
 
 

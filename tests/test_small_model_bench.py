@@ -8,6 +8,8 @@ import json
 import sys
 from pathlib import Path
 
+import pytest
+
 from verimap.evals.runner import ERRORS, RESULTS, run_eval
 from verimap.evals.tasksets import get_benchmark
 from verimap.llm.base import ModelRequest, ModelResponse
@@ -144,3 +146,10 @@ def test_render_summary_and_per_task_tables():
     assert "| HumanEval/0 | ✓ 4 s, 1 | ✓ 100 s, 8 |" in md
     assert "| HumanEval/1 | ✗ 6 s, 1 | error |" in md
     assert "### pens" not in md  # nothing finished there: no per-task table
+
+
+def test_max_nodes_option_is_checked_and_none_means_the_local_default():
+    assert sm.parse_args([]).max_nodes is None
+    assert sm.parse_args(["--max-nodes", "1"]).max_nodes == 1
+    with pytest.raises(SystemExit):
+        sm.parse_args(["--max-nodes", "-1"])
