@@ -96,6 +96,14 @@ def test_the_prompt_puts_the_inputs_first_and_has_no_system_persona():
     assert "Use a tool" not in Executor(ScriptedModel([])).build_messages(NODE, INPUTS)[0].content
 
 
+def test_a_code_node_is_asked_for_one_code_block_and_others_to_reason():
+    code_node = Node(id="w", instruction="Write f.", inputs=["USER_TASK"], outputs={"code": "code"})
+    ex = Executor(ScriptedModel([]), default_tools())
+    code_prompt = ex.build_messages(code_node, {"USER_TASK": "def f(): ..."})[0].content
+    assert code_prompt.endswith(prompts.EXECUTOR_CODE_CLOSING) and "step by step" not in code_prompt
+    assert "Think step by step." in ex.build_messages(NODE, INPUTS)[0].content
+
+
 async def test_only_a_node_that_is_not_the_plans_answer_is_told_to_do_just_its_part():
     m = ScriptedModel(['{"product": 42}', '{"product": 42}'])
     await Executor(m).execute(NODE, INPUTS)

@@ -272,8 +272,12 @@ class Executor:
             else "",
             outputs=describe_outputs(node),
             feedback=feedback.render() if feedback else "",
-            tool_hint=prompts.EXECUTOR_TOOL_HINT if len(self.tools) else "",
             scope="" if final else prompts.EXECUTOR_PART,
+            closing=prompts.EXECUTOR_CODE_CLOSING
+            if single_code_output(node)
+            else prompts.EXECUTOR_CLOSING.format(
+                tool_hint=prompts.EXECUTOR_TOOL_HINT if len(self.tools) else ""
+            ),
         )  # fmt: skip
         system = [SystemMessage(content=protocol.lstrip("\n"))] if protocol else []
         return [*system, UserMessage(content=user)]

@@ -142,7 +142,17 @@ EXECUTOR_USER = """\
 Subtask: {instruction}
 Required outputs: {outputs}
 {feedback}
-{scope}Think step by step.{tool_hint} End by stating the final value of every required output."""
+{scope}{closing}"""
+
+EXECUTOR_CLOSING = (
+    "Think step by step.{tool_hint} End by stating the final value of every required output."
+)
+
+# A node whose one output is code gets the request the bare model answers best, not a reasoning
+# prompt: with "Think step by step" the 1.5B wrote numbered-step code that failed.
+EXECUTOR_CODE_CLOSING = (
+    "Reply with the complete code (with any imports it needs) in one ```python code block."
+)
 
 # For a node whose result another node takes further. The 0.5B, given the whole task to extract two
 # numbers from, solved the task and gave its total as the price. As a one-node agent (react) the

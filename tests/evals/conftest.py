@@ -72,7 +72,7 @@ class ChatEndpoint:
     """An OpenAI-compatible chat endpoint on 127.0.0.1 for GSM8K tasks, over real HTTP.
 
     While `down(task_id)` holds it answers HTTP 503 for that task; otherwise it answers as an
-    agent would: a calculator tool call first, then the gold answer as the JSON object of the
+    agent would: a calculator tool call first, then the gold number as the JSON object of the
     node's outputs. Every request body is kept in `requests`."""
 
     def __init__(self, tasks: list[Any]) -> None:
@@ -115,7 +115,7 @@ class ChatEndpoint:
             message["tool_calls"] = [{"id": "call_0", "type": "function", "function": {
                 "name": "calculator", "arguments": json.dumps({"expression": "6*7"})}}]  # fmt: skip
         else:
-            message["content"] = json.dumps({"answer": f"The answer is {task.gold}."})
+            message["content"] = json.dumps({"answer": float(task.gold)})
         return 200, {
             "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],

@@ -131,9 +131,11 @@ def oracle_models(
         wrong = bool(wrong_every) and (index_of(task) + 1) % wrong_every == 0
         answer = _answer_for(task, wrong)
         user = next(m.content for m in req.messages if m.role == "user")
-        asked = re.search(r"Required outputs: (\w+)", user)
+        asked = re.search(r"Required outputs: (\w+)( \(number\))?", user)
         if asked is None:
             return ModelResponse(content=str(answer))  # a text-only executor (map) replies in prose
+        if asked[2] and isinstance(answer, str):
+            answer = answer.removeprefix("The answer is ").rstrip(".")
         return ModelResponse(content=json.dumps({asked[1]: answer}))
 
     def judge(req: ModelRequest) -> Any:

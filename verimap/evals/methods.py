@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from verimap.config import RunConfig
+from verimap.fallback import whole_task_plan
 from verimap.llm.base import Model
 from verimap.sandbox.base import Sandbox
 from verimap.tools import ToolRegistry
@@ -89,9 +91,12 @@ def method_config(
 
 Solve = Callable[..., Awaitable[Any]]
 
-# The single agent's answer: free text as in the paper (the scorer finds the number or the
-# answer in it), except code, which must come as the function's source, not as an object.
-ANSWER_TYPES = {"programming": "code"}
+# The single agent (react) on a benchmark is verimap's one-node plan without its VFs
+# (`fallback.whole_task_plan`: a typed answer, the same instruction), so the two differ only in
+# verification; outside a benchmark (`verimap run --method react`) it is one untyped answer.
+REACT_INSTRUCTION = (
+    "Solve the task completely, using the tools as needed, and give the final answer."
+)
 # What a planned final node must output for the benchmark's scorer to read an answer (a code
 # task's `string` output named like code is typed `code`: `fallback.with_task_examples`).
 PLAN_ANSWER_TYPES = {
@@ -110,8 +115,7 @@ def build_coordinator(
     config: RunConfig | dict[str, Any] | None = None,
     events: Any = None,
     demo: str | None = None,
-    domain: str = "math",
-    answer_outputs: list[str] | None = None,
+    domain: str | None = None,
 ) -> Any:
     """A Coordinator wired for `method` (models keyed planner/executor/judge; judge defaults
     to the executor's model, as in `verimap.build`)."""
@@ -126,13 +130,14 @@ def build_coordinator(
         raise ValueError(f"method {m.name!r} needs a model for role(s): {', '.join(missing)}")
     cfg = method_config(m, config)
     if m.planner == "react":
-        planner: Any = TemplatePlanner.single_node(
-            outputs=answer_outputs or [f"answer: {ANSWER_TYPES.get(domain, 'any')}"],
-            instruction="Solve the task completely, using the tools as needed, and give the final answer.",
+        planner: Any = (
+            TemplatePlanner(partial(whole_task_plan, domain=domain, with_vfs=False))
+            if domain is not None
+            else TemplatePlanner.single_node(instruction=REACT_INSTRUCTION)
         )
     else:
         planner = LLMPlanner(
-            models["planner"], tools, demo=demo, domain=domain,
+            models["planner"], tools, demo=demo, domain=domain or "math",
             settings=PLANNER_SETTINGS.replace(temperature=cfg.temperature),
             write_vfs=cfg.verification == "full", think_first=cfg.plan_reasoning,
             max_repairs=cfg.plan_repairs, answer_types=PLAN_ANSWER_TYPES.get(domain, ()),
