@@ -24,8 +24,7 @@ def whole_task_plan(task: str, domain: str = "math", *, with_vfs: bool = True) -
     """The whole task as one node with one typed answer, checked by what the task's kind gives
     for free: a code task's own examples, a numeric answer's type (a finite number). Without
     VFs it is the ReAct baseline, so that baseline and verimap's fallback differ only in
-    verification (with its own wording, react solved 13 of GSM8K 120-139, the fallback 10 of 10
-    there)."""
+    verification."""
     from verimap.sandbox.policy import task_examples
 
     code = domain == "programming" or (domain != "qa" and bool(task_examples(task)))

@@ -149,7 +149,8 @@ EXECUTOR_CLOSING = (
 )
 
 # A node whose one output is code gets the request the bare model answers best, not a reasoning
-# prompt: with "Think step by step" the 1.5B wrote numbered-step code that failed.
+# prompt: as a one-node agent on HumanEval 110-114 the 1.5B passed 1 with "Think step by step"
+# (numbered-step code), 3 with this (r43, r47; the bare model 4).
 EXECUTOR_CODE_CLOSING = (
     "Reply with the complete code (with any imports it needs) in one ```python code block."
 )

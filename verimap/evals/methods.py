@@ -140,7 +140,7 @@ def build_coordinator(
             models["planner"], tools, demo=demo, domain=domain or "math",
             settings=PLANNER_SETTINGS.replace(temperature=cfg.temperature),
             write_vfs=cfg.verification == "full", think_first=cfg.plan_reasoning,
-            max_repairs=cfg.plan_repairs, answer_types=PLAN_ANSWER_TYPES.get(domain, ()),
+            max_repairs=cfg.plan_repairs, answer_types=PLAN_ANSWER_TYPES.get(domain or "", ()),
             max_nodes=cfg.max_nodes,
         )  # fmt: skip
     return build(models, sandbox, tools, cfg, planner=planner, events=events)
