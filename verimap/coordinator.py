@@ -394,6 +394,7 @@ class Coordinator:
         passing: list[dict[str, Any]] = []
         disputed: list[dict[str, Any]] = []  # passed every VF, but not the cross-check
         attempt = failed = 0
+        final = node.id == st.plans[-1].final_node().id
         # Attempts that fail count against max_retries; agreement adds up to votes - 1 more.
         while failed < cfg.max_retries and attempt < cfg.max_retries + votes - 1:
             attempt += 1
@@ -412,7 +413,7 @@ class Coordinator:
                 self.executor.execute, node, inputs, feedback, context, input_types,
                 on_tool_call=partial(self._tool_event, st, node.id, attempt),
                 sample=bool(passing) and feedback is None, ctx=actx,
-                final=node.id == st.plans[-1].final_node().id,
+                final=final,
             )  # fmt: skip
             rec = AttemptReport(
                 iteration=st.iteration, attempt=attempt, outputs=out.outputs, steps=out.steps
@@ -437,7 +438,7 @@ class Coordinator:
             vr = await with_ctx(self.verifier.verify, node, inputs, out.outputs or {}, ctx=actx)
             if cfg.check_arithmetic and cfg.verification == "full":
                 vr = arithmetic.add_to(vr, out.messages)
-            if st.cross_check is not None and node.id == st.plans[-1].final_node().id:
+            if st.cross_check is not None and final:
                 vr = await st.cross_check.add_to(vr, node, out.outputs or {}, ctx=actx)
             verify_s = time.monotonic() - verify_start
             rec.verdicts, rec.passed = vr.verdicts, vr.passed
