@@ -186,6 +186,25 @@ def test_demo_plans_are_valid():
     assert parse_plan(prompts.CODE_DEMO_PLAN).final_node().id == "implement"
 
 
+@pytest.mark.parametrize("domain", ["math", "programming", "qa"])
+async def test_the_demonstration_fits_the_node_cap(domain):
+    """A small model copies its example's shape: under a one-node cap it is shown a one-node
+    example of its domain (a valid plan, whose copy still counts as copying), otherwise the usual
+    one."""
+    for cap in (None, 1, 2, 3):
+        m = ScriptedModel([GOOD])
+        await LLMPlanner(m, domain=domain, max_nodes=cap, max_repairs=0).plan("t")
+        shown = m.requests[0].messages[-1].content.split("Plan:\n", 1)[1].split("\n\nTask:")[0]
+        demo = parse_plan(json.loads(shown))
+        assert len(demo.nodes) <= (cap or 9) and demo.final_node() is not None
+        if cap is None:
+            assert demo == parse_plan(prompts.DEMOS[domain][1])
+    copied = json.loads(json.dumps(prompts.ONE_NODE_DEMOS["math"][1]))
+    m = ScriptedModel([copied, GOOD])
+    await LLMPlanner(m, max_nodes=2).plan("t")
+    assert "copies the example plan" in m.requests[1].messages[-1].content
+
+
 async def test_programming_demo_is_shown_and_its_function_name_counts_as_copying():
     """The code demo's plan is generic (the task's own examples check the code), so taking it
     as it is is fine; naming the demo's function is copying."""
@@ -223,15 +242,16 @@ async def test_quality_checks_reject_useless_valid_plans():
 
 async def test_a_plan_over_the_node_cap_goes_back_and_falls_back_when_no_repair_is_left():
     one = {"nodes": [changed(GOOD, "a", inputs=["USER_TASK"], outputs=["y"])["nodes"][0]]}
-    system = LLMPlanner(ScriptedModel([]), max_nodes=1).system_prompt()
-    assert "Use at most 1 nodes" in system and "Prefer few nodes" not in system
+    system = LLMPlanner(ScriptedModel([]), max_nodes=2).system_prompt()
+    assert "Use at most 2 nodes" in system and "Prefer few nodes" not in system
+    assert "Use exactly one node" in LLMPlanner(ScriptedModel([]), max_nodes=1).system_prompt()
     assert "Prefer few nodes (1-4)" in LLMPlanner(ScriptedModel([])).system_prompt()
 
     m = ScriptedModel([GOOD, one])
     plan = await LLMPlanner(m, max_nodes=1, max_repairs=1).plan("t")
     assert [n.id for n in plan.nodes] == ["a"] and plan.fallback_reason is None
     assert "the plan has 2 nodes, more than the 1 allowed" in m.requests[1].messages[-1].content
-    assert "at most 1 nodes" in m.requests[0].messages[0].content
+    assert "exactly one node" in m.requests[0].messages[0].content
 
     m = ScriptedModel([GOOD])
     plan = await LLMPlanner(m, max_nodes=1, max_repairs=0, quality_checks=False).plan("t")

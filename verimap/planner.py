@@ -156,7 +156,11 @@ class LLMPlanner:
         self.demo = (
             demo
             if demo is not None
-            else (prompts.default_demo(domain, with_vfs=write_vfs) if use_demo else None)
+            else (
+                prompts.default_demo(domain, with_vfs=write_vfs, max_nodes=max_nodes)
+                if use_demo
+                else None
+            )
         )
         self.demo_markers = prompts.copy_markers(domain) if builtin else []
         self.max_repairs = max_repairs
@@ -177,11 +181,12 @@ class LLMPlanner:
             if self.tools and len(self.tools)
             else ""
         )
-        size_rule = (
-            prompts.SIZE_RULE
-            if self.max_nodes is None
-            else prompts.SIZE_CAP_RULE.format(max_nodes=self.max_nodes)
-        )
+        if self.max_nodes is None:
+            size_rule = prompts.SIZE_RULE
+        elif self.max_nodes == 1:
+            size_rule = prompts.SINGLE_NODE_RULE
+        else:
+            size_rule = prompts.SIZE_CAP_RULE.format(max_nodes=self.max_nodes)
         return prompts.PLANNER_SYSTEM.format(
             tools_section=tools, size_rule=size_rule, **prompts.VF_PROMPT_PARTS[self.write_vfs]
         )
