@@ -6,7 +6,9 @@ import pytest
 import verimap
 from verimap.config import Budget, RunConfig
 from verimap.events import read_trace
+from verimap.executor import ExecutorOutput
 from verimap.fixed_planners import TemplatePlanner
+from verimap.llm.messages import AssistantMessage, UserMessage
 from verimap.picture import run_to_mermaid
 from verimap.planner import LLMPlanner
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld
@@ -396,3 +398,24 @@ async def test_executor_tool_calls_reach_the_trace(tmp_path):
     assert len(calls) == 1 and calls[0].node_id == "solve" and calls[0].attempt == 1
     assert calls[0].data["tool"] == "calculator" and calls[0].data["result"] == "42"
     assert json.loads(calls[0].data["arguments"]) == {"expression": "6*7"}
+
+
+async def test_each_attempt_in_the_trace_carries_what_the_executor_wrote():
+    """A wrong answer that passed its VFs is understood only from the executor's working, so
+    every attempt_result event has it."""
+    world = ScriptedWorld(
+        [CHAIN], lambda nid, k, inp, p: {"x": -1 if k == 0 else 5} if nid == "a" else {"y": 2}
+    )
+    results = []
+    bus = verimap.EventBus()
+    bus.subscribe(lambda e: results.append(e.data) if e.type == "attempt_result" else None)
+    r = await coordinator(world, RunConfig(max_retries=2), events=bus).run("task")
+    assert r.status == "success"
+    assert [(d["passed"], d["reply"]) for d in results[:2]] == [
+        (False, '{"x": -1}'),
+        (True, '{"x": 5}'),
+    ]
+    long = ExecutorOutput(
+        messages=[AssistantMessage(content="w" * 5000), UserMessage(content="USERTEXT")]
+    )
+    assert 3900 <= len(long.reply()) <= 4000 and "USERTEXT" not in long.reply()

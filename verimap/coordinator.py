@@ -430,6 +430,7 @@ class Coordinator:
                     passed=False,
                     error=out.error,
                     outputs=out.outputs,
+                    reply=out.reply(),
                 )
                 feedback = Feedback(previous_outputs=out.outputs, error=out.error)
                 continue
@@ -459,6 +460,7 @@ class Coordinator:
                 passed=vr.passed,
                 score=vr.score,
                 outputs=out.outputs,
+                reply=out.reply(),
             )
             if vr.passed:
                 passing.append(dict(out.outputs or {}))

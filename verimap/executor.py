@@ -41,6 +41,7 @@ from verimap.llm.base import (
 )
 from verimap.llm.structured import StructuredOutputError, request_structured
 from verimap.plan import USER_TASK, Node
+from verimap.result import clip
 from verimap.tools import ToolRegistry
 from verimap.usage import EXECUTOR
 
@@ -68,6 +69,12 @@ class ExecutorOutput(BaseModel):
     @property
     def ok(self) -> bool:
         return self.error is None and self.outputs is not None
+
+    def reply(self, limit: int = 4000) -> str:
+        """What the executor wrote (its reasoning and tool requests), cut to `limit` for the
+        trace: a wrong answer that passed its VFs can only be understood from its working."""
+        texts = [m.content for m in self.messages if isinstance(m, AssistantMessage) and m.content]
+        return clip("\n\n".join(texts), limit)
 
 
 # An output of type "any" (a plan from before types) whose name says "source code" is a string:
