@@ -101,6 +101,12 @@ def test_a_code_node_is_asked_for_one_code_block_and_others_to_reason():
     ex = Executor(ScriptedModel([]), default_tools())
     code_prompt = ex.build_messages(code_node, {"USER_TASK": "def f(): ..."})[0].content
     assert code_prompt.endswith(prompts.EXECUTOR_CODE_CLOSING) and "step by step" not in code_prompt
+    failed = Feedback(
+        previous_outputs={"code": "def f(): return 1"},
+        failures=[VFVerdict(name="task_examples", type="python", outcome="FAIL", message="f() is 1, expected 2")],
+    )  # fmt: skip
+    retry = ex.build_messages(code_node, {"USER_TASK": "def f(): ..."}, failed)[0].content
+    assert retry.endswith(prompts.EXECUTOR_CODE_RETRY_CLOSING) and "expected 2" in retry
     assert "Think step by step." in ex.build_messages(NODE, INPUTS)[0].content
 
 

@@ -156,6 +156,13 @@ EXECUTOR_CODE_CLOSING = (
     "Reply with the complete code (with any imports it needs) in one ```python code block."
 )
 
+# A retry of such a node first says why its code failed (self-debugging): asked only for the code
+# again, the 1.5B sent back the same wrong function on every retry of HumanEval 6, 10 and 19 (r48).
+EXECUTOR_CODE_RETRY_CLOSING = (
+    "First say in two or three sentences why the previous code fails the check above, then reply "
+    "with the corrected complete code (with any imports it needs) in one ```python code block."
+)
+
 # For a node whose result another node takes further. The 0.5B, given the whole task to extract two
 # numbers from, solved the task and gave its total as the price. As a one-node agent (react) the
 # 1.5B solved 11 of GSM8K 70-89 with this sentence and 14 without (r44, r41v2), so a plan's final
