@@ -89,21 +89,15 @@ def node_work(plan: Plan, node_id: str) -> str | None:
     return json.dumps(work, sort_keys=True)
 
 
-def planning_schema(
-    *, require_vfs: bool = True, with_vfs: bool = True, max_nodes: int | None = None
-) -> dict[str, Any]:
+def planning_schema(*, require_vfs: bool = True, with_vfs: bool = True) -> dict[str, Any]:
     """The plan schema narrowed for a model to answer in: a subset of `plan_json_schema()`.
 
     Small grammar-constrained models fill in whatever the schema allows, so leave out what
     they get wrong and the validator can infer: edges (implied by inputs), the final flag
-    (the unique sink) and VF weights; and require what a useful node needs. A cap on the
-    plan's size goes into the schema too (`maxItems`): told "exactly one node" beside a
-    one-node example, the 1.5B still wrote 2-5 nodes for GSM8K 0-1 (r50).
+    (the unique sink) and VF weights; and require what a useful node needs.
     """
     schema = copy.deepcopy(plan_json_schema())
     schema["properties"].pop("edges", None)
-    if max_nodes is not None:
-        schema["properties"]["nodes"]["maxItems"] = max_nodes
     defs = schema["$defs"]
     node = defs["Node"]
     node["properties"].pop("final", None)

@@ -168,9 +168,7 @@ class LLMPlanner:
         self.quality_checks = quality_checks
         self.require_vfs = require_vfs
         self.repeat_temperature = repeat_temperature
-        self.schema = planning_schema(
-            require_vfs=require_vfs, with_vfs=write_vfs, max_nodes=max_nodes
-        )
+        self.schema = planning_schema(require_vfs=require_vfs, with_vfs=write_vfs)
         self.show_schema = show_schema
         self.challenge_repeats = challenge_repeats
         self.answer_types = answer_types

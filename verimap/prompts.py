@@ -386,7 +386,9 @@ DEMOS: dict[str, tuple[str, dict]] = {
 
 # The same demonstrations as one node each, for plans capped at one node: a small model copies
 # its demonstration's shape, and told "at most 1 node" beside the two-node example the 1.5B wrote
-# two to four nodes for every one of GSM8K 0-3 (r49).
+# two to four nodes for every one of GSM8K 0-3 (r49). With this demo it still wrote 2-5 nodes
+# for GSM8K 0-1 (r50): a prompt cannot make the 1.5B plan in one node, and putting the cap in the
+# grammar (`maxItems`) made it write the first step of its decomposition as the whole plan (r51).
 ONE_NODE_DEMOS: dict[str, tuple[str, dict]] = {
     "math": (DEMO_TASK, {"nodes": [{
         "id": "solve",
