@@ -419,3 +419,17 @@ async def test_each_attempt_in_the_trace_carries_what_the_executor_wrote():
         messages=[AssistantMessage(content="w" * 5000), UserMessage(content="USERTEXT")]
     )
     assert 3900 <= len(long.reply()) <= 4000 and "USERTEXT" not in long.reply()
+
+
+async def test_a_replan_that_keeps_the_failed_work_goes_on_from_its_last_feedback():
+    """Under greedy decoding an unchanged node restarted from nothing repeats its first failed
+    answer; it starts from what its last retry was told instead. Changed work starts fresh."""
+    one = {"nodes": [n("a", vfs=[pos()])]}
+    changed = {"nodes": [n("a", vfs=[pos()], instruction="do a better")]}
+    for plans, carried in (([one, one], True), ([one, changed], False)):
+        world = ScriptedWorld(plans, lambda nid, k, inp, p: {"x": 5 if k >= 3 else -1})
+        r = await coordinator(world, RunConfig(max_retries=2, max_iterations=2)).run("task")
+        assert world.executor_calls["a"] == 4 and r.iterations == 2 and r.status == "success"
+        first_of_second = world.executor_prompts["a"][2]
+        assert ("This is a retry" in first_of_second) is carried
+        assert ("x must be positive" in first_of_second) is carried

@@ -48,6 +48,30 @@ def parse_react(text: str) -> tuple[str, str] | None:
     return m.group("tool"), args
 
 
+_CALL_START = re.compile(r'\{\s*"name"\s*:')
+_DECODER = json.JSONDecoder()
+
+
+def inline_tool_call(text: str, tools: ToolRegistry) -> tuple[str, str, int] | None:
+    """(tool, json arguments, end offset) of the first call of a known tool that a model wrote
+    into its reply as text (`{"name": "calculator", "arguments": {...}}`, fenced, tagged or bare)
+    instead of through the tools API.
+
+    Qwen2.5-Coder does this on the local server, then writes the result it imagines: in the
+    README's pens task it "called" calculator with 17 * 23 and went on with 401 (r52). The call
+    is run, and the reply is cut where the call ends, so the model goes on from the real result."""
+    for m in _CALL_START.finditer(text):
+        try:
+            obj, end = _DECODER.raw_decode(text, m.start())
+        except ValueError:
+            continue
+        args = obj.get("arguments", obj.get("parameters"))
+        if obj.get("name") in tools and isinstance(args, dict):
+            fence = re.match(r"\s*(?:```|</tool_call>)", text[end:])
+            return obj["name"], json.dumps(args), end + (fence.end() if fence else 0)
+    return None
+
+
 def flatten_tool_messages(messages: list[Message]) -> list[Message]:
     """The transcript with tool calls and results as plain text, so the final structured call
     needs no `tools` parameter (servers differ on tool history without tools, and on tools
@@ -125,14 +149,20 @@ async def tool_loop(
                 messages.append(ToolMessage(tool_call_id=tc.id, content=result))
             continue
         action = None if api or not len(tools) else parse_react(text)
+        inline = None if action is not None or not len(tools) else inline_tool_call(text, tools)
+        if inline is not None:
+            action, cut = inline[:2], inline[2]
+            said, reply = text[:cut], prompts.INLINE_TOOL_RESULT
+        else:
+            said, reply = text, "Observation: {result}"
         if action is not None:
             start = time.monotonic()
             result = await tools.call(*action)
             tool_calls += 1
             if on_tool_call is not None:
                 on_tool_call(*action, result, time.monotonic() - start)
-            messages.append(AssistantMessage(content=text))
-            messages.append(UserMessage(content=f"Observation: {result}"))
+            messages.append(AssistantMessage(content=said))
+            messages.append(UserMessage(content=reply.format(tool=action[0], result=result)))
             continue
         messages.append(AssistantMessage(content=text))
         return LoopResult(messages, text, True, steps, tool_calls)

@@ -68,7 +68,8 @@ class _RunState:
         self.iteration = 0
         self.fallbacks: list[int] = []
         self.dropped: list[str] = []
-        # Feedback a node's next attempt starts from when its plan is kept for another iteration.
+        # Feedback a node's next attempt starts from when its work runs again in a new iteration
+        # (the plan kept, or a replan that hands the failed node's work back unchanged).
         self.carry: dict[str, Feedback] = {}
         self.kept: Counter[str] = Counter()
         # How often each node's work (`plan_checks.node_work`) has failed in this run.
@@ -258,9 +259,12 @@ class Coordinator:
             self._emit(
                 st, ev.REPLAN, failed_node=failure.node_id, failure=failure.model_dump(mode="json")
             )
+            told, work = st.carry.get(failure.node_id), node_work(plan, failure.node_id)
             st.carry.clear()
             replan = with_ctx(self.planner.replan, st.task, plan, failure, ctx=self._ctx(st))
             plan = await self._vet(st, await replan)
+            if told is not None and node_work(plan, failure.node_id) == work:
+                st.carry[failure.node_id] = told  # else it repeats its greedy answer (r52)
             if (stop := self._repeats_failed_work(st, plan, failure.node_id)) is not None:
                 return stop
 
@@ -398,7 +402,7 @@ class Coordinator:
         # Attempts that fail count against max_retries; agreement adds up to votes - 1 more.
         while failed < cfg.max_retries and attempt < cfg.max_retries + votes - 1:
             attempt += 1
-            if attempt > 1:
+            if attempt > 1 or feedback is not None:  # carried over: it goes on from a failure
                 st.retries += 1
                 self._emit(
                     st,
@@ -422,16 +426,8 @@ class Coordinator:
             if not out.ok:
                 failed += 1
                 rec.error = out.error
-                self._emit(
-                    st,
-                    ev.ATTEMPT_RESULT,
-                    node.id,
-                    attempt,
-                    passed=False,
-                    error=out.error,
-                    outputs=out.outputs,
-                    reply=out.reply(),
-                )
+                self._emit(st, ev.ATTEMPT_RESULT, node.id, attempt, passed=False, error=out.error,
+                           outputs=out.outputs, reply=out.reply())  # fmt: skip
                 feedback = Feedback(previous_outputs=out.outputs, error=out.error)
                 continue
             last_outputs = out.outputs
@@ -452,16 +448,8 @@ class Coordinator:
                 # The VFs of an attempt run together: each verdict carries the step's duration.
                 self._emit(st, ev.VF_VERDICT, node.id, attempt, **v.model_dump(mode="json"),
                            verify_s=verify_s)  # fmt: skip
-            self._emit(
-                st,
-                ev.ATTEMPT_RESULT,
-                node.id,
-                attempt,
-                passed=vr.passed,
-                score=vr.score,
-                outputs=out.outputs,
-                reply=out.reply(),
-            )
+            self._emit(st, ev.ATTEMPT_RESULT, node.id, attempt, passed=vr.passed, score=vr.score,
+                       outputs=out.outputs, reply=out.reply())  # fmt: skip
             if vr.passed:
                 passing.append(dict(out.outputs or {}))
                 answer, count = plurality(passing)

@@ -169,6 +169,11 @@ EXECUTOR_CODE_RETRY_CLOSING = (
 # node goes without it.
 EXECUTOR_PART = "Do exactly this subtask, nothing more, using only the inputs above. "
 
+# What a model that wrote a tool call into its text hears back (`agent.inline_tool_call`).
+INLINE_TOOL_RESULT = (
+    "Result of {tool}: {result}\nGo on from this result (it replaces any value you guessed)."
+)
+
 EXECUTOR_TOOL_HINT = " Use a tool when a calculation is hard to do reliably by hand."
 
 EXECUTOR_CONTEXT = "\nResults of earlier subtasks, for context (JSON):\n{context}\n"
