@@ -2,9 +2,10 @@ import json
 
 import pytest
 
+from verimap import prompts
 from verimap.agent import inline_tool_call, tool_loop
 from verimap.llm.base import UserMessage
-from verimap.testing import ScriptedModel
+from verimap.testing import ScriptedModel, tool_call_reply
 from verimap.tools import ToolRegistry, default_tools
 
 TOOLS = default_tools()
@@ -60,3 +61,20 @@ async def test_without_tools_nothing_is_run():
         model, ToolRegistry(), [UserMessage(content="t")], role="executor", max_steps=3
     )
     assert done.tool_calls == 0 and done.steps == 1 and "401" in done.text
+
+
+@pytest.mark.parametrize("api", [True, False])
+async def test_a_repeated_tool_call_is_not_run_again_and_ends_the_loop(api):
+    """A small model stuck on one call would spend every step on it."""
+    heard = []
+    same = {"expression": "2 + 1"}
+    reply = tool_call_reply("calculator", same) if api else PENS.replace("17 * 23", "2 + 1")
+    model = ScriptedModel([reply] * 5, supports_tools=api)
+    messages = [UserMessage(content="t")]
+    done = await tool_loop(
+        model, TOOLS, messages, role="executor", max_steps=10,
+        on_tool_call=lambda *call: heard.append(call[:3]),
+    )  # fmt: skip
+    assert (done.steps, done.tool_calls, done.answered) == (2, 1, False)
+    assert heard == [("calculator", json.dumps(same), "3")]
+    assert messages[-1].content == prompts.REPEATED_TOOL_CALL

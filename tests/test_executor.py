@@ -190,7 +190,7 @@ async def test_step_cap_stops_tool_loop():
         lambda r: (
             '{"product": 1}'
             if r.response_schema
-            else tool_call_reply("calculator", {"expression": "1"})
+            else tool_call_reply("calculator", {"expression": f"{len(r.messages)}"})
         )
     )
     out = await Executor(m, default_tools(), max_steps=3).execute(NODE, INPUTS)

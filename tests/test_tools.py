@@ -17,7 +17,7 @@ from verimap.tools import (
 @pytest.mark.parametrize(
     "expr,value",
     [("(3+4)*2/7", 2), ("2^10", 1024), ("1,000 + 5", 1005), ("sqrt(16) + max(1, 2)", 6), ("-3 % 2", 1),
-     ("10/4", 2.5), ("pi * 0", 0)],
+     ("10/4", 2.5), ("pi * 0", 0), ("'2 + 1'", 3), ('"17 * 23"', 391)],
 )  # fmt: skip
 def test_calculator_arithmetic(expr, value):
     assert safe_eval(expr) == value
@@ -49,6 +49,10 @@ async def test_registry_call_reports_problems_as_text():
     assert "not valid JSON" in await reg.call("calculator", "{bad")
     assert "bad arguments" in await reg.call("calculator", '{"expr": "1"}')
     assert (await reg.call("calculator", '{"expression": "1/0"}')).startswith("error:")
+    extra = '{"expression": "2 + 1", "operation": "evaluate", "variable": "x"}'
+    assert await reg.call("calculator", extra) == (
+        "3 (ignored arguments calculator does not take: operation, variable)"
+    )
     spec = reg.openai_specs()[0]
     assert spec["function"]["name"] == "calculator" and spec["function"]["parameters"][
         "required"

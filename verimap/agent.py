@@ -108,7 +108,7 @@ OnToolCall = Callable[[str, str, str, float], None]
 class LoopResult:
     messages: list[Message]  # the transcript, the last reply included
     text: str  # the last reply
-    answered: bool  # False: the step limit ended the loop
+    answered: bool  # False: the step limit, or a repeated tool call, ended the loop
     steps: int
     tool_calls: int
 
@@ -130,6 +130,21 @@ async def tool_loop(
     api = uses_tool_api(model, tools)
     steps = tool_calls = 0
     text = ""
+    done: dict[tuple[str, str], str] = {}  # each call made so far, with its result
+
+    async def call(name: str, arguments: str) -> tuple[str, bool]:
+        """(result, whether the call is new). A repeated call is answered from `done`: a small
+        model stuck on one call would otherwise spend every step on it (GSM8K/1, r53: 20)."""
+        nonlocal tool_calls
+        if (name, arguments) in done:
+            return done[name, arguments], False
+        start = time.monotonic()
+        result = done[name, arguments] = await tools.call(name, arguments)
+        tool_calls += 1
+        if on_tool_call is not None:
+            on_tool_call(name, arguments, result, time.monotonic() - start)
+        return result, True
+
     while steps < max_steps:
         resp = await model.request(ModelRequest(
             messages=messages, tools=tools.openai_specs() if api else None,
@@ -140,14 +155,15 @@ async def tool_loop(
         text = resp.content or ""
         if resp.tool_calls:
             messages.append(AssistantMessage(content=text, tool_calls=resp.tool_calls))
+            new = False
             for tc in resp.tool_calls:
-                start = time.monotonic()
-                result = await tools.call(tc.name, tc.arguments)
-                tool_calls += 1
-                if on_tool_call is not None:
-                    on_tool_call(tc.name, tc.arguments, result, time.monotonic() - start)
+                result, fresh = await call(tc.name, tc.arguments)
+                new |= fresh
                 messages.append(ToolMessage(tool_call_id=tc.id, content=result))
-            continue
+            if new:
+                continue
+            messages.append(UserMessage(content=prompts.REPEATED_TOOL_CALL))
+            return LoopResult(messages, text, False, steps, tool_calls)
         action = None if api or not len(tools) else parse_react(text)
         inline = None if action is not None or not len(tools) else inline_tool_call(text, tools)
         if inline is not None:
@@ -156,12 +172,11 @@ async def tool_loop(
         else:
             said, reply = text, "Observation: {result}"
         if action is not None:
-            start = time.monotonic()
-            result = await tools.call(*action)
-            tool_calls += 1
-            if on_tool_call is not None:
-                on_tool_call(*action, result, time.monotonic() - start)
+            result, fresh = await call(*action)
             messages.append(AssistantMessage(content=said))
+            if not fresh:
+                messages.append(UserMessage(content=prompts.REPEATED_TOOL_CALL))
+                return LoopResult(messages, text, False, steps, tool_calls)
             messages.append(UserMessage(content=reply.format(tool=action[0], result=result)))
             continue
         messages.append(AssistantMessage(content=text))

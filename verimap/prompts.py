@@ -174,6 +174,8 @@ INLINE_TOOL_RESULT = (
     "Result of {tool}: {result}\nGo on from this result (it replaces any value you guessed)."
 )
 
+REPEATED_TOOL_CALL = "You made that same tool call before; its result is above. No more tool calls."
+
 EXECUTOR_TOOL_HINT = " Use a tool when a calculation is hard to do reliably by hand."
 
 EXECUTOR_CONTEXT = "\nResults of earlier subtasks, for context (JSON):\n{context}\n"
