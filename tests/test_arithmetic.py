@@ -8,7 +8,7 @@ import verimap
 from verimap import arithmetic
 from verimap.config import RunConfig
 from verimap.feedback import FailureContext
-from verimap.llm.base import AssistantMessage, ToolMessage, UserMessage
+from verimap.llm.base import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from verimap.result import VerificationReport, VFVerdict
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld
 
@@ -142,3 +142,56 @@ async def test_the_check_can_be_turned_off():
     config = RunConfig(check_arithmetic=False)
     r = await verimap.build(world.models(), InProcessSandboxDouble(), config=config).run("sheep")
     assert r.status == "success" and r.answer == 360 and r.retries == 0
+
+
+ROBE = {
+    "USER_TASK": "A robe takes 2 bolts of blue fiber and half that much white fiber. "
+    "How many bolts in total does it take?",
+    "extract.blue_bolts": 2,
+}
+
+
+@pytest.mark.parametrize(
+    ("reply", "outputs", "outcome"),
+    [
+        ('```json\n{"total": 5}\n```', {"total": 5}, "FAIL"),  # worked out, nothing shown
+        ("2 + 1 = 3, so 3 bolts.", {"total": 3}, "PASS"),
+        ("Half of it: \\(\\frac{2}{2}\\) bolts", {"white": 1}, "PASS"),  # LaTeX counts
+        ('{"blue": 2}', {"blue": 2}, "PASS"),  # given by the inputs: nothing to show
+        ("It says half.", {"share": 0.5}, "PASS"),  # given as a word
+        ("Three robes.", {"robes": 3}, "FAIL"),
+        ("Yes.", {"ok": True}, None),  # no number output: no verdict
+    ],
+)
+def test_a_worked_out_number_needs_its_calculation_shown(reply, outputs, outcome):
+    verdict = arithmetic.working_check([AssistantMessage(content=reply)], outputs, ROBE)
+    assert (verdict.outcome if verdict else None) == outcome
+    if outcome == "FAIL":
+        assert "shows no calculation" in verdict.message and verdict.type == "check"
+
+
+def test_a_tool_call_counts_as_shown_work():
+    messages = [
+        AssistantMessage(content="", tool_calls=[ToolCall(id="c", name="calculator", arguments="{}")]),
+        ToolMessage(tool_call_id="c", content="3"),
+        AssistantMessage(content='{"total": 3}'),
+    ]  # fmt: skip
+    assert arithmetic.working_check(messages, {"total": 3}, ROBE).outcome == "PASS"
+
+
+async def test_with_require_working_a_bare_answer_is_retried_and_off_it_passes():
+    def bare_then_shown(nid, k, inp, prompt):
+        return (
+            json.dumps({"total": 260})
+            if k == 0
+            else "20 + 80 + 160 = 260\n" + json.dumps({"total": 260})
+        )
+
+    world = ScriptedWorld([PLAN], bare_then_shown)
+    config = RunConfig(require_working=True)
+    r = await verimap.build(world.models(), InProcessSandboxDouble(), config=config).run("sheep")
+    assert r.status == "success" and r.retries == 1
+    assert "shows no calculation" in world.executor_prompts["total"][1]
+    world = ScriptedWorld([PLAN], bare_then_shown)
+    r = await verimap.build(world.models(), InProcessSandboxDouble()).run("sheep")
+    assert r.status == "success" and r.retries == 0

@@ -22,9 +22,14 @@ PLAN = {
 
 @pytest.fixture
 def world(monkeypatch):
-    w = ScriptedWorld(
-        [PLAN], lambda nid, k, inp, p: {"x": 21} if nid == "a" else {"y": 2 * inp["a.x"]}
-    )
+    def reply(nid, k, inp, p):  # b shows its work, as the local defaults require
+        return (
+            {"x": 21}
+            if nid == "a"
+            else f"2 * {inp['a.x']} = {2 * inp['a.x']}\n" + json.dumps({"y": 2 * inp["a.x"]})
+        )
+
+    w = ScriptedWorld([PLAN], reply)
     seen = {}
 
     @asynccontextmanager
@@ -192,7 +197,9 @@ def test_off_a_terminal_the_log_tells_retries_and_replans_without_escape_codes(
     def outputs(nid, k, inp, prompt):
         if nid == "a":
             return {"x": -1 if k == 0 else 21}
-        return {"y": 2 * inp["a.x"] if "double it" in prompt else 0}
+        if "double it" not in prompt:
+            return {"y": 0}
+        return f"2 * {inp['a.x']} = {2 * inp['a.x']}\n" + json.dumps({"y": 2 * inp["a.x"]})
 
     w = ScriptedWorld([PLAN, fixed], outputs)
 
@@ -223,9 +230,10 @@ def test_the_local_model_plans_small_and_at_most_twice_unless_told(world, tmp_pa
 
     local = config_of()
     assert (local["max_iterations"], local["plan_repairs"], local["temperature"]) == (2, 0, 0.0)
-    assert local["max_nodes"] == 3
+    assert local["max_nodes"] == 3 and local["require_working"] is True
     assert config_of("--max-iterations", "4")["max_iterations"] == 4
     assert config_of("--max-nodes", "0")["max_nodes"] is None
     assert config_of("--max-nodes", "5")["max_nodes"] == 5
     remote = config_of("--model", "gpt-4o-mini")
     assert (remote["max_iterations"], remote["plan_repairs"], remote["max_nodes"]) == (5, 3, None)
+    assert remote["require_working"] is False

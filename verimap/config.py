@@ -37,6 +37,11 @@ class RunConfig(BaseModel):
     # wrong one, as a `check` verdict beside the VFs (beyond the paper; only with verification
     # "full"). Property VFs cannot see a slipped sum that becomes the answer.
     check_arithmetic: bool = True
+    # A number an executor worked out (it is not among its inputs' numbers) must come with its
+    # calculation written out, or the attempt fails (a `check` verdict, with check_arithmetic).
+    # Off by default; on for the local models, whose final node sometimes answers with a bare
+    # JSON object and a wrong number (GSM8K/1 on the 1.5B: 2 + 1 bolts answered 5, r48, r54).
+    require_working: bool = False
     # A final answer that is one number must agree with the answer the judge model gives when
     # it solves the whole task in one reply, without the plan (a `check` verdict; beyond the
     # paper, only with verification "full"). Property VFs cannot see a wrong decomposition, and a

@@ -435,6 +435,8 @@ class Coordinator:
             vr = await with_ctx(self.verifier.verify, node, inputs, out.outputs or {}, ctx=actx)
             if cfg.check_arithmetic and cfg.verification == "full":
                 vr = arithmetic.add_to(vr, out.messages)
+                if cfg.require_working:
+                    vr = arithmetic.add_to(vr, out.messages, out.outputs or {}, inputs)
             if st.cross_check is not None and final:
                 vr = await st.cross_check.add_to(vr, node, out.outputs or {}, ctx=actx)
             verify_s = time.monotonic() - verify_start

@@ -134,7 +134,7 @@ def default_temperature(
 
 def local_defaults(**endpoint: Any) -> dict[str, Any]:
     """The one place the local-model rules live: greedy first attempts and plans, sampled
-    retries, no plan repair, one replan, plans of at most three nodes. Empty for an endpoint
+    retries, no plan repair, one replan, plans of at most three nodes, worked numbers shown. Empty for an endpoint
     (its own, or the method's, defaults apply)."""
     if default_temperature(**endpoint) is None:
         return {}
@@ -144,6 +144,7 @@ def local_defaults(**endpoint: Any) -> dict[str, Any]:
         "plan_repairs": LOCAL_PLAN_REPAIRS,
         "max_iterations": LOCAL_MAX_ITERATIONS,
         "max_nodes": LOCAL_MAX_NODES,
+        "require_working": True,
     }
 
 

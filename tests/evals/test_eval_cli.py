@@ -288,12 +288,18 @@ def test_local_model_rules_fill_only_what_the_user_left_unset(monkeypatch, capsy
     assert "; plans of at most 3 nodes (--max-nodes overrides)" in said
     mine = {"max_iterations": 5, "temperature": 1.0, "max_nodes": None}
     _apply_local_defaults("map-v", {}, mine)
-    assert mine == {"max_iterations": 5, "temperature": 1.0, "plan_repairs": 0, "max_nodes": None}
+    assert mine == {
+        "max_iterations": 5, "temperature": 1.0, "plan_repairs": 0, "max_nodes": None,
+        "require_working": True,
+    }  # fmt: skip
     said = capsys.readouterr().err
     assert "at most 5 plans per task" in said and "nodes" not in said
     paper = {"temperature": 1.0}
     _apply_local_defaults("verimap", {}, paper)
-    assert paper == {"temperature": 1.0, "plan_repairs": 0, "max_iterations": 2, "max_nodes": 3}
+    assert paper == {
+        "temperature": 1.0, "plan_repairs": 0, "max_iterations": 2, "max_nodes": 3,
+        "require_working": True,
+    }  # fmt: skip
     said = capsys.readouterr().err
     assert "at most 2 plans per task" in said and "retries at" not in said
     react: dict = {}
