@@ -42,6 +42,10 @@ def world(monkeypatch):
     return w
 
 
+# The scripted world plans two nodes; on the local model a run is one node without a planner.
+PLANNED = ("--max-nodes", "2")
+
+
 def invoke(*args):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -62,25 +66,22 @@ def test_run_prints_answer_table_and_trace(world, tmp_path):
         and "b #1: vf dbl PASS" in r.stderr
         and "b: verified" in r.stderr
     )
-    quiet = invoke("Double 21", "-q", "--sandbox", "process", "--trace-dir", str(tmp_path))
+    quiet = invoke(
+        "Double 21", "-q", *PLANNED, "--sandbox", "process", "--trace-dir", str(tmp_path)
+    )
     assert quiet.exit_code == 0 and "plan:" not in quiet.stderr
 
 
 def test_run_json_budget_and_plan_file(world, tmp_path):
     r = invoke(
-        "Double 21",
-        "--json",
-        "--sandbox",
-        "process",
-        "--trace-dir",
-        str(tmp_path),
-        "--max-calls",
-        "2",
-    )
+        "Double 21", *PLANNED, "--json", "--sandbox", "process", "--trace-dir", str(tmp_path),
+        "--max-calls", "2",
+    )  # fmt: skip
     assert r.exit_code == 3 and json.loads(r.stdout)["status"] == "budget_exhausted"
     r = invoke(
-        "Double 21", "--sandbox", "process", "--trace-dir", str(tmp_path), "--max-calls", "2"
-    )
+        "Double 21", *PLANNED, "--sandbox", "process", "--trace-dir", str(tmp_path),
+        "--max-calls", "2",
+    )  # fmt: skip
     assert (
         "error: LLM call budget exhausted: 2 of 2 calls used" in r.stdout
         and "[bold]" not in r.stdout
@@ -178,14 +179,16 @@ def test_run_on_a_terminal_draws_the_live_view_instead_of_the_log(world, tmp_pat
 
     screen = Console(file=io.StringIO(), force_terminal=True, color_system="standard", width=100)
     monkeypatch.setattr(live_view, "stderr_console", lambda: screen)
-    r = invoke("Double 21", "--sandbox", "process", "--trace-dir", str(tmp_path))
+    r = invoke("Double 21", *PLANNED, "--sandbox", "process", "--trace-dir", str(tmp_path))
     assert r.exit_code == 0, r.output
     drawn = screen.file.getvalue()
     assert "\x1b[" in drawn and "iteration 1" in drawn and "#1 dbl PASS" in drawn
     assert "verified" in drawn and "success" in drawn
     assert "plan: 2 node(s)" not in r.stderr  # no line log beside the view
     assert "success" in r.stdout and "42" in r.stdout and "dbl=PASS" in r.stdout
-    quiet = invoke("Double 21", "-q", "--sandbox", "process", "--trace-dir", str(tmp_path))
+    quiet = invoke(
+        "Double 21", "-q", *PLANNED, "--sandbox", "process", "--trace-dir", str(tmp_path)
+    )
     assert quiet.exit_code == 0 and screen.file.getvalue() == drawn
 
 
@@ -208,7 +211,7 @@ def test_off_a_terminal_the_log_tells_retries_and_replans_without_escape_codes(
         yield w.models()
 
     monkeypatch.setattr(run_mod, "_connect", fake_connect)
-    r = invoke("Double 21", "--sandbox", "process", "--trace-dir", str(tmp_path),
+    r = invoke("Double 21", *PLANNED, "--sandbox", "process", "--trace-dir", str(tmp_path),
                "--max-retries", "2")  # fmt: skip
     assert r.exit_code == 0, r.output
     for line in ("[it 1] a: retry 1", "[it 1] b: failed", "[it 2] replanning after node 'b' failed",
@@ -224,13 +227,13 @@ def test_the_local_model_plans_small_and_at_most_twice_unless_told(world, tmp_pa
     def config_of(*args):
         out = tmp_path / str(len(list(tmp_path.iterdir())))
         r = invoke("Double 21", "--sandbox", "process", "--trace-dir", str(out), "-q", *args)
-        assert r.exit_code == 0, r.output
+        assert r.exit_code in (0, 1), r.output  # the world answers two nodes; one-node runs fail
         (trace,) = out.glob("*.jsonl")
         return json.loads(trace.read_text().splitlines()[0])["data"]["config"]
 
     local = config_of()
     assert (local["max_iterations"], local["plan_repairs"], local["temperature"]) == (2, 0, 0.0)
-    assert local["max_nodes"] == 3 and local["require_working"] is True
+    assert local["max_nodes"] == 1 and local["require_working"] is True
     assert config_of("--max-iterations", "4")["max_iterations"] == 4
     assert config_of("--max-nodes", "0")["max_nodes"] is None
     assert config_of("--max-nodes", "5")["max_nodes"] == 5

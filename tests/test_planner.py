@@ -186,25 +186,6 @@ def test_demo_plans_are_valid():
     assert parse_plan(prompts.CODE_DEMO_PLAN).final_node().id == "implement"
 
 
-@pytest.mark.parametrize("domain", ["math", "programming", "qa"])
-async def test_the_demonstration_fits_the_node_cap(domain):
-    """A small model copies its example's shape: under a one-node cap it is shown a one-node
-    example of its domain (a valid plan, whose copy still counts as copying), otherwise the usual
-    one."""
-    for cap in (None, 1, 2, 3):
-        m = ScriptedModel([GOOD])
-        await LLMPlanner(m, domain=domain, max_nodes=cap, max_repairs=0).plan("t")
-        shown = m.requests[0].messages[-1].content.split("Plan:\n", 1)[1].split("\n\nTask:")[0]
-        demo = parse_plan(json.loads(shown))
-        assert len(demo.nodes) <= (cap or 9) and demo.final_node() is not None
-        if cap is None:
-            assert demo == parse_plan(prompts.DEMOS[domain][1])
-    copied = json.loads(json.dumps(prompts.ONE_NODE_DEMOS["math"][1]))
-    m = ScriptedModel([copied, GOOD])
-    await LLMPlanner(m, max_nodes=2).plan("t")
-    assert "copies the example plan" in m.requests[1].messages[-1].content
-
-
 async def test_programming_demo_is_shown_and_its_function_name_counts_as_copying():
     """The code demo's plan is generic (the task's own examples check the code), so taking it
     as it is is fine; naming the demo's function is copying."""
@@ -241,23 +222,26 @@ async def test_quality_checks_reject_useless_valid_plans():
 
 
 async def test_a_plan_over_the_node_cap_goes_back_and_falls_back_when_no_repair_is_left():
-    one = {"nodes": [changed(GOOD, "a", inputs=["USER_TASK"], outputs=["y"])["nodes"][0]]}
+    three = json.loads(json.dumps(GOOD))
+    three["nodes"].append(
+        {"id": "c", "instruction": "add one", "inputs": ["b.y"], "outputs": ["z"],
+         "verification": [{"name": "more", "type": "python", "code": "assert outputs['z'] > inputs['y']"}]}
+    )  # fmt: skip
     system = LLMPlanner(ScriptedModel([]), max_nodes=2).system_prompt()
     assert "Use at most 2 nodes" in system and "Prefer few nodes" not in system
-    assert "Use exactly one node" in LLMPlanner(ScriptedModel([]), max_nodes=1).system_prompt()
     assert "Prefer few nodes (1-4)" in LLMPlanner(ScriptedModel([])).system_prompt()
 
-    m = ScriptedModel([GOOD, one])
-    plan = await LLMPlanner(m, max_nodes=1, max_repairs=1).plan("t")
-    assert [n.id for n in plan.nodes] == ["a"] and plan.fallback_reason is None
-    assert "the plan has 2 nodes, more than the 1 allowed" in m.requests[1].messages[-1].content
-    assert "exactly one node" in m.requests[0].messages[0].content
+    m = ScriptedModel([three, GOOD])
+    plan = await LLMPlanner(m, max_nodes=2, max_repairs=1).plan("t")
+    assert [n.id for n in plan.nodes] == ["a", "b"] and plan.fallback_reason is None
+    assert "the plan has 3 nodes, more than the 2 allowed" in m.requests[1].messages[-1].content
+    assert "at most 2 nodes" in m.requests[0].messages[0].content
 
-    m = ScriptedModel([GOOD])
-    plan = await LLMPlanner(m, max_nodes=1, max_repairs=0, quality_checks=False).plan("t")
-    assert plan.fallback_reason is not None and "more than the 1 allowed" in plan.fallback_reason
+    m = ScriptedModel([three])
+    plan = await LLMPlanner(m, max_nodes=2, max_repairs=0, quality_checks=False).plan("t")
+    assert plan.fallback_reason is not None and "more than the 2 allowed" in plan.fallback_reason
     assert m.calls == 1
-    assert len((await LLMPlanner(ScriptedModel([GOOD]), max_nodes=2).plan("t")).nodes) == 2
+    assert len((await LLMPlanner(ScriptedModel([three]), max_nodes=3).plan("t")).nodes) == 3
 
 
 async def test_quality_checks_can_be_turned_off():
@@ -685,3 +669,21 @@ async def test_a_code_tasks_plan_whose_answer_is_not_code_goes_back():
     got = await LLMPlanner(m, domain="programming", answer_types=("code",)).plan(CODE_TASK)
     assert m.calls == 2 and "must have an output of type code" in m.requests[1].messages[-1].content
     assert got.final_node().id == "implement" and got.final_node().outputs == {"code": "code"}
+
+
+@pytest.mark.parametrize(
+    ("domain", "task", "output"),
+    [("math", "Double 21.", "answer"),
+     ("programming", 'def f(x):\n    """Double x.\n    >>> f(1)\n    2\n    """\n', "code")],
+)  # fmt: skip
+async def test_a_one_node_cap_runs_the_whole_task_as_one_node_without_a_model_call(
+    domain, task, output
+):
+    m = ScriptedModel([])
+    planner = LLMPlanner(m, max_nodes=1, domain=domain)
+    plan = await planner.plan(task)
+    assert [n.id for n in plan.nodes] == ["solve"] and list(plan.nodes[0].outputs) == [output]
+    assert plan.fallback_reason is None and plan.nodes[0].verification
+    failure = FailureContext(node_id="solve")
+    assert (await planner.replan("t", plan, failure)).nodes[0].id == "solve"
+    assert m.calls == 0

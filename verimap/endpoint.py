@@ -109,10 +109,12 @@ LOCAL_PLAN_REPAIRS = 0
 # In every recorded 1.5B run that replanned (6 tasks, 3-5 plans each) the replans cost 535-1,983 s
 # and gave no right answer; the two that ended verified were wrong. One replan stays, the tail goes.
 LOCAL_MAX_ITERATIONS = 2
-# Over the stored 1.5B GSM8K runs (r27-r38), plans of 1-3 nodes and the one-node fallback were
-# right about half the time (24 of 47); plans of 4+ nodes 3 times in 14. Each node is one more
-# place for a small model to slip, and one more executor call.
-LOCAL_MAX_NODES = 3
+# The whole task as one node (`LLMPlanner(max_nodes=1)`: no planner call). On GSM8K 0-19 the
+# 1.5B's plans of 2-3 nodes were right 3 of 12 times (r54; r48: 4 of 12) where react was right on
+# 7 of the same 12; the one-node plan 5 of 8 (both runs). Each node is one more place for a small
+# model to slip (an extraction node's labels misled the final node), and one more call. Earlier
+# (r27-r38): plans of 4+ nodes right 3 times in 14. `--max-nodes 3` gives the planner back.
+LOCAL_MAX_NODES = 1
 
 
 def local_max_tokens() -> int:
@@ -134,7 +136,7 @@ def default_temperature(
 
 def local_defaults(**endpoint: Any) -> dict[str, Any]:
     """The one place the local-model rules live: greedy first attempts and plans, sampled
-    retries, no plan repair, one replan, plans of at most three nodes, worked numbers shown. Empty for an endpoint
+    retries, no plan repair, one replan, one-node plans, worked numbers shown. Empty for an endpoint
     (its own, or the method's, defaults apply)."""
     if default_temperature(**endpoint) is None:
         return {}

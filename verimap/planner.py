@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from verimap import prompts
 from verimap.errors import VerimapError
 from verimap.events import PLAN_INVALID
-from verimap.fallback import fallback_plan, nonempty_outputs_vf, with_task_examples
+from verimap.fallback import fallback_plan, nonempty_outputs_vf, whole_task_plan, with_task_examples
 from verimap.feedback import FailureContext
 from verimap.llm.base import (
     AssistantMessage,
@@ -143,7 +143,10 @@ class LLMPlanner:
         checked against the task's own examples (`fallback.with_task_examples`; off: the
         paper's plans carry only the planner's VFs).
         `max_nodes`: the most nodes a plan may have; the prompt says so and a plan with more is
-        sent back like any invalid one (None: no cap, as the paper)."""
+        sent back like any invalid one (None: no cap, as the paper). 1 means the whole task as
+        one node (`fallback.whole_task_plan`, with the checks its kind gives for free), without
+        a model call: told so, the local 1.5B still wrote 2-5 nodes, and with the cap in its
+        grammar it wrote its first step as the whole plan (r49-r51)."""
         self.model = model
         self.think_first = think_first
         self.think_max_tokens = think_max_tokens
@@ -156,11 +159,7 @@ class LLMPlanner:
         self.demo = (
             demo
             if demo is not None
-            else (
-                prompts.default_demo(domain, with_vfs=write_vfs, max_nodes=max_nodes)
-                if use_demo
-                else None
-            )
+            else (prompts.default_demo(domain, with_vfs=write_vfs) if use_demo else None)
         )
         self.demo_markers = prompts.copy_markers(domain) if builtin else []
         self.max_repairs = max_repairs
@@ -181,12 +180,11 @@ class LLMPlanner:
             if self.tools and len(self.tools)
             else ""
         )
-        if self.max_nodes is None:
-            size_rule = prompts.SIZE_RULE
-        elif self.max_nodes == 1:
-            size_rule = prompts.SINGLE_NODE_RULE
-        else:
-            size_rule = prompts.SIZE_CAP_RULE.format(max_nodes=self.max_nodes)
+        size_rule = (
+            prompts.SIZE_RULE
+            if self.max_nodes is None
+            else prompts.SIZE_CAP_RULE.format(max_nodes=self.max_nodes)
+        )
         return prompts.PLANNER_SYSTEM.format(
             tools_section=tools, size_rule=size_rule, **prompts.VF_PROMPT_PARTS[self.write_vfs]
         )
@@ -427,6 +425,8 @@ class LLMPlanner:
         ]
 
     async def plan(self, task: str, *, ctx: RunContext | None = None) -> Plan:
+        if self.max_nodes == 1:
+            return whole_task_plan(task, self.domain, with_vfs=self.write_vfs)
         try:
             messages = await self._thought_out(self.plan_messages(task), ctx)
             return await self._solicit(messages, ctx=ctx, task=task)
@@ -440,6 +440,9 @@ class LLMPlanner:
     ) -> Plan:
         """With no valid new plan, the one-node fallback runs; a failed fallback runs again
         (a retry at its node may still pass, and the iteration cap bounds it)."""
+
+        if self.max_nodes == 1:
+            return whole_task_plan(task, self.domain, with_vfs=self.write_vfs)
 
         def repeats(plan: Plan) -> list[str]:
             return repeated_failure_problems(previous, plan, failure)

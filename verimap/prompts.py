@@ -66,7 +66,6 @@ SIZE_CAP_RULE = (
     "Use at most {max_nodes} nodes; one node may do several steps of the work, so do not split "
     "a calculation into one node per operation."
 )
-SINGLE_NODE_RULE = "Use exactly one node: it does all of the work, and its VFs check the answer."
 
 TOOLS_SECTION = "\nExecutors can use these tools:\n{tools}\n"
 
@@ -391,44 +390,10 @@ DEMOS: dict[str, tuple[str, dict]] = {
     "qa": (QA_DEMO_TASK, QA_DEMO_PLAN),
 }
 
-# The same demonstrations as one node each, for plans capped at one node: a small model copies
-# its demonstration's shape, and told "at most 1 node" beside the two-node example the 1.5B wrote
-# two to four nodes for every one of GSM8K 0-3 (r49). With this demo it still wrote 2-5 nodes
-# for GSM8K 0-1 (r50): a prompt cannot make the 1.5B plan in one node, and putting the cap in the
-# grammar (`maxItems`) made it write the first step of its decomposition as the whole plan (r51).
-ONE_NODE_DEMOS: dict[str, tuple[str, dict]] = {
-    "math": (DEMO_TASK, {"nodes": [{
-        "id": "solve",
-        "name": "Work out the earnings",
-        "instruction": "Work out how many dollars the bakery earned over the two days: find the "
-        "muffins sold each day and the price in the task, then reason step by step.",
-        "inputs": ["USER_TASK"],
-        "outputs": {"answer": "number"},
-        "verification": DEMO_PLAN["nodes"][1]["verification"],
-    }]}),
-    "qa": (QA_DEMO_TASK, {"nodes": [{
-        "id": "answer",
-        "name": "Find and check the reports",
-        "instruction": "Search the corpus for the TechCrunch article about a chip startup "
-        "acquisition in March to find the buying company, then search The Verge's articles about "
-        "that company for a report of record revenue. Answer Yes or No, and quote the evidence.",
-        "inputs": ["USER_TASK"],
-        "outputs": {"answer": "string", "evidence": "string"},
-        "verification": [
-            QA_DEMO_PLAN["nodes"][1]["verification"][0],
-            {
-                "name": "grounded",
-                "type": "llm",
-                "content": "The evidence is from the news corpus and supports the answer.",
-            },
-        ],
-    }]}),
-}  # fmt: skip
-
 # What shows that a plan was copied from a demonstration instead of written for its task: the
 # math demo's instructions are task-specific; the code demo's are generic, but its function is not.
 COPY_MARKERS: dict[str, list[str]] = {
-    "math": [n["instruction"] for n in DEMO_PLAN["nodes"] + ONE_NODE_DEMOS["math"][1]["nodes"]],
+    "math": [n["instruction"] for n in DEMO_PLAN["nodes"]],
     "programming": ["running_max"],
     "qa": ["chip startup", "record revenue"],
 }
@@ -438,14 +403,9 @@ def copy_markers(domain: str = "math") -> list[str]:
     return COPY_MARKERS.get(domain, COPY_MARKERS["math"])
 
 
-def default_demo(
-    domain: str = "math", *, with_vfs: bool = True, max_nodes: int | None = None
-) -> str:
-    """The worked example shown to the planner: small models need one of their own domain, and
-    one no bigger than the plans they may write."""
+def default_demo(domain: str = "math", *, with_vfs: bool = True) -> str:
+    """The worked example shown to the planner: small models need one of their own domain."""
     task, plan = DEMOS.get(domain, DEMOS["math"])
-    if max_nodes is not None and len(plan["nodes"]) > max_nodes:
-        task, plan = ONE_NODE_DEMOS.get(domain, ONE_NODE_DEMOS["math"])
     if not with_vfs:
         plan = {**plan, "nodes": [without_vfs(n) for n in plan["nodes"]]}
     return f"Task: {task}\nPlan:\n{json.dumps(plan, indent=2)}"

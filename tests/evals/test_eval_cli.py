@@ -282,10 +282,10 @@ def test_local_model_rules_fill_only_what_the_user_left_unset(monkeypatch, capsy
     cfg: dict = {}
     _apply_local_defaults("verimap", {}, cfg)
     assert (cfg["max_iterations"], cfg["plan_repairs"], cfg["temperature"]) == (2, 0, 0.0)
-    assert cfg["max_nodes"] == 3
+    assert cfg["max_nodes"] == 1
     said = capsys.readouterr().err
     assert "0 plan repairs; at most 2 plans per task" in said
-    assert "; plans of at most 3 nodes (--max-nodes overrides)" in said
+    assert "; the whole task as one node (--max-nodes overrides)" in said
     mine = {"max_iterations": 5, "temperature": 1.0, "max_nodes": None}
     _apply_local_defaults("map-v", {}, mine)
     assert mine == {
@@ -297,7 +297,7 @@ def test_local_model_rules_fill_only_what_the_user_left_unset(monkeypatch, capsy
     paper = {"temperature": 1.0}
     _apply_local_defaults("verimap", {}, paper)
     assert paper == {
-        "temperature": 1.0, "plan_repairs": 0, "max_iterations": 2, "max_nodes": 3,
+        "temperature": 1.0, "plan_repairs": 0, "max_iterations": 2, "max_nodes": 1,
         "require_working": True,
     }  # fmt: skip
     said = capsys.readouterr().err

@@ -95,7 +95,8 @@ max_nodes_option = click.option(
     "--max-nodes",
     type=click.IntRange(min=0),
     default=None,
-    help="The most nodes a plan may have; 0: no cap [default: no cap; 3 on the local model].",
+    help="The most nodes a plan may have; 1: the whole task as one node, no planner call; 0: no "
+    "cap [default: no cap; 1 on the local model].",
 )
 
 

@@ -228,7 +228,9 @@ def _apply_local_defaults(
             f"at most {run_config['max_iterations']} plans per task (--max-iterations overrides)"
         )
     if METHODS[method].planner == "llm" and run_config["max_nodes"] is not None:
-        said.append(f"plans of at most {run_config['max_nodes']} nodes (--max-nodes overrides)")
+        cap = run_config["max_nodes"]
+        size = "the whole task as one node" if cap == 1 else f"plans of at most {cap} nodes"
+        said.append(f"{size} (--max-nodes overrides)")
     click.echo(f"note: local model: {'; '.join(said)}", err=True)
     return local
 
