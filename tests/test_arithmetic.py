@@ -63,6 +63,7 @@ def test_wrong_calculations_are_found(text, expected):
         "a = 3 + 4 = 7; b = 7 * 2 = 14",
         "10 - 25 = -15",
         "7 ≈ 6 + 2 = 8",
+        r"\[ 20\% \times 20 = 0.20 \times 20 = 4 \]",
     ],
 )
 def test_right_or_unreadable_calculations_pass(text):
