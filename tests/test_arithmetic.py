@@ -157,6 +157,7 @@ ROBE = {
     [
         ('```json\n{"total": 5}\n```', {"total": 5}, "FAIL"),  # worked out, nothing shown
         ("2 + 1 = 3, so 3 bolts.", {"total": 3}, "PASS"),
+        (r"\(80 \text{ miles} + 150 \text{ miles} = 230\)", {"total": 230}, "PASS"),
         ("Half of it: \\(\\frac{2}{2}\\) bolts", {"white": 1}, "PASS"),  # LaTeX counts
         ('{"blue": 2}', {"blue": 2}, "PASS"),  # given by the inputs: nothing to show
         ("It says half.", {"share": 0.5}, "PASS"),  # given as a word

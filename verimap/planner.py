@@ -426,7 +426,7 @@ class LLMPlanner:
 
     async def plan(self, task: str, *, ctx: RunContext | None = None) -> Plan:
         if self.max_nodes == 1:
-            return whole_task_plan(task, self.domain, with_vfs=self.write_vfs)
+            return self._one_node(task)
         try:
             messages = await self._thought_out(self.plan_messages(task), ctx)
             return await self._solicit(messages, ctx=ctx, task=task)
@@ -442,7 +442,7 @@ class LLMPlanner:
         (a retry at its node may still pass, and the iteration cap bounds it)."""
 
         if self.max_nodes == 1:
-            return whole_task_plan(task, self.domain, with_vfs=self.write_vfs)
+            return self._one_node(task)
 
         def repeats(plan: Plan) -> list[str]:
             return repeated_failure_problems(previous, plan, failure)
@@ -457,6 +457,13 @@ class LLMPlanner:
             if previous.fallback_reason is not None:
                 return previous
             return fallback_plan(task, self.domain, reason=str(e), with_vfs=self.write_vfs)
+
+    def _one_node(self, task: str) -> Plan:
+        """Recorded like a fallback: its VFs are built in, so they are not sent to a model for
+        repair (asked to repair `is_number`, the 1.5B wrote `answer == 5`, r56)."""
+        plan = whole_task_plan(task, self.domain, with_vfs=self.write_vfs)
+        plan.fallback_reason = "the whole task as one node (max_nodes=1): no planner call"
+        return plan
 
     async def repair(
         self, task: str, plan: Plan, problems: list[str], *, ctx: RunContext | None = None
