@@ -42,6 +42,7 @@ def test_verimap_run_finishes_with_a_result_and_a_trace(local_model_file, tmp_pa
         "run", "What is 17 + 25? Give the number.",
         "--json", "--quiet", "--trace-dir", str(traces),
         "--max-iterations", "2", "--max-retries", "1", "--timeout", "240",
+        "--max-nodes", "3",  # the planner over HTTP (the local default runs one node, no planner)
         env=env, cwd=tmp_path, timeout=420,
     )  # fmt: skip
     assert p.returncode in (0, 1, 3), p.stderr[-3000:]
