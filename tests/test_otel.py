@@ -325,28 +325,22 @@ def scripted_run(monkeypatch):
     return world
 
 
-# The scripted world plans node a; on the local model a run is one node without a planner,
-# hence `--max-nodes 2` below.
 def cli(*args: str):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
 
+def run(task: str, trace_dir: Path, *args: str):
+    """`verimap run` on the scripted world, which plans node a: on the local model a run is one
+    node without a planner, hence `--max-nodes 2`."""
+    return cli("run", task, "-q", "--max-nodes", "2", "--sandbox", "process",
+               "--trace-dir", str(trace_dir), *args)  # fmt: skip
+
+
 def test_run_otel_flag_exports_the_run(scripted_run, exporter, monkeypatch, tmp_path):
     monkeypatch.setattr(otel, "otlp_exporter", lambda: exporter)
-    r = cli(
-        "run",
-        "Give 21",
-        "-q",
-        "--max-nodes",
-        "2",
-        "--otel",
-        "--sandbox",
-        "process",
-        "--trace-dir",
-        str(tmp_path),
-    )
+    r = run("Give 21", tmp_path, "--otel")
     assert r.exit_code == 0, r.output
     names = [s.name for s in exporter.get_finished_spans()]
     assert names.count("verimap run") == 1 and "node a" in names and "vf x_pos" in names
@@ -360,17 +354,7 @@ def test_run_without_otel_or_with_a_blank_endpoint_exports_nothing(
 
     monkeypatch.setattr(otel, "otlp_exporter", refuse)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
-    r = cli(
-        "run",
-        "Give 21",
-        "-q",
-        "--max-nodes",
-        "2",
-        "--sandbox",
-        "process",
-        "--trace-dir",
-        str(tmp_path),
-    )
+    r = run("Give 21", tmp_path)
     assert r.exit_code == 0, r.output
 
 
@@ -411,8 +395,7 @@ def test_the_standard_variable_alone_sends_otlp_to_the_collector(
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
-    r = cli("run", f"Give 21, key {ENV_KEY}", "-q", "--max-nodes", "2", "--sandbox", "process",
-            "--trace-dir", str(tmp_path))  # fmt: skip
+    r = run(f"Give 21, key {ENV_KEY}", tmp_path)
     assert r.exit_code == 0, r.output
     assert received and {path for path, _ in received} == {"/v1/traces"}
     names, services = [], set()

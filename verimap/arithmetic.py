@@ -263,19 +263,14 @@ def working_check(
     )
 
 
-def add_to(
-    report: VerificationReport,
-    messages: Sequence[Message],
-    outputs: Mapping[str, Any] | None = None,
-    inputs: Mapping[str, Any] | None = None,
-) -> VerificationReport:
-    """`report` with the check's verdict added; a failed check fails the attempt whatever the
-    VFs said (a threshold weighs VFs, not a wrong sum). With `outputs` and `inputs`, the check
-    is `working_check` instead of the arithmetic one."""
-    if outputs is not None:
-        verdict = working_check(messages, outputs, inputs or {})
-    else:
-        verdict = check(messages)
+def add_to(report: VerificationReport, messages: Sequence[Message]) -> VerificationReport:
+    """`report` with the check's verdict added (see `add_verdict`)."""
+    return add_verdict(report, check(messages))
+
+
+def add_verdict(report: VerificationReport, verdict: VFVerdict | None) -> VerificationReport:
+    """`report` with a built-in check's verdict added; a failed check fails the attempt whatever
+    the VFs said (a threshold weighs VFs, not a wrong sum)."""
     if verdict is None:
         return report
     return report.model_copy(

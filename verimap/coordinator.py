@@ -436,7 +436,8 @@ class Coordinator:
             if cfg.check_arithmetic and cfg.verification == "full":
                 vr = arithmetic.add_to(vr, out.messages)
                 if cfg.require_working:
-                    vr = arithmetic.add_to(vr, out.messages, out.outputs or {}, inputs)
+                    shown = arithmetic.working_check(out.messages, out.outputs or {}, inputs)
+                    vr = arithmetic.add_verdict(vr, shown)
             if st.cross_check is not None and final:
                 vr = await st.cross_check.add_to(vr, node, out.outputs or {}, ctx=actx)
             verify_s = time.monotonic() - verify_start
