@@ -131,6 +131,16 @@ async def test_a_ray_eval_writes_what_the_same_eval_without_ray_writes(
     assert len(on_ray.workers) == 2 and sum(on_ray.workers.values()) == 6  # both nodes solved
 
 
+async def _busy_worker(deadline: float) -> int:
+    """A worker in the middle of a task; one may be between tasks at any single look."""
+    while True:
+        busy = [pid for pid, title in _eval_workers().items() if "attempt" in title]
+        if busy:
+            return busy[0]
+        assert time.monotonic() < deadline, "no eval worker was ever mid-task"
+        await asyncio.sleep(0.01)
+
+
 async def test_a_worker_killed_mid_task_costs_no_task(ray_cluster, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="verimap.evals.cluster")
     bench = get_benchmark("gsm8k", SAMPLES)
@@ -143,7 +153,7 @@ async def test_a_worker_killed_mid_task_costs_no_task(ray_cluster, tmp_path, cap
     while not (tmp_path / RESULTS).exists() or len(_lines(tmp_path / RESULTS)) < 2:
         assert time.monotonic() < deadline and not run.done(), "no results from the cluster"
         await asyncio.sleep(0.05)
-    victim = next(pid for pid, title in _eval_workers().items() if "attempt" in title)
+    victim = await _busy_worker(deadline)
     os.kill(victim, signal.SIGKILL)
     outcome = await asyncio.wait_for(run, 180)
     recs = _lines(tmp_path / RESULTS)
