@@ -383,10 +383,16 @@ def make_header(
         f"- sampling: {sampling}\n"
         f"- verimap: {args.max_retries} retries x {args.max_iterations} iterations, plans of at "
         f"most {config.get('max_nodes') or 'any number of'} nodes, "
-        f"agreement {args.agreement}, cross-check {'on' if args.cross_check else 'off'} "
+        f"agreement {args.agreement}, cross-check {cross_check(config)} "
         f"(react is one pass by definition)\n"
         f"- run directories (results.jsonl, traces): `{runs_dir}`"
     )
+
+
+def cross_check(config: dict[str, Any]) -> str:
+    if not config.get("cross_check"):
+        return "off"
+    return f"by {config.get('cross_check_by', RunConfig.model_fields['cross_check_by'].default)}"
 
 
 # ---- the run ------------------------------------------------------------------------------------
@@ -476,8 +482,9 @@ def main(argv: list[str] | None = None) -> int:
         "max_retries": args.max_retries,
         "max_iterations": args.max_iterations,
         "agreement": args.agreement,
-        "cross_check": args.cross_check,
     }
+    if args.cross_check is not None:
+        config["cross_check"] = args.cross_check
     if args.max_nodes is not None:
         config["max_nodes"] = args.max_nodes or None
     command = sys.argv if argv is None else ["benchmarks/small_model.py", *argv]
@@ -559,8 +566,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--cross-check",
-        action="store_true",
-        help="a final numeric answer must agree with a one-reply solution of the whole task",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="a final numeric answer must agree with a program's solution of the whole task "
+        "[the local-model default: on]",
     )
     p.add_argument("--sandbox", default="docker", choices=KINDS)
     p.add_argument("--data-dir", default=None, help="benchmark data [as verimap eval]")

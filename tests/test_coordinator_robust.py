@@ -216,7 +216,7 @@ def test_the_local_model_samples_retries_and_an_endpoint_keeps_its_defaults(monk
         monkeypatch.delenv(var, raising=False)
     assert local_defaults() == {
         "temperature": 0.0, "retry_temperature": 0.7, "plan_repairs": 0, "max_iterations": 2,
-        "max_nodes": 1, "require_working": True,
+        "max_nodes": 1, "require_working": True, "cross_check": True,
     }  # fmt: skip
     assert local_defaults(base_url="http://127.0.0.1:9/v1") == {}
 

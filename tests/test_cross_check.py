@@ -18,7 +18,11 @@ PLAN = {
          "outputs": {"total": "number"}, "verification": [POSITIVE]},
     ]
 }  # fmt: skip
-CONFIG = RunConfig(cross_check=True, vacuity_check=False, check_arithmetic=False, max_retries=3)
+CONFIG = RunConfig(
+    cross_check=True, cross_check_by="reply", vacuity_check=False, check_arithmetic=False,
+    max_retries=3,
+)  # fmt: skip
+BY_PROGRAM = CONFIG.model_copy(update={"cross_check_by": "program"})
 
 
 def run(world, config=CONFIG, events=None):
@@ -154,3 +158,74 @@ async def test_a_failed_solution_call_is_an_error_verdict_not_a_crash():
     (check,) = [v for v in r.nodes["solve"].verdicts if v.name == NAME]
     assert check.outcome == "ERROR" and "the endpoint is down" in check.message
     assert r.status == "failed" and r.answer == 391
+
+
+def program(body: str):
+    return lambda task: f"Here it is.\n```python\ndef solution():\n{body}\n```"
+
+
+def totals(*answers):
+    return lambda nid, k, inp, p: (
+        {"price": 17} if nid == "extract" else {"total": answers[k % len(answers)]}
+    )
+
+
+async def test_a_program_solution_is_run_and_an_answer_that_agrees_passes():
+    world = ScriptedWorld(
+        [PLAN], totals(391), solve=program("    price = 17\n    return price * 23")
+    )
+    bus = EventBus()
+    seen: list = []
+    bus.subscribe(seen.append)
+    r = await run(world, BY_PROGRAM, events=bus)
+    assert r.status == "success" and r.answer == 391
+    assert {v.name: v.outcome for v in r.nodes["solve"].verdicts}[NAME] == "PASS"
+    (event,) = [e for e in seen if e.type == CROSS_CHECK]
+    assert event.data["kind"] == "program" and event.data["answer"] == 391
+    assert event.data["printed"] == "391"
+
+
+async def test_a_disagreement_with_a_program_names_the_program_not_its_number():
+    world = ScriptedWorld([PLAN], totals(343, 391), solve=program("    return 17 * 23"))
+    r = await run(world, BY_PROGRAM)
+    assert r.status == "success" and r.answer == 391
+    (check,) = [v for v in r.nodes["solve"].attempts[0].verdicts if v.name == NAME]
+    assert (
+        check.outcome == "FAIL" and "a program written for this task gives another" in check.message
+    )
+    assert "391" not in world.executor_prompts["solve"][1]
+
+
+async def test_a_program_breaks_a_tie_among_scattered_answers_but_not_a_repeated_one():
+    scattered = ScriptedWorld([PLAN], totals(343, 350, 360), solve=program("    return 17 * 23"))
+    r = await run(scattered, BY_PROGRAM)
+    assert r.status == "failed" and not r.verified and r.answer == 391
+    assert r.nodes["solve"].status == "unconfirmed"
+    assert "agreed with the computed solution (391)" in r.error
+    assert "the computed one on a tie" in r.error
+
+    repeated = ScriptedWorld([PLAN], totals(343, 350), solve=program("    return 17 * 23"))
+    r = await run(repeated, BY_PROGRAM)
+    assert r.status == "failed" and r.answer == 343  # 343, 350, 343: given twice
+
+
+async def test_a_program_that_does_not_run_or_has_no_function_stands_aside():
+    for solve in (program("    return 17 / 0"), lambda task: "17 * 23 = 391"):
+        world = ScriptedWorld([PLAN], totals(343), solve=solve)
+        bus = EventBus()
+        seen: list = []
+        bus.subscribe(seen.append)
+        r = await run(world, BY_PROGRAM, events=bus)
+        assert r.status == "success" and r.answer == 343
+        assert NAME not in {v.name for v in r.nodes["solve"].verdicts}
+        (event,) = [e for e in seen if e.type == CROSS_CHECK]
+        assert event.data["answer"] is None and event.data["error"]
+
+
+async def test_a_program_that_prints_on_its_own_is_read_by_its_last_line():
+    world = ScriptedWorld(
+        [PLAN], totals(391), solve=program("    print('working...')\n    return 391.0")
+    )  # fmt: skip
+    r = await run(world, BY_PROGRAM)
+    assert r.status == "success"
+    assert {v.name: v.outcome for v in r.nodes["solve"].verdicts}[NAME] == "PASS"

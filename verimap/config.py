@@ -47,6 +47,9 @@ class RunConfig(BaseModel):
     # paper, only with verification "full"). Property VFs cannot see a wrong decomposition, and a
     # solution without the plan errs elsewhere. One judge call per run (see `cross_check.py`).
     cross_check: bool = False
+    # The independent solution: a program the sandbox runs (its arithmetic is Python's, and it
+    # settles a tie among disputed answers), or a reply in prose (as the judge reasons).
+    cross_check_by: Literal["program", "reply"] = "program"
     # Probe Python VFs with null and absurd outputs before a plan runs; drop those that pass both.
     vacuity_check: bool = True
     # The planner works the task out in free text before it writes a plan (off: as the paper).

@@ -233,14 +233,18 @@ class Coordinator:
             st.best = best or st.best
             if statuses.get(failure.node_id) == "unconfirmed":
                 check = st.cross_check
-                why = (check.why_unconfirmed() if check is not None and check.disputes else
+                disputes = check is not None and check.disputes > 0
+                why = (check.why_unconfirmed() if check is not None and disputes else
                        f"its answers did not agree {cfg.agreement} times in "
                        f"{cfg.max_retries + cfg.agreement - 1} attempts")  # fmt: skip
+                kept = "the most frequent answer"
+                if disputes and check is not None and check.kind == "program":
+                    kept += " (the computed one on a tie)"
                 return self._result(
                     st, "failed", final=plan.final_node().id,
                     final_output=st.reports[failure.node_id].outputs,
-                    error=f"node {failure.node_id!r} passed its VFs, but {why}; the most "
-                    "frequent answer is kept, unverified",
+                    error=f"node {failure.node_id!r} passed its VFs, but {why}; {kept} is kept, "
+                    "unverified",
                 )  # fmt: skip
             if st.iteration >= cfg.max_iterations:
                 return self._result(
@@ -470,7 +474,11 @@ class Coordinator:
                 disputed.append(dict(out.outputs or {}))
             feedback = Feedback(previous_outputs=out.outputs, failures=vr.failures)
         if passing or disputed:
-            rep.status, rep.outputs = "unconfirmed", plurality(passing or disputed)[0]
+            rep.status = "unconfirmed"
+            if passing or st.cross_check is None:
+                rep.outputs = plurality(passing or disputed)[0]
+            else:
+                rep.outputs = st.cross_check.pick(node, disputed)
             self._emit(st, ev.NODE_FINISH, node.id, status=rep.status, outputs=rep.outputs,
                        answers=passing or disputed)  # fmt: skip
             return rep, inputs

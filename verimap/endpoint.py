@@ -136,7 +136,8 @@ def default_temperature(
 
 def local_defaults(**endpoint: Any) -> dict[str, Any]:
     """The one place the local-model rules live: greedy first attempts and plans, sampled
-    retries, no plan repair, one replan, one-node plans, worked numbers shown. Empty for an endpoint
+    retries, no plan repair, one replan, one-node plans, worked numbers shown, numeric answers
+    cross-checked by a program. Empty for an endpoint
     (its own, or the method's, defaults apply)."""
     if default_temperature(**endpoint) is None:
         return {}
@@ -147,6 +148,7 @@ def local_defaults(**endpoint: Any) -> dict[str, Any]:
         "max_iterations": LOCAL_MAX_ITERATIONS,
         "max_nodes": LOCAL_MAX_NODES,
         "require_working": True,
+        "cross_check": True,
     }
 
 

@@ -15,6 +15,7 @@ import json
 import linecache
 import re
 import shutil
+import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -52,7 +53,28 @@ class InProcessSandboxDouble(Sandbox):
         return res
 
     async def run_program(self, code, *, timeout=10.0, files=None, argv=None, stdin=""):
-        raise NotImplementedError("InProcessSandboxDouble runs VFs only")
+        """The program in a host process of this interpreter: trusted code only (tests)."""
+        if files:
+            raise NotImplementedError("InProcessSandboxDouble runs programs without files")
+        start = time.monotonic()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, "-I", "-c", code, *(argv or []),
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout)
+        except TimeoutError:
+            proc.kill()
+            await proc.wait()
+            return ExecResult(outcome=Outcome.TIMEOUT, message=f"timed out after {timeout}s")
+        last = err.decode(errors="replace").strip().splitlines()
+        return ExecResult(
+            outcome=Outcome.PASS if proc.returncode == 0 else Outcome.ERROR,
+            message="" if proc.returncode == 0 else (last[-1] if last else f"exit {proc.returncode}"),
+            stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"),
+            duration_s=time.monotonic() - start,
+        )  # fmt: skip
 
     async def run_tests(self, candidate_code, test_code, entry_point, *, timeout=10.0):
         raise NotImplementedError("InProcessSandboxDouble runs VFs only")
@@ -138,6 +160,7 @@ _JUDGE = re.compile(
 )
 # The batched judge: several criteria, one "- name: criterion" line each.
 _SOLVE_ALONE = cross_check.PROMPT.split("{task}")[1]
+_SOLVE_BY_PROGRAM = cross_check.PROGRAM_PROMPT.split("{task}")[1]
 _JUDGE_MANY = re.compile(
     r"^Subtask instruction: (.*?)\n\nInputs \(JSON\):.*?Outputs \(JSON\):\n(.*?)\n\nCriteria:\n(.*?)\n\nDoes",
     re.S,
@@ -207,8 +230,9 @@ class ScriptedWorld:
             return plan.to_json()
         user = next(m.content for m in req.messages if isinstance(m, UserMessage))
         if req.role == "judge":
-            if user.endswith(_SOLVE_ALONE):
-                return self.solve(user[: -len(_SOLVE_ALONE)])
+            for suffix in (_SOLVE_ALONE, _SOLVE_BY_PROGRAM):
+                if user.endswith(suffix):
+                    return self.solve(user[: -len(suffix)])
             if req.response_schema is None:
                 return "Let me reason about the criteria."
             if many := _JUDGE_MANY.search(user):

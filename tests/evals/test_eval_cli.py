@@ -286,19 +286,21 @@ def test_local_model_rules_fill_only_what_the_user_left_unset(monkeypatch, capsy
     said = capsys.readouterr().err
     assert "0 plan repairs; at most 2 plans per task" in said
     assert "; the whole task as one node (--max-nodes overrides)" in said
+    assert cfg["cross_check"] and "cross-checked by a program" in said
     mine = {"max_iterations": 5, "temperature": 1.0, "max_nodes": None}
     _apply_local_defaults("map-v", {}, mine)
     assert mine == {
         "max_iterations": 5, "temperature": 1.0, "plan_repairs": 0, "max_nodes": None,
-        "require_working": True,
+        "require_working": True, "cross_check": True,
     }  # fmt: skip
     said = capsys.readouterr().err
     assert "at most 5 plans per task" in said and "nodes" not in said
+    assert "cross-checked" not in said  # map-v has no plan VFs to stand beside
     paper = {"temperature": 1.0}
     _apply_local_defaults("verimap", {}, paper)
     assert paper == {
         "temperature": 1.0, "plan_repairs": 0, "max_iterations": 2, "max_nodes": 1,
-        "require_working": True,
+        "require_working": True, "cross_check": True,
     }  # fmt: skip
     said = capsys.readouterr().err
     assert "at most 2 plans per task" in said and "retries at" not in said
@@ -306,6 +308,7 @@ def test_local_model_rules_fill_only_what_the_user_left_unset(monkeypatch, capsy
     _apply_local_defaults("react", {}, react)
     said = capsys.readouterr().err
     assert "max_iterations" not in react and "plans per task" not in said and "nodes" not in said
+    assert "cross-check" not in said  # nothing said of a check react never runs
     remote: dict = {}
     assert _apply_local_defaults("verimap", {"base_url": "http://127.0.0.1:9/v1"}, remote) == {}
     assert remote == {}

@@ -122,8 +122,9 @@ RUN_CONFIG_FLAGS = (
 @click.option(
     "--cross-check/--no-cross-check",
     default=None,
-    help="A final numeric answer must agree with the judge model's one-reply solution of the "
-    "whole task (beyond the paper; off by default).",
+    help="A final numeric answer must agree with a solution of the whole task that the judge "
+    "model writes as a program and the sandbox runs (beyond the paper) [default: on for the "
+    "local model].",
 )
 @click.option("--progress/--no-progress", default=True, show_default=True)
 @click.option(
@@ -219,7 +220,7 @@ def _apply_local_defaults(
             f"temperature {local['temperature']}, retries at {local['retry_temperature']} (the "
             "paper's 1.0 derails small models; --temperature overrides)"
         )
-    for k in ("plan_repairs", "max_iterations", "max_nodes", "require_working"):
+    for k in ("plan_repairs", "max_iterations", "max_nodes", "require_working", "cross_check"):
         if k in local:
             run_config.setdefault(k, local[k])
     said.append(f"{run_config['plan_repairs']} plan repairs")
@@ -231,6 +232,9 @@ def _apply_local_defaults(
         cap = run_config["max_nodes"]
         size = "the whole task as one node" if cap == 1 else f"plans of at most {cap} nodes"
         said.append(f"{size} (--max-nodes overrides)")
+    with contextlib.suppress(ValueError):  # a bad config is reported when the run starts
+        if run_config.get("cross_check") and method_config(method, run_config).checks_independently:
+            said.append("numeric answers cross-checked by a program (--no-cross-check: off)")
     click.echo(f"note: local model: {'; '.join(said)}", err=True)
     return local
 

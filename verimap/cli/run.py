@@ -115,10 +115,11 @@ def print_result(result: RunResult, *, console=None) -> None:
 )
 @max_nodes_option
 @click.option(
-    "--cross-check",
-    is_flag=True,
-    help="A final numeric answer must agree with the judge model's one-reply solution of the "
-    "whole task (one more judge call; beyond the paper).",
+    "--cross-check/--no-cross-check",
+    default=None,
+    help="A final numeric answer must agree with a solution of the whole task that the judge "
+    "model writes as a program and the sandbox runs (one more judge call; beyond the paper) "
+    "[default: on for the local model].",
 )
 @click.option(
     "--verification",
@@ -145,7 +146,7 @@ def print_result(result: RunResult, *, console=None) -> None:
 @click.option("--quiet", "-q", is_flag=True, help="Do not narrate the run's steps on stderr.")
 @otel_option
 def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: int, sequential: bool, no_reuse: bool,
-        fail_accepted: bool, max_nodes: int | None, cross_check: bool, verification: str, plan_file: Path | None, method: str | None,
+        fail_accepted: bool, max_nodes: int | None, cross_check: bool | None, verification: str, plan_file: Path | None, method: str | None,
         sandbox_kind: str, trace_dir: Path | None,
         max_calls: int | None, max_tokens: int | None, max_cost: float | None, timeout: float | None,
         temperature: float | None, as_json: bool, quiet: bool, otel: bool, **endpoint: Any) -> None:  # fmt: skip
@@ -177,17 +178,19 @@ def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: i
         defaults["max_iterations"] = max_iterations
     if max_nodes is not None:
         defaults["max_nodes"] = max_nodes or None
+    if cross_check is not None:
+        defaults["cross_check"] = cross_check
     config = RunConfig.model_validate({
         "max_retries": max_retries, "max_parallel": max_parallel,
         "sequential": sequential, "reuse_verified": not no_reuse, "fail_accepted": fail_accepted,
-        "verification": verification, "cross_check": cross_check, **defaults,
+        "verification": verification, **defaults,
         "budget": Budget(max_llm_calls=max_calls, max_tokens=max_tokens, max_cost=max_cost, timeout_s=timeout),
     })  # fmt: skip
-    if method:
+    if cross_check and method:
         from verimap.evals.methods import method_config
 
         warn_idle_cross_check(method_config(method, config), f"--method {method}")
-    else:
+    elif cross_check:
         warn_idle_cross_check(config, f"--verification {verification}")
     planner = None
     if plan_file is not None:
