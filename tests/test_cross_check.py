@@ -219,7 +219,24 @@ async def test_a_program_that_does_not_run_or_has_no_function_stands_aside():
         assert r.status == "success" and r.answer == 343
         assert NAME not in {v.name for v in r.nodes["solve"].verdicts}
         (event,) = [e for e in seen if e.type == CROSS_CHECK]
-        assert event.data["answer"] is None and event.data["error"]
+        assert event.data["answer"] is None and event.data["error"] and event.data["tries"] == 2
+        assert [q.role for q in world.model.requests].count("judge") == 2
+
+
+async def test_a_program_that_fails_goes_back_once_with_its_error():
+    replies = iter([program("    return price * 23")(""), program("    return 17 * 23")("")])
+    world = ScriptedWorld([PLAN], totals(343, 391), solve=lambda task: next(replies))
+    bus = EventBus()
+    seen: list = []
+    bus.subscribe(seen.append)
+    r = await run(world, BY_PROGRAM, events=bus)
+    assert r.status == "success" and r.answer == 391
+    (check,) = [v for v in r.nodes["solve"].attempts[0].verdicts if v.name == NAME]
+    assert check.outcome == "FAIL"
+    fix = [q for q in world.model.requests if q.role == "judge"][1]
+    assert "NameError" in fix.messages[-1].content and "price" in fix.messages[-1].content
+    (event,) = [e for e in seen if e.type == CROSS_CHECK]
+    assert event.data["answer"] == 391 and event.data["tries"] == 2
 
 
 async def test_a_program_that_prints_on_its_own_is_read_by_its_last_line():

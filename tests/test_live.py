@@ -240,3 +240,13 @@ async def test_narrate_draws_on_a_terminal_and_logs_plain_lines_elsewhere(capsys
     with narrate(bus, quiet=True, console=console):
         bus.emit(Event(type="plan", run_id="r", data={"plan": {"nodes": [{"id": "a"}]}}))
     assert capsys.readouterr().err == "" and plain_line(Event(type="x", run_id="r")) is None
+
+
+def test_the_independent_solution_gets_a_line_with_its_number_or_its_error():
+    def line(**data):
+        return plain_line(Event(type="cross_check", run_id="r", node_id="solve", attempt=1,
+                                iteration=1, data=data))  # fmt: skip
+
+    assert line(kind="program", answer=391.0).endswith("solve #1: independent program: 391.0")
+    failed = line(kind="program", answer=None, error="ERROR: NameError: name 'x' is not defined")
+    assert "independent program: ERROR: NameError" in failed

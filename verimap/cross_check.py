@@ -35,7 +35,7 @@ from verimap.config import RunConfig
 from verimap.events import CROSS_CHECK
 from verimap.executor import code_from_reply
 from verimap.llm.base import Model, ModelError, ModelRequest
-from verimap.llm.messages import GenerationSettings, UserMessage
+from verimap.llm.messages import AssistantMessage, GenerationSettings, Message, UserMessage
 from verimap.node_context import plurality
 from verimap.numbers import final_number, normalize_number
 from verimap.plan import Node
@@ -56,6 +56,13 @@ PROGRAM_PROMPT = (
     "{task}\n\nWrite a Python function `solution()` that computes and returns the final number "
     "this task asks for. Name a variable for each quantity the task gives, and let Python do "
     "the arithmetic. Reply with only the code, in one ```python code block."
+)
+# A program that does not run goes back once with its error (the 1.5B's first programs on
+# GSM8K 0-19 failed on 3 of 20 tasks: a name used before it was set, or no function at all).
+PROGRAM_TRIES = 2
+PROGRAM_FIX = (
+    "Running it failed: {error}\n\nFix the code. Reply with the whole corrected function "
+    "`solution()` in one ```python code block."
 )
 # Printed last, so a program that prints on its own still ends on its answer.
 RUN_SOLUTION = "\n\nprint(solution())\n"
@@ -141,28 +148,34 @@ class CrossCheck:
         if self._solution is None:  # one final node per run, its attempts one after another
             model = ctx.model(self.model) if ctx is not None else self.model
             prompt = PROGRAM_PROMPT if self.sandbox is not None else PROMPT
-            request = ModelRequest(
-                messages=[UserMessage(content=prompt.format(task=self.task))],
-                settings=self.settings, role=JUDGE,
-            )  # fmt: skip
-            text = (await model.request(request)).content or ""
-            ran: dict[str, str] = {}
-            if self.sandbox is None:
-                answer = answer_from(text)
-            else:
+            messages: list[Message] = [UserMessage(content=prompt.format(task=self.task))]
+            ran: dict[str, Any] = {}
+            for tries in range(1, PROGRAM_TRIES + 1):
+                request = ModelRequest(messages=messages, settings=self.settings, role=JUDGE)
+                text = (await model.request(request)).content or ""
+                if self.sandbox is None:
+                    answer = answer_from(text)
+                    break
                 answer, ran = await self._run(text)
+                ran["tries"] = tries
+                if "error" not in ran:
+                    break
+                messages += [
+                    AssistantMessage(content=text),
+                    UserMessage(content=PROGRAM_FIX.format(error=ran["error"])),
+                ]
             self._solution = (answer, text)
             if ctx is not None:
                 ctx.emit(CROSS_CHECK, answer=answer, reply=text, kind=self.kind, **ran)
         return self._solution
 
-    async def _run(self, text: str) -> tuple[float | None, dict[str, str]]:
+    async def _run(self, text: str) -> tuple[float | None, dict[str, Any]]:
         """What the reply's `solution()` returns, and what running it said (for the trace). A
         program that does not run gives no number: the check then stands aside."""
         assert self.sandbox is not None
         code = code_from_reply(text)
         if code is None:
-            return None, {"error": "the reply holds no function"}
+            return None, {"error": "the reply holds no function `solution()`"}
         res = await self.sandbox.run_program(code + RUN_SOLUTION, timeout=self.timeout_s)
         if res.outcome is not Outcome.PASS:
             return None, {"error": f"{res.outcome.value}: {res.message}"[:500]}

@@ -276,6 +276,9 @@ def plain_line(e: Event) -> str | None:
         return f"{where}{node}: vf {clean(d.get('vf'), 60)} dropped: it passes on any output"
     if e.type == ev.BUDGET:
         return f"{where}budget exhausted: {clean(d.get('error'))}"
+    if e.type == ev.CROSS_CHECK:
+        said = d.get("answer") if d.get("answer") is not None else clean(d.get("error"), 120)
+        return f"{where}{node} #{e.attempt}: independent {d.get('kind', 'reply')}: {said}"
     return None
 
 
