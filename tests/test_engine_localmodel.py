@@ -114,3 +114,29 @@ async def test_full_run_terminates_with_a_complete_report(local_models, tmp_path
         assert all(p.final_node() for p in r.plans)
     if r.status == "success":
         assert r.final_output is not None and r.nodes[r.final_node].status in ("verified", "reused")
+
+
+async def test_the_independent_solution_is_a_program_the_sandbox_runs(local_model):
+    """The cross-check's program path end to end: the real model writes `solution()`, a real
+    sandbox runs it, and the number it returns judges a wrong and a right total."""
+    from verimap.cross_check import NAME, CrossCheck
+    from verimap.result import VerificationReport
+
+    sandbox = process_sandbox()
+    check = CrossCheck(
+        local_model, "A shop sells pens at 17 dollars each. How much do 23 pens cost?",
+        EXECUTOR_SETTINGS.replace(temperature=0), sandbox,
+    )  # fmt: skip
+    node = Node(
+        id="solve", instruction="Solve.", inputs=["USER_TASK"], outputs={"answer": "number"}
+    )
+    passed = VerificationReport(passed=True)
+    try:
+        answer, reply = await check.solution()
+        assert answer == 391, reply
+        wrong = await check.add_to(passed, node, {"answer": 343})
+        right = await check.add_to(passed, node, {"answer": 391})
+    finally:
+        await sandbox.aclose()
+    assert not wrong.passed and [v.name for v in wrong.failures] == [NAME]
+    assert right.passed and right.verdicts[-1].outcome == "PASS"
