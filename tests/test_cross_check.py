@@ -6,6 +6,8 @@ from verimap.cross_check import NAME, agree, answer_from, numeric_answer
 from verimap.events import CROSS_CHECK, EventBus
 from verimap.llm.base import ModelError
 from verimap.plan import parse_plan
+from verimap.sandbox.base import ExecResult, Outcome
+from verimap.sandbox.process import ProcessSandbox
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld
 
 POSITIVE = {"name": "positive", "type": "python", "code": "assert outputs['total'] > 0"}
@@ -25,11 +27,19 @@ CONFIG = RunConfig(
 BY_PROGRAM = CONFIG.model_copy(update={"cross_check_by": "program"})
 
 
-def run(world, config=CONFIG, events=None):
+def run(world, config=CONFIG, events=None, sandbox=None):
     coordinator = verimap.build(
-        world.models(), InProcessSandboxDouble(), config=config, events=events
+        world.models(), sandbox or InProcessSandboxDouble(), config=config, events=events
     )
     return coordinator.run("17 pens?")
+
+
+@pytest.fixture
+async def programs():
+    """The real process backend: the check runs the model's program as the Docker one would."""
+    sandbox = ProcessSandbox(warn=False, pool_size=1)
+    yield sandbox
+    await sandbox.aclose()
 
 
 def solved_as(answer):
@@ -170,14 +180,14 @@ def totals(*answers):
     )
 
 
-async def test_a_program_solution_is_run_and_an_answer_that_agrees_passes():
+async def test_a_program_solution_is_run_and_an_answer_that_agrees_passes(programs):
     world = ScriptedWorld(
         [PLAN], totals(391), solve=program("    price = 17\n    return price * 23")
     )
     bus = EventBus()
     seen: list = []
     bus.subscribe(seen.append)
-    r = await run(world, BY_PROGRAM, events=bus)
+    r = await run(world, BY_PROGRAM, events=bus, sandbox=programs)
     assert r.status == "success" and r.answer == 391
     assert {v.name: v.outcome for v in r.nodes["solve"].verdicts}[NAME] == "PASS"
     (event,) = [e for e in seen if e.type == CROSS_CHECK]
@@ -185,9 +195,9 @@ async def test_a_program_solution_is_run_and_an_answer_that_agrees_passes():
     assert event.data["printed"] == "391"
 
 
-async def test_a_disagreement_with_a_program_names_the_program_not_its_number():
+async def test_a_disagreement_with_a_program_names_the_program_not_its_number(programs):
     world = ScriptedWorld([PLAN], totals(343, 391), solve=program("    return 17 * 23"))
-    r = await run(world, BY_PROGRAM)
+    r = await run(world, BY_PROGRAM, sandbox=programs)
     assert r.status == "success" and r.answer == 391
     (check,) = [v for v in r.nodes["solve"].attempts[0].verdicts if v.name == NAME]
     assert (
@@ -196,26 +206,26 @@ async def test_a_disagreement_with_a_program_names_the_program_not_its_number():
     assert "391" not in world.executor_prompts["solve"][1]
 
 
-async def test_a_program_breaks_a_tie_among_scattered_answers_but_not_a_repeated_one():
+async def test_a_program_breaks_a_tie_among_scattered_answers_but_not_a_repeated_one(programs):
     scattered = ScriptedWorld([PLAN], totals(343, 350, 360), solve=program("    return 17 * 23"))
-    r = await run(scattered, BY_PROGRAM)
+    r = await run(scattered, BY_PROGRAM, sandbox=programs)
     assert r.status == "failed" and not r.verified and r.answer == 391
     assert r.nodes["solve"].status == "unconfirmed"
     assert "agreed with the computed solution (391)" in r.error
     assert "the computed one on a tie" in r.error
 
     repeated = ScriptedWorld([PLAN], totals(343, 350), solve=program("    return 17 * 23"))
-    r = await run(repeated, BY_PROGRAM)
+    r = await run(repeated, BY_PROGRAM, sandbox=programs)
     assert r.status == "failed" and r.answer == 343  # 343, 350, 343: given twice
 
 
-async def test_a_program_that_does_not_run_or_has_no_function_stands_aside():
+async def test_a_program_that_does_not_run_or_has_no_function_stands_aside(programs):
     for solve in (program("    return 17 / 0"), lambda task: "17 * 23 = 391"):
         world = ScriptedWorld([PLAN], totals(343), solve=solve)
         bus = EventBus()
         seen: list = []
         bus.subscribe(seen.append)
-        r = await run(world, BY_PROGRAM, events=bus)
+        r = await run(world, BY_PROGRAM, events=bus, sandbox=programs)
         assert r.status == "success" and r.answer == 343
         assert NAME not in {v.name for v in r.nodes["solve"].verdicts}
         (event,) = [e for e in seen if e.type == CROSS_CHECK]
@@ -223,13 +233,13 @@ async def test_a_program_that_does_not_run_or_has_no_function_stands_aside():
         assert [q.role for q in world.model.requests].count("judge") == 2
 
 
-async def test_a_program_that_fails_goes_back_once_with_its_error():
+async def test_a_program_that_fails_goes_back_once_with_its_error(programs):
     replies = iter([program("    return price * 23")(""), program("    return 17 * 23")("")])
     world = ScriptedWorld([PLAN], totals(343, 391), solve=lambda task: next(replies))
     bus = EventBus()
     seen: list = []
     bus.subscribe(seen.append)
-    r = await run(world, BY_PROGRAM, events=bus)
+    r = await run(world, BY_PROGRAM, events=bus, sandbox=programs)
     assert r.status == "success" and r.answer == 391
     (check,) = [v for v in r.nodes["solve"].attempts[0].verdicts if v.name == NAME]
     assert check.outcome == "FAIL"
@@ -239,10 +249,26 @@ async def test_a_program_that_fails_goes_back_once_with_its_error():
     assert event.data["answer"] == 391 and event.data["tries"] == 2
 
 
-async def test_a_program_that_prints_on_its_own_is_read_by_its_last_line():
+async def test_a_program_that_prints_on_its_own_is_read_by_its_last_line(programs):
     world = ScriptedWorld(
         [PLAN], totals(391), solve=program("    print('working...')\n    return 391.0")
     )  # fmt: skip
-    r = await run(world, BY_PROGRAM)
+    r = await run(world, BY_PROGRAM, sandbox=programs)
     assert r.status == "success"
     assert {v.name: v.outcome for v in r.nodes["solve"].verdicts}[NAME] == "PASS"
+
+
+async def test_a_sandbox_fault_is_not_sent_to_the_model_as_the_programs_error():
+    class FaultyDouble(InProcessSandboxDouble):
+        async def run_program(self, code, *, timeout=10.0, files=None, argv=None, stdin=""):
+            return ExecResult(outcome=Outcome.SANDBOX_ERROR, message="the daemon went away")
+
+    world = ScriptedWorld([PLAN], totals(343), solve=program("    return 17 * 23"))
+    bus = EventBus()
+    seen: list = []
+    bus.subscribe(seen.append)
+    r = await run(world, BY_PROGRAM, events=bus, sandbox=FaultyDouble())
+    assert r.status == "success" and r.answer == 343  # the check stands aside
+    (event,) = [e for e in seen if e.type == CROSS_CHECK]
+    assert "the daemon went away" in event.data["error"] and event.data["tries"] == 1
+    assert [q.role for q in world.model.requests].count("judge") == 1

@@ -232,13 +232,12 @@ class Coordinator:
             best = best_unverified(plan, st.reports, st.iteration, self.config.unverified_answer)
             st.best = best or st.best
             if statuses.get(failure.node_id) == "unconfirmed":
-                check = st.cross_check
-                disputes = check is not None and check.disputes > 0
-                why = (check.why_unconfirmed() if check is not None and disputes else
+                check = st.cross_check if st.cross_check and st.cross_check.disputes else None
+                why = (check.why_unconfirmed() if check is not None else
                        f"its answers did not agree {cfg.agreement} times in "
                        f"{cfg.max_retries + cfg.agreement - 1} attempts")  # fmt: skip
                 kept = "the most frequent answer"
-                if disputes and check is not None and check.kind == "program":
+                if check is not None and check.kind == "program":
                     kept += " (the computed one on a tie)"
                 return self._result(
                     st, "failed", final=plan.final_node().id,

@@ -20,8 +20,9 @@ The independent solution is a program by default (`RunConfig.cross_check_by`): t
 where the executor errs (the same model, greedy, on the same task: the pens of the README were
 `17 * 20 = 340` and `340 + 3 = 343` in both), while a program names each quantity and lets
 Python do the arithmetic. On the 1.5B, GSM8K 140-159, programs were right on 11 of 20 tasks
-and prose replies on 6; where the two agreed (6 tasks) both were right. Because the program is computed, not reasoned, it also settles a dispute no
-attempt resolved: it counts as one more answer and wins a tie (`pick`).
+and prose replies on 6; where the two agreed (6 tasks) both were right. Because the program is
+computed, not reasoned, it also settles a dispute no attempt resolved: it counts as one more
+answer and wins a tie (`pick`).
 """
 
 from __future__ import annotations
@@ -158,8 +159,8 @@ class CrossCheck:
                     break
                 answer, ran = await self._run(text)
                 ran["tries"] = tries
-                if "error" not in ran:
-                    break
+                if "error" not in ran or ran.get("sandbox_fault"):
+                    break  # a sandbox fault is not the program's to fix
                 messages += [
                     AssistantMessage(content=text),
                     UserMessage(content=PROGRAM_FIX.format(error=ran["error"])),
@@ -178,7 +179,8 @@ class CrossCheck:
             return None, {"error": "the reply holds no function `solution()`"}
         res = await self.sandbox.run_program(code + RUN_SOLUTION, timeout=self.timeout_s)
         if res.outcome is not Outcome.PASS:
-            return None, {"error": f"{res.outcome.value}: {res.message}"[:500]}
+            error = f"{res.outcome.value}: {res.message}"[:500]
+            return None, {"error": error, "sandbox_fault": res.outcome is Outcome.SANDBOX_ERROR}
         lines = res.stdout.strip().splitlines()
         printed = lines[-1].strip() if lines else ""
         return answer_from(printed), {"printed": printed[:200]}
@@ -186,7 +188,7 @@ class CrossCheck:
     def pick(self, node: Node, disputed: list[dict[str, Any]]) -> dict[str, Any]:
         """The answer kept when no attempt agreed: the one given most often, where a computed
         solution counts as one more answer and wins a tie (attempts that scatter say less than
-        a program that ran). A prose solution is no such evidence and only reads."""
+        a program that ran). A prose solution never decides a tie."""
         best, count = plurality(disputed)
         independent = self._solution[0] if self._solution is not None else None
         answer = numeric_answer(node, best)

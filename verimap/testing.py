@@ -15,7 +15,6 @@ import json
 import linecache
 import re
 import shutil
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -53,28 +52,7 @@ class InProcessSandboxDouble(Sandbox):
         return res
 
     async def run_program(self, code, *, timeout=10.0, files=None, argv=None, stdin=""):
-        """The program in a host process of this interpreter: trusted code only (tests)."""
-        if files:
-            raise NotImplementedError("InProcessSandboxDouble runs programs without files")
-        start = time.monotonic()
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-I", "-c", code, *(argv or []),
-            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )  # fmt: skip
-        try:
-            out, err = await asyncio.wait_for(proc.communicate(stdin.encode()), timeout)
-        except TimeoutError:
-            proc.kill()
-            await proc.wait()
-            return ExecResult(outcome=Outcome.TIMEOUT, message=f"timed out after {timeout}s")
-        last = err.decode(errors="replace").strip().splitlines()
-        return ExecResult(
-            outcome=Outcome.PASS if proc.returncode == 0 else Outcome.ERROR,
-            message="" if proc.returncode == 0 else (last[-1] if last else f"exit {proc.returncode}"),
-            stdout=out.decode(errors="replace"), stderr=err.decode(errors="replace"),
-            duration_s=time.monotonic() - start,
-        )  # fmt: skip
+        raise NotImplementedError("InProcessSandboxDouble runs VFs only")
 
     async def run_tests(self, candidate_code, test_code, entry_point, *, timeout=10.0):
         raise NotImplementedError("InProcessSandboxDouble runs VFs only")
@@ -178,7 +156,8 @@ class ScriptedWorld:
     written when it returns a string (a text-only executor's reply; its `inputs` are {}).
     The judge answers `judge(node_id, criterion, outputs) -> (passed, explanation)`,
     after a free-text reasoning call, and a request to solve the whole task at once (the
-    independent-solution check) with `solve(task)`. Node instructions must be unique within a
+    independent-solution check, in prose or as a program, and a program's fix) with
+    `solve(task)`. Node instructions must be unique within a
     plan.
     """
 
