@@ -2,7 +2,7 @@
 
     python3 benchmarks/small_model.py [--model qwen2.5-coder-1.5b] [--gsm8k 20] [--humaneval 20]
         [--offset 0] [--methods bare,react,verimap] [--pens/--no-pens] [--max-retries 3] [--cross-check]
-        [--max-iterations 2] [--sandbox docker] [--runs-dir runs/bench-small-TIME] [--resume]
+        [--fresh-code-retries] [--max-iterations 2] [--sandbox docker] [--runs-dir runs/bench-small-TIME] [--resume]
         [--out eval/small-model.md]
 
 One question decides whether verimap is worth its cost on a small model: on the same tasks, with
@@ -383,7 +383,8 @@ def make_header(
         f"- sampling: {sampling}\n"
         f"- verimap: {args.max_retries} retries x {args.max_iterations} iterations, plans of at "
         f"most {config.get('max_nodes') or 'any number of'} nodes, "
-        f"agreement {args.agreement}, cross-check {cross_check(config)} "
+        f"agreement {args.agreement}, cross-check {cross_check(config)}, code retries "
+        f"{'alternate repair and fresh' if config.get('fresh_code_retries') else 'repair'} "
         f"(react is one pass by definition)\n"
         f"- run directories (results.jsonl, traces): `{runs_dir}`"
     )
@@ -485,6 +486,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     if args.cross_check is not None:
         config["cross_check"] = args.cross_check
+    if args.fresh_code_retries is not None:
+        config["fresh_code_retries"] = args.fresh_code_retries
     if args.max_nodes is not None:
         config["max_nodes"] = args.max_nodes or None
     command = sys.argv if argv is None else ["benchmarks/small_model.py", *argv]
@@ -569,6 +572,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="a final numeric answer must agree with a program's solution of the whole task "
+        "[the local-model default: on]",
+    )
+    p.add_argument(
+        "--fresh-code-retries",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="every second retry of a code node starts afresh, without the failed code "
         "[the local-model default: on]",
     )
     p.add_argument("--sandbox", default="docker", choices=KINDS)

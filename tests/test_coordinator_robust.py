@@ -216,7 +216,7 @@ def test_the_local_model_samples_retries_and_an_endpoint_keeps_its_defaults(monk
         monkeypatch.delenv(var, raising=False)
     assert local_defaults() == {
         "temperature": 0.0, "retry_temperature": 0.7, "plan_repairs": 0, "max_iterations": 2,
-        "max_nodes": 1, "require_working": True, "cross_check": True,
+        "max_nodes": 1, "require_working": True, "cross_check": True, "fresh_code_retries": True,
     }  # fmt: skip
     assert local_defaults(base_url="http://127.0.0.1:9/v1") == {}
 
@@ -359,3 +359,42 @@ async def test_plan_repairs_bound_the_planner_before_the_fallback():
     coord = verimap.build({"planner": planner, "executor": executor}, InProcessSandboxDouble(), config=config)  # fmt: skip
     r = await coord.run("What is six times seven?")
     assert r.answer == 42 and r.fallback_iterations == [1] and planner.calls == 2
+
+
+async def test_fresh_code_retries_alternate_repair_and_a_fresh_start_across_iterations():
+    returns_one = py("two", "assert 'return 2' in outputs['code'], 'f() is 1, expected 2'")
+    plan = {"nodes": [node("ex", {"code": "code"}, [returns_one])]}
+
+    def code(nid, k, inp, p):
+        return {"code": f"def f():\n    # attempt {k}\n    return {2 if k == 3 else 1}\n"}
+
+    world = ScriptedWorld([plan], code)
+    config = RunConfig(
+        fresh_code_retries=True, max_retries=2, max_iterations=3, vacuity_check=False
+    )
+    r = await run(world, config)
+    assert r.verified and r.iterations == 2 and len(r.nodes["ex"].attempts) == 4
+    prompts_ = world.executor_prompts["ex"]
+    # Failures 1 and 3 are repaired (their code shown), 2 starts afresh; the turn goes on
+    # across the iteration boundary (attempt 3 is the next plan's first).
+    shown = [
+        "# attempt 0" in prompts_[1],
+        "# attempt 1" in prompts_[2],
+        "# attempt 2" in prompts_[3],
+    ]
+    assert shown == [True, False, True]
+    fresh = prompts_[2]
+    assert "This is a new attempt" in fresh and "expected 2" in fresh
+    assert "def f()" not in fresh and "why the previous code fails" not in fresh
+    assert "why the previous code fails" in prompts_[3]
+    # Off (the paper), every retry repairs; a node whose answer is not code always does.
+    world = ScriptedWorld([plan], code)
+    await run(world, RunConfig(max_retries=5, vacuity_check=False))
+    assert all(f"# attempt {k}" in p for k, p in enumerate(world.executor_prompts["ex"][1:]))
+    plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": -k - 1 if k < 3 else 3})
+    await run(world, RunConfig(fresh_code_retries=True, vacuity_check=False, max_retries=4))
+    assert all(
+        f"-{k}" in p and "new attempt" not in p
+        for k, p in enumerate(world.executor_prompts["ex"][1:], 1)
+    )

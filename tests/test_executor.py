@@ -107,6 +107,10 @@ def test_a_code_node_is_asked_for_one_code_block_and_others_to_reason():
     )  # fmt: skip
     retry = ex.build_messages(code_node, {"USER_TASK": "def f(): ..."}, failed)[0].content
     assert retry.endswith(prompts.EXECUTOR_CODE_RETRY_CLOSING) and "expected 2" in retry
+    fresh = failed.model_copy(update={"previous_outputs": None, "fresh": True})
+    anew = ex.build_messages(code_node, {"USER_TASK": "def f(): ..."}, fresh)[0].content
+    assert anew.endswith(prompts.EXECUTOR_CODE_CLOSING) and "expected 2" in anew
+    assert "return 1" not in anew and "This is a new attempt" in anew
     assert "Think step by step." in ex.build_messages(NODE, INPUTS)[0].content
 
 

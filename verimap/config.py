@@ -89,6 +89,12 @@ class RunConfig(BaseModel):
     # decoding repeats a wrong answer word for word whatever the feedback says; sampling a retry
     # lets a sound VF choose among different answers.
     retry_temperature: float | None = None
+    # A node whose one output is code alternates how it retries: the first retry repairs the
+    # failed code, the next starts afresh, told what failed but not shown the code, and so on
+    # (False: every retry repairs, as the paper). A small model anchors on its broken code; at
+    # an equal number of attempts, fresh samples did as well as self-repair or better (Olausson
+    # et al. 2023, "Is Self-Repair a Silver Bullet for Code Generation?").
+    fresh_code_retries: bool = False
     top_p: float | None = None
     budget: Budget = Field(default_factory=Budget)
 

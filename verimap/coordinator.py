@@ -31,8 +31,8 @@ from verimap.accounting import BudgetExceeded, Ledger
 from verimap.config import RunConfig
 from verimap.cross_check import CrossCheck
 from verimap.events import Event, EventBus, JsonlTraceWriter
-from verimap.executor import TEXT_OUTPUT, Executor
-from verimap.feedback import FailureContext, Feedback
+from verimap.executor import TEXT_OUTPUT, Executor, single_code_output
+from verimap.feedback import FailureContext, Feedback, retry_feedback
 from verimap.llm.base import ModelError
 from verimap.node_context import (
     DONE,
@@ -402,6 +402,7 @@ class Coordinator:
         disputed: list[dict[str, Any]] = []  # passed every VF, but not the cross-check
         attempt = failed = 0
         final = node.id == st.plans[-1].final_node().id
+        fresh_turns = cfg.fresh_code_retries and single_code_output(node)
         # Attempts that fail count against max_retries; agreement adds up to votes - 1 more.
         while failed < cfg.max_retries and attempt < cfg.max_retries + votes - 1:
             attempt += 1
@@ -431,7 +432,7 @@ class Coordinator:
                 rec.error = out.error
                 self._emit(st, ev.ATTEMPT_RESULT, node.id, attempt, passed=False, error=out.error,
                            outputs=out.outputs, reply=out.reply())  # fmt: skip
-                feedback = Feedback(previous_outputs=out.outputs, error=out.error)
+                feedback = retry_feedback(out.outputs, rep.attempts, fresh_turns, error=out.error)
                 continue
             last_outputs = out.outputs
             verify_start = time.monotonic()
@@ -471,7 +472,7 @@ class Coordinator:
             failed += 1
             if cross_check.disputed(vr):
                 disputed.append(dict(out.outputs or {}))
-            feedback = Feedback(previous_outputs=out.outputs, failures=vr.failures)
+            feedback = retry_feedback(out.outputs, rep.attempts, fresh_turns, failures=vr.failures)
         if passing or disputed:
             rep.status = "unconfirmed"
             if passing or st.cross_check is None:

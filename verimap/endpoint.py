@@ -137,7 +137,7 @@ def default_temperature(
 def local_defaults(**endpoint: Any) -> dict[str, Any]:
     """The one place the local-model rules live: greedy first attempts and plans, sampled
     retries, no plan repair, one replan, one-node plans, worked numbers shown, numeric answers
-    cross-checked by a program. Empty for an endpoint
+    cross-checked by a program, code retries that alternate repair and a fresh start. Empty for an endpoint
     (its own, or the method's, defaults apply)."""
     if default_temperature(**endpoint) is None:
         return {}
@@ -149,6 +149,7 @@ def local_defaults(**endpoint: Any) -> dict[str, Any]:
         "max_nodes": LOCAL_MAX_NODES,
         "require_working": True,
         "cross_check": True,
+        "fresh_code_retries": True,
     }
 
 

@@ -280,7 +280,8 @@ class Executor:
             outputs=describe_outputs(node),
             feedback=feedback.render() if feedback else "",
             scope="" if final else prompts.EXECUTOR_PART,
-            closing=(prompts.EXECUTOR_CODE_RETRY_CLOSING if feedback else prompts.EXECUTOR_CODE_CLOSING)
+            closing=(prompts.EXECUTOR_CODE_RETRY_CLOSING if feedback and not feedback.fresh
+                     else prompts.EXECUTOR_CODE_CLOSING)
             if single_code_output(node)
             else prompts.EXECUTOR_CLOSING.format(
                 tool_hint=prompts.EXECUTOR_TOOL_HINT if len(self.tools) else ""

@@ -202,6 +202,12 @@ They failed verification:
 {failures}
 Correct the problems."""
 
+# A retry that starts afresh (`RunConfig.fresh_code_retries`): what failed, not the failed code.
+EXECUTOR_FEEDBACK_FRESH = """
+This is a new attempt. An earlier solution failed verification:
+{failures}
+Write a new solution from the start; do not repeat that mistake."""
+
 EXECUTOR_FINAL = """\
 Now give your final result as a JSON object with exactly these keys: {outputs}. \
 Each value has its type: a number is a plain JSON number (never an object or a sentence); code \

@@ -291,7 +291,7 @@ def test_local_model_rules_fill_only_what_the_user_left_unset(monkeypatch, capsy
     _apply_local_defaults("map-v", {}, mine)
     assert mine == {
         "max_iterations": 5, "temperature": 1.0, "plan_repairs": 0, "max_nodes": None,
-        "require_working": True, "cross_check": True,
+        "require_working": True, "cross_check": True, "fresh_code_retries": True,
     }  # fmt: skip
     said = capsys.readouterr().err
     assert "at most 5 plans per task" in said and "nodes" not in said
@@ -300,7 +300,7 @@ def test_local_model_rules_fill_only_what_the_user_left_unset(monkeypatch, capsy
     _apply_local_defaults("verimap", {}, paper)
     assert paper == {
         "temperature": 1.0, "plan_repairs": 0, "max_iterations": 2, "max_nodes": 1,
-        "require_working": True, "cross_check": True,
+        "require_working": True, "cross_check": True, "fresh_code_retries": True,
     }  # fmt: skip
     said = capsys.readouterr().err
     assert "at most 2 plans per task" in said and "retries at" not in said

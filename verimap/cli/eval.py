@@ -220,7 +220,8 @@ def _apply_local_defaults(
             f"temperature {local['temperature']}, retries at {local['retry_temperature']} (the "
             "paper's 1.0 derails small models; --temperature overrides)"
         )
-    for k in ("plan_repairs", "max_iterations", "max_nodes", "require_working", "cross_check"):
+    for k in ("plan_repairs", "max_iterations", "max_nodes", "require_working", "cross_check",
+              "fresh_code_retries"):  # fmt: skip
         if k in local:
             run_config.setdefault(k, local[k])
     said.append(f"{run_config['plan_repairs']} plan repairs")
