@@ -169,7 +169,7 @@ def test_a_worked_out_number_needs_its_calculation_shown(reply, outputs, outcome
     verdict = arithmetic.working_check([AssistantMessage(content=reply)], outputs, ROBE)
     assert (verdict.outcome if verdict else None) == outcome
     if outcome == "FAIL":
-        assert "shows no calculation" in verdict.message and verdict.type == "check"
+        assert "shows no calculation with its result" in verdict.message and verdict.type == "check"
 
 
 def test_a_tool_call_counts_as_shown_work():
@@ -193,7 +193,7 @@ async def test_with_require_working_a_bare_answer_is_retried_and_off_it_passes()
     config = RunConfig(require_working=True)
     r = await verimap.build(world.models(), InProcessSandboxDouble(), config=config).run("sheep")
     assert r.status == "success" and r.retries == 1
-    assert "shows no calculation" in world.executor_prompts["total"][1]
+    assert "shows no calculation with its result" in world.executor_prompts["total"][1]
     world = ScriptedWorld([PLAN], bare_then_shown)
     r = await verimap.build(world.models(), InProcessSandboxDouble()).run("sheep")
     assert r.status == "success" and r.retries == 0

@@ -258,8 +258,9 @@ def working_check(
         type="check",
         outcome="FAIL",
         message=f"{_show(worked[0])} is not a number the inputs give, so it was worked out, but "
-        "your reply shows no calculation. Work it out step by step, writing each calculation "
-        "with its result (for example 12 * 3 = 36), then answer again.",
+        "your reply shows no calculation with its result (an expression alone is not one). Work it "
+        "out step by step, writing each calculation with its result (for example 12 * 3 = 36), "
+        "then answer again.",
     )
 
 
