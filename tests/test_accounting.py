@@ -131,3 +131,16 @@ async def test_cached_tokens_are_recorded_apart_from_the_prompt():
     await MeteredModel(ScriptedModel([reply]), ledger).request(req())
     assert ledger.usage.roles["executor"].cached_tokens == 640
     assert ledger.usage.roles["executor"].prompt_tokens == 700
+
+
+async def test_a_call_records_the_reply_limit_the_endpoint_was_sent():
+    # The local client caps every reply (`max_tokens_cap`); the trace shows the cap, not the ask.
+    inner = ScriptedModel(["a", "b", "c"])
+    heard: list[ModelCall] = []
+    m = MeteredModel(inner, Ledger(on_call=heard.append))
+    asked = req().model_copy(update={"settings": GenerationSettings(max_tokens=2048)})
+    await m.request(asked)
+    inner.max_tokens_cap = 1024  # type: ignore[attr-defined]
+    await m.request(asked)
+    await m.request(req())
+    assert [c.max_tokens for c in heard] == [2048, 1024, 1024]

@@ -78,11 +78,15 @@ def _model_call(
     resp: ModelResponse | None = None, error: Exception | None = None,
 ) -> ModelCall:  # fmt: skip
     host, port = _server(model)
+    settings = req.settings.model_dump()
+    cap = getattr(model, "max_tokens_cap", None)  # the limit the endpoint was sent, not asked
+    if isinstance(cap, int):
+        settings["max_tokens"] = min(cap, settings["max_tokens"] or cap)
     return ModelCall(
         role=req.role, model=model.name, provider=getattr(model, "provider", type(model).__name__),
         response_model=resp.model if resp else "", server_address=host, server_port=port,
         output_type="json" if req.response_schema is not None else "text",
-        **req.settings.model_dump(),
+        **settings,
         prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
         cached_tokens=usage.cached_tokens, cost=usage.cost, duration_s=duration_s,
         finish_reason=resp.finish_reason if resp else None,
