@@ -101,14 +101,14 @@ async def reuse_vs_restart() -> None:
     print(
         f"   restart from the top   {tokens['restart']:6d} tokens ({tokens['restart_exec']} in execution)"
     )
-    print(f"   reuse / restart        {tokens['reuse'] / tokens['restart']:.1%} (goal <= 50%); "
-          f"execution only {tokens['reuse_exec'] / tokens['restart_exec']:.1%}")  # fmt: skip
+    print(f"   reuse / restart        re-execution {tokens['reuse_exec'] / tokens['restart_exec']:.1%} "
+          f"(goal <= 50%); with the replan's planner call {tokens['reuse'] / tokens['restart']:.1%}")  # fmt: skip
 
 
 class InstantExecutorDouble:
     """Answers every node at once, so only the coordinator's own work is timed."""
 
-    async def execute(self, node, inputs, feedback=None, context=None, input_types=None):
+    async def execute(self, node, inputs, feedback=None, context=None, input_types=None, **_):
         return ExecutorOutput(outputs=dict.fromkeys(node.outputs, "ok"), steps=1)
 
 

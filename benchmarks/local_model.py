@@ -102,7 +102,7 @@ async def main() -> None:
     show(f"model {choice.alias}, {info.threads} threads, n_ctx {info.n_ctx}")
     show(f"server start (until /v1/models answers): {time.monotonic() - t0:.2f} s")
     try:
-        m = OpenAIModel(choice.alias, base_url=info.base_url, local=True)
+        m = OpenAIModel(choice.alias, base_url=info.base_url, api_key=info.token, local=True)
         sp = await speeds(m)
         show(f"prompt processing: {sp['prompt_tok_s']:.0f} tok/s ({sp['prompt_tokens']} tokens)")
         show(f"generation: {sp['gen_tok_s']:.1f} tok/s ({sp['gen_tokens']} tokens, incl. first-token latency)")  # fmt: skip
@@ -118,7 +118,7 @@ async def main() -> None:
         return
     fc = server.start_server(choice.model_file, alias=choice.alias, chat_format="chatml-function-calling")  # fmt: skip
     try:
-        m = OpenAIModel(choice.alias, base_url=fc.base_url, local=True)
+        m = OpenAIModel(choice.alias, base_url=fc.base_url, api_key=fc.token, local=True)
         rows["auto/chatml-fc"] = await executor_run(m, items, tools=True)
         await m.aclose()
     finally:

@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from verimap.evals.data import read_jsonl
-from verimap.evals.methods import PLAN_ANSWER_TYPES
 from verimap.llm.double import ScriptedModel
+from verimap.methods.presets import PLAN_ANSWER_TYPES
 from verimap.planner import LLMPlanner, PlanningError
 from verimap.trace_files import read_events
 

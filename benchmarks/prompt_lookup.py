@@ -63,7 +63,7 @@ async def one_server(extra: list[str], args: argparse.Namespace) -> dict[str, li
     choice = resolve_local(args.model)
     info = server.start_server(choice.model_file, alias=choice.alias, extra_args=extra)
     try:
-        m = OpenAIModel(choice.alias, base_url=info.base_url, local=True)
+        m = OpenAIModel(choice.alias, base_url=info.base_url, api_key=info.token, local=True)
         res: dict[str, list[Any]] = {}
         for kind, req in requests(m, args):
             t0 = time.monotonic()

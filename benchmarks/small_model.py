@@ -19,233 +19,81 @@ task) to be inspected afterwards, a task that raises is logged and skipped rathe
 benchmark, and `--resume` continues an interrupted --runs-dir. The tables are rebuilt from those
 directories, so Ctrl-C (or SIGTERM) still prints and writes whatever finished.
 
-`bare` is the model with no framework: one chat call per task, free-text reasoning ending in
-"The answer is N" for GSM8K, the complete function for HumanEval, scored by the benchmark's own
-scorer (HumanEval's hidden tests run in the sandbox). `--pens` adds the README's `verimap run`
+`bare` is the model with no framework (`verimap.methods.baselines.Bare`): one chat call per task,
+free-text reasoning ending in "The answer is N" for GSM8K, the complete function for HumanEval,
+scored by the benchmark's own scorer (HumanEval's hidden tests run in the sandbox). `--pens` adds the README's `verimap run`
 example (answer 391) for every non-bare method, built like `verimap run --method M` builds it.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import json
 import shlex
-import signal
 import statistics
-import subprocess
 import sys
 import time
-import uuid
-import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verimap.cli import log_to_stderr
-from verimap.cli.eval import _own_sandbox
-from verimap.config import RunConfig
-from verimap.endpoint import LOCAL_MAX_ITERATIONS, connect, local_defaults
-from verimap.evals.data import DataSource
-from verimap.evals.methods import METHODS, method_config
-from verimap.evals.runner import ERRORS, RESULTS, ResultsLog, run_eval
-from verimap.evals.scoring import Score, score_gsm8k
-from verimap.evals.tasksets import Benchmark, EvalTask, get_benchmark
-from verimap.events import FINISH, PLAN_FALLBACK, RUN_START, Event, JsonlTraceWriter
-from verimap.llm.base import GenerationSettings, Model, ModelRequest, UserMessage, to_openai
-from verimap.result import RunResult
-from verimap.sandbox import KINDS, get_sandbox
-from verimap.sandbox.base import Sandbox
-from verimap.tools import ToolRegistry, default_tools
-from verimap.usage import EXECUTOR, UsageByRole
+from _common import (
+    Cell,
+    PensTask,
+    Row,
+    TaskWindow,
+    commit,
+    local_session,
+    read_cell,
+    run_then_report,
+    say,
+    seconds,
+)
 
-REPO = Path(__file__).resolve().parents[1]
-PENS = "A shop sells pens at 17 dollars each. How much do 23 pens cost? Give the number."
-PENS_GOLD = "391"
+from verimap.cli import log_to_stderr
+from verimap.config import RunConfig
+from verimap.endpoint import LOCAL_MAX_ITERATIONS, local_defaults
+from verimap.evals.attempt import Solver
+from verimap.evals.runner import run_eval
+from verimap.evals.tasksets import EvalTask, get_benchmark
+from verimap.llm.base import Model
+from verimap.methods.answers import BARE_PROMPTS, Kind
+from verimap.methods.baselines import Bare
+from verimap.methods.presets import METHODS, method_config
+from verimap.result import RunResult
+from verimap.sandbox import KINDS
+from verimap.usage import EXECUTOR
+
 BARE = "bare"
 # The eval task's GSM8K prompt ends with this sentence; `bare` asks its own way instead.
 GSM8K_SUFFIX = "\n\nSolve this math word problem."
-BARE_PROMPTS = {
-    "gsm8k": "{question}\n\nSolve the problem step by step. End with the line 'The answer is N.', "
-    "where N is the final number.",
-    "humaneval": "Complete this Python function. Reply with the complete function (signature and "
-    "body, with any imports it needs) in one ```python code block.\n\n```python\n{prompt}```",
-}
-BARE_EVENT = "bare_reply"
+BARE_KINDS: dict[str, Kind] = {"gsm8k": "number", "humaneval": "code"}
 
 
-# ---- task sets ----------------------------------------------------------------------------------
+# ---- the bare model -----------------------------------------------------------------------------
 
 
-class TaskWindow:
-    """A benchmark whose `tasks()` is the fixed window [offset, offset + n): the runner only knows
-    "the first N", and measuring tasks nobody tuned on needs any window. Everything else (name,
-    tools, scorer, data source) is the wrapped benchmark's, so the runner cannot tell the two apart.
-    """
-
-    def __init__(self, bench: Benchmark, offset: int, n: int):
-        self._bench, self.offset, self.n = bench, offset, n
-
-    def tasks(self) -> list[EvalTask]:
-        return self._bench.tasks()[self.offset : self.offset + self.n]
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._bench, name)
-
-
-class PensTask(Benchmark):
-    """The README's `verimap run` example as a one-task benchmark, so it runs, is traced and is
-    tallied exactly like the eval cells. Its tools and domain are the ones `verimap run --method`
-    uses (`default_tools`, math), so the numbers are those of the README command."""
-
-    name = "pens"
-    domain = "math"
-
-    def __init__(self) -> None:
-        self.source = DataSource("pens", REPO / "README.md", "readme")
-
-    def tasks(self) -> list[EvalTask]:
-        return [EvalTask("pens", self.name, PENS, PENS_GOLD)]
-
-    def tools(self, sandbox: Sandbox) -> ToolRegistry:
-        return default_tools(sandbox)
-
-    async def score(self, task: EvalTask, answer: Any, sandbox: Sandbox) -> Score:
-        return score_gsm8k(answer, task.gold)
-
-
-def bare_prompt(task: EvalTask) -> str:
-    """The one message `bare` sends: the problem itself, asked the plain way a user would."""
+def bare_task(task: EvalTask) -> str:
+    """What `bare` is given: the GSM8K question without the eval prompt's closing sentence, and
+    HumanEval's own function stub. `Bare` adds its plain request (`BARE_PROMPTS`) to either."""
     if task.benchmark == "gsm8k":
-        question = task.prompt.split(GSM8K_SUFFIX)[0]
-        return BARE_PROMPTS["gsm8k"].format(question=question)
+        return task.prompt.split(GSM8K_SUFFIX)[0]
     if task.benchmark == "humaneval":
-        return BARE_PROMPTS["humaneval"].format(prompt=task.meta["prompt"])
+        return str(task.meta["prompt"])
     return task.prompt
 
 
-def bare_solver(model: Model, temperature: float | None):
-    """A runner solver for the model alone: one chat call, the reply is the answer. It returns a
-    RunResult (unverified, one executor call) and writes the exchange as a trace, so the runner
-    records, scores and logs `bare` exactly as it does the framework methods."""
+def bare_solver(model: Model, temperature: float | None) -> Solver:
+    """A runner solver for the model alone: verimap's `bare` baseline (one call, unverified, its
+    exchange traced), so the runner records, scores and logs `bare` exactly as it does the
+    framework methods."""
+    config = RunConfig(temperature=temperature)
 
     async def solve(task: EvalTask, run: int, trace_path: Path) -> RunResult:
-        run_id = uuid.uuid4().hex[:12]
-        trace = JsonlTraceWriter(trace_path)
-        try:
-            trace(Event(type=RUN_START, run_id=run_id, data={"task": task.prompt}))
-            messages = [UserMessage(content=bare_prompt(task))]
-            t0 = time.monotonic()
-            resp = await model.request(
-                ModelRequest(
-                    messages=messages,
-                    settings=GenerationSettings(temperature=temperature),
-                    role=EXECUTOR,
-                )
-            )
-            usage = UsageByRole()
-            u = resp.usage
-            usage.add(EXECUTOR, u if u.calls else u.model_copy(update={"calls": 1}))
-            exchange = {
-                "messages": to_openai(messages),
-                "reply": resp.content,
-                "finish_reason": resp.finish_reason,
-                "usage": u.model_dump(),
-                "seconds": round(time.monotonic() - t0, 3),
-            }
-            trace(Event(type=BARE_EVENT, run_id=run_id, data=exchange))
-            trace(Event(type=FINISH, run_id=run_id, data={"status": "success"}))
-        finally:
-            trace.close()
-        return RunResult(
-            run_id=run_id,
-            task=task.prompt,
-            status="success",
-            final_node=BARE,
-            final_output={"answer": resp.content or ""},
-            usage=usage,
-            trace_path=str(trace_path),
-        )
+        kind = BARE_KINDS.get(task.benchmark, "text")
+        bare = Bare(model, None, kind=kind, config=config)
+        return await bare.run(bare_task(task), trace_path=trace_path)
 
     return solve
-
-
-# ---- rows from run directories ------------------------------------------------------------------
-
-
-@dataclass
-class Row:
-    """One finished task of one method, as the tables need it."""
-
-    task_id: str
-    correct: bool
-    wall_s: float
-    calls: int
-    prompt_tokens: int
-    completion_tokens: int
-    verified: bool = False
-    no_plan: bool = False
-    fallbacks: int = 0
-    cached_tokens: int = 0
-
-
-@dataclass
-class Cell:
-    """One (benchmark, method): its finished rows, the tasks that raised, and what went wrong
-    with the cell as a whole (a run directory that could not be used, say)."""
-
-    bench: str
-    method: str
-    rows: list[Row] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)  # task ids in errors.jsonl, never finished
-    note: str = ""
-
-
-def count_fallbacks(trace: Path) -> int | None:
-    """`plan_fallback` events in a trace: the record's own count may be missing in older records,
-    the trace always says. None when the trace cannot be read."""
-    try:
-        lines = trace.read_text(encoding="utf-8").splitlines()
-    except OSError:
-        return None
-    n = 0
-    for line in lines:
-        with contextlib.suppress(json.JSONDecodeError):
-            n += json.loads(line).get("type") == PLAN_FALLBACK
-    return n
-
-
-def row_from_record(rec: dict[str, Any], fallbacks: int | None = None) -> Row:
-    """A results.jsonl record as a Row; calls and tokens are summed over the roles."""
-    usage = (rec.get("usage") or {}).values()
-    return Row(
-        task_id=rec["task_id"],
-        correct=bool(rec.get("correct")),
-        wall_s=float(rec.get("wall_time_s", 0.0)),
-        calls=sum(int(u.get("calls", 0)) for u in usage),
-        prompt_tokens=sum(int(u.get("prompt_tokens", 0)) for u in usage),
-        completion_tokens=sum(int(u.get("completion_tokens", 0)) for u in usage),
-        cached_tokens=sum(int(u.get("cached_tokens", 0)) for u in usage),
-        verified=bool(rec.get("verified")),
-        no_plan="planning failed" in (rec.get("error") or ""),
-        fallbacks=int(rec.get("fallbacks", 0)) if fallbacks is None else fallbacks,
-    )
-
-
-def read_cell(bench: str, method: str, out: Path, order: list[str] | None = None) -> Cell:
-    """The cell as its run directory holds it now, whether the run finished or was cut short."""
-    cell = Cell(bench, method)
-    done = ResultsLog(out / RESULTS).load()
-    for rec in done.values():
-        trace = out / rec["trace"] if rec.get("trace") else None
-        cell.rows.append(row_from_record(rec, count_fallbacks(trace) if trace else None))
-    errors = ResultsLog(out / ERRORS).load()
-    cell.errors = sorted({e["task_id"] for k, e in errors.items() if k not in done})
-    if order:
-        rank = {t: i for i, t in enumerate(order)}
-        cell.rows.sort(key=lambda r: rank.get(r.task_id, len(rank)))
-    return cell
 
 
 # ---- tables -------------------------------------------------------------------------------------
@@ -254,10 +102,6 @@ def read_cell(bench: str, method: str, out: Path, order: list[str] | None = None
 def has_verification(method: str) -> bool:
     """Whether `verified` means anything for the method (bare and react check nothing)."""
     return method in METHODS and method_config(method).verification != "none"
-
-
-def seconds(s: float) -> str:
-    return f"{s / 60:.1f} min" if s >= 120 else f"{s:.1f} s"
 
 
 def generation_rate(cells: list[Cell]) -> float | None:
@@ -351,17 +195,6 @@ def render(cells: list[Cell], header: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def commit() -> str:
-    """The checkout measured: short hash, "+dirty" when the tree has changes (runs/ is ignored)."""
-
-    def git(*a: str) -> str:
-        r = subprocess.run(["git", *a], capture_output=True, text=True, cwd=REPO, check=False)
-        return r.stdout.strip()
-
-    head = git("rev-parse", "--short", "HEAD") or "unknown"
-    return head + ("+dirty" if git("status", "--porcelain") else "")
-
-
 def make_header(
     args: argparse.Namespace, config: dict[str, Any], runs_dir: Path, argv: list[str]
 ) -> str:
@@ -428,13 +261,7 @@ async def run_jobs(
 ) -> None:
     """Run every job against one server and one sandbox. A job that cannot run at all (its
     directory holds another run, say) is noted and the next one starts."""
-    me = asyncio.current_task()
-    with contextlib.suppress(NotImplementedError, RuntimeError):
-        asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: me and me.cancel())
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        sandbox = _own_sandbox(get_sandbox, args.sandbox)
-    async with sandbox, connect(model=args.model, keep_server=False) as models:
+    async with local_session(args.model, args.sandbox) as (models, sandbox):
         for job in jobs:
             t0 = time.monotonic()
             custom = job.method == BARE
@@ -459,14 +286,12 @@ async def run_jobs(
                 )
             except Exception as e:
                 notes[(job.bench, job.method)] = f"{type(e).__name__}: {e}"
-                print(f"{job.bench} {job.method}: could not run: {e}", file=sys.stderr, flush=True)
+                say(f"{job.bench} {job.method}: could not run: {e}")
                 continue
             t = outcome.tally
-            print(
+            say(
                 f"{job.bench} {job.method}: {t.correct}/{t.done} correct, {t.errors} error(s), "
-                f"{time.monotonic() - t0:.0f} s",
-                file=sys.stderr,
-                flush=True,
+                f"{time.monotonic() - t0:.0f} s"
             )
 
 
@@ -494,38 +319,22 @@ def main(argv: list[str] | None = None) -> int:
     header = make_header(args, config, runs_dir, ["python3", *command])
     jobs = plan_jobs(args, methods, runs_dir)
     notes: dict[tuple[str, str], str] = {}
-    code = 0
     t0 = time.monotonic()
-    try:
-        asyncio.run(run_jobs(args, jobs, config, notes))
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        print(
-            "\ninterrupted: the tables hold what finished; continue with the same command "
-            f"plus --runs-dir {runs_dir} --resume",
-            file=sys.stderr,
-        )
-        code = 130
-    except Exception as e:  # no server, no sandbox: nothing could run
-        print(f"error: {type(e).__name__}: {e}", file=sys.stderr)
-        code = 1
-    finally:
+
+    def report(interrupted: bool) -> str:
         cells = []
         for job in jobs:
             order = [t.id for t in job.tasks.tasks()]
             cell = read_cell(job.bench, job.method, job.out, order)
             cell.note = notes.get((job.bench, job.method), "")
             cells.append(cell)
-        header += f"\n- benchmark wall time: {seconds(time.monotonic() - t0)}"
-        if code == 130:
-            header += " (interrupted: unfinished tasks are missing)"
-        table = render(cells, header)
-        print(table)
-        if args.out:
-            out = Path(args.out)
-            out.parent.mkdir(parents=True, exist_ok=True)
-            out.write_text(table, encoding="utf-8")
-            print(f"written to {out}", file=sys.stderr)
-    return code
+        wall = f"\n- benchmark wall time: {seconds(time.monotonic() - t0)}"
+        if interrupted:
+            wall += " (interrupted: unfinished tasks are missing)"
+        return render(cells, header + wall)
+
+    hint = f"the same command plus --runs-dir {runs_dir} --resume"
+    return run_then_report(run_jobs(args, jobs, config, notes), report, args.out, hint)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -1,10 +1,19 @@
+import asyncio
+
 import pytest
 
-from verimap.accounting import BudgetExceeded, Ledger, MeteredModel, ModelCall, metered
+from verimap.accounting import (
+    BudgetExceeded,
+    Ledger,
+    MeteredModel,
+    ModelCall,
+    UnpricedModel,
+    metered,
+)
 from verimap.config import Budget
 from verimap.llm.base import GenerationSettings, Model, ModelError, ModelRequest, ModelResponse
 from verimap.testing import ScriptedModel
-from verimap.usage import Usage
+from verimap.usage import Price, Usage, cost_of, price_known
 
 
 def req(role="executor"):
@@ -144,3 +153,82 @@ async def test_a_call_records_the_reply_limit_the_endpoint_was_sent():
     await m.request(asked)
     await m.request(req())
     assert [c.max_tokens for c in heard] == [2048, 1024, 1024]
+
+
+async def test_a_call_cut_off_by_a_timeout_counts_as_failed_with_its_prompt_tokens():
+    # Before, a cancelled call left no trace: a run cut off mid-call had no usage for its role.
+    heard: list[ModelCall] = []
+    ledger = Ledger(on_call=heard.append)
+    m = MeteredModel(ScriptedModel(["never"], latency_s=30), ledger)
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(m.request(req("executor")), timeout=0.05)
+    used = ledger.usage.roles["executor"]
+    assert (used.calls, used.failed_calls, used.completion_tokens) == (1, 1, 0)
+    assert 100 <= used.prompt_tokens <= 120  # 400 characters sent, about 4 a token
+    (call,) = heard
+    assert call.error_type == "CallCancelled" and call.prompt_tokens == used.prompt_tokens
+    assert not ledger.faults  # a cut-off call is the budget's doing, not the infrastructure's
+
+
+async def test_a_run_cut_off_mid_call_reports_the_role_it_was_calling():
+    import verimap
+    from verimap.config import RunConfig
+    from verimap.fixed_planners import TemplatePlanner
+    from verimap.testing import InProcessSandboxDouble
+
+    plan = {"nodes": [{"id": "a", "instruction": "do a", "inputs": ["USER_TASK"],
+                       "outputs": ["x"], "verification": []}]}  # fmt: skip
+    slow = ScriptedModel(lambda r: "never", latency_s=30)
+    run = verimap.build(
+        {"executor": slow, "judge": slow}, InProcessSandboxDouble(),
+        config=RunConfig(budget=Budget(timeout_s=0.3)), planner=TemplatePlanner(plan),
+    )  # fmt: skip
+    r = await asyncio.wait_for(run.run("task"), timeout=10)
+    assert r.status == "budget_exhausted"
+    assert r.usage.roles["executor"].failed_calls >= 1
+    assert r.usage.roles["executor"].prompt_tokens > 0
+
+
+@pytest.mark.parametrize(
+    ("model", "at_least"),
+    [("gpt-4o", 2.5), ("gpt-4.1-mini", 0.4), ("gpt-4.1-nano", 0.1), ("claude-sonnet-4-5", 3.0)],
+)
+def test_well_known_models_cost_their_list_price(model, at_least):
+    # The hand-kept table priced gpt-4o and Claude at $0, and gpt-4.1-mini/nano as gpt-4.1.
+    million_in = cost_of(Usage(prompt_tokens=1_000_000), model)
+    assert price_known(model) and million_in >= at_least
+    assert million_in != cost_of(Usage(prompt_tokens=1_000_000), "gpt-4.1") or model == "gpt-4.1"
+
+
+def test_a_callers_own_price_wins_and_an_unknown_model_is_not_free():
+    own = {"my-finetune": Price(input=1.0, output=2.0)}
+    used = Usage(prompt_tokens=1_000_000, completion_tokens=1_000_000)
+    assert cost_of(used, "my-finetune", own) == 3.0 and price_known("my-finetune", own)
+    assert not price_known("my-finetune") and cost_of(used, "my-finetune") == 0.0
+
+
+async def test_a_cost_budget_on_a_model_with_no_known_price_is_an_error_that_says_so():
+    m = ScriptedModel(["never"], name="my-finetune")
+    metered_m = MeteredModel(m, Ledger(Budget(max_cost=1.0)))
+    with pytest.raises(UnpricedModel, match=r"no price is known for model 'my-finetune'") as ei:
+        await metered_m.request(req())
+    assert ei.value.limit == "max_cost" and m.calls == 0
+    # Without a cost budget, or with a price, the same model may be called.
+    await MeteredModel(ScriptedModel(["ok"], name="my-finetune"), Ledger()).request(req())
+    priced = ScriptedModel(["ok"], name="my-finetune", prices={"my-finetune": Price(input=1, output=1)})  # fmt: skip
+    await MeteredModel(priced, Ledger(Budget(max_cost=1.0))).request(req())
+
+
+async def test_a_run_with_a_cost_budget_on_an_unpriced_model_stops_before_its_first_call():
+    import verimap
+    from verimap.config import RunConfig
+    from verimap.testing import InProcessSandboxDouble
+
+    m = ScriptedModel(["never"], name="my-finetune")
+    run = verimap.build(
+        {"planner": m, "executor": m}, InProcessSandboxDouble(),
+        config=RunConfig(budget=Budget(max_cost=0.5)),
+    )  # fmt: skip
+    r = await run.run("task")
+    assert r.status == "budget_exhausted" and m.calls == 0
+    assert "no price is known for model 'my-finetune'" in (r.error or "")

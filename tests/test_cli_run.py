@@ -115,10 +115,10 @@ def test_run_bad_input(world, tmp_path):
 
 
 def test_run_as_an_eval_method_uses_its_presets(monkeypatch, tmp_path):
-    from verimap.evals.methods import build_coordinator
+    from verimap.methods.presets import build_runner
     from verimap.testing import InProcessSandboxDouble
 
-    react = build_coordinator("react", {"executor": None}, InProcessSandboxDouble(), None)
+    react = build_runner("react", {"executor": None}, InProcessSandboxDouble(), None)
     w = ScriptedWorld([react.planner._plan], lambda nid, k, inp, p: {"answer": 42})
 
     @asynccontextmanager
@@ -166,7 +166,9 @@ def test_an_endpoint_outage_exits_4_not_as_a_failed_task(monkeypatch, tmp_path):
     monkeypatch.setattr(run_mod, "_connect", down)
     r = invoke("Double 21", "--sandbox", "process", "--trace-dir", str(tmp_path), "-q")
     assert r.exit_code == run_mod.EXIT_INFRA == 4, r.output
-    assert "infrastructure error:" in r.stdout and f"{url} is unreachable" in r.stdout
+    # The endpoint is named by host and port only: a URL's path and userinfo stay out.
+    host = url.removeprefix("http://").removesuffix("/v1")
+    assert "infrastructure error:" in r.stdout and f"endpoint {host} is unreachable" in r.stdout
     assert "sk-test-secret-77" not in r.output
     r = invoke("Double 21", "--json", "--sandbox", "process", "--trace-dir", str(tmp_path))
     assert r.exit_code == 4 and json.loads(r.stdout)["error_kind"] == "infrastructure"
@@ -233,10 +235,22 @@ def test_the_local_model_plans_small_and_at_most_twice_unless_told(world, tmp_pa
 
     local = config_of()
     assert (local["max_iterations"], local["plan_repairs"], local["temperature"]) == (2, 0, 0.0)
-    assert local["max_nodes"] == 1 and local["require_working"] is True
+    assert local["max_nodes"] == 1 and "answer_agreement" in local["checks"]
     assert config_of("--max-iterations", "4")["max_iterations"] == 4
     assert config_of("--max-nodes", "0")["max_nodes"] is None
     assert config_of("--max-nodes", "5")["max_nodes"] == 5
     remote = config_of("--model", "gpt-4o-mini")
     assert (remote["max_iterations"], remote["plan_repairs"], remote["max_nodes"]) == (5, 3, None)
-    assert remote["require_working"] is False
+    assert remote["checks"] == ["arithmetic"]
+
+
+def test_a_cost_budget_on_a_model_with_no_known_price_is_refused_before_any_call(monkeypatch):
+    """A cost the price table does not know would be counted as $0: the budget could never trip."""
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    res = invoke(
+        "--base-url", "http://127.0.0.1:9/v1", "--model", "no-such-model-anywhere",
+        "--max-cost", "0.5", "What is 2 + 2?",
+    )  # fmt: skip
+    assert res.exit_code == 2, res.output
+    assert "no price is known for no-such-model-anywhere" in res.output
+    assert "--max-cost" in res.output

@@ -117,26 +117,51 @@ async def test_full_run_terminates_with_a_complete_report(local_models, tmp_path
 
 
 async def test_the_independent_solution_is_a_program_the_sandbox_runs(local_model):
-    """The cross-check's program path end to end: the real model writes `solution()`, a real
-    sandbox runs it, and the number it returns judges a wrong and a right total."""
-    from verimap.cross_check import NAME, CrossCheck
-    from verimap.result import VerificationReport
+    """The answer-agreement check's program path end to end: the real model writes
+    `solution()`, a real sandbox runs it, and the number it returns judges a wrong and a right
+    total (a quorum of two: the attempt and one greedy program)."""
+    from verimap.checks.answer_agreement import AnswerAgreement
+    from verimap.checks.base import CheckTools, Submission
+    from verimap.checks.programs import write_program
+    from verimap.run_context import RunContext
 
+    task = "A shop sells pens at 17 dollars each. How much do 23 pens cost?"
     sandbox = process_sandbox()
-    check = CrossCheck(
-        local_model, "A shop sells pens at 17 dollars each. How much do 23 pens cost?",
-        EXECUTOR_SETTINGS.replace(temperature=0), sandbox,
-    )  # fmt: skip
+    settings = EXECUTOR_SETTINGS.replace(temperature=0)
+    tools = CheckTools(sandbox=sandbox, model=local_model, settings=settings)
     node = Node(
         id="solve", instruction="Solve.", inputs=["USER_TASK"], outputs={"answer": "number"}
     )
-    passed = VerificationReport(passed=True)
+    check = AnswerAgreement(quorum=2, max_programs=1)
     try:
-        answer, reply = await check.solution()
-        assert answer == 391, reply
-        wrong = await check.add_to(passed, node, {"answer": 343})
-        right = await check.add_to(passed, node, {"answer": 391})
+        run = await write_program(local_model, task, sandbox, settings)
+        assert run.answer == 391, run.reply
+        wrong = await check.check(Submission(task, node, {}, {"answer": 343}), tools, RunContext())
+        right = await check.check(Submission(task, node, {}, {"answer": 391}), tools, RunContext())
     finally:
         await sandbox.aclose()
-    assert not wrong.passed and [v.name for v in wrong.failures] == [NAME]
-    assert right.passed and right.verdicts[-1].outcome == "PASS"
+    assert wrong is not None and wrong.outcome == "FAIL"
+    assert right is not None and right.outcome == "PASS" and right.strength == "strong"
+
+
+async def test_the_default_local_path_answers_a_two_step_task_right_and_verified(local_models):
+    """The local rules as `verimap run` applies them: one node, greedy first attempt, and an
+    answer verified only when programs written independently for the task agree with it."""
+    from verimap.endpoint import local_defaults
+
+    sandbox = process_sandbox()
+    config = RunConfig.model_validate(
+        {**local_defaults(), "budget": Budget(max_llm_calls=16, timeout_s=300)}
+    )
+    coord = verimap.build(local_models, sandbox, config=config)
+    try:
+        r = await coord.run(
+            "A shop sells pens at 3 dollars each. Ana buys 4 pens and pays with a 20 dollar "
+            "bill. How much change does she get?"
+        )
+    finally:
+        await sandbox.aclose()
+    checks = {v.name: v.outcome for v in r.nodes["solve"].verdicts}
+    assert r.status == "success" and r.answer == 8, (r.status, r.answer, r.error, checks)
+    assert r.verified, r.unverified_reason
+    assert checks["answer_agreement"] == "PASS"

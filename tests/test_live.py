@@ -162,7 +162,8 @@ async def test_hostile_text_is_shown_not_obeyed():
     text = out.getvalue()
     assert "b #1: vf y_pos FAIL - y must be positive" in text and "b: retry 1" in text
     assert not any(c < " " and c != "\n" for c in text), "control characters in the plain log"
-    assert clean("a\x1b[31m\n\tb\x9bc", 100) == "a [31m b c"
+    # Whole sequences go, not just their ESC: no "[31m" left to read.
+    assert clean("a\x1b[31m\n\tb\x9bc", 100) == "a b"
 
 
 async def test_render_run_on_a_terminal():

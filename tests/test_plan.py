@@ -120,7 +120,7 @@ def test_vf_kind_is_inferred_when_type_is_missing_and_named_when_unknown():
     assert [v.type for v in p.nodes[0].verification] == ["python", "llm"]
     bad = problems({"nodes": [node("a", vfs=[{"name": "p", "type": "sql", "code": "x"}])]})
     assert bad == [
-        'node \'a\' verification.0: a VF needs "type": "python" (with "code") or "llm" (with "content")'
+        'node \'a\' verification.0: a VF needs "type": "python" (with "code"), "llm" (with "content") or "check" (with "check", the name of a built-in check)'
     ]
 
 
@@ -139,3 +139,10 @@ def test_schema_makes_constrained_models_write_vf_types_and_reference_inputs():
 def test_bare_input_name_gets_a_suggestion_when_one_node_outputs_it():
     p = problems({"nodes": [node("a", outputs=["g"]), node("b", inputs=["g"], outputs=["z"])]})
     assert "node 'b': input 'g' must be 'USER_TASK' or '<node_id>.<var>'; did you mean 'a.g'?" in p
+
+
+@pytest.mark.parametrize("bad_id", ["a\n", "a\r\n", "\na", "a b"])
+def test_a_node_id_with_a_newline_is_not_an_identifier(bad_id):
+    # `re.match` with `$` accepted "a\n": ids reach file names, HTML and prompts, so match whole.
+    probs = problems({"nodes": [node(bad_id)]})
+    assert f"node id {bad_id!r} must be an identifier (letters, digits, _ or -)" in probs

@@ -6,11 +6,12 @@ also when it failed. The run's `RunContext` (`verimap.run_context`) hands its co
 their metered models, so the ledger is passed, never looked up. A budget is checked
 *before* a call, so a run never starts a call that would cross a limit. Each call is also
 heard as a `ModelCall`, so a run's trace (and its OpenTelemetry spans) see every call the
-budget sees.
+budget sees, also one cut off by a timeout or the budget's clock: the prompt was sent.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable
 from typing import Any, Literal
@@ -20,8 +21,14 @@ from pydantic import BaseModel
 
 from verimap.config import Budget
 from verimap.errors import VerimapError
-from verimap.llm.base import Model, ModelError, ModelRequest, ModelResponse
-from verimap.usage import Usage, UsageByRole
+from verimap.llm.base import (
+    Model,
+    ModelError,
+    ModelRequest,
+    ModelResponse,
+    estimate_prompt_tokens,
+)
+from verimap.usage import Usage, UsageByRole, cost_of, price_known
 
 
 class BudgetExceeded(VerimapError, RuntimeError):
@@ -30,6 +37,36 @@ class BudgetExceeded(VerimapError, RuntimeError):
     def __init__(self, limit: str, message: str):
         super().__init__(message)
         self.limit = limit
+
+
+class UnpricedModel(BudgetExceeded):
+    """A cost budget on a model whose price is unknown: its calls would be counted at $0, and
+    the budget would never trip. Raised before the model's first call."""
+
+    def __init__(self, model: str):
+        super().__init__(
+            "max_cost",
+            f"cost budget cannot be enforced: no price is known for model {model!r} "
+            "(genai-prices has none); drop --max-cost/max_cost, or budget calls, tokens or time",
+        )
+        self.model = model
+
+
+def has_known_price(model: Model) -> bool:
+    """Whether the cost of `model`'s calls is known (the local model's is: it is free). A model
+    may say so itself (`price_known`); otherwise its name is looked up, with its own `prices`."""
+    known = getattr(model, "price_known", None)
+    if isinstance(known, bool):
+        return known
+    return price_known(model.name, getattr(model, "prices", None))
+
+
+def _cost(model: Model, usage: Usage) -> float:
+    """What `usage` on `model` costs, as the model prices it (`cost_of`) or by its name."""
+    own = getattr(model, "cost_of", None)
+    if callable(own):
+        return float(own(usage))
+    return cost_of(usage, model.name, getattr(model, "prices", None))
 
 
 class ModelCall(BaseModel):
@@ -99,6 +136,10 @@ def _model_call(
 OnCall = Callable[[ModelCall], None]
 
 
+class CallCancelled(Exception):
+    """How a cancelled call appears in its `ModelCall` (`error_type` "CallCancelled")."""
+
+
 class Ledger:
     """Usage per role for one run, checked against a `Budget`."""
 
@@ -140,6 +181,11 @@ class Ledger:
             raise BudgetExceeded(
                 "timeout_s", f"wall-clock budget exhausted: {self.elapsed_s:.1f}s of {b.timeout_s}s"
             )
+
+    def check_price(self, model: Model) -> None:
+        """Raise `UnpricedModel` if a cost budget is set and `model`'s price is unknown."""
+        if self.budget.max_cost is not None and not has_known_price(model):
+            raise UnpricedModel(model.name)
 
     def record(self, role: str, usage: Usage, call: ModelCall | None = None) -> None:
         self.usage.add(role, usage)
@@ -190,9 +236,13 @@ class MeteredModel:
     async def request(self, req: ModelRequest) -> ModelResponse:
         ledger, model = self.ledger, self.inner
         ledger.check(req.role)
+        ledger.check_price(model)
         start = time.monotonic()
         try:
             resp = await model.request(req)
+        except asyncio.CancelledError as e:
+            self._record_cancelled(req, time.monotonic() - start, e)
+            raise
         except ModelError as e:
             call = _model_call(model, req, e.usage, time.monotonic() - start, error=e)
             self._record(req.role, e.usage, call)
@@ -205,6 +255,18 @@ class MeteredModel:
             req.role, usage, _model_call(model, req, usage, time.monotonic() - start, resp)
         )
         return resp
+
+    def _record_cancelled(
+        self, req: ModelRequest, duration_s: float, e: asyncio.CancelledError
+    ) -> None:
+        """A call cut off (a run's timeout, a cancelled sibling) was sent and may be billed: it
+        counts as a failed call with its prompt's tokens, estimated as the server never said."""
+        model = self.inner
+        usage = Usage(calls=1, failed_calls=1, prompt_tokens=estimate_prompt_tokens(req))
+        usage.cost = _cost(model, usage)
+        why = f"cancelled before the model answered{f': {e}' if str(e) else ''}"
+        call = _model_call(model, req, usage, duration_s, error=CallCancelled(why))
+        self._record(req.role, usage, call)
 
 
 def metered(model: Model, ledger: Ledger, *, on_call: OnCall | None = None) -> MeteredModel:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
+
+from verimap.check_names import ARITHMETIC, BUILTIN_CHECKS
 
 
 class Budget(BaseModel):
@@ -33,23 +35,11 @@ class RunConfig(BaseModel):
     # of named, typed input values. Python VFs read named outputs, so they need it True.
     structured_io: bool = True
     vf_timeout_s: float = 10.0
-    # Recompute every calculation an executor writes out (`a + b = c`) and fail the attempt on a
-    # wrong one, as a `check` verdict beside the VFs (beyond the paper; only with verification
-    # "full"). Property VFs cannot see a slipped sum that becomes the answer.
-    check_arithmetic: bool = True
-    # A number an executor worked out (it is not among its inputs' numbers) must come with its
-    # calculation written out, or the attempt fails (a `check` verdict, with check_arithmetic).
-    # Off by default; on for the local models, whose final node sometimes answers with a bare
-    # JSON object and a wrong number (GSM8K/1 on the 1.5B: 2 + 1 bolts answered 5, r48, r54).
-    require_working: bool = False
-    # A final answer that is one number must agree with the answer the judge model gives when
-    # it solves the whole task in one reply, without the plan (a `check` verdict; beyond the
-    # paper, only with verification "full"). Property VFs cannot see a wrong decomposition, and a
-    # solution without the plan errs elsewhere. One judge call per run (see `cross_check.py`).
-    cross_check: bool = False
-    # The independent solution: a program the sandbox runs (its arithmetic is Python's, and it
-    # settles a tie among disputed answers), or a reply in prose (as the judge reasons).
-    cross_check_by: Literal["program", "reply"] = "program"
+    # Built-in checks (`verimap.checks`) run beside the plan's VFs wherever they apply, only
+    # with verification "full" (beyond the paper; a plan may also ask for one by name). The
+    # default recomputes every calculation an executor writes out: property VFs cannot see a
+    # slipped sum that became the answer.
+    checks: list[str] = Field(default_factory=lambda: [ARITHMETIC])
     # Probe Python VFs with null and absurd outputs before a plan runs; drop those that pass both.
     vacuity_check: bool = True
     # The planner works the task out in free text before it writes a plan (off: as the paper).
@@ -107,8 +97,13 @@ class RunConfig(BaseModel):
             )
         return self
 
-    @property
-    def checks_independently(self) -> bool:
-        """Whether `cross_check` takes effect: it stands beside the plan's VFs, so a method
-        without them (react, map, map-v) has no check to add it to."""
-        return self.cross_check and self.verification == "full"
+    @field_validator("checks")
+    @classmethod
+    def _known_checks(cls, v: list[str]) -> list[str]:
+        unknown = [c for c in v if c not in BUILTIN_CHECKS]
+        if unknown:
+            raise ValueError(
+                f"unknown check(s) {', '.join(map(repr, unknown))}; the built-in checks are: "
+                f"{', '.join(BUILTIN_CHECKS)}"
+            )
+        return list(dict.fromkeys(v))

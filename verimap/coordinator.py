@@ -17,23 +17,17 @@ from __future__ import annotations
 import asyncio
 import heapq
 import time
-import traceback
-import uuid
 from collections import Counter
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from verimap import arithmetic, cross_check
 from verimap import events as ev
-from verimap.accounting import BudgetExceeded, Ledger
 from verimap.config import RunConfig
-from verimap.cross_check import CrossCheck
-from verimap.events import Event, EventBus, JsonlTraceWriter
+from verimap.events import EventBus
 from verimap.executor import TEXT_OUTPUT, Executor, single_code_output
 from verimap.feedback import FailureContext, Feedback, retry_feedback
-from verimap.llm.base import ModelError
 from verimap.node_context import (
     DONE,
     best_unverified,
@@ -50,7 +44,8 @@ from verimap.plan_checks import node_work
 from verimap.planner import Planner, PlanningError
 from verimap.result import AttemptReport, ErrorKind, NodeReport, RunResult, RunStatus, clip
 from verimap.run_context import RunContext, with_ctx
-from verimap.sandbox.base import Outcome, SandboxUnavailable
+from verimap.run_scope import RunScope
+from verimap.sandbox.base import Outcome
 from verimap.vacuity import without_vacuous_vfs
 from verimap.verifier import Verifier
 
@@ -77,12 +72,13 @@ class _RunState:
         self.best: dict[str, Any] | None = None
         # Verdicts the sandbox could not give (SANDBOX_ERROR), which the verifier counts as fails.
         self.faults: list[str] = []
-        self.cross_check: CrossCheck | None = None
-
-
-def _of_run(run_id: str, writer: JsonlTraceWriter, event: Event) -> None:
-    if event.run_id == run_id:
-        writer(event)
+        # Why a verified node's answer is not confirmed (None: it is), by content key, so a node
+        # reused after a replan keeps what its verification showed.
+        self.unconfirmed: dict[str, str | None] = {}
+        # The checks that disputed the final answer, for the run's message.
+        self.disputes: list[str] = []
+        # The final node of the plan being run (found once: finding it walks the whole plan).
+        self.final = ""
 
 
 class Coordinator:
@@ -123,74 +119,18 @@ class Coordinator:
     async def run(
         self, task: str, *, run_id: str | None = None, trace_path: str | Path | None = None
     ) -> RunResult:
-        run_id = run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
-        ledger = Ledger(self.config.budget)
-        ctx = RunContext(run_id=run_id, sink=self.events.emit, ledger=ledger, settings=self.config)
-        st = _RunState(run_id, task, ctx)
-        st.cross_check = CrossCheck.for_run(self.config, self.verifier, task)
-        if trace_path is None and self.trace_dir is not None:
-            trace_path = self.trace_dir / f"{st.run_id}.jsonl"
-        writer = JsonlTraceWriter(trace_path) if trace_path is not None else None
-        # The bus may be shared by runs in progress at once: the trace keeps this run's events.
-        unsubscribe = self.events.subscribe(partial(_of_run, run_id, writer)) if writer else None
-        start = time.monotonic()
-        result: RunResult
-        try:
-            self._emit(st, ev.RUN_START, task=task, config=self.config.model_dump(mode="json"))
-            timeout = self.config.budget.timeout_s
-            deadline = asyncio.timeout(timeout)
-            try:
-                async with deadline:
-                    result = await self._run(st)
-            except TimeoutError as e:
-                if deadline.expired():
-                    result = self._result(
-                        st,
-                        "budget_exhausted",
-                        error=f"wall-clock budget of {timeout}s exhausted",
-                    )
-                else:
-                    self._emit(
-                        st,
-                        ev.ERROR,
-                        error=f"TimeoutError: {e}",
-                        traceback=traceback.format_exc(),
-                    )
-                    result = self._result(st, "failed", error=f"internal error: TimeoutError: {e}")
-            except BudgetExceeded as e:
-                result = self._result(st, "budget_exhausted", error=str(e))
-            except (PlanningError, PlanError) as e:
-                result = self._result(st, "failed", error=f"planning failed: {e}")
-            except (ModelError, SandboxUnavailable) as e:
-                what = "model error" if isinstance(e, ModelError) else "sandbox unavailable"
-                result = self._result(
-                    st, "failed", error=f"{what}: {e}", error_kind="infrastructure"
-                )
-            except Exception as e:  # a bug in a custom component must still yield a report
-                tb = traceback.format_exc()
-                self._emit(st, ev.ERROR, error=f"{type(e).__name__}: {e}", traceback=tb)
-                result = self._result(
-                    st, "failed", error=f"internal error: {type(e).__name__}: {e}"
-                )
-            result.blame_infrastructure([*ledger.faults, *st.faults])
-            if result.status == "budget_exhausted":
-                self._emit(st, ev.BUDGET, error=result.error)
-            result.usage = ledger.usage.model_copy(deep=True)
-            result.wall_time_s = time.monotonic() - start
-            result.trace_path = str(trace_path) if trace_path is not None else None
-            self._emit(
-                st, ev.FINISH, status=result.status, final_output=result.final_output, error=result.error,
-                error_kind=result.error_kind,
-                iterations=result.iterations, retries=result.retries,
-                usage=result.usage.model_dump(mode="json"), wall_time_s=result.wall_time_s,
-            )  # fmt: skip
-            await self.events.drain()
-        finally:
-            if unsubscribe:
-                unsubscribe()
-            if writer:
-                writer.close()
-        return result
+        scope = RunScope(
+            task, self.config, self.events, run_id=run_id, trace_path=trace_path,
+            trace_dir=self.trace_dir,
+        )  # fmt: skip
+        st = _RunState(scope.run_id, task, scope.ctx)
+        return await scope.run(
+            partial(self._run, st),
+            partial(self._result, st),
+            failures={PlanningError: "planning failed", PlanError: "planning failed"},
+            faults=lambda: st.faults,
+            at=lambda: self._ctx(st),
+        )
 
     def run_sync(self, task: str, **kw: Any) -> RunResult:
         """Blocking wrapper for scripts and notebooks without a running loop."""
@@ -200,15 +140,25 @@ class Coordinator:
     def _result(self, st: _RunState, status: RunStatus, *, final: str | None = None,
                 final_output: dict | None = None, error: str | None = None,
                 error_kind: ErrorKind | None = None) -> RunResult:  # fmt: skip
-        verified = status == "success"
+        why = self._why_unverified(st, status, final)
         if final_output is None and status != "budget_exhausted":
             final_output = st.best
         return RunResult(
             run_id=st.run_id, task=st.task, status=status, final_node=final, final_output=final_output,
             nodes=st.reports, iterations=st.iteration, retries=st.retries, plans=list(st.plans), error=error,
-            verified=verified, fallback_iterations=list(st.fallbacks), dropped_vfs=list(st.dropped),
-            error_kind=error_kind,
+            verified=why is None, unverified_reason=why, fallback_iterations=list(st.fallbacks),
+            dropped_vfs=list(st.dropped), error_kind=error_kind,
         )  # fmt: skip
+
+    def _why_unverified(self, st: _RunState, status: RunStatus, final: str | None) -> str | None:
+        """None when the run's answer is verified: every node passed, and the final one on
+        evidence (a strong check passed); else why not."""
+        if self.config.verification == "none":
+            return "the method runs no verification"
+        if status != "success" or final is None:
+            return f"the run ended {status}"
+        rep = st.reports.get(final)
+        return rep.unconfirmed if rep is not None else "the final node did not run"
 
     async def _run(self, st: _RunState) -> RunResult:
         cfg = self.config
@@ -232,13 +182,11 @@ class Coordinator:
             best = best_unverified(plan, st.reports, st.iteration, self.config.unverified_answer)
             st.best = best or st.best
             if statuses.get(failure.node_id) == "unconfirmed":
-                check = st.cross_check if st.cross_check and st.cross_check.disputes else None
-                why = (check.why_unconfirmed() if check is not None else
-                       f"its answers did not agree {cfg.agreement} times in "
+                disputes = sorted(set(st.disputes))
+                why = (f"{' and '.join(disputes)} did not confirm any of its answers" if disputes
+                       else f"its answers did not agree {cfg.agreement} times in "
                        f"{cfg.max_retries + cfg.agreement - 1} attempts")  # fmt: skip
-                kept = "the most frequent answer"
-                if check is not None and check.kind == "program":
-                    kept += " (the computed one on a tie)"
+                kept = "the answer most solutions gave"
                 return self._result(
                     st, "failed", final=plan.final_node().id,
                     final_output=st.reports[failure.node_id].outputs,
@@ -306,6 +254,7 @@ class Coordinator:
 
     async def _run_plan(self, st: _RunState, plan: Plan):
         cfg = self.config
+        st.final = plan.final_node().id
         order = {nid: i for i, nid in enumerate(plan.topological_order())}
         by_id = plan.by_id
         parents: dict[str, set[str]] = {nid: set() for nid in by_id}
@@ -340,7 +289,7 @@ class Coordinator:
                         if src in by_id
                         for ref in (f"{src}.{var}",)
                     }
-                    votes = votes_needed(plan, node, self.config)
+                    votes = votes_needed(node, nid == st.final, self.config)
                     task = asyncio.create_task(
                         self._run_node(st, node, inputs, context, types, votes)
                     )
@@ -392,6 +341,7 @@ class Coordinator:
         key = content_key(node, inputs, context)
         if key in st.cache:
             rep.status, rep.outputs = "reused", dict(st.cache[key])
+            rep.unconfirmed = st.unconfirmed.get(key)
             self._emit(st, ev.NODE_REUSED, node.id, outputs=rep.outputs)
             return rep, inputs
         rep.status = "pending"
@@ -399,9 +349,9 @@ class Coordinator:
         feedback: Feedback | None = st.carry.pop(node.id, None)
         last_outputs: dict[str, Any] | None = None
         passing: list[dict[str, Any]] = []
-        disputed: list[dict[str, Any]] = []  # passed every VF, but not the cross-check
+        disputed: list[dict[str, Any]] = []  # passed every VF, but a check disputed it
         attempt = failed = 0
-        final = node.id == st.plans[-1].final_node().id
+        final = node.id == st.final
         fresh_turns = cfg.fresh_code_retries and single_code_output(node)
         # Attempts that fail count against max_retries; agreement adds up to votes - 1 more.
         while failed < cfg.max_retries and attempt < cfg.max_retries + votes - 1:
@@ -436,14 +386,10 @@ class Coordinator:
                 continue
             last_outputs = out.outputs
             verify_start = time.monotonic()
-            vr = await with_ctx(self.verifier.verify, node, inputs, out.outputs or {}, ctx=actx)
-            if cfg.check_arithmetic and cfg.verification == "full":
-                vr = arithmetic.add_to(vr, out.messages)
-                if cfg.require_working:
-                    shown = arithmetic.working_check(out.messages, out.outputs or {}, inputs)
-                    vr = arithmetic.add_verdict(vr, shown)
-            if st.cross_check is not None and final:
-                vr = await st.cross_check.add_to(vr, node, out.outputs or {}, ctx=actx)
+            vr = await self.verifier.verify(
+                node, inputs, out.outputs or {}, ctx=actx, task=st.task, transcript=out.messages,
+                final=final,
+            )  # fmt: skip
             verify_s = time.monotonic() - verify_start
             rec.verdicts, rec.passed = vr.verdicts, vr.passed
             st.faults.extend(
@@ -462,6 +408,7 @@ class Coordinator:
                 answer, count = plurality(passing)
                 if count >= votes:
                     rep.status, rep.outputs = "verified", answer
+                    rep.unconfirmed = st.unconfirmed[key] = vr.why_unconfirmed()
                     st.cache[key] = dict(rep.outputs)
                     self._emit(st, ev.NODE_FINISH, node.id, status=rep.status, outputs=rep.outputs)
                     return rep, inputs
@@ -470,15 +417,14 @@ class Coordinator:
                 feedback = None
                 continue
             failed += 1
-            if cross_check.disputed(vr):
+            if (against := self.verifier.disputes(vr)) is not None:
                 disputed.append(dict(out.outputs or {}))
+                st.disputes.extend(against)
             feedback = retry_feedback(out.outputs, rep.attempts, fresh_turns, failures=vr.failures)
         if passing or disputed:
             rep.status = "unconfirmed"
-            if passing or st.cross_check is None:
-                rep.outputs = plurality(passing or disputed)[0]
-            else:
-                rep.outputs = st.cross_check.pick(node, disputed)
+            picked = None if passing else self.verifier.choose(node, disputed, st.ctx)
+            rep.outputs = picked or plurality(passing or disputed)[0]
             self._emit(st, ev.NODE_FINISH, node.id, status=rep.status, outputs=rep.outputs,
                        answers=passing or disputed)  # fmt: skip
             return rep, inputs

@@ -16,7 +16,9 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
+from urllib.parse import urlsplit
 
+from verimap.check_names import ANSWER_AGREEMENT, ARITHMETIC, CODE_AGREEMENT
 from verimap.env import EnvError, getenv, getenv_int
 from verimap.llm.base import Model, ModelError
 from verimap.llm.openai_model import DIALECTS, Dialect, OpenAIModel
@@ -117,6 +119,13 @@ LOCAL_MAX_ITERATIONS = 2
 LOCAL_MAX_NODES = 1
 
 
+# Checks that do not trust a small model's reasoning: its written arithmetic recomputed, and a
+# final answer confirmed only by independently written solutions (programs for a number, fresh
+# samples run on generated inputs for code). The shown-work check is left out: it rejected right
+# answers whose working it could not read, each rejection costing a whole attempt.
+LOCAL_CHECKS = (ARITHMETIC, ANSWER_AGREEMENT, CODE_AGREEMENT)
+
+
 def local_max_tokens() -> int:
     """A cap on every local reply: a small model in a repetition loop runs to the cap at ~20 tok/s
     on 2 cores (2,047 tokens took 2 min); the useful 1.5B replies measured were 236–521 tokens."""
@@ -136,8 +145,8 @@ def default_temperature(
 
 def local_defaults(**endpoint: Any) -> dict[str, Any]:
     """The one place the local-model rules live: greedy first attempts and plans, sampled
-    retries, no plan repair, one replan, one-node plans, worked numbers shown, numeric answers
-    cross-checked by a program, code retries that alternate repair and a fresh start. Empty for an endpoint
+    retries, no plan repair, one replan, one-node plans, answers confirmed by independent
+    solutions, code retries that alternate repair and a fresh start. Empty for an endpoint
     (its own, or the method's, defaults apply)."""
     if default_temperature(**endpoint) is None:
         return {}
@@ -147,10 +156,23 @@ def local_defaults(**endpoint: Any) -> dict[str, Any]:
         "plan_repairs": LOCAL_PLAN_REPAIRS,
         "max_iterations": LOCAL_MAX_ITERATIONS,
         "max_nodes": LOCAL_MAX_NODES,
-        "require_working": True,
-        "cross_check": True,
+        "checks": list(LOCAL_CHECKS),
         "fresh_code_retries": True,
     }
+
+
+def _own_server_token(url: str | None) -> str | None:
+    """The token of verimap's own kept server at `url` (`OPENAI_BASE_URL=$(verimap model serve)`):
+    it refuses requests without it, and must never be sent OPENAI_API_KEY. None elsewhere."""
+    if not url or urlsplit(url).hostname not in ("127.0.0.1", "localhost"):
+        return None
+    from verimap.local import server as srv
+
+    try:
+        info = srv.kept_server_at(url.replace("//localhost:", "//127.0.0.1:", 1))
+    except srv.ServerError:  # no private state directory: no kept server of ours either
+        return None
+    return info.token if info else None
 
 
 @asynccontextmanager
@@ -183,10 +205,13 @@ async def connect(
             EXECUTOR: executor_model or model or REMOTE_DEFAULTS[EXECUTOR],
             JUDGE: judge_model or model or REMOTE_DEFAULTS[JUDGE],
         }
+        token = await asyncio.to_thread(_own_server_token, url)
         cache: dict[str, OpenAIModel] = {}
         for n in names.values():
             if n not in cache:
-                cache[n] = OpenAIModel(n, base_url=url, dialect=speaks)
+                cache[n] = OpenAIModel(
+                    n, base_url=url, dialect=speaks, api_key=token, local=token is not None
+                )
         try:
             yield {role: cache[n] for role, n in names.items()}
         finally:
@@ -234,11 +259,14 @@ async def connect(
             )
         )  # fmt: skip
         state["info"] = new
+        local_model.set_base_url(new.base_url, api_key=new.token)  # a new server, a new token
         return new.base_url
 
+    # The server's own token, never OPENAI_API_KEY: that key is for the user's endpoint.
     local_model = OpenAIModel(
         info.alias,
         base_url=info.base_url,
+        api_key=info.token,
         dialect=speaks,
         local=True,
         max_retries=3,

@@ -1,7 +1,7 @@
 """Run events: every step of a run is an `Event`, delivered to subscribers and to a JSONL trace.
 
 Traces get shared and attached to bug reports, so everything emitted is passed
-through `redact` first: API keys never leave the process.
+through `redact` (`verimap.redaction`, re-exported here) first: API keys never leave the process.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ import asyncio
 import inspect
 import json
 import os
-import re
 import threading
 import time
 from collections.abc import Callable
@@ -18,6 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, Field
+
+from verimap.redaction import REDACTED as REDACTED
+from verimap.redaction import redact, secret_values
 
 # Event types, in the order a run emits them.
 RUN_START = "run_start"
@@ -38,6 +40,10 @@ AGREEMENT = "agreement"
 # The independent solution a numeric final answer is compared with (RunConfig.cross_check): its
 # number and reply, for the trace only (the executor's retry is never shown them).
 CROSS_CHECK = "cross_check"
+# A baseline method's replies, each cut to a few KB, with the answer read from each.
+REPLIES = "replies"
+# Self-consistency's vote: each answer, the samples that gave it, and the winner's share.
+VOTE = "vote"
 VF_VERDICT = "vf_verdict"
 ATTEMPT_RESULT = "attempt_result"
 RETRY = "retry"
@@ -46,47 +52,6 @@ REPLAN = "replan"
 BUDGET = "budget_exhausted"
 ERROR = "error"
 FINISH = "finish"
-
-_SECRET_ENV = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL)", re.I)
-_SECRET_FIELD = re.compile(r"(api[_-]?key|authorization|password|secret|token)$", re.I)
-_SECRET_PATTERNS = [
-    re.compile(r"sk-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"(?i)bearer\s+[A-Za-z0-9._\-]{12,}"),
-]
-REDACTED = "[REDACTED]"
-
-
-def secret_values() -> list[str]:
-    """The values of secret-named environment variables, longest first (so a key that contains
-    another is masked whole)."""
-    return sorted(
-        {v for k, v in os.environ.items() if _SECRET_ENV.search(k) and len(v) >= 8},
-        key=len,
-        reverse=True,
-    )
-
-
-def redact(obj: Any, _secrets: list[str] | None = None) -> Any:
-    """A copy of `obj` with secret-named fields, secret env values and key-shaped strings masked."""
-    secrets = secret_values() if _secrets is None else _secrets
-    if isinstance(obj, str):
-        for s in secrets:
-            obj = obj.replace(s, REDACTED)
-        for p in _SECRET_PATTERNS:
-            obj = p.sub(REDACTED, obj)
-        return obj
-    if isinstance(obj, dict):
-        return {
-            k: (
-                REDACTED
-                if isinstance(k, str) and _SECRET_FIELD.search(k) and v
-                else redact(v, secrets)
-            )
-            for k, v in obj.items()
-        }
-    if isinstance(obj, list | tuple):
-        return [redact(v, secrets) for v in obj]
-    return obj
 
 
 class Event(BaseModel):

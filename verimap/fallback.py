@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 from verimap import iotypes
+from verimap.check_names import RUN_EXAMPLES
 from verimap.plan import USER_TASK, Node, Plan, PythonVF, parse_plan
 from verimap.plan_fixes import final_node, give_vfs_the_task
 
@@ -36,7 +37,7 @@ def whole_task_plan(task: str, domain: str = "math", *, with_vfs: bool = True) -
             "signature and any imports it needs."
         )
         if task_examples(task):
-            vfs.append(examples_vf("code"))
+            vfs.append(examples_vf())
     elif domain == "qa":
         output, kind = "answer", "string"
         instruction = "Answer the question in the task, using the tools as needed."
@@ -73,10 +74,17 @@ def nonempty_outputs_vf(node: Node) -> PythonVF:
 _RUNS_TASK_EXAMPLES = re.compile(r"""run_examples\([^)]*inputs\[\s*(['"])USER_TASK\1\s*\]""")
 
 
-def examples_vf(output: str, name: str = "task_examples") -> dict[str, Any]:
-    """The VF a code task gives for free: its own examples run against the code in `output`."""
-    code = f"run_examples(outputs[{output!r}], inputs['USER_TASK'])"
-    return {"name": name, "type": "python", "code": code}
+def examples_vf(name: str = "task_examples") -> dict[str, Any]:
+    """The check a code task gives for free: its own examples, run against the node's code."""
+    return {"name": name, "type": "check", "check": RUN_EXAMPLES}
+
+
+def _runs_task_examples(vf: Any) -> bool:
+    if not isinstance(vf, dict):
+        return False
+    return vf.get("check") == RUN_EXAMPLES or bool(
+        _RUNS_TASK_EXAMPLES.search(str(vf.get("code", "")))
+    )
 
 
 def with_task_examples(raw: Any, task: str, answer_types: tuple[str, ...]) -> Any:
@@ -100,10 +108,8 @@ def with_task_examples(raw: Any, task: str, answer_types: tuple[str, ...]) -> An
     code = [k for k, t in outs.items() if t == iotypes.CODE]
     if len(code) != 1:
         return raw
-    if any(isinstance(v, dict) and _RUNS_TASK_EXAMPLES.search(str(v.get("code", ""))) for v in vfs):
+    if any(_runs_task_examples(v) for v in vfs):
         return raw
     names = {v.get("name") for v in vfs if isinstance(v, dict)}
-    vfs.append(
-        examples_vf(code[0], "task_examples_free" if "task_examples" in names else "task_examples")
-    )
+    vfs.append(examples_vf("task_examples_free" if "task_examples" in names else "task_examples"))
     return give_vfs_the_task(raw)

@@ -3,13 +3,13 @@
 `LiveState` is a plain state machine: the coordinator's events go in, node statuses come out.
 It knows nothing of terminals, so the statuses a test asserts are the ones the rich view
 (`verimap.live_view`) draws and the plain log tells. `TaskBoard` keeps one state per eval task
-in flight. Model output reaches these lines (VF messages, executor errors), so every text is
-stripped of control characters: a reply holding an escape sequence must not drive the terminal.
+in flight. Model output reaches these lines (VF messages, executor errors), so every text goes
+through `clean`, which strips escape sequences and control characters with the same
+`redaction.printable` the final report uses: a reply must not drive the terminal.
 """
 
 from __future__ import annotations
 
-import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from verimap import events as ev
 from verimap.events import Event
+from verimap.redaction import printable
 
 # Node statuses beside the coordinator's own (verified, reused, failed, fail-accepted,
 # unconfirmed, skipped): "retry" while a retry attempt runs, "stopped" for a node that was
@@ -26,13 +27,12 @@ PENDING, RUNNING, RETRY, SKIPPED, STOPPED = "pending", "running", "retry", "skip
 STARTING, PLANNING, EXECUTING, REPLANNING = "starting", "planning", "running", "replanning"
 
 VERDICT_CHARS = 160
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]+")
 
 
 def clean(text: Any, limit: int = VERDICT_CHARS) -> str:
-    """One line of `text` without control characters, cut to `limit` characters."""
-    line = _CONTROL.sub(" ", str(text)).strip()
-    line = re.sub(r" {2,}", " ", line)
+    """One line of `text` without escape sequences or control characters, its runs of
+    whitespace (newlines too) made one space, cut to `limit` characters."""
+    line = " ".join(printable(text).split())
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
@@ -118,7 +118,7 @@ def _plan_fallback(s: LiveState, e: Event) -> None:
 
 
 def _vf_vacuous(s: LiveState, e: Event) -> None:
-    s.note = f"{e.node_id}: VF {clean(e.data.get('vf'), 60)} dropped, it passes on any output"
+    s.note = clean(f"{e.node_id}: VF {e.data.get('vf')} dropped, it passes on any output", 200)
 
 
 def _plan_kept(s: LiveState, e: Event) -> None:
@@ -277,7 +277,7 @@ def plain_line(e: Event) -> str | None:
     if e.type == ev.BUDGET:
         return f"{where}budget exhausted: {clean(d.get('error'))}"
     if e.type == ev.CROSS_CHECK:
-        said = d.get("answer") if d.get("answer") is not None else clean(d.get("error"), 120)
+        said = clean(d.get("answer") if d.get("answer") is not None else d.get("error"), 120)
         return f"{where}{node} #{e.attempt}: independent {d.get('kind', 'reply')}: {said}"
     return None
 

@@ -3,7 +3,8 @@
 The state comes from `verimap.live`; this module only draws it. Rich refreshes from a
 thread of its own while the event loop applies events, so each view holds a lock that both
 sides take. Every model-written text goes in as a `Text`, never as markup, so a VF message
-holding `[red]` is shown, not obeyed.
+holding `[red]` is shown, not obeyed, and after `live.clean`, so an escape sequence in it is
+dropped, not sent to the terminal.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from verimap.events import Event, EventBus
-from verimap.live import EXECUTING, LiveState, PlainLog, TaskBoard
+from verimap.live import EXECUTING, LiveState, PlainLog, TaskBoard, clean
 
 STATUS_STYLE = {
     "pending": "dim",
@@ -85,7 +86,7 @@ def render_run(state: LiveState) -> RenderableType:
     table.add_column("last verdict", no_wrap=True, overflow="ellipsis", max_width=100)
     for n in state.nodes.values():
         table.add_row(
-            Text(n.id),
+            Text(clean(n.id, 60)),
             _status(n.status, n.label),
             str(n.attempt or "-"),
             Text(n.verdict or "", style="dim" if n.verdict_passed else "red"),
@@ -119,7 +120,7 @@ def render_board(board: TaskBoard, limit: int, max_nodes: int = 8) -> Renderable
             table.add_row(
                 task if i == 0 else "",
                 str(st.iteration or "-") if i == 0 else "",
-                Text(n.id),
+                Text(clean(n.id, 60)),
                 _status(n.status, n.label),
                 str(n.attempt or "-"),
                 Text(n.verdict, style="dim" if n.verdict_passed else "red"),

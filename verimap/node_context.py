@@ -162,10 +162,10 @@ def best_unverified(
 _VOTABLE = ("number", "integer", "boolean")
 
 
-def votes_needed(plan: Plan, node: Node, cfg: RunConfig) -> int:
-    """How many VF-passing attempts must give the same answer: `agreement` for a final node
+def votes_needed(node: Node, final: bool, cfg: RunConfig) -> int:
+    """How many VF-passing attempts must give the same answer: `agreement` for a `final` node
     whose outputs can be compared for equality (numbers, integers, booleans), else 1."""
-    if cfg.agreement <= 1 or cfg.verification == "none" or node.id != plan.final_node().id:
+    if cfg.agreement <= 1 or cfg.verification == "none" or not final:
         return 1
     types = [iotypes.canonical(node.output_type(o)) for o in node.outputs]
     if not types or any(t not in _VOTABLE for t in types):

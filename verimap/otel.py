@@ -7,8 +7,9 @@ iteration. Model calls follow the GenAI semantic conventions (`gen_ai.*`, span n
 `chat MODEL`); the rest is under `verimap.*`.
 
 Model calls, tool calls and verdicts are reported when they end, so their spans start at the
-event's time less the duration the event carries. Every attribute value passes through
-`events.redact`, as trace lines do, and no message text is recorded: the events carry none.
+event's time less the duration the event carries. Every attribute value, span name and status
+passes through `redaction.redact`, as trace lines do, and no message text is recorded: the
+events carry none.
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ from verimap import __version__
 from verimap import events as ev
 from verimap.env import getenv
 from verimap.errors import VerimapError
-from verimap.events import Event, redact, secret_values
+from verimap.events import Event
+from verimap.redaction import redact, secret_values
 from verimap.result import clip
 
 # Longer texts (plans, outputs, tracebacks) are cut, keeping head and tail: collectors drop
@@ -135,7 +137,7 @@ class OtelSpans:
         kind: SpanKind = SpanKind.INTERNAL,
     ) -> Span:
         return self.tracer.start_span(
-            name,
+            redact(name, run.secrets),
             context=trace.set_span_in_context(parent),
             kind=kind,
             attributes=self._attrs(run, attributes),
@@ -180,7 +182,7 @@ class OtelSpans:
 
     @staticmethod
     def _fail(span: Span, description: str) -> None:
-        span.set_status(Status(StatusCode.ERROR, description[:500]))
+        span.set_status(Status(StatusCode.ERROR, redact(description)[:500]))
 
     # -- events ---------------------------------------------------------------
     def _on_run_start(self, run: _Run, e: Event) -> None:

@@ -13,15 +13,13 @@ import graphlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from typing import Annotated, Any, Literal
+from typing import Any
 
 from pydantic import (
     BaseModel,
     ConfigDict,
-    Discriminator,
     Field,
     PrivateAttr,
-    Tag,
     ValidationError,
     field_validator,
 )
@@ -29,65 +27,14 @@ from pydantic import (
 from verimap import iotypes
 from verimap.errors import VerimapError
 from verimap.iotypes import TypeSpec
-from verimap.vfcheck import normalize_code, vf_problems
+from verimap.plan_vfs import LLMVF as LLMVF
+from verimap.plan_vfs import VF as VF
+from verimap.plan_vfs import CheckVF as CheckVF
+from verimap.plan_vfs import PythonVF as PythonVF
+from verimap.vfcheck import vf_problems
 
 USER_TASK = "USER_TASK"
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
-
-
-def _require_type(schema: dict[str, Any]) -> None:
-    """Schema-constrained models must always write `type`: it is what tells the VF kinds apart."""
-    schema["required"] = ["name", "type", *(r for r in schema.get("required", []) if r != "name")]
-
-
-class PythonVF(BaseModel):
-    """Python checked in the sandbox with `inputs` and `outputs` in scope.
-
-    The code either asserts at top level or defines `verify(inputs, outputs)`;
-    a `verify` that returns `False` fails too.
-    """
-
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_require_type)
-    name: str = Field(min_length=1)
-    type: Literal["python"] = "python"
-    code: str
-    weight: float = Field(default=1.0, ge=0)
-
-    @field_validator("code")
-    @classmethod
-    def _normalize(cls, v: str) -> str:
-        return normalize_code(v)
-
-
-class LLMVF(BaseModel):
-    """A natural-language criterion for the judge model."""
-
-    model_config = ConfigDict(extra="forbid", json_schema_extra=_require_type)
-    name: str = Field(min_length=1)
-    type: Literal["llm"] = "llm"
-    content: str = Field(min_length=1)
-    weight: float = Field(default=1.0, ge=0)
-
-
-def _vf_kind(v: Any) -> str | None:
-    """The VF's kind: its `type`, or, when a hand-written plan leaves it out, its body's key."""
-    get = v.get if isinstance(v, dict) else lambda k, d=None: getattr(v, k, d)
-    kind = get("type")
-    if kind is None:
-        kind = (
-            "python" if get("code") is not None else "llm" if get("content") is not None else None
-        )
-    return kind
-
-
-VF = Annotated[
-    Annotated[PythonVF, Tag("python")] | Annotated[LLMVF, Tag("llm")],
-    Discriminator(
-        _vf_kind,
-        custom_error_type="vf_type",
-        custom_error_message='a VF needs "type": "python" (with "code") or "llm" (with "content")',
-    ),
-]
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_\-]*")  # used with fullmatch: `$` admits a final "\n"
 
 
 def normalize_ref(ref: str) -> str:
@@ -359,7 +306,7 @@ def check_plan(plan: Plan) -> list[str]:
         seen.add(i)
         if i == USER_TASK:
             problems.append(f"{USER_TASK!r} is reserved and cannot be a node id")
-        elif not _IDENT.match(i):
+        elif not _IDENT.fullmatch(i):
             problems.append(f"node id {i!r} must be an identifier (letters, digits, _ or -)")
     by_id = {n.id: n for n in plan.nodes}
 
@@ -408,8 +355,9 @@ def check_plan(plan: Plan) -> list[str]:
         if e.source == e.target:
             problems.append(f"edge {e.source}->{e.target} is a self-loop")
     known_edges = {(s, t) for s, t in plan.edge_set() if s in by_id and t in by_id and s != t}
+    read_from = {(p, n.id) for n in plan.nodes for p in n.parent_ids()}
     for s, t in {e.as_tuple() for e in plan.edges}:
-        if (t, s) in {(p, n.id) for n in plan.nodes for p in n.parent_ids()}:
+        if (t, s) in read_from:
             problems.append(f"edge {s}->{t} contradicts the inputs of {s!r}, which read from {t!r}")
 
     ts: graphlib.TopologicalSorter[str] = graphlib.TopologicalSorter()

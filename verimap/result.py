@@ -21,6 +21,11 @@ ErrorKind = Literal["infrastructure"]
 
 # A judge VF not asked because a Python VF had already failed the attempt (strict AND).
 SKIPPED = "SKIPPED"
+# A check that could not judge (no independent solution ran, no inputs to compare on): it fails
+# nothing, and it confirms nothing either.
+ABSTAINED = "ABSTAINED"
+# Outcomes that neither pass nor fail an attempt.
+NOT_JUDGED = (SKIPPED, ABSTAINED)
 
 
 class VFVerdict(BaseModel):
@@ -34,10 +39,17 @@ class VFVerdict(BaseModel):
     traceback: str = ""
     explanation: str = ""
     weight: float = 1.0
+    # What a PASS proves: "strong" tells a right answer from a nearby wrong one, "weak" does
+    # not (a finite number, non-empty code); None: not assessed (a node that is not final).
+    strength: Literal["weak", "strong"] | None = None
 
     @property
     def passed(self) -> bool:
         return self.outcome == "PASS"
+
+    @property
+    def judged(self) -> bool:
+        return self.outcome not in NOT_JUDGED
 
     def feedback(self) -> str:
         """The text an executor sees on a retry."""
@@ -64,7 +76,24 @@ class VerificationReport(BaseModel):
 
     @property
     def failures(self) -> list[VFVerdict]:
-        return [v for v in self.verdicts if not v.passed and v.outcome != SKIPPED]
+        return [v for v in self.verdicts if not v.passed and v.judged]
+
+    @property
+    def confirmed(self) -> bool:
+        """Passed, and on evidence: a strong verdict passed and no check abstained. An answer
+        that only weak checks passed (a finite number, sound arithmetic) is not confirmed."""
+        return self.passed and self.why_unconfirmed() is None
+
+    def why_unconfirmed(self) -> str | None:
+        abstained = [v for v in self.verdicts if v.outcome == ABSTAINED]
+        if abstained:
+            return "; ".join(f"{v.name} could not judge: {v.message}" for v in abstained)
+        if any(v.passed and v.strength == "strong" for v in self.verdicts):
+            return None
+        weak = [v.name for v in self.verdicts if v.passed]
+        if not weak:
+            return "no check ran"
+        return f"only weak checks passed ({', '.join(weak)}): they cannot tell a right answer from a wrong one"
 
 
 class AttemptReport(BaseModel):
@@ -83,6 +112,9 @@ class NodeReport(BaseModel):
     iteration: int = 0
     outputs: dict[str, Any] | None = None
     attempts: list[AttemptReport] = Field(default_factory=list)
+    # Why a verified node's answer is not confirmed by a strong check (None: it is, or the node
+    # did not verify).
+    unconfirmed: str | None = None
 
     @property
     def verdicts(self) -> list[VFVerdict]:
@@ -107,6 +139,12 @@ class RunResult(BaseModel):
     # `final_output` of a run that did not verify is its best unverified answer (the final
     # node's most frequent one, else the deepest verified node's), so it can still be scored.
     verified: bool = False
+    # Why a run that ended with an answer is not verified (only weak checks passed, a check
+    # abstained, the answers were disputed, no verification at all).
+    unverified_reason: str | None = None
+    # The share of a vote's samples that gave the answer (self-consistency), a confidence that
+    # asks for no verification; None for methods that do not vote.
+    confidence: float | None = None
     # Plans that were the one-node fallback (iteration numbers), and VFs dropped from plans
     # ("iteration:node.vf (why)": vacuous, or a static problem the planner did not repair).
     fallback_iterations: list[int] = Field(default_factory=list)

@@ -45,6 +45,15 @@ class RunContext:
     # The node and attempt a step is part of, when it is part of one.
     node_id: str | None = None
     attempt: int | None = None
+    # What a component keeps for the rest of the run (a check's independent solutions): one
+    # dict shared by the run's context and all its children, so it ends with the run.
+    memo: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def remember(self, key: str, make: Callable[[], Any]) -> Any:
+        """The run's value under `key`, made on first use."""
+        if key not in self.memo:
+            self.memo[key] = make()
+        return self.memo[key]
 
     def for_iteration(self, iteration: int | None) -> RunContext:
         return replace(self, iteration=iteration, node_id=None, attempt=None)

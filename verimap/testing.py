@@ -21,7 +21,8 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from verimap import cross_check, executor, iotypes
+from verimap import executor, iotypes
+from verimap.checks.programs import PROGRAM_PROMPTS
 from verimap.llm.base import ModelRequest, ModelResponse, UserMessage
 from verimap.llm.double import ScriptedModel, tool_call_reply
 from verimap.plan import Plan, parse_plan
@@ -137,8 +138,7 @@ _JUDGE = re.compile(
     re.S,
 )
 # The batched judge: several criteria, one "- name: criterion" line each.
-_SOLVE_ALONE = cross_check.PROMPT.split("{task}")[1]
-_SOLVE_BY_PROGRAM = cross_check.PROGRAM_PROMPT.split("{task}")[1]
+_SOLVE_BY_PROGRAM = tuple(p.split("{task}")[1] for p in PROGRAM_PROMPTS)
 _JUDGE_MANY = re.compile(
     r"^Subtask instruction: (.*?)\n\nInputs \(JSON\):.*?Outputs \(JSON\):\n(.*?)\n\nCriteria:\n(.*?)\n\nDoes",
     re.S,
@@ -209,7 +209,7 @@ class ScriptedWorld:
             return plan.to_json()
         user = next(m.content for m in req.messages if isinstance(m, UserMessage))
         if req.role == "judge":
-            for suffix in (_SOLVE_ALONE, _SOLVE_BY_PROGRAM):
+            for suffix in _SOLVE_BY_PROGRAM:
                 if user.endswith(suffix):
                     return self.solve(user[: -len(suffix)])
             if req.response_schema is None:

@@ -1,32 +1,34 @@
 """Token and cost accounting, per call and per role.
 
 Failed attempts count: a call that errors still costs a request (and often tokens),
-and budgets must see it.
+and budgets must see it. Prices come from `genai-prices`, a maintained table of providers'
+list prices: a hand-kept table went stale (it gave gpt-4o $0), and a cost budget on a model
+priced at $0 never trips. A model with no known price is reported as such (`price_known`),
+never taken for free.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
+
+if TYPE_CHECKING:
+    from genai_prices.types import PriceCalculation
 
 PLANNER, EXECUTOR, JUDGE = "planner", "executor", "judge"
 ROLES = (PLANNER, EXECUTOR, JUDGE)
 
 
 class Price(BaseModel):
-    """US dollars per million tokens."""
+    """US dollars per million tokens: a caller's own price for a model (a private deployment,
+    a negotiated rate), which takes precedence over the library's."""
 
     input: float
     output: float
     cached_input: float | None = None
-
-
-# The paper's App. B.6 prices (OpenAI list prices, per 1M tokens).
-DEFAULT_PRICES: dict[str, Price] = {
-    "gpt-4.1": Price(input=2.00, cached_input=0.50, output=8.00),
-    "gpt-4o-mini": Price(input=0.15, cached_input=0.075, output=0.60),
-}
 
 
 class Usage(BaseModel):
@@ -53,18 +55,47 @@ class Usage(BaseModel):
 
 
 def price_for(model: str, prices: Mapping[str, Price] | None = None) -> Price | None:
-    """Exact name first, then the longest known prefix (`gpt-4.1-2025-04-14` -> `gpt-4.1`)."""
-    table = DEFAULT_PRICES if prices is None else prices
+    """A caller's own price: exact name first, then the longest known prefix
+    (`gpt-4.1-2025-04-14` -> `gpt-4.1`). None when `prices` has none for `model`."""
+    table = prices or {}
     if model in table:
         return table[model]
     best = max((k for k in table if model.startswith(k)), key=len, default=None)
     return table[best] if best else None
 
 
-def cost_of(usage: Usage, model: str, prices: Mapping[str, Price] | None = None) -> float:
-    p = price_for(model, prices)
-    if p is None:
-        return 0.0
+def cost_of(
+    usage: Usage,
+    model: str,
+    prices: Mapping[str, Price] | None = None,
+    *,
+    base_url: str | None = None,
+) -> float:
+    """US dollars for `usage` on `model`; 0.0 when no price is known (see `price_known`)."""
+    cost = _cost(usage, model, prices, base_url)
+    return 0.0 if cost is None else cost
+
+
+def price_known(
+    model: str, prices: Mapping[str, Price] | None = None, *, base_url: str | None = None
+) -> bool:
+    """Whether `cost_of` can price `model`: in `prices`, or in genai-prices' table (found by
+    the endpoint's URL, else by the model name alone)."""
+    return price_for(model, prices) is not None or _library_knows(model, base_url)
+
+
+def _cost(
+    usage: Usage, model: str, prices: Mapping[str, Price] | None, base_url: str | None
+) -> float | None:
+    own = price_for(model, prices)
+    if own is not None:
+        return _table_cost(usage, own)
+    if not _library_knows(model, base_url):
+        return None
+    return float(_library_price(usage, model, base_url).total_price)
+
+
+def _table_cost(usage: Usage, p: Price) -> float:
     cached = min(usage.cached_tokens, usage.prompt_tokens)
     cached_price = p.cached_input if p.cached_input is not None else p.input
     return (
@@ -72,6 +103,44 @@ def cost_of(usage: Usage, model: str, prices: Mapping[str, Price] | None = None)
         + cached * cached_price
         + usage.completion_tokens * p.output
     ) / 1_000_000
+
+
+@functools.lru_cache(maxsize=256)
+def _provider_url(model: str, base_url: str | None) -> str | None:
+    """The URL to name the provider by: the endpoint's when the library knows it (OpenRouter's
+    `openai/gpt-4o`), else None (a proxy or a self-hosted server: priced by model name)."""
+    if base_url is None:
+        return None
+    import genai_prices  # on first use: it adds a quarter second to every start otherwise
+
+    try:
+        genai_prices.calc_price(genai_prices.Usage(), model, provider_api_url=base_url)
+    except LookupError:
+        return None
+    return base_url
+
+
+@functools.lru_cache(maxsize=256)
+def _library_knows(model: str, base_url: str | None) -> bool:
+    try:
+        _library_price(Usage(), model, base_url)
+    except LookupError:
+        return False
+    return True
+
+
+def _library_price(usage: Usage, model: str, base_url: str | None) -> PriceCalculation:
+    import genai_prices
+
+    tokens = genai_prices.Usage(
+        input_tokens=usage.prompt_tokens,
+        cache_read_tokens=min(usage.cached_tokens, usage.prompt_tokens),
+        output_tokens=usage.completion_tokens,
+    )
+    url = _provider_url(model, base_url)
+    if url is not None:
+        return genai_prices.calc_price(tokens, model, provider_api_url=url)
+    return genai_prices.calc_price(tokens, model)
 
 
 class UsageByRole(BaseModel):

@@ -20,6 +20,8 @@ from pydantic import BaseModel, Field, model_validator
 from verimap import iotypes, prompts
 from verimap.accounting import BudgetExceeded
 from verimap.agent import flatten_tool_messages, react_protocol, tool_loop, uses_tool_api
+from verimap.checks.base import Check, CheckTools, Chooser, Submission
+from verimap.checks.strength import perturbations
 from verimap.config import RunConfig
 from verimap.llm.base import (
     AssistantMessage,
@@ -31,8 +33,9 @@ from verimap.llm.base import (
     SystemMessage,
     UserMessage,
 )
+from verimap.llm.messages import Message as TranscriptMessage
 from verimap.llm.structured import StructuredOutputError, request_structured
-from verimap.plan import LLMVF, USER_TASK, Node, Plan, PythonVF
+from verimap.plan import LLMVF, USER_TASK, CheckVF, Node, Plan, PythonVF
 from verimap.result import SKIPPED, VerificationReport, VFVerdict
 from verimap.sandbox.base import Outcome, Sandbox
 from verimap.tools import ToolRegistry
@@ -86,13 +89,18 @@ class Verifier:
         batch_judge: bool = True,
         tools: ToolRegistry | None = None,
         judge_max_steps: int = 6,
+        checks: Sequence[Check] = (),
+        retry_temperature: float | None = None,
     ):
         """`full_feedback`: ask the judge even when a Python VF has already failed the attempt
         (the paper runs every VF; the verdict is the same under strict AND). `batch_judge`: judge
         all of a node's natural-language VFs in one exchange, which reads the node's inputs and
         outputs once instead of once per criterion (the paper asks once per VF). `tools`: the
         judge reasons as a ReAct agent with them (the paper's verifier), up to `judge_max_steps`
-        replies, before it gives its verdict; without tools it reasons in one reply."""
+        replies, before it gives its verdict; without tools it reasons in one reply. `checks`:
+        built-in checks run beside every node's VFs where they apply (a plan may ask for more
+        by name); `retry_temperature`: what their independent solutions after the first are
+        sampled at."""
         if threshold is not None and not 0 <= threshold <= 1:
             raise ValueError(f"threshold must be within [0, 1], got {threshold}")
         self.sandbox = sandbox
@@ -106,6 +114,15 @@ class Verifier:
         self.batch_judge = batch_judge
         self.tools = tools if tools is not None else ToolRegistry()
         self.judge_max_steps = judge_max_steps
+        self.checks = list(checks)
+        self.retry_temperature = retry_temperature
+
+    @property
+    def check_tools(self) -> CheckTools:
+        return CheckTools(
+            sandbox=self.sandbox, model=self.judge_model, settings=self.settings,
+            retry_temperature=self.retry_temperature, timeout_s=self.vf_timeout_s,
+        )  # fmt: skip
 
     @classmethod
     def from_config(
@@ -118,15 +135,19 @@ class Verifier:
     ) -> Verifier:
         """The verifier a run's config asks for: one place where the config's knobs (sampling
         included: the judge samples like every other role) reach the verifier."""
+        from verimap.checks.registry import get_check
+
         return cls(
             sandbox, judge_model, mode=config.verification, threshold=threshold,
             vf_timeout_s=config.vf_timeout_s,
             settings=JUDGE_SETTINGS.replace(temperature=config.temperature),
             full_feedback=config.full_feedback, batch_judge=config.batch_judge,
             tools=tools if config.judge_tools else None,
+            checks=[get_check(n) for n in config.checks],
+            retry_temperature=config.retry_temperature,
         )  # fmt: skip
 
-    def vfs_for(self, node: Node) -> list[PythonVF | LLMVF]:
+    def vfs_for(self, node: Node) -> list[PythonVF | LLMVF | CheckVF]:
         if self.mode == "none":
             return []
         if self.mode == "instruction":
@@ -138,6 +159,20 @@ class Verifier:
             ]
         return list(node.verification)
 
+    def checks_for(self, sub: Submission) -> list[Check]:
+        """The checks that run on this attempt: those its plan asks for by name (the verifier's
+        own instance when it has one, so its settings hold), then the configured ones, each
+        once and only where it applies. None without the plan's VFs (react, map, map-v)."""
+        if self.mode != "full":
+            return []
+        from verimap.checks.registry import get_check
+
+        mine = {c.name: c for c in self.checks}
+        asked = [v.check for v in sub.node.verification if isinstance(v, CheckVF)]
+        chosen = [mine.get(n) or get_check(n) for n in dict.fromkeys(asked)]
+        chosen += [c for c in self.checks if c.name not in asked]
+        return [c for c in chosen if c.applies(sub)]
+
     async def verify(
         self,
         node: Node,
@@ -145,33 +180,99 @@ class Verifier:
         outputs: dict[str, Any],
         *,
         ctx: RunContext | None = None,
+        task: str | None = None,
+        transcript: Sequence[TranscriptMessage] = (),
+        final: bool = False,
     ) -> VerificationReport:
-        """Python VFs first: when one fails under strict AND the verdict is decided, and the
-        judge (the slow, costly part) is not asked unless `full_feedback` is set. The judge's
-        calls are charged to `ctx`'s ledger, as calls of its node and attempt."""
+        """Every verdict on one attempt, under strict AND: Python VFs and cheap checks first;
+        when one fails the verdict is decided, and the judge and the checks that call a model
+        (the slow, costly part) are not asked unless `full_feedback` is set. Model calls are
+        charged to `ctx`'s ledger, as calls of its node and attempt. On the final node, each
+        passing Python VF is probed for strength (does it fail a nearby wrong answer?)."""
+        from verimap.run_context import RunContext
+
+        ctx = ctx if ctx is not None else RunContext()
+        task = task if task is not None else str(inputs.get(USER_TASK, ""))
+        sub = Submission(task, node, inputs, outputs, tuple(transcript), final)
         vfs = self.vfs_for(node)
-        if not vfs:
-            return VerificationReport(passed=True, verdicts=[], score=1.0)
         python = [v for v in vfs if isinstance(v, PythonVF)]
         judged = [v for v in vfs if isinstance(v, LLMVF)]
+        checks = self.checks_for(sub)
+        costly = [c for c in checks if c.disputes]
         first = await self._gather(node, python, inputs, outputs, ctx)
-        if (
-            judged
-            and self.threshold is None
+        first += await self._run_checks([c for c in checks if not c.disputes], sub, ctx)
+        decided = (
+            self.threshold is None
             and not self.full_feedback
-            and any(not v.passed for v in first)
-        ):
+            and any(not v.passed and v.judged for v in first)
+        )
+        if judged and decided:
             rest = [
                 VFVerdict(name=v.name, type="llm", outcome=SKIPPED, weight=v.weight,
-                          message="not judged: a Python VF already failed this attempt")
+                          message="not judged: a Python VF or a check already failed this attempt")
                 for v in judged
             ]  # fmt: skip
         elif self.batch_judge and len(judged) > 1 and self.judge_model is not None:
             rest = await self.run_judge_many(node, judged, inputs, outputs, ctx=ctx)
         else:
             rest = await self._gather(node, judged, inputs, outputs, ctx)
-        by_name = {v.name: v for v in [*first, *rest]}
-        return self.aggregate([by_name[v.name] for v in vfs])
+        if not decided and all(v.passed or not v.judged for v in rest):
+            rest += await self._run_checks(costly, sub, ctx)
+        if final:
+            first = await self._with_strength(first, python, inputs, outputs)
+        order = {v.name: i for i, v in enumerate(vfs)}
+        verdicts = sorted([*first, *rest], key=lambda v: order.get(v.name, len(order)))
+        return self.aggregate(verdicts)
+
+    async def _run_checks(
+        self, checks: Sequence[Check], sub: Submission, ctx: RunContext
+    ) -> list[VFVerdict]:
+        """The checks' verdicts, one after another: the costly ones share a run's state (the
+        independent solutions drawn so far), and the cheap ones are quick."""
+        out = []
+        for check in checks:
+            found = await check.check(sub, self.check_tools, ctx)
+            if found is not None:
+                out.append(found)
+        return out
+
+    async def _with_strength(
+        self, verdicts: list[VFVerdict], vfs: Sequence[PythonVF], inputs: dict, outputs: dict
+    ) -> list[VFVerdict]:
+        """Each passing Python VF marked strong when it fails a nearby wrong answer, else weak."""
+        code = {vf.name: vf for vf in vfs}
+        nearby = perturbations(outputs)
+        out = []
+        for v in verdicts:
+            vf = code.get(v.name)
+            if vf is not None and v.type == "python" and v.passed:
+                probes = await asyncio.gather(*(self.run_python(vf, inputs, o) for o in nearby))
+                strong = any(p.outcome == "FAIL" for p in probes)
+                v = v.model_copy(update={"strength": "strong" if strong else "weak"})
+            out.append(v)
+        return out
+
+    def disputes(self, report: VerificationReport) -> list[str] | None:
+        """The checks that disputed an answer every other verdict passed (None if something
+        else failed it, or nothing did): the answer stands, unconfirmed."""
+        disputing = {c.name for c in self.checks if c.disputes}
+        names = [v.name for v in report.failures]
+        if names and all(v.type == "check" and v.name in disputing for v in report.failures):
+            return names
+        return None
+
+    def choose(
+        self, node: Node, candidates: list[dict[str, Any]], ctx: RunContext | None
+    ) -> dict[str, Any] | None:
+        """The answer a disputing check keeps when no attempt was confirmed, if one knows."""
+        if ctx is None:
+            return None
+        for check in self.checks:
+            if check.disputes and isinstance(check, Chooser):
+                picked = check.choose(node, candidates, ctx)
+                if picked is not None:
+                    return picked
+        return None
 
     async def _gather(
         self,
@@ -222,10 +323,11 @@ class Verifier:
         return [k for k, n in passed.items() if n == 2]
 
     def aggregate(self, verdicts: list[VFVerdict]) -> VerificationReport:
-        total = sum(v.weight for v in verdicts)
-        score = sum(v.weight for v in verdicts if v.passed) / total if total else 1.0
+        counted = [v for v in verdicts if v.judged]
+        total = sum(v.weight for v in counted)
+        score = sum(v.weight for v in counted if v.passed) / total if total else 1.0
         if self.threshold is None:
-            passed = all(v.passed for v in verdicts)
+            passed = all(v.passed or not v.judged for v in verdicts)
         else:
             passed = score >= self.threshold - 1e-12
         return VerificationReport(passed=passed, verdicts=verdicts, score=score)
@@ -382,4 +484,5 @@ def _verdict(vf: LLMVF, passed: bool, explanation: str) -> VFVerdict:
         message="" if passed else explanation.splitlines()[0][:300],
         explanation=explanation,
         weight=vf.weight,
+        strength="strong",
     )

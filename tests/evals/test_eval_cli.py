@@ -70,10 +70,9 @@ def test_config_file_and_flag_override(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
         f"benchmark: gsm8k\nmethod: map\nlimit: 4\nruns: 2\nout: {tmp_path / 'o'}\ndata_dir: {SAMPLES}\n"
-        "models_factory: verimap.evals.doubles:factory\nsandbox: process\nprogress: false\n"
-        "run_config:\n  vf_timeout_s: 7\n"
+        "sandbox: process\nprogress: false\nrun_config:\n  vf_timeout_s: 7\n"
     )
-    r = invoke("--config", str(cfg), "--limit", "2")
+    r = invoke("--config", str(cfg), "--limit", "2", *FACTORY[:2])
     assert r.exit_code == 0, r.output
     config = json.loads((tmp_path / "o" / "config.json").read_text())
     assert config["method"] == "map" and config["limit"] == 2 and config["runs"] == 2
@@ -106,15 +105,14 @@ def test_a_limit_flag_overrides_the_configs_paper_sample(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
         f"benchmark: gsm8k\nmethod: react\nsample: paper\nseed: 0\nout: {tmp_path / 'o'}\n"
-        f"data_dir: {SAMPLES}\nmodels_factory: verimap.evals.doubles:factory\nsandbox: process\n"
-        "progress: false\n"
+        f"data_dir: {SAMPLES}\nsandbox: process\nprogress: false\n"
     )
-    r = invoke("--config", str(cfg), "--limit", "2")
+    r = invoke("--config", str(cfg), "--limit", "2", *FACTORY[:2])
     assert r.exit_code == 0, r.output
     assert "note: --limit overrides the config's sample" in r.output
     config = json.loads((tmp_path / "o" / "config.json").read_text())
     assert config["limit"] == 2 and "sample" not in config
-    r = invoke("--config", str(cfg), "--out", str(tmp_path / "p"))
+    r = invoke("--config", str(cfg), "--out", str(tmp_path / "p"), *FACTORY[:2])
     assert r.exit_code == 0, r.output
     config = json.loads((tmp_path / "p" / "config.json").read_text())
     assert (config["sample"], config["seed"], config["sample_rule"]) == (10, 0, "paper")
@@ -136,13 +134,14 @@ def test_missing_data_names_the_file(tmp_path):
 def test_shipped_configs_parse():
     from pathlib import Path
 
+    from verimap.cli.eval import eval_
     from verimap.cli.eval_config import load_config_file
-    from verimap.evals.methods import METHODS
+    from verimap.methods.presets import METHODS
 
     files = sorted((Path(__file__).resolve().parents[2] / "eval").glob("*/*.yaml"))
     assert len(files) == 18
     for f in files:
-        c = load_config_file(f)
+        c = load_config_file(f, known=[p.name for p in eval_.params if p.name])
         assert c["benchmark"] == f.parent.name and c["method"] == f.stem and c["method"] in METHODS
         assert (c["sample"], c["seed"], c["runs"]) == ("paper", 0, 3)  # the paper's protocol
 
@@ -160,10 +159,9 @@ def test_config_models_need_an_endpoint_else_the_local_model_is_used(tmp_path, m
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
         f"benchmark: gsm8k\nmethod: react\nlimit: 1\nout: {tmp_path / 'o'}\ndata_dir: {SAMPLES}\n"
-        "models_factory: verimap.evals.doubles:factory\nsandbox: process\nprogress: false\n"
-        "models:\n  planner: gpt-4.1\n  executor: gpt-4o-mini\n"
+        "sandbox: process\nprogress: false\nmodels:\n  planner: gpt-4.1\n  executor: gpt-4o-mini\n"
     )
-    r = invoke("--config", str(cfg))
+    r = invoke("--config", str(cfg), *FACTORY[:2])
     assert r.exit_code == 0, r.output
     assert "ignoring the config's models (planner=gpt-4.1, executor=gpt-4o-mini)" in r.output
 
@@ -280,35 +278,97 @@ def test_local_model_rules_fill_only_what_the_user_left_unset(monkeypatch, capsy
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     cfg: dict = {}
-    _apply_local_defaults("verimap", {}, cfg)
+    _apply_local_defaults("verimap", {}, cfg, None)
     assert (cfg["max_iterations"], cfg["plan_repairs"], cfg["temperature"]) == (2, 0, 0.0)
     assert cfg["max_nodes"] == 1
     said = capsys.readouterr().err
     assert "0 plan repairs; at most 2 plans per task" in said
     assert "; the whole task as one node (--max-nodes overrides)" in said
-    assert cfg["cross_check"] and "cross-checked by a program" in said
+    assert "answer_agreement" in cfg["checks"] and "confirmed by independent solutions" in said
     mine = {"max_iterations": 5, "temperature": 1.0, "max_nodes": None}
-    _apply_local_defaults("map-v", {}, mine)
+    _apply_local_defaults("map-v", {}, mine, None)
     assert mine == {
         "max_iterations": 5, "temperature": 1.0, "plan_repairs": 0, "max_nodes": None,
-        "require_working": True, "cross_check": True, "fresh_code_retries": True,
+        "checks": ["arithmetic", "answer_agreement", "code_agreement"], "fresh_code_retries": True,
     }  # fmt: skip
     said = capsys.readouterr().err
     assert "at most 5 plans per task" in said and "nodes" not in said
-    assert "cross-checked" not in said  # map-v has no plan VFs to stand beside
+    assert "independent solutions" not in said  # map-v has no plan VFs to stand beside
     paper = {"temperature": 1.0}
-    _apply_local_defaults("verimap", {}, paper)
+    _apply_local_defaults("verimap", {}, paper, False)
     assert paper == {
         "temperature": 1.0, "plan_repairs": 0, "max_iterations": 2, "max_nodes": 1,
-        "require_working": True, "cross_check": True, "fresh_code_retries": True,
+        "checks": ["arithmetic"], "fresh_code_retries": True,
     }  # fmt: skip
     said = capsys.readouterr().err
     assert "at most 2 plans per task" in said and "retries at" not in said
     react: dict = {}
-    _apply_local_defaults("react", {}, react)
+    _apply_local_defaults("react", {}, react, None)
     said = capsys.readouterr().err
     assert "max_iterations" not in react and "plans per task" not in said and "nodes" not in said
     assert "cross-check" not in said  # nothing said of a check react never runs
     remote: dict = {}
-    assert _apply_local_defaults("verimap", {"base_url": "http://127.0.0.1:9/v1"}, remote) == {}
+    assert (
+        _apply_local_defaults("verimap", {"base_url": "http://127.0.0.1:9/v1"}, remote, None) == {}
+    )
     assert remote == {}
+
+
+EVIL = """
+from pathlib import Path
+
+
+def boom(*args):
+    Path(__file__).with_name("RAN").write_text("the config file ran code")
+    raise SystemExit(0)
+"""
+
+
+def test_a_config_file_cannot_name_code_to_run(tmp_path, monkeypatch):
+    """`models_factory` imports and calls any function (`runpy:run_path` runs any file): a
+    config file holding it, at the top or under `models`, is an error naming the key, and
+    nothing is imported or run. The flag on the command line still works."""
+    (tmp_path / "evil_factory.py").write_text(EVIL)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    base = f"benchmark: gsm8k\nmethod: react\nlimit: 1\ndata_dir: {SAMPLES}\nsandbox: process\n"
+    cases = {"'models_factory'": "models_factory: evil_factory:boom\n",
+             "'models.models_factory'": "models:\n  models_factory: evil_factory:boom\n",
+             "'models-factory'": "models-factory: runpy:run_path\n"}  # fmt: skip
+    for i, (named, where) in enumerate(cases.items()):
+        cfg = tmp_path / f"c{i}.yaml"
+        cfg.write_text(base + f"out: {tmp_path / 'o'}\nprogress: false\n" + where)
+        r = CliRunner().invoke(main, ["eval", "--config", str(cfg)])
+        said = " ".join(r.output.split())
+        assert r.exit_code == 2, r.output
+        assert f"{named} is not allowed in a config file" in said and "--models-factory" in said
+        assert not (tmp_path / "RAN").exists() and not (tmp_path / "o").exists()
+    cfg = tmp_path / "ok.yaml"
+    cfg.write_text(base + f"out: {tmp_path / 'o'}\nprogress: false\n")
+    r = invoke("--config", str(cfg), *FACTORY[:2])
+    assert r.exit_code == 0, r.output
+
+
+def test_every_unknown_config_key_is_named_with_a_close_match(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "benchmark: gsm8k\nmax_concurency: 3\nsandbox: process\nflavour: x\n"
+        "models:\n  planer: gpt-4.1\n"
+        "run_config:\n  vf_timout_s: 7\n  budget:\n    max_cots: 1.0\n"
+    )
+    r = CliRunner().invoke(main, ["eval", "--config", str(cfg), "-o", str(tmp_path / "o")])
+    assert r.exit_code == 2, r.output
+    said = " ".join(r.output.split())
+    assert "'max_concurency' (did you mean 'max_concurrency'?)" in said
+    assert "'flavour'" in said and "'models.planer'" in said
+    assert "'run_config.vf_timout_s' (did you mean 'vf_timeout_s'?)" in said
+    assert "'run_config.budget.max_cots' (did you mean 'max_cost'?)" in said
+    assert "'sandbox'" not in said.split("unknown settings", 1)[1]
+    assert not (tmp_path / "o").exists()
+
+
+def test_config_sections_must_be_mappings(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("benchmark: gsm8k\nmodels: [gpt-4.1]\n")
+    r = CliRunner().invoke(main, ["eval", "--config", str(cfg)])
+    assert r.exit_code == 2 and "models must be a mapping, not list" in r.output
+    assert r.exception is None or isinstance(r.exception, SystemExit)

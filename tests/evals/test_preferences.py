@@ -261,3 +261,45 @@ def test_fallback_plans_pair_only_when_asked(runs, tmp_path):
     assert len(pairs) == 1
     assert _plan_text(pairs[0]["chosen"])["nodes"][0]["id"] == "solve"
     assert "beta" in pairs[0]["rejected"][0]["content"]
+
+
+SECRET = "PRIVATE-TASK-TEXT-never-exported"
+
+
+def _private_trace(path):
+    """A trace of somebody's private run: its task text must not reach the exported data."""
+    events = [
+        _event(ev.RUN_START, task=SECRET),
+        _event(ev.PLAN),
+        _event(ev.FINISH, status="success"),
+    ]
+    path.write_text("".join(e.model_dump_json() + "\n" for e in events))
+
+
+def test_a_trace_outside_the_run_directory_is_never_read(runs, tmp_path):
+    """A shared run directory whose records name traces elsewhere (an absolute path, `..`, a
+    symlink out): each such record is skipped and reported, and no outside file is read."""
+    a = tmp_path / "shared"
+    shutil.copytree(runs["a"], a)
+    private = tmp_path / "private"
+    private.mkdir()
+    _private_trace(private / "run.jsonl")
+    (private / "passwd").write_text(f"root:x:0:0:{SECRET}:/root:/bin/bash\n")
+    (a / "traces" / "out").symlink_to(private)
+    escapes = [str(private / "run.jsonl"), "../private/passwd", "traces/out/run.jsonl"]
+    recs = _lines(a / "results.jsonl")
+    assert len(recs) == 2
+    recs.append({**recs[0], "key": "r1/gsm8k/0", "run": 1})
+    for rec, rel in zip(recs, escapes, strict=True):
+        rec["trace"] = rel
+    (a / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    pairs, summary = preference_pairs([a], metadata=True)
+    assert pairs == [] and summary.skipped_records == 3
+    assert len(summary.warnings) == 3
+    assert all("outside the run directory" in w for w in summary.warnings)
+    assert all(repr(rel) in w for rel, w in zip(escapes, summary.warnings, strict=True))
+    assert SECRET not in json.dumps([pairs, summary.notes, summary.warnings])
+    out = tmp_path / "p.jsonl"
+    r = _invoke(str(a), "-o", str(out), "--verbose")
+    assert r.exit_code == 0 and SECRET not in r.output + out.read_text()
+    assert r.output.count("warning: ") == 3 and "3 record(s) skipped" in r.output

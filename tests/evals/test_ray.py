@@ -225,9 +225,9 @@ def test_a_killed_driver_resumes_without_loss_or_duplicates(ray_cluster, tmp_pat
     config.write_text(
         f"benchmark: gsm8k\nmethod: react\nlimit: 20\nmax_concurrency: 2\nout: {out}\n"
         f"data_dir: {SAMPLES}\nsandbox: process\nray: {ray_cluster.address}\n"
-        "models_factory: verimap.evals.doubles:factory\n"
     )
-    first = _driver(out, "--config", str(config))
+    factory_flag = ("--models-factory", "verimap.evals.doubles:factory")  # never from a file
+    first = _driver(out, "--config", str(config), *factory_flag)
     deadline = time.monotonic() + 120
     while not (out / RESULTS).exists() or len((out / RESULTS).read_text().splitlines()) < 4:
         assert time.monotonic() < deadline and first.poll() is None, first.communicate()
@@ -240,7 +240,7 @@ def test_a_killed_driver_resumes_without_loss_or_duplicates(ray_cluster, tmp_pat
         assert first.returncode == 130 and "--resume" in err
     else:
         assert first.returncode == -signal.SIGKILL
-    resumed = _driver(out, "--config", str(config), "--resume")
+    resumed = _driver(out, "--config", str(config), "--resume", *factory_flag)
     stdout, err = resumed.communicate(timeout=180)
     assert resumed.returncode == 0, err
     after = _lines(out / RESULTS)
@@ -255,3 +255,32 @@ def test_a_killed_driver_resumes_without_loss_or_duplicates(ray_cluster, tmp_pat
     while _eval_workers() and time.monotonic() < deadline:  # Ray ends a gone driver's workers
         time.sleep(0.5)
     assert not _eval_workers()
+
+
+async def test_a_trace_a_worker_returns_is_written_inside_the_run_directory(
+    ray_cluster, tmp_path, monkeypatch, capsys
+):
+    """The driver writes each returned trace where its record says, confined to the run
+    directory: a worker that names a path outside it (here `..`) has its trace written to the
+    task's own place instead, and nothing lands outside."""
+    from verimap.evals import cluster
+
+    solve = cluster.WorkerPool.__call__
+
+    async def escaping(self, task, run):
+        att = await solve(self, task, run)
+        (att.record or att.error)["trace"] = "../escaped/trace.jsonl"
+        return att
+
+    monkeypatch.setattr(cluster.WorkerPool, "__call__", escaping)
+    out = tmp_path / "run"
+    outcome = await eval_on_ray(
+        get_benchmark("gsm8k", SAMPLES), "react", out, models_factory=factory,
+        data_dir=str(SAMPLES), sandbox_kind="process", max_concurrency=1, limit=2,
+        progress=False,
+    )  # fmt: skip
+    assert outcome.tally.done == 2 and not (tmp_path / "escaped").exists()
+    recs = _lines(out / RESULTS)
+    assert all(r["trace"].startswith("traces/run0/") for r in recs)
+    assert all(_events(out, r) and _events(out, r)[0][0] == "run_start" for r in recs)
+    assert capsys.readouterr().err.count("outside") == 2

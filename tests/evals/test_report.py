@@ -1,12 +1,16 @@
+import importlib.util
 import json
 import re
 import statistics
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from verimap.evals.report import (
     load_records,
     render,
+    report_dirs,
     table_accuracy,
     table_cost,
     table_verification,
@@ -14,7 +18,7 @@ from verimap.evals.report import (
 )
 from verimap.evals.runner import RESULTS, ResultsLog, RunDirError, TaskRecord, run_eval
 from verimap.evals.tasksets import get_benchmark
-from verimap.testing import InProcessSandboxDouble, ScriptedModel
+from verimap.testing import InProcessSandboxDouble, ScriptedModel, need
 
 from .conftest import SAMPLES
 
@@ -61,7 +65,8 @@ def plan_with(vf_code):
     }]}  # fmt: skip
 
 
-SOUND = "assert outputs['answer'] >= 0, 'a count cannot be negative'"
+# Pins the answer the executor gives (strong: a nearby number fails it), right or not.
+SOUND = "assert outputs['answer'] == {answer}, 'the answer is {answer}'"
 PLANTED = "assert outputs['answer'] < 0, 'planted: rejects every answer here'"
 
 
@@ -77,10 +82,11 @@ async def test_table_4_counts_what_the_real_pipeline_produces(tmp_path):
     def reply(req):
         text = _squash(" ".join(m.content for m in req.messages))
         i = next(i for i, k in enumerate(keys) if k in text)
-        if req.role == "planner":
-            return plan_with(SOUND if i < 2 else PLANTED)
         gold = float(tasks[i].gold)
-        return json.dumps({"answer": gold if i in (0, 2) else gold + 1})
+        answer = gold if i in (0, 2) else gold + 1
+        if req.role == "planner":
+            return plan_with(SOUND.format(answer=answer) if i < 2 else PLANTED)
+        return json.dumps({"answer": answer})
 
     model = ScriptedModel(reply, name="scripted")
     models = {"planner": model, "executor": model, "judge": model}
@@ -99,7 +105,10 @@ async def test_table_4_counts_what_the_real_pipeline_produces(tmp_path):
     )
     # 2 retries x 2 iterations of the planted VF; one run of the sound one
     assert fn["vf_calls"] == {"python": 4, "llm": 0}
-    assert recs["gsm8k/0"]["vf_calls"] == {"python": 1, "llm": 0}
+    assert recs["gsm8k/0"]["vf_calls"] == {
+        "python": 1,
+        "llm": 0,
+    }  # the strength probes: not counted
 
 
 def test_methods_without_verification_are_left_out_of_table_4():
@@ -156,3 +165,117 @@ def test_multihoprag_question_types():
     text = render(recs)
     assert "| Method | null_query | temporal_query |" in text
     assert "| verimap | 50.0 (n=2) | 100.0 (n=1) |" in text
+
+
+# -- directories with lines no verimap run wrote ----------------------------------------------
+
+GOOD_LINES = [rec("verimap", "gsm8k", 0, 0, True), rec("verimap", "gsm8k", 0, 1, False)]
+BAD_LINES = {  # line number -> what makes it no record
+    2: b"\xff\xfe invalid UTF-8\n",
+    3: b"[1, 2, 3]\n",
+    4: b'{"task_id": "gsm8k/9", "run": 0}\n',  # no key
+    5: json.dumps({**rec("verimap", "gsm8k", 0, 5, True), "usage": [1]}).encode() + b"\n",
+    6: b"[" * 50_000 + b"]" * 50_000 + b"\n",
+}
+
+
+def _messy_dir(d, config: bytes = b'{"benchmark": "gsm8k", "method": "verimap"}'):
+    """An eval directory whose results.jsonl holds two records among lines that are none."""
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "config.json").write_bytes(config)
+    good = [json.dumps(r).encode() + b"\n" for r in GOOD_LINES]
+    lines = [good[0], *(BAD_LINES[n] for n in sorted(BAD_LINES)), good[1]]
+    (d / RESULTS).write_bytes(b"".join(lines))
+    (d / "errors.jsonl").write_bytes(b'{"key": "r0/gsm8k/7", "task_id": "gsm8k/7"}\n\xff\n')
+    return d
+
+
+def _named(text: str, path, lines) -> bool:
+    return all(f"{path}:{n}: " in text for n in lines)
+
+
+def test_report_skips_every_bad_line_by_file_and_line_and_counts_the_rest(tmp_path):
+    d = _messy_dir(tmp_path / "run")
+    text = report_dirs([d])
+    assert "(n=2, runs=1)" in text and "1 task(s) errored, not scored" in text
+    assert "## Skipped lines (6)" in text
+    assert _named(text, d / RESULTS, BAD_LINES) and _named(text, d / "errors.jsonl", [2])
+    problems: list[str] = []
+    assert len(load_records([d], problems)) == 2 and len(problems) == len(BAD_LINES)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [b"[1, 2]", b"\xff{}", b"{" * 5_000, b'{"models": [1]}'],
+    ids=["a-list", "not-utf8", "too-deep", "models-a-list"],
+)
+def test_a_bad_config_json_is_named_and_the_records_still_count(tmp_path, config):
+    d = _messy_dir(tmp_path / "run", config)
+    text = report_dirs([d])
+    assert "(n=2, runs=1)" in text
+    if config != b'{"models": [1]}':
+        assert f"{d / 'config.json'}: " in text
+
+
+def test_every_reader_of_eval_directories_skips_and_names_bad_lines(tmp_path):
+    """The Inspect export and the preference export read results.jsonl as the report does."""
+    need(importlib.util.find_spec("inspect_ai") is not None, "inspect_ai is not installed")
+    from verimap.evals.inspect_export import export_dirs
+    from verimap.evals.preferences import preference_pairs
+
+    config = json.dumps({"benchmark": "gsm8k", "method": "verimap", "data": {"dir": str(SAMPLES)}})
+    d = _messy_dir(tmp_path / "run", config.encode())
+    (written,) = export_dirs([d], tmp_path / "logs")
+    assert written.scored == 2 and written.errored == 1
+    assert _named("\n".join(written.problems), d / RESULTS, BAD_LINES)
+    _, summary = preference_pairs([d])
+    assert _named("\n".join(summary.warnings), d / RESULTS, BAD_LINES)
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=6),
+    lambda kids: (
+        st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=6), kids, max_size=3)
+    ),
+    max_leaves=10,
+)
+_record = st.fixed_dictionaries(
+    {"key": st.text(min_size=1, max_size=4), "task_id": st.sampled_from(["gsm8k/0", "x"]),
+     "method": st.sampled_from(["verimap", "react"]), "benchmark": st.just("gsm8k"),
+     "run": st.integers(0, 2), "correct": st.booleans()},
+    optional={k: _json for k in ("usage", "plans", "meta", "vf_stats", "vf_calls", "tokens",
+                                 "cost", "verified", "status", "trace", "finished_at",
+                                 "wall_time_s", "score_detail", "predicted")},
+)  # fmt: skip
+# (line, whether it can be no record whatever it says)
+_line = st.one_of(
+    _record.map(lambda r: (json.dumps(r).encode(), False)),
+    _json.map(lambda v: (json.dumps(v).encode(), not isinstance(v, dict))),
+    st.binary(min_size=1, max_size=20).map(lambda b: (b"\xff" + b.replace(b"\n", b""), True)),
+    st.integers(65, 3_000).map(lambda d: (b"{" * d + b"}" * d, True)),
+)
+
+
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(lines=st.lists(_line, max_size=8), errors=st.lists(_line, max_size=3))
+def test_any_lines_into_the_report_and_the_exports_raise_nothing(tmp_path_factory, lines, errors):
+    need(importlib.util.find_spec("inspect_ai") is not None, "inspect_ai is not installed")
+    from verimap.evals.inspect_export import to_eval_log
+    from verimap.evals.preferences import preference_pairs
+
+    d = tmp_path_factory.mktemp("run")
+    config = {"benchmark": "gsm8k", "method": "verimap", "data": {"dir": str(SAMPLES)}}
+    (d / "config.json").write_text(json.dumps(config))
+    (d / RESULTS).write_bytes(b"".join(raw + b"\n" for raw, _ in lines))
+    (d / "errors.jsonl").write_bytes(b"".join(raw + b"\n" for raw, _ in errors))
+    text = report_dirs([d])
+    must = [f"{d / RESULTS}:{n}: " for n, (_, bad) in enumerate(lines, 1) if bad]
+    must += [f"{d / 'errors.jsonl'}:{n}: " for n, (_, bad) in enumerate(errors, 1) if bad]
+    assert all(m in text for m in must)
+    problems: list[str] = []
+    to_eval_log(d, problems)
+    assert all(any(p.startswith(m) for p in problems) for m in must)
+    _, summary = preference_pairs([d])
+    assert all(any(m in w for w in summary.warnings) for m in must if "results" in m)

@@ -136,7 +136,7 @@ def test_torn_last_line_is_cut_and_not_counted(tmp_path):
 
 def test_corrupt_middle_line_is_an_error(tmp_path):
     (tmp_path / RESULTS).write_text('{"key": "a"}\nnot json\n{"key": "b"}\n')
-    with pytest.raises(RunDirError, match="line 2"):
+    with pytest.raises(RunDirError, match=r"results\.jsonl:2: not valid JSON"):
         ResultsLog(tmp_path / RESULTS).load()
 
 

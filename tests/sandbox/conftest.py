@@ -6,49 +6,16 @@ reason; on CI (`CI` set) a missing service is a failure, never a skip.
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 
-from verimap.sandbox import SandboxUnavailable
+from tests.conftest import docker_pool
 from verimap.testing import need
-
-
-@pytest.fixture(scope="session")
-def docker_sandbox():
-    """One shared warm pool for the session (like get_sandbox("docker") in a real run)."""
-    from verimap.sandbox.docker import DockerSandbox
-
-    try:
-        sb = DockerSandbox(pool_size=2)
-    except SandboxUnavailable as e:
-        need(False, str(e))
-    yield sb
-    sb.pool.close()
 
 
 @pytest.fixture
 def fresh_docker_sandbox():
     """A private single-container pool, for tests that damage or count containers."""
-    from verimap.sandbox.docker import DockerSandbox
-
-    try:
-        sb = DockerSandbox(pool_size=1)
-    except SandboxUnavailable as e:
-        need(False, str(e))
-    yield sb
-    sb.pool.close()
-
-
-@pytest.fixture(scope="session")
-def process_sandbox():
-    from verimap.sandbox.process import ProcessSandbox
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        sb = ProcessSandbox(pool_size=2)
-    yield sb
-    sb.pool.close()
+    yield from docker_pool(1)
 
 
 @pytest.fixture(params=["process", pytest.param("docker", marks=pytest.mark.docker)])

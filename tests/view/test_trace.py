@@ -129,7 +129,7 @@ def test_read_events_clips_long_lines_only_and_load_run_matches_build_run(tmp_pa
 
 
 def test_pretty_reads_like_indented_json_with_or_without_orjson(monkeypatch):
-    from verimap.view import trace
+    from verimap.view import model as trace
 
     obj = {"a": [1, 2.5, None, True], "é": {"n": "ünï"}, "big": 2**70}
     fast = trace.pretty(obj)

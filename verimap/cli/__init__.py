@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from verimap.redaction import for_console
+
 if TYPE_CHECKING:
     from verimap.config import RunConfig
 
@@ -77,7 +79,10 @@ def endpoint_options(f: Callable[..., Any]) -> Callable[..., Any]:
 
 
 class _StderrNotes(logging.StreamHandler):
-    pass
+    """Log notes can quote an endpoint's reply: masked and stripped like all console text."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return for_console(super().format(record))
 
 
 def log_to_stderr(level: int = logging.INFO) -> None:
@@ -100,17 +105,53 @@ max_nodes_option = click.option(
 )
 
 
+samples_option = click.option(
+    "--samples",
+    type=click.IntRange(min=1),
+    default=None,
+    help="k, the samples a voting method draws per task (--method sc) [default: 4].",
+)
+
+
+def with_cross_check(run_config: dict[str, Any], on: bool | None) -> None:
+    """`--cross-check/--no-cross-check`: add or remove the checks that confirm an answer with
+    independently written solutions, keeping the others `run_config` has (or the default)."""
+    from verimap.check_names import AGREEMENT_CHECKS
+    from verimap.config import RunConfig
+
+    if on is None:
+        return
+    checks = [c for c in run_config.get("checks", RunConfig().checks) if c not in AGREEMENT_CHECKS]
+    run_config["checks"] = checks + (list(AGREEMENT_CHECKS) if on else [])
+
+
+def cross_checks(config: RunConfig) -> bool:
+    """Whether the run confirms answers with independent solutions."""
+    from verimap.check_names import AGREEMENT_CHECKS
+
+    return config.verification == "full" and any(c in AGREEMENT_CHECKS for c in config.checks)
+
+
 def warn_idle_cross_check(config: RunConfig, what: str) -> None:
     """`--cross-check` beside no plan VFs would otherwise do nothing, and say nothing."""
-    if config.cross_check and not config.checks_independently:
+    if not cross_checks(config):
         click.echo(
-            f"note: --cross-check does nothing with {what}: the check stands beside the plan's "
+            f"note: --cross-check does nothing with {what}: checks stand beside the plan's "
             "VFs (verification full)",
             err=True,
         )
 
 
 class LazyGroup(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        """Every command's error message passes the console boundary here: click prints it,
+        and it may quote an endpoint's reply (an echoed key) or a model's text."""
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as e:
+            e.message = for_console(e.message)  # type: ignore[misc]  # Final in click's stubs only
+            raise
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(SUBCOMMANDS)
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import signal
 import sys
 import warnings
@@ -22,15 +21,18 @@ from typing import Any
 import click
 
 from verimap.cli import (
+    cross_checks,
     endpoint_options,
     max_nodes_option,
+    samples_option,
     sandbox_option,
     warn_idle_cross_check,
+    with_cross_check,
 )
 from verimap.cli.cluster import ray_options, run_on_ray
 from verimap.cli.eval_config import SampleSize, limit_or_sample, load_config_file, load_factory
 from verimap.cli.tracing import otel_option, otel_spans
-from verimap.evals.methods import METHODS, method_config
+from verimap.methods.presets import METHODS, method_config
 
 ENDPOINT_KEYS = (
     "model",
@@ -41,9 +43,7 @@ ENDPOINT_KEYS = (
     "keep_server",
     "model_file",
 )
-RUN_CONFIG_FLAGS = (
-    "max_retries", "max_iterations", "max_nodes", "temperature", "top_p", "cross_check"
-)  # fmt: skip
+RUN_CONFIG_FLAGS = ("max_retries", "max_iterations", "max_nodes", "temperature", "top_p")
 
 
 @click.group("eval", invoke_without_command=True)
@@ -65,8 +65,10 @@ RUN_CONFIG_FLAGS = (
     type=click.Choice(list(METHODS)),
     default="verimap",
     show_default=True,
-    help="Method: a preset of planner, verification, retries and iterations (docs/eval.md).",
+    help="Method: a preset of planner, verification, retries and iterations, or a baseline "
+    "(bare, sc, program) (docs/eval.md).",
 )
+@samples_option
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=None, help="First N tasks only.")
 @click.option(
     "--sample",
@@ -122,9 +124,9 @@ RUN_CONFIG_FLAGS = (
 @click.option(
     "--cross-check/--no-cross-check",
     default=None,
-    help="A final numeric answer must agree with a solution of the whole task that the judge "
-    "model writes as a program and the sandbox runs (beyond the paper) [default: on for the "
-    "local model].",
+    help="Confirm a final answer only when independently written solutions agree with it: "
+    "programs for a number, fresh samples run on generated inputs for code (more judge calls; "
+    "beyond the paper) [default: on for the local model].",
 )
 @click.option("--progress/--no-progress", default=True, show_default=True)
 @click.option(
@@ -140,16 +142,12 @@ def eval_(ctx: click.Context, **kw: Any) -> None:
         return
     from_config: set[str] = set()
     if kw.get("config_file"):
-        cfg = load_config_file(kw["config_file"])
-        params = {p.name: p for p in ctx.command.params}
+        params = {p.name: p for p in ctx.command.params if p.name}
+        cfg = load_config_file(kw["config_file"], known=params)
         for key, value in cfg.items():
             if key == "run_config":
                 continue
-            src = ctx.get_parameter_source(key) if key in kw else None
-            if key not in kw:
-                raise click.BadParameter(
-                    f"unknown setting {key!r} in {kw['config_file']}", param_hint="--config"
-                )
+            src = ctx.get_parameter_source(key)
             if src in (click.core.ParameterSource.DEFAULT, None):
                 param = params[key]
                 try:
@@ -201,7 +199,7 @@ def _drop_config_models_without_endpoint(endpoint: dict[str, Any], from_config: 
 
 
 def _apply_local_defaults(
-    method: str, endpoint: dict[str, Any], run_config: dict[str, Any]
+    method: str, endpoint: dict[str, Any], run_config: dict[str, Any], cross_check: bool | None
 ) -> dict[str, Any]:
     """Fill `run_config` with the local-model rules the user left unset, say so on stderr, and
     return them (empty for an endpoint). Plan repairs and iterations are not sampling settings:
@@ -220,10 +218,10 @@ def _apply_local_defaults(
             f"temperature {local['temperature']}, retries at {local['retry_temperature']} (the "
             "paper's 1.0 derails small models; --temperature overrides)"
         )
-    for k in ("plan_repairs", "max_iterations", "max_nodes", "require_working", "cross_check",
-              "fresh_code_retries"):  # fmt: skip
+    for k in ("plan_repairs", "max_iterations", "max_nodes", "checks", "fresh_code_retries"):
         if k in local:
             run_config.setdefault(k, local[k])
+    with_cross_check(run_config, cross_check)
     said.append(f"{run_config['plan_repairs']} plan repairs")
     if "max_iterations" in local:
         said.append(
@@ -234,8 +232,8 @@ def _apply_local_defaults(
         size = "the whole task as one node" if cap == 1 else f"plans of at most {cap} nodes"
         said.append(f"{size} (--max-nodes overrides)")
     with contextlib.suppress(ValueError):  # a bad config is reported when the run starts
-        if run_config.get("cross_check") and method_config(method, run_config).checks_independently:
-            said.append("numeric answers cross-checked by a program (--no-cross-check: off)")
+        if cross_checks(method_config(method, run_config)):
+            said.append("answers confirmed by independent solutions (--no-cross-check: off)")
     click.echo(f"note: local model: {'; '.join(said)}", err=True)
     return local
 
@@ -254,7 +252,7 @@ def run_command(**kw: Any) -> int:
     from verimap.evals.data import DataError
     from verimap.evals.report import report_dirs
     from verimap.evals.retrieval import RetrievalUnavailable
-    from verimap.evals.runner import RunDirError, run_eval
+    from verimap.evals.runner import RunDirError, preflight, run_eval
     from verimap.evals.tasksets import get_benchmark
     from verimap.events import EventBus
     from verimap.llm.base import ModelError
@@ -289,17 +287,20 @@ def run_command(**kw: Any) -> int:
         click.echo(
             f"note: {method} is one pass by definition; ignoring {', '.join(fixed)}", err=True
         )
-    if run_config.get("cross_check"):
-        with contextlib.suppress(ValueError):  # a bad config is reported when the run starts
-            warn_idle_cross_check(method_config(method, run_config), f"method {method}")
     concurrency = kw.get("max_concurrency")
+    local = {}
     if not kw.get("models_factory"):
-        local = _apply_local_defaults(method, endpoint, run_config)
+        local = _apply_local_defaults(method, endpoint, run_config, kw.get("cross_check"))
         if local and concurrency is None:
             # The llama.cpp server answers one request at a time and keeps only the last
             # prompt's cache; interleaved tasks evict each other's prefixes and all run slower.
             concurrency = 1
             click.echo("note: local model: one task at a time (-c overrides)", err=True)
+    if not local:
+        with_cross_check(run_config, kw.get("cross_check"))
+    if kw.get("cross_check"):
+        with contextlib.suppress(ValueError):  # a bad config is reported when the run starts
+            warn_idle_cross_check(method_config(method, run_config), f"method {method}")
 
     async def main(spans: Any) -> Any:
         # SIGTERM stops a run the way Ctrl-C does: finished tasks are already on disk.
@@ -321,7 +322,9 @@ def run_command(**kw: Any) -> int:
             config=run_config,
             progress=bool(kw.get("progress", True)),
             events=events,
+            samples=kw.get("samples"),
         )
+        preflight(bench, method, out, **common)  # a refused --out costs no model start
         if ray_address(kw.get("ray")):
             return await run_on_ray(kw, bench, out, endpoint, common)
         with warnings.catch_warnings():
@@ -420,6 +423,7 @@ def export(dirs: tuple[Path, ...], fmt: str, out: Path | None) -> None:
     if importlib.util.find_spec("inspect_ai") is None:
         raise click.ClickException(INSPECT_MISSING)
     from verimap.evals.inspect_export import ExportError, export_dirs
+    from verimap.redaction import printable
 
     target = out or Path(getenv("INSPECT_LOG_DIR") or "logs")
     try:
@@ -427,62 +431,20 @@ def export(dirs: tuple[Path, ...], fmt: str, out: Path | None) -> None:
     except ExportError as e:
         raise click.BadParameter(str(e), param_hint="DIR") from None
     for w in written:
+        for line in w.problems:
+            click.echo(f"skipped: {printable(line)}", err=True)
         acc = "no task scored" if w.accuracy is None else f"accuracy {w.accuracy:.1%}"
         click.echo(f"{w.path}: {w.benchmark}/{w.method}, {w.scored} scored ({acc}), "
                    f"{w.errored} errored, not scored")  # fmt: skip
     click.echo(f"open with: inspect view --log-dir {target}", err=True)
 
 
-REFERENCE = (
-    "MultiHop-RAG paper (Tang & Yang 2024), best setting voyage-02 + bge-reranker-large: "
-    "MRR@10 0.5860, Hits@10 0.7467, Hits@4 0.6625; text-embedding-ada-002 without reranker: "
-    "MRR@10 0.4203, MAP@10 0.3431, Hits@10 0.6381, Hits@4 0.5040 (full corpus, 2255 queries)."
-)
+# Subcommands in their own modules.
+from verimap.cli.eval_compare import compare  # noqa: E402
+from verimap.cli.eval_retrieval import retrieval  # noqa: E402
 
-
-@eval_.command("retrieval")
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None)
-@click.option(
-    "--limit", "-n", type=click.IntRange(min=1), default=None, help="First N queries only."
-)
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="Index cache [$VERIMAP_CACHE].",
-)
-@click.option("--chunk-words", type=click.IntRange(min=10), default=120, show_default=True)
-@click.option("--json", "as_json", is_flag=True, help="Print the metrics as JSON.")
-def retrieval(
-    data_dir: str | None, limit: int | None, cache_dir: str | None, chunk_words: int, as_json: bool
-) -> None:
-    """Hits@4, Hits@10, MAP@10 and MRR@10 of the search tool against MultiHopRAG's evidence."""
-    from verimap.evals import data as d
-    from verimap.evals.retrieval import CorpusIndex, RetrievalUnavailable, evaluate_retrieval
-
-    try:
-        src = d.resolve("multihoprag", data_dir)
-        queries, corpus = d.load_multihoprag(src)
-    except d.DataError as e:
-        raise click.ClickException(str(e)) from None
-    try:
-        index = CorpusIndex.build(corpus, cache_dir=cache_dir, max_words=chunk_words)
-    except RetrievalUnavailable as e:
-        raise click.ClickException(str(e)) from None
-    m = evaluate_retrieval(index, queries[:limit] if limit else queries)
-    if as_json:
-        click.echo(json.dumps({**m.model_dump(), "data": str(src.root), "fixture": src.is_sample}))
-        return
-    where = "the committed FIXTURE (not the real dataset)" if src.is_sample else str(src.root)
-    click.echo(f"MultiHopRAG retrieval on {where}: {len(corpus)} articles, {len(index.chunks)} chunks, "
-               f"{m.queries} non-null queries; BM25 + all-MiniLM-L6-v2, reciprocal-rank fusion")  # fmt: skip
-    click.echo("| Hits@4 | Hits@10 | MAP@10 | MRR@10 |\n|---|---|---|---|")
-    click.echo(
-        f"| {m.hits_at_4:.4f} | {m.hits_at_10:.4f} | {m.map_at_10:.4f} | {m.mrr_at_10:.4f} |"
-    )
-    click.echo(f"Reference: {REFERENCE}")
-    if index.built:
-        click.echo("(index built and cached)", err=True)
+eval_.add_command(compare)
+eval_.add_command(retrieval)
 
 
 if __name__ == "__main__":  # pragma: no cover

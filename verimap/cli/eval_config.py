@@ -2,44 +2,111 @@
 
 from __future__ import annotations
 
+import difflib
 import importlib
 import json
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
 import click
 
+# Settings a config file may not hold: `models_factory` names Python code to import and
+# run, and a config file (shared, checked in, downloaded) is not trusted to run code.
+CLI_ONLY = {
+    "models_factory": "it names Python code to run; give --models-factory on the command line",
+    "config_file": "a config file cannot name another",
+}
+ROLES = ("planner", "executor", "judge")
 
-def load_config_file(path: str | Path) -> dict[str, Any]:
-    """A YAML (.yaml/.yml), TOML (.toml) or JSON eval config, as a flat dict of CLI settings."""
+
+def load_config_file(path: str | Path, known: Collection[str] | None = None) -> dict[str, Any]:
+    """A YAML (.yaml/.yml), TOML (.toml) or JSON eval config, as a flat dict of CLI settings.
+
+    With `known` (the command's option names), every key is checked against them and against
+    `RunConfig`'s fields: an unknown key is an error naming each one (with a close match
+    when there is one), and so is a command-line-only setting (`CLI_ONLY`)."""
     p = Path(path)
+    data = _parse(p)
+    if not isinstance(data, dict):
+        raise click.BadParameter(f"{p}: expected a mapping at the top level", param_hint="--config")
+    models = data.get("models") or {}
+    run_config = data.get("run_config") or {}
+    for name, value in (("models", models), ("run_config", run_config)):
+        if not isinstance(value, dict):
+            raise click.BadParameter(
+                f"{p}: {name} must be a mapping, not {type(value).__name__}", param_hint="--config"
+            )
+    flat: dict[str, Any] = {}
+    spelled: dict[str, str] = {}  # flat key -> the key as written in the file
+    for k, v in data.items():
+        if k not in ("models", "run_config"):
+            key = str(k).replace("-", "_")
+            flat[key], spelled[key] = v, str(k)
+    for k, v in models.items():
+        key = str(k).replace("-", "_")
+        key = f"{key}_model" if key in ROLES else key
+        flat[key], spelled[key] = v, f"models.{k}"
+    if "sandbox" in flat:
+        flat["sandbox_kind"] = flat.pop("sandbox")
+        spelled["sandbox_kind"] = spelled.pop("sandbox")
+    if known is not None:
+        _check_keys(p, spelled, set(known), run_config)
+    flat["run_config"] = run_config
+    return flat
+
+
+def _parse(p: Path) -> Any:
     try:
         text = p.read_text()
-    except OSError as e:
+    except (OSError, UnicodeDecodeError) as e:
         raise click.BadParameter(f"cannot read {p}: {e}", param_hint="--config") from None
     try:
         if p.suffix in (".yaml", ".yml"):
             import yaml
 
-            data = yaml.safe_load(text)
-        elif p.suffix == ".toml":
+            return yaml.safe_load(text)
+        if p.suffix == ".toml":
             import tomllib
 
-            data = tomllib.loads(text)
-        else:
-            data = json.loads(text)
+            return tomllib.loads(text)
+        return json.loads(text)
     except Exception as e:
         raise click.BadParameter(f"{p}: {e}", param_hint="--config") from None
-    if not isinstance(data, dict):
-        raise click.BadParameter(f"{p}: expected a mapping at the top level", param_hint="--config")
-    flat = {k.replace("-", "_"): v for k, v in data.items() if k not in ("models", "run_config")}
-    for k, v in (data.get("models") or {}).items():
-        k = k.replace("-", "_")
-        flat[f"{k}_model" if k in ("planner", "executor", "judge") else k] = v
-    if "sandbox" in flat:
-        flat["sandbox_kind"] = flat.pop("sandbox")
-    flat["run_config"] = data.get("run_config") or {}
-    return flat
+
+
+def _check_keys(
+    p: Path, spelled: dict[str, str], known: set[str], run_config: dict[str, Any]
+) -> None:
+    for key, written in spelled.items():
+        if key in CLI_ONLY:
+            raise click.BadParameter(
+                f"{p}: {written!r} is not allowed in a config file: {CLI_ONLY[key]}",
+                param_hint="--config",
+            )
+    options = known - set(CLI_ONLY)
+    vocabulary = sorted((options - {"sandbox_kind"}) | {"sandbox", "models", "run_config"})
+    unknown = [_unknown(w, vocabulary) for k, w in spelled.items() if k not in options]
+    from verimap.config import Budget, RunConfig
+
+    fields = sorted(RunConfig.model_fields)
+    unknown += [_unknown(f"run_config.{k}", fields) for k in run_config if k not in fields]
+    budget = run_config.get("budget")
+    if isinstance(budget, dict):
+        limits = sorted(Budget.model_fields)
+        unknown += [_unknown(f"run_config.budget.{k}", limits) for k in budget if k not in limits]
+    if unknown:
+        raise click.BadParameter(
+            f"{p}: unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}",
+            param_hint="--config",
+        )
+
+
+def _unknown(written: str, vocabulary: list[str]) -> str:
+    """`written`, quoted, with the closest known name when one is close."""
+    leaf = written.rsplit(".", 1)[-1].replace("-", "_")
+    close = difflib.get_close_matches(leaf, vocabulary, n=1)
+    return f"{written!r} (did you mean {close[0]!r}?)" if close else repr(written)
 
 
 class SampleSize(click.ParamType):

@@ -37,6 +37,8 @@ def preferences(
     except ExportError as e:
         raise click.BadParameter(str(e), param_hint="RUN_DIR") from None
     write_pairs(pairs, out)
+    for warning in summary.warnings:
+        click.echo(f"warning: {warning}", err=True)
     notes = summary.notes if verbose else summary.notes[:5]
     for note in notes:
         click.echo(f"note: {note}", err=True)

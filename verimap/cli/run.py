@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
 from contextlib import AbstractAsyncContextManager
 from pathlib import Path
@@ -14,18 +15,22 @@ import click
 from verimap.cli import (
     endpoint_options,
     max_nodes_option,
+    samples_option,
     sandbox_option,
     warn_idle_cross_check,
+    with_cross_check,
 )
 from verimap.cli.tracing import otel_option, otel_spans
 from verimap.config import Budget, RunConfig
 from verimap.env import getenv
-from verimap.evals.methods import METHODS
+from verimap.methods.presets import METHODS
+from verimap.redaction import for_console, redact
 from verimap.result import RunResult
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
 # The model endpoint or the sandbox failed: the run says nothing about the task or the method.
 EXIT_INFRA = 4
+_C1 = re.compile(r"[\x7f-\x9f]")
 
 
 def _connect(**endpoint: Any) -> AbstractAsyncContextManager[dict]:
@@ -42,8 +47,12 @@ def _sandbox(kind: str):
 
 
 def print_result(result: RunResult, *, console=None) -> None:
+    """The run's status, verdict table and answer. Everything a model or an endpoint wrote goes
+    through `for_console` (secrets masked, escape sequences stripped) and in as plain text,
+    never as rich markup."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = console or Console()
     colour = {"success": "green", "partial": "yellow"}.get(result.status, "red")
@@ -56,7 +65,7 @@ def print_result(result: RunResult, *, console=None) -> None:
         )
     if result.error:
         console.print("[bold]error:[/bold] ", end="")
-        console.print(result.error, markup=False)
+        console.print(for_console(result.error), markup=False, emoji=False)
     table = Table(title="nodes (last plan)")
     for col in ("node", "status", "attempts", "verdicts of the last attempt"):
         table.add_column(col)
@@ -68,8 +77,10 @@ def print_result(result: RunResult, *, console=None) -> None:
         last = rep.attempts[-1] if rep.attempts else None
         verdicts = ", ".join(f"{v.name}={v.outcome}" for v in last.verdicts) if last else ""
         if last and last.error:
-            verdicts = (verdicts + "; " if verdicts else "") + f"error: {last.error[:80]}"
-        table.add_row(nid, rep.status, str(len(rep.attempts)), verdicts or "-")
+            error = f"error: {for_console(last.error)[:80]}"
+            verdicts = f"{verdicts}; {error}" if verdicts else error
+        cells = (nid, rep.status, str(len(rep.attempts)), verdicts or "-")
+        table.add_row(*(Text(for_console(c)) for c in cells))
     console.print(table)
     u = result.usage.total
     console.print(f"usage: {u.calls} calls ({u.failed_calls} failed), {u.prompt_tokens} prompt + "
@@ -77,7 +88,9 @@ def print_result(result: RunResult, *, console=None) -> None:
     if result.fallback_iterations:
         console.print(f"fallback plan in iteration(s): {result.fallback_iterations}")
     if result.dropped_vfs:
-        console.print(f"VFs dropped: {', '.join(result.dropped_vfs)}", markup=False)
+        console.print(
+            for_console(f"VFs dropped: {', '.join(result.dropped_vfs)}"), markup=False, emoji=False
+        )
     if result.trace_path:
         console.print(f"trace: {result.trace_path}", markup=False)
     answer = result.answer
@@ -86,9 +99,33 @@ def print_result(result: RunResult, *, console=None) -> None:
     else:
         console.print("[bold]answer:[/bold]")
     console.print(
-        answer if isinstance(answer, str) else json.dumps(answer, indent=2, default=str),
+        for_console(
+            answer if isinstance(answer, str) else json.dumps(answer, indent=2, default=str)
+        ),
         markup=False,
+        emoji=False,
     )
+
+
+def result_json(result: RunResult) -> str:
+    """`--json`: the whole result, secrets masked. JSON escapes C0 controls itself; C1 controls
+    (an 8-bit CSI) are escaped here, so the text is safe on a terminal too."""
+    text = json.dumps(redact(result.model_dump(mode="json")), indent=2, ensure_ascii=False)
+    return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
+    """A cost budget on a model with no known price would count its calls at $0 and never trip:
+    refused before the first call, as bad input."""
+    from verimap.accounting import has_known_price
+
+    unpriced = sorted({m.name for m in models.values() if not has_known_price(m)})
+    if max_cost is not None and unpriced:
+        raise click.BadParameter(
+            f"no price is known for {', '.join(unpriced)}, so a cost budget cannot be enforced; "
+            "budget calls, tokens or time instead",
+            param_hint="--max-cost",
+        )
 
 
 @click.command()
@@ -117,9 +154,9 @@ def print_result(result: RunResult, *, console=None) -> None:
 @click.option(
     "--cross-check/--no-cross-check",
     default=None,
-    help="A final numeric answer must agree with a solution of the whole task that the judge "
-    "model writes as a program and the sandbox runs (one more judge call; beyond the paper) "
-    "[default: on for the local model].",
+    help="Confirm a final answer only when independently written solutions agree with it: "
+    "programs for a number, fresh samples run on generated inputs for code (more judge calls; "
+    "beyond the paper) [default: on for the local model].",
 )
 @click.option(
     "--verification",
@@ -130,8 +167,10 @@ def print_result(result: RunResult, *, console=None) -> None:
 @click.option("--plan-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Use this fixed plan instead of asking the planner model.")  # fmt: skip
 @click.option("--method", type=click.Choice(list(METHODS)), default=None,
-              help="Run as one of the eval methods (react, map, map-v, verimap, ...), with the same "
-              "presets as `verimap eval`, to compare methods on one task.")  # fmt: skip
+              help="Run as one of the eval methods (react, map, map-v, verimap, ...) or baselines "
+              "(bare, sc, program), with the same presets as `verimap eval`, to compare methods on "
+              "one task.")  # fmt: skip
+@samples_option
 @sandbox_option()
 @click.option("--trace-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where run traces go (default: $VERIMAP_TRACE_DIR or ./runs/traces).")  # fmt: skip
@@ -146,7 +185,7 @@ def print_result(result: RunResult, *, console=None) -> None:
 @click.option("--quiet", "-q", is_flag=True, help="Do not narrate the run's steps on stderr.")
 @otel_option
 def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: int, sequential: bool, no_reuse: bool,
-        fail_accepted: bool, max_nodes: int | None, cross_check: bool | None, verification: str, plan_file: Path | None, method: str | None,
+        fail_accepted: bool, max_nodes: int | None, cross_check: bool | None, verification: str, plan_file: Path | None, method: str | None, samples: int | None,
         sandbox_kind: str, trace_dir: Path | None,
         max_calls: int | None, max_tokens: int | None, max_cost: float | None, timeout: float | None,
         temperature: float | None, as_json: bool, quiet: bool, otel: bool, **endpoint: Any) -> None:  # fmt: skip
@@ -178,8 +217,7 @@ def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: i
         defaults["max_iterations"] = max_iterations
     if max_nodes is not None:
         defaults["max_nodes"] = max_nodes or None
-    if cross_check is not None:
-        defaults["cross_check"] = cross_check
+    with_cross_check(defaults, cross_check)
     config = RunConfig.model_validate({
         "max_retries": max_retries, "max_parallel": max_parallel,
         "sequential": sequential, "reuse_verified": not no_reuse, "fail_accepted": fail_accepted,
@@ -187,7 +225,7 @@ def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: i
         "budget": Budget(max_llm_calls=max_calls, max_tokens=max_tokens, max_cost=max_cost, timeout_s=timeout),
     })  # fmt: skip
     if cross_check and method:
-        from verimap.evals.methods import method_config
+        from verimap.methods.presets import method_config
 
         warn_idle_cross_check(method_config(method, config), f"--method {method}")
     elif cross_check:
@@ -199,7 +237,7 @@ def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: i
                 json.loads(plan_file.read_text(encoding="utf-8"), strict=False)
             )
         except (PlanError, json.JSONDecodeError) as e:
-            click.echo(f"error: {plan_file}: {e}", err=True)
+            click.echo(for_console(f"error: {plan_file}: {e}"), err=True)
             sys.exit(EXIT_BAD_INPUT)
     trace_dir = trace_dir or Path(getenv("VERIMAP_TRACE_DIR", "runs/traces"))
 
@@ -207,13 +245,14 @@ def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: i
         sandbox = _sandbox(sandbox_kind)
         try:
             async with _connect(**endpoint) as models:
+                _refuse_unpriced(models, max_cost)
                 if method:
-                    from verimap.evals.methods import build_coordinator
+                    from verimap.methods.presets import build_runner
                     from verimap.tools import default_tools
 
-                    coordinator = build_coordinator(
+                    coordinator = build_runner(
                         method, models, sandbox, default_tools(sandbox), config=config,
-                        events=events,
+                        events=events, samples=samples,
                     )  # fmt: skip
                     coordinator.trace_dir = trace_dir
                 else:
@@ -239,10 +278,10 @@ def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: i
         with otel_spans(otel) as spans:
             result = asyncio.run(go(spans))
     except (ModelError, SandboxUnavailable) as e:
-        click.echo(f"infrastructure error: {e}", err=True)
+        click.echo(for_console(f"infrastructure error: {e}"), err=True)
         sys.exit(EXIT_INFRA)
     if as_json:
-        click.echo(result.model_dump_json(indent=2))
+        click.echo(result_json(result))
     else:
         print_result(result)
     if result.error_kind == "infrastructure":

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from verimap.env import getenv
-from verimap.events import redact
+from verimap.redaction import redact
 
 if TYPE_CHECKING:
     from verimap.otel import OtelSpans

@@ -30,12 +30,18 @@ def view(paths: tuple[Path, ...], out: Path | None, max_chars: int) -> None:
     traces/), or a directory of either. Eval directories get the paper's tables, an
     accuracy-vs-cost plot and a filterable task list; every run gets its plan DAGs, plan
     diffs, and each node's attempts with every verdict. The page opens offline in any
-    browser and fetches nothing; Graphviz `dot` must be installed.
+    browser and fetches nothing; Graphviz `dot` must be installed. A line of a trace or of
+    results.jsonl that cannot be read is skipped and named (file:line) on stderr and on the
+    page; the rest is shown.
     """
+    from verimap.redaction import printable
     from verimap.view import ViewError, write_report
 
+    def skipped(line: str) -> None:
+        click.echo(f"skipped: {printable(line)}", err=True)
+
     try:
-        target = write_report(list(paths), out, max_chars=max_chars)
+        target = write_report(list(paths), out, max_chars=max_chars, warn=skipped)
     except ViewError as e:
         raise click.ClickException(str(e)) from None
     size = target.stat().st_size

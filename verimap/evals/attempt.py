@@ -118,6 +118,17 @@ def vf_calls(result: Any) -> dict[str, int]:
     return calls
 
 
+def record_meta(task: EvalTask, result: Any) -> dict[str, Any]:
+    """What a record keeps beside its fields: the task's question type (MultiHopRAG) and the
+    answer's confidence when the method gives one (self-consistency's vote share)."""
+    meta: dict[str, Any] = {}
+    if "question_type" in task.meta:
+        meta["question_type"] = task.meta["question_type"]
+    if (confidence := getattr(result, "confidence", None)) is not None:
+        meta["confidence"] = confidence
+    return meta
+
+
 def error_line(
     key: str, task_id: str, run: int, kind: str, error: str, rel: Path, tb: str = ""
 ) -> dict[str, Any]:
@@ -177,7 +188,7 @@ async def attempt_task(
         vf_stats=vf_stats(result.plans),
         vf_calls=vf_calls(result),
         plans=[p.model_dump(mode="json", by_alias=True) for p in result.plans],
-        meta={"question_type": task.meta["question_type"]} if "question_type" in task.meta else {},
+        meta=record_meta(task, result),
         trace=str(rel),
         error=result.error,
         fallbacks=len(result.fallback_iterations),
@@ -194,12 +205,13 @@ def method_solver(
     cfg: Any,
     events: EventBus | None = None,
     watch: Callable[[str], EventBus] | None = None,
+    samples: int | None = None,
 ) -> Solver:
-    """Solve with `method`'s coordinator: built per task, since each task gets fresh tools
+    """Solve with `method`'s runner (a coordinator, or a baseline taking `samples`): built per task, since each task gets fresh tools
     (the programming workspace holds per-task state), over the same models and sandbox.
     `events` hears every task's run (e.g. OpenTelemetry); `watch(key)`, when given, is the
     event bus for the run of the task with that key (the live board), and passes it on."""
-    from verimap.evals.methods import build_coordinator
+    from verimap.methods.presets import build_runner
 
     if models is None:
         raise ValueError("no models given: pass models (planner, executor, judge) or a solver")
@@ -210,9 +222,9 @@ def method_solver(
             bus = watch(task_key(run, task.id))
             if events is not None:
                 bus.subscribe(events.emit)
-        coord = build_coordinator(
+        coord = build_runner(
             method, models, sandbox, bench.tools(sandbox), config=cfg, domain=bench.domain,
-            events=bus,
+            events=bus, samples=samples,
         )  # fmt: skip
         return await coord.run(task.prompt, trace_path=trace_path)
 

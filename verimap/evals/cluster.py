@@ -28,9 +28,9 @@ from typing import Any
 from verimap.errors import VerimapError
 from verimap.evals.attempt import Attempt, error_line, task_key, trace_rel
 from verimap.evals.cluster_worker import EvalWorker, WorkerSpec, check_per_node, forwarded_env
-from verimap.evals.methods import method_config
-from verimap.evals.runner import EvalOutcome, run_eval
+from verimap.evals.runner import EvalOutcome, preflight, run_eval
 from verimap.evals.tasksets import Benchmark, EvalTask
+from verimap.methods.presets import method_config
 
 log = logging.getLogger(__name__)
 
@@ -258,6 +258,7 @@ async def eval_on_ray(
     other arguments are `run_eval`'s; the models come from `endpoint` (`connect`'s
     settings), on each node its own with `endpoint_per_node`, or from `models_factory`."""
     check_per_node(endpoint_per_node)
+    preflight(bench, method, out_dir, **common)  # before any worker starts (and a model loads)
     ray = _ray()
     spec = WorkerSpec(
         bench=bench,
@@ -269,6 +270,7 @@ async def eval_on_ray(
         models_factory=models_factory,
         data_dir=str(data_dir) if data_dir else None,
         env=forwarded_env(dict(os.environ), endpoint_per_node),
+        samples=common.get("samples"),
     )
     owned = _connect(ray, address)
     try:

@@ -45,6 +45,7 @@ class WorkerSpec:
     models_factory: str | Callable[..., dict[str, Any]] | None = None
     data_dir: str | None = None
     env: dict[str, str] = field(default_factory=dict)  # the driver's, for the endpoint clients
+    samples: int | None = None  # the k of a method that samples (sc)
 
 
 def check_per_node(per_node: str | None) -> None:
@@ -139,7 +140,9 @@ class EvalWorker:
             models = await self._stack.enter_async_context(connect(**settings))
         await asyncio.to_thread(spec.bench.prepare)
         cfg = RunConfig.model_validate(spec.config)
-        self._solve = method_solver(spec.bench, spec.method, models, self._sandbox, cfg)
+        self._solve = method_solver(
+            spec.bench, spec.method, models, self._sandbox, cfg, samples=spec.samples
+        )
         return {
             "worker": self.name,
             "pid": os.getpid(),

@@ -3,7 +3,8 @@
 One log per run directory (one benchmark x method); verimap's runs of a task are Inspect's
 epochs, and the method is the solver (and a task arg, which the viewer's log list shows).
 Samples come from `inspect_samples`. The log is built from inspect_ai's own types and written by
-its writer, so the file is whatever the installed Inspect reads. Only this module and
+its writer, so the file is whatever the installed Inspect reads. Logs get shared, so everything
+in them passes `redaction.redact` first. Only this module and
 `inspect_samples` import inspect_ai (the `inspect` extra); nothing else in verimap imports them.
 """
 
@@ -12,12 +13,11 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import hashlib
-import json
 import os
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, cast
@@ -52,7 +52,9 @@ from verimap.evals.inspect_samples import (
     usage_by_model,
 )
 from verimap.evals.report import accuracy_by_run
-from verimap.evals.runner import CONFIG, RESULTS, ResultsLog, unscored_errors
+from verimap.evals.runner import CONFIG, RESULTS, unscored_errors
+from verimap.redaction import redact, secret_values
+from verimap.trace_files import read_json_object, read_results
 
 
 class ExportError(VerimapError, ValueError):
@@ -69,6 +71,8 @@ class Exported:
     scored: int
     errored: int
     accuracy: float | None
+    # Lines of results.jsonl and errors.jsonl skipped as unreadable (`file:line: reason`).
+    problems: list[str] = field(default_factory=list)
 
 
 def run_dirs(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
@@ -227,19 +231,31 @@ def _spec(
 def _read_config(d: Path) -> dict[str, Any]:
     if not (d / CONFIG).is_file():
         return {}
-    try:
-        config = json.loads((d / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ExportError(f"{d / CONFIG}: {e}") from None
-    return config if isinstance(config, dict) else {}
+    config, why = read_json_object(d / CONFIG)
+    if why is not None:
+        raise ExportError(why)
+    return config or {}
 
 
-def to_eval_log(run_dir: str | os.PathLike[str]) -> EvalLog:
-    """The Inspect log of one eval run directory (see the module docstring)."""
+def _records(d: Path, problems: list[str]) -> list[dict[str, Any]]:
+    """The finished records, first of a key winning; a line that is none goes to `problems`."""
+    got = read_results(d / RESULTS)
+    problems += [str(p) for p in got.problems]
+    first: dict[str, dict[str, Any]] = {}
+    for r in got.records:
+        first.setdefault(r["key"], r)
+    return list(first.values())
+
+
+def to_eval_log(run_dir: str | os.PathLike[str], problems: list[str] | None = None) -> EvalLog:
+    """The Inspect log of one eval run directory (see the module docstring). Lines that are no
+    record are left out, and noted in `problems` when given."""
     d = Path(run_dir)
-    config = _read_config(d)
-    records = list(ResultsLog(d / RESULTS).load().values())
-    errors = list(unscored_errors(d).values())
+    seen = problems if problems is not None else []
+    secrets = secret_values()
+    config = redact(_read_config(d), secrets)
+    records = redact(_records(d, seen), secrets)
+    errors = redact(list(unscored_errors(d, seen).values()), secrets)
     first = records[0] if records else {}
     benchmark = str(config.get("benchmark") or first.get("benchmark") or d.name)
     method = str(config.get("method") or first.get("method") or "unknown")
@@ -249,6 +265,8 @@ def to_eval_log(run_dir: str | os.PathLike[str]) -> EvalLog:
 
     samples = [scored_sample(r, d, models, model) for r in records]
     samples += [errored_sample(e, d, gold) for e in errors]
+    # The transcripts come from the traces: masked here as well, whoever wrote them.
+    samples = [EvalSample.model_validate(redact(s.model_dump(), secrets)) for s in samples]
     samples.sort(key=lambda s: (s.epoch, _natural(str(s.id))))
     results, reductions = _results(samples, records)
     role_usage: dict[str, ModelUsage] = {}
@@ -301,7 +319,8 @@ def export_dirs(
     out.mkdir(parents=True, exist_ok=True)
     written: list[Exported] = []
     for d in run_dirs(paths):
-        log = to_eval_log(d)
+        problems: list[str] = []
+        log = to_eval_log(d, problems)
         target = out / log_name(log)
         write_eval_log(log, target)
         samples = log.samples or []
@@ -314,6 +333,7 @@ def export_dirs(
                 scored=sum(1 for s in samples if s.error is None),
                 errored=sum(1 for s in samples if s.error is not None),
                 accuracy=acc,
+                problems=problems,
             )
         )
     return written

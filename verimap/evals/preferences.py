@@ -39,16 +39,18 @@ from pydantic import ValidationError
 from verimap import events as ev
 from verimap.errors import VerimapError
 from verimap.evals.data import DataError
-from verimap.evals.methods import METHODS
-from verimap.evals.runner import CONFIG, RESULTS, ResultsLog, RunDirError
+from verimap.evals.runner import CONFIG, RESULTS
 from verimap.evals.tasksets import BENCHMARKS, get_benchmark
 from verimap.evals.tools import math_tools, programming_tools, qa_tools
 from verimap.fallback import fallback_plan
 from verimap.llm.base import AssistantMessage, Model, to_openai
+from verimap.methods.presets import METHODS
 from verimap.plan import PlanError, parse_plan
 from verimap.planner import LLMPlanner
+from verimap.redaction import redact, secret_values
 from verimap.sandbox.base import Sandbox
 from verimap.tools import ToolRegistry
+from verimap.trace_files import read_json_object, read_results, trace_path
 
 Label = Literal["verified", "failed"] | None
 
@@ -64,6 +66,8 @@ class ExportSummary:
     without_pair: int = 0
     skipped_records: int = 0
     notes: list[str] = field(default_factory=list)
+    # What was refused, not merely missing (a trace outside its run directory): always shown.
+    warnings: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         s = (
@@ -71,7 +75,10 @@ class ExportSummary:
             f"{self.without_pair} task(s) without a pair"
         )
         if self.skipped_records:
-            s += f", {self.skipped_records} record(s) skipped (no LLM planner, or unreadable)"
+            s += (
+                f", {self.skipped_records} record(s) skipped (no LLM planner, unreadable, or a "
+                "trace outside the run directory)"
+            )
         return s
 
 
@@ -109,7 +116,7 @@ def _planner_tools(benchmark: str) -> ToolRegistry:
 
 
 class _Planners:
-    """One prompt-building planner per benchmark and VF setting, as `build_coordinator` makes
+    """One prompt-building planner per benchmark and VF setting, as `build_runner` makes
     it; the model is never called."""
 
     def __init__(self) -> None:
@@ -127,8 +134,12 @@ class _Planners:
         return self._cache[key]
 
 
-def load_run_dir(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The run's config and its finished records, read without changing anything."""
+def load_run_dir(
+    path: str | os.PathLike[str], problems: list[str] | None = None
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The run's config and its finished records (the first of a key), read without changing
+    anything. A line of results.jsonl that is no record is left out, and noted in `problems`
+    (`file:line: reason`) when given; a config.json that cannot be read is an error."""
     p = Path(path)
     if not p.is_dir():
         raise ExportError(f"{p} is not a directory, so not an eval run directory")
@@ -137,14 +148,18 @@ def load_run_dir(path: str | os.PathLike[str]) -> tuple[dict[str, Any], list[dic
             f"{p} is not an eval run directory: it needs {RESULTS} and {CONFIG} "
             "(as `verimap eval --out DIR` writes them)"
         )
-    try:
-        config = json.loads((p / CONFIG).read_text(encoding="utf-8"))
-        records = list(ResultsLog(p / RESULTS).load().values())
-    except (OSError, json.JSONDecodeError, RunDirError) as e:
-        raise ExportError(f"{p}: cannot read the run: {e}") from None
-    if not isinstance(config, dict) or "benchmark" not in config or "method" not in config:
+    config, why = read_json_object(p / CONFIG)
+    if config is None:
+        raise ExportError(f"{p}: cannot read the run: {why}")
+    if not all(isinstance(config.get(k), str) for k in ("benchmark", "method")):
         raise ExportError(f"{p / CONFIG} names no benchmark and method; not an eval run config")
-    return config, records
+    got = read_results(p / RESULTS)
+    if problems is not None:
+        problems += [str(q) for q in got.problems]
+    first: dict[str, dict[str, Any]] = {}
+    for rec in got.records:
+        first.setdefault(rec["key"], rec)
+    return config, list(first.values())
 
 
 def trace_labels(events: Sequence[ev.Event]) -> tuple[list[Label], list[bool]]:
@@ -191,13 +206,29 @@ def record_labels(record: dict[str, Any]) -> list[Label]:
     return [*earlier, last]
 
 
+class _TraceOutside(Exception):
+    """A record names a trace outside its run directory."""
+
+
+def _trace_of(run_dir: Path, record: dict[str, Any]) -> Path | None:
+    """The record's trace, confined to `run_dir` as the viewer confines it (None: the record
+    names none). A directory shared by someone else must not pull a file from outside it
+    (another run's trace, or any file of the user's) into the exported data."""
+    rel = record.get("trace")
+    if rel is None or rel == "":
+        return None
+    path = trace_path(run_dir, rel)
+    if path is None:
+        raise _TraceOutside(rel)
+    return path
+
+
 def _labels_for(
     run_dir: Path, record: dict[str, Any], notes: list[str]
 ) -> tuple[list[Label], list[bool], str | None]:
     """Labels, fallback flags and the task text (from the trace's `run_start`, when there)."""
     n = len(record.get("plans") or [])
-    rel = record.get("trace")
-    path = run_dir / rel if rel else None
+    path = _trace_of(run_dir, record)
     if path is not None and path.is_file():
         try:
             events = ev.read_trace(path)
@@ -239,7 +270,9 @@ def preference_pairs(
     planners = _Planners()
     groups: dict[tuple[str, str, str], _Group] = {}
     tasks: set[tuple[str, str]] = set()
-    loaded = [(Path(d), *load_run_dir(d)) for d in run_dirs]  # every path checked before work
+    skipped: list[str] = []
+    loaded = [(Path(d), *load_run_dir(d, skipped)) for d in run_dirs]  # checked before work
+    summary.warnings += [f"skipped: {line}" for line in skipped]
     for run_dir, config, records in loaded:
         benchmark, method = config["benchmark"], config["method"]
         m = METHODS.get(method)
@@ -254,7 +287,15 @@ def preference_pairs(
         planner = planners.get(benchmark, write_vfs)
         texts: dict[str, str] | None = None
         for rec in records:
-            labels, fallback, task = _labels_for(run_dir, rec, summary.notes)
+            try:
+                labels, fallback, task = _labels_for(run_dir, rec, summary.notes)
+            except _TraceOutside as e:
+                summary.skipped_records += 1
+                summary.warnings.append(
+                    f"{run_dir}: {rec.get('key')!r} names its trace {e.args[0]!r}, outside the "
+                    "run directory; the record is skipped and the file not read"
+                )
+                continue
             if task is None:
                 if texts is None:
                     try:
@@ -274,7 +315,8 @@ def preference_pairs(
             fallback_text = planner._as_written(
                 fallback_plan(task, planner.domain, with_vfs=write_vfs)
             )
-            for i, (raw, label, fb) in enumerate(zip(rec["plans"], labels, fallback, strict=True)):
+            plans = rec.get("plans", [])
+            for i, (raw, label, fb) in enumerate(zip(plans, labels, fallback, strict=True)):
                 if label is None:
                     continue
                 try:
@@ -317,13 +359,15 @@ def preference_pairs(
 
 
 def write_pairs(pairs: Iterable[dict[str, Any]], out: str | os.PathLike[str]) -> None:
-    """Written whole, then moved into place, so a reader never sees half a file."""
+    """Written whole, then moved into place, so a reader never sees half a file. The pairs
+    become training data that gets shared, so secrets are masked (`redaction.redact`)."""
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
+    secrets = secret_values()
     with tmp.open("w", encoding="utf-8") as f:
         for row in pairs:
-            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            f.write(json.dumps(redact(row, secrets), ensure_ascii=False) + "\n")
     os.replace(tmp, path)
 
 

@@ -12,36 +12,70 @@
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verimap.evals.methods import METHODS
-from verimap.evals.runner import CONFIG, ERRORS, RESULTS, ResultsLog, RunDirError, unscored_errors
+from verimap.evals.runner import CONFIG, ERRORS, RESULTS, RunDirError, unscored_errors
+from verimap.methods.presets import METHODS
+from verimap.trace_files import read_json_object, read_results
 
 BENCH_ORDER = ["gsm8k", "humaneval", "multihoprag"]
 BENCH_TITLE = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "multihoprag": "MultiHopRAG"}
 
 
-def load_records(dirs: Iterable[str | os.PathLike[str]]) -> list[dict[str, Any]]:
-    """Every finished record in `dirs` (a directory without results.jsonl is an error)."""
+@dataclass
+class EvalDir:
+    """One eval directory as the report reads it: lines that are no record are skipped, and
+    each is a problem (`file:line: reason`), as is a config.json that cannot be read."""
+
+    path: Path
+    config: dict[str, Any] = field(default_factory=dict)
+    records: list[dict[str, Any]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+
+def load_dir(d: str | os.PathLike[str], *, clip: int | None = None) -> EvalDir:
+    """The config and finished records of one eval directory (the first record of a key wins,
+    as on a resume). A directory with neither results.jsonl nor config.json is an error;
+    with only config.json, it has started and finished nothing yet."""
+    p = Path(d)
+    out = EvalDir(path=p)
+    if (p / CONFIG).exists():
+        config, why = read_json_object(p / CONFIG)
+        out.config = config or {}
+        out.problems += [why] if why else []
+    elif not (p / RESULTS).exists():
+        raise RunDirError(f"{p}: no {RESULTS} here; is this an eval output directory?")
+    if not (p / RESULTS).exists():
+        return out
+    got = read_results(p / RESULTS, clip=clip)
+    out.problems += [str(q) for q in got.problems]
+    models = out.config.get("models")
+    seen: set[str] = set()
+    for rec in got.records:
+        if rec["key"] not in seen:
+            seen.add(rec["key"])
+            rec.setdefault("models", models if isinstance(models, dict) else {})
+            out.records.append(rec)
+    return out
+
+
+def load_records(
+    dirs: Iterable[str | os.PathLike[str]], problems: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Every finished record in `dirs` (a directory without results.jsonl is an error); each
+    line skipped is noted in `problems` when given."""
     out: list[dict[str, Any]] = []
     for d in dirs:
-        p = Path(d)
-        if not (p / RESULTS).exists():
-            if (p / CONFIG).exists():
-                continue  # started, nothing finished yet
-            raise RunDirError(f"{p}: no {RESULTS} here; is this an eval output directory?")
-        models = {}
-        if (p / CONFIG).exists():
-            models = json.loads((p / CONFIG).read_text()).get("models", {})
-        for rec in ResultsLog(p / RESULTS).load().values():
-            rec.setdefault("models", models)
-            out.append(rec)
+        loaded = load_dir(d)
+        out += loaded.records
+        if problems is not None:
+            problems += loaded.problems
     return out
 
 
@@ -253,15 +287,30 @@ def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> st
     return "\n\n".join(parts) + "\n"
 
 
+# Skipped lines listed by name; past this many only their number is given.
+MAX_PROBLEMS_LISTED = 200
+
+
+def problem_lines(problems: Sequence[str], limit: int = MAX_PROBLEMS_LISTED) -> list[str]:
+    """The first `limit` problems, and a line saying how many more there are."""
+    more = len(problems) - limit
+    return [*problems[:limit], *([f"… and {more:,} more"] if more > 0 else [])]
+
+
 def report_dirs(dirs: Sequence[str | os.PathLike[str]]) -> str:
     """The tables, then the tasks each directory could not score: left out of every table,
-    they must still be seen, or a run with an endpoint outage would pass for a complete one."""
-    text = render(load_records(dirs))
+    they must still be seen, or a run with an endpoint outage would pass for a complete one.
+    Last, every line skipped as unreadable, by file and line."""
+    problems: list[str] = []
+    text = render(load_records(dirs, problems))
     notes = [
         f"- {d}: {n} task(s) errored, not scored (why: {Path(d) / ERRORS}); `--resume` retries them"
         for d in dirs
-        if (n := len(unscored_errors(d)))
+        if (n := len(unscored_errors(d, problems)))
     ]
     if notes:
         text = text.rstrip("\n") + "\n\n## Errored, not scored\n\n" + "\n".join(notes) + "\n"
+    if problems:
+        listed = "\n".join(f"- {p}" for p in problem_lines(problems))
+        text = text.rstrip("\n") + f"\n\n## Skipped lines ({len(problems):,})\n\n{listed}\n"
     return text

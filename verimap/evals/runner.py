@@ -3,8 +3,12 @@
 Each finished task is one JSON line appended to `DIR/results.jsonl` and fsynced
 before the next is counted, so a crash or Ctrl-C can cost at most the tasks still
 running. On `--resume` the log is read back (a torn last line from a kill is cut
-off), finished tasks are skipped, and a lock file keeps two runs from writing the
-same directory at once; together these mean no task is lost or counted twice.
+off, a complete one is kept), finished tasks are skipped, and a lock file keeps two
+runs from writing the same directory at once; together these mean no task is lost or
+counted twice.
+
+A directory is written only once it is known to be this run's (`verimap.evals.run_dir`).
+
 Tasks that fail for infrastructure reasons (a model endpoint that fails past its
 retries, a sandbox that cannot run, a task the data or the scorer cannot handle)
 are never scored: they are logged to `DIR/errors.jsonl` instead, and since they
@@ -18,19 +22,15 @@ runner stores as it stores its own.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
-import json
 import os
 import sys
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from verimap.config import RunConfig
-from verimap.errors import VerimapError
 from verimap.evals.attempt import (
     Attempt,
     Solver,
@@ -42,11 +42,25 @@ from verimap.evals.attempt import (
     vf_calls,
     vf_stats,
 )
-from verimap.evals.methods import METHODS, get_method, method_config
+from verimap.evals.run_dir import (
+    CONFIG,
+    ERRORS,
+    MARK,
+    RESULTS,
+    ResultsLog,
+    RunDirError,
+    check_run_dir,
+    dir_lock,
+    is_eval_config,
+    store,
+    unscored_errors,
+    write_config,
+)
 from verimap.evals.sampling import sample_digest, select_tasks
 from verimap.evals.tasksets import Benchmark, EvalTask
 from verimap.events import EventBus
 from verimap.llm.base import Model
+from verimap.methods.presets import METHODS, get_method, method_config
 from verimap.sandbox.base import Sandbox
 
 if TYPE_CHECKING:
@@ -54,93 +68,10 @@ if TYPE_CHECKING:
 
     from verimap.live_view import BoardView
 
-__all__ = ["CONFIG", "ERRORS", "RESULTS", "Attempt", "Dispatch", "EvalOutcome", "ResultsLog",
-           "RunDirError", "Tally", "TaskRecord", "dir_lock", "run_eval", "task_key",
-           "unscored_errors", "vf_calls", "vf_stats"]  # fmt: skip
-
-RESULTS = "results.jsonl"
-ERRORS = "errors.jsonl"
-CONFIG = "config.json"
-LOCK = ".lock"
-
-
-class RunDirError(VerimapError, RuntimeError):
-    """The output directory cannot be used as asked (busy, or holds another run)."""
-
-
-def unscored_errors(out: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
-    """The last error line of every task in `out` that errored and is not in the results yet:
-    what a resume would retry."""
-    path = Path(out) / ERRORS
-    if not path.exists():
-        return {}
-    done = ResultsLog(Path(out) / RESULTS).load()
-    last: dict[str, dict[str, Any]] = {}
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn line from a kill; the task is retried either way
-        if isinstance(rec, dict) and "key" in rec and rec["key"] not in done:
-            last[rec["key"]] = rec
-    return last
-
-
-class ResultsLog:
-    """Append-only JSONL with one fsync per record."""
-
-    def __init__(self, path: str | os.PathLike[str]):
-        self.path = Path(path)
-
-    def load(self, *, repair: bool = False) -> dict[str, dict[str, Any]]:
-        """Finished records by key. A torn final line (a kill mid-write) is dropped, and with
-        `repair` cut from the file so later appends start on a fresh line."""
-        if not self.path.exists():
-            return {}
-        raw = self.path.read_bytes()
-        end = raw.rfind(b"\n") + 1
-        if end < len(raw) and repair:
-            with self.path.open("r+b") as f:
-                f.truncate(end)
-                f.flush()
-                os.fsync(f.fileno())
-        out: dict[str, dict[str, Any]] = {}
-        for n, line in enumerate(raw[:end].splitlines(), 1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise RunDirError(
-                    f"{self.path}: line {n} is not valid JSON ({e}); fix or remove it"
-                ) from None
-            out.setdefault(rec["key"], rec)
-        return out
-
-    def append(self, record: dict[str, Any]) -> None:
-        data = (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode()
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view) :]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-
-
-@contextlib.contextmanager
-def dir_lock(out: Path) -> Iterator[None]:
-    out.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunDirError(f"{out} is in use by another eval run") from None
-        yield
-    finally:
-        os.close(fd)
+__all__ = ["CONFIG", "ERRORS", "MARK", "RESULTS", "Attempt", "Dispatch", "EvalOutcome",
+           "ResultsLog", "RunDirError", "Tally", "TaskRecord", "check_run_dir", "dir_lock",
+           "is_eval_config", "preflight", "run_eval", "task_key", "unscored_errors", "vf_calls",
+           "vf_stats"]  # fmt: skip
 
 
 @dataclass
@@ -178,49 +109,37 @@ class EvalOutcome:
 Dispatch = Callable[[EvalTask, int], Awaitable[Attempt]]
 
 
-def _store(out: Path, log: ResultsLog, att: Attempt) -> dict[str, Any] | None:
-    """Write what an attempt left: the trace it carries, then its error line or its record
-    (the record last, since a record is what marks the task done)."""
-    line = att.record if att.record is not None else att.error
-    if line is None:
-        raise ValueError(f"attempt {att.key} holds neither a record nor an error")
-    if att.trace is not None:
-        path = out / line["trace"]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.unlink(missing_ok=True)  # a previous, unfinished attempt's
-        if att.trace:
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(att.trace)
-            os.replace(tmp, path)
-    if att.record is None:
-        ResultsLog(out / ERRORS).append(line)
-        print(f"task {att.key} errored, not scored: {line['error']}", file=sys.stderr, flush=True)
-        return None
-    log.append(att.record)
-    return att.record
+def _selection(
+    bench: Benchmark, limit: int | None, sample: int | str | None, seed: int | None
+) -> tuple[list[EvalTask], dict[str, Any]]:
+    """The tasks to run, and how a sample was drawn (for config.json; empty without one)."""
+    everything = bench.tasks()
+    tasks = select_tasks(everything, limit=limit, sample=sample, seed=seed)
+    sampled = (
+        {"sample": len(tasks), "sample_of": len(everything), "sample_rule": str(sample),
+         "seed": 0 if seed is None else seed, "sample_digest": sample_digest(tasks)}
+        if sample is not None
+        else {}
+    )  # fmt: skip
+    return tasks, sampled
 
 
-def _check_config(out: Path, cfg: dict[str, Any], resume: bool, has_results: bool) -> None:
-    path = out / CONFIG
-    if path.exists():
-        old = json.loads(path.read_text())
-        if has_results and not resume:
-            raise RunDirError(
-                f"{out} already holds results; pass --resume to continue it, or choose another --out"
-            )
-        for k in ("benchmark", "method", "sample", "seed"):
-            if old.get(k) != cfg.get(k):
-                raise RunDirError(
-                    f"{out} holds a run of {k} {old.get(k)!r}, not {cfg.get(k)!r}; choose another --out"
-                )
-        if old.get("sample_digest") != cfg.get("sample_digest"):
-            raise RunDirError(
-                f"{out} holds a sample of other task ids (another data directory?); "
-                "choose another --out"
-            )
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(cfg, indent=2, default=str) + "\n")
-    os.replace(tmp, path)
+def preflight(
+    bench: Benchmark,
+    method: str,
+    out_dir: str | os.PathLike[str],
+    *,
+    limit: int | None = None,
+    sample: int | str | None = None,
+    seed: int | None = None,
+    resume: bool = False,
+    **ignored: Any,
+) -> None:
+    """What `run_eval` checks of its directory first, for a caller with costly work to do
+    before it (a cluster's workers to start): refused now rather than after that work. Takes
+    `run_eval`'s keyword arguments and ignores those that do not matter here."""
+    _, sampled = _selection(bench, limit, sample, seed)
+    check_run_dir(Path(out_dir), {"benchmark": bench.name, "method": method, **sampled}, resume)
 
 
 def _progress(total: int, enabled: bool, console: Console, board: BoardView | None = None):
@@ -262,6 +181,7 @@ async def run_eval(
     extra_config: dict[str, Any] | None = None,
     events: EventBus | None = None,
     dispatch: Dispatch | None = None,
+    samples: int | None = None,
 ) -> EvalOutcome:
     """Run `runs` x the first `limit` tasks, or x a seeded random `sample` of them (an int, or
     "paper": see `paper_sample_size`); see the module docstring for the guarantees.
@@ -272,7 +192,7 @@ async def run_eval(
 
     With a `dispatch`, tasks are solved by whatever it sends them to (`models`, `sandbox`,
     `solver` and `events` are then unused, and the bar shows no live board), and only what it
-    returns is written here."""
+    returns is written here. `samples`: the k of a method that samples (sc), in config.json."""
     custom = solver is not None and method not in METHODS
     if not custom:
         get_method(method)
@@ -283,34 +203,38 @@ async def run_eval(
         cfg = config if isinstance(config, RunConfig) else RunConfig.model_validate(config or {})
     else:
         cfg = method_config(method, config)
-    everything = bench.tasks()
-    tasks = select_tasks(everything, limit=limit, sample=sample, seed=seed)
-    sampled = (
-        {"sample": len(tasks), "sample_of": len(everything), "sample_rule": str(sample),
-         "seed": 0 if seed is None else seed, "sample_digest": sample_digest(tasks)}
-        if sample is not None
-        else {}
-    )  # fmt: skip
+    if dispatch is None and solver is None:  # refused before the directory is touched
+        if sandbox is None:
+            raise ValueError("no sandbox given: pass a sandbox, a solver or a dispatch")
+        if models is None:
+            raise ValueError("no models given: pass models (planner, executor, judge) or a solver")
+    tasks, sampled = _selection(bench, limit, sample, seed)
+    run_cfg = {
+        "benchmark": bench.name,
+        "method": method,
+        "runs": runs,
+        "limit": limit,
+        **sampled,
+        "data": {"dir": str(bench.source.root), "origin": bench.source.origin},
+        "models": {r: getattr(m, "name", "?") for r, m in (models or {}).items()},
+        "sandbox": getattr(sandbox, "kind", "?"),
+        "run_config": cfg.model_dump(mode="json"),
+        **({"samples": samples} if samples is not None else {}),
+        **(extra_config or {}),
+    }
+    check_run_dir(out, run_cfg, resume)  # before the lock file is made in somebody's folder
     with dir_lock(out):
+        done = check_run_dir(out, run_cfg, resume)  # again: another run may have written since
         log = ResultsLog(out / RESULTS)
-        done = log.load(repair=True)
-        _check_config(
-            out,
-            {
-                "benchmark": bench.name,
-                "method": method,
-                "runs": runs,
-                "limit": limit,
-                **sampled,
-                "data": {"dir": str(bench.source.root), "origin": bench.source.origin},
-                "models": {r: getattr(m, "name", "?") for r, m in (models or {}).items()},
-                "sandbox": getattr(sandbox, "kind", "?"),
-                "run_config": cfg.model_dump(mode="json"),
-                **(extra_config or {}),
-            },
-            resume,
-            bool(done),
-        )
+        log.load(repair=True)
+        if log.torn_line is not None:
+            print(
+                f"warning: {log.path}:{log.torn_line}: a torn last line (a run killed while "
+                "writing it) was dropped; its task runs again",
+                file=sys.stderr,
+                flush=True,
+            )
+        write_config(out, run_cfg)
         pending = [(r, t) for r in range(runs) for t in tasks if task_key(r, t.id) not in done]
         tally = Tally(total=runs * len(tasks))
         mine = {task_key(r, t.id) for r in range(runs) for t in tasks}
@@ -330,9 +254,9 @@ async def run_eval(
         watch = board.bus if board is not None else None
         if dispatch is None:
             if solver is None:
-                if sandbox is None:
-                    raise ValueError("no sandbox given: pass a sandbox, a solver or a dispatch")
-                solver = method_solver(bench, method, models, sandbox, cfg, events, watch)
+                solver = method_solver(
+                    bench, method, models, cast(Sandbox, sandbox), cfg, events, watch, samples
+                )
             # A custom solver may need no sandbox (the bare model); scoring GSM8K or QA needs
             # none either, and HumanEval's scorer fails its tasks as errors without one.
             dispatch = _local(bench, method, out, cast(Sandbox, sandbox), solver)
@@ -359,7 +283,7 @@ async def run_eval(
                     finally:
                         if board is not None:
                             board.done(key)
-                rec = _store(out, log, att)
+                rec = store(out, log, att, trace_rel(run, task.id))
                 if rec is None:
                     tally.errors += 1
                     return

@@ -6,6 +6,7 @@ format (the OpenAI client with `to_openai`), so nothing else depends on that for
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field, model_validator
@@ -37,6 +38,7 @@ __all__ = [
     "ToolMessage",
     "UserMessage",
     "as_messages",
+    "estimate_prompt_tokens",
     "to_openai",
 ]
 
@@ -69,6 +71,13 @@ class ModelRequest(BaseModel):
 
 
 _LOOSE = frozenset(GenerationSettings.model_fields)
+
+
+def estimate_prompt_tokens(req: ModelRequest) -> int:
+    """About four characters a token over all a request sends (messages, tools, the reply's
+    schema): the charge for a call cut off before the server said what its prompt cost."""
+    sent = [to_openai(req.messages), req.tools or [], req.response_schema or {}]
+    return len(json.dumps(sent, ensure_ascii=False)) // 4
 
 
 class ModelResponse(BaseModel):

@@ -30,7 +30,8 @@ from openai import AsyncOpenAI
 
 from verimap.env import getenv
 from verimap.llm.base import ModelError, ModelRequest, ModelResponse, ToolCall, to_openai
-from verimap.usage import Price, Usage, cost_of
+from verimap.redaction import add_secret, add_url, endpoint_name, redact
+from verimap.usage import Price, Usage, cost_of, price_known
 
 Dialect = Literal["auto", "openai", "llamacpp", "json_mode"]
 DIALECTS: tuple[str, ...] = ("auto", "openai", "llamacpp", "json_mode")
@@ -151,6 +152,7 @@ class OpenAIModel:
         self.name = model
         self.supports_tools = supports_tools
         self.base_url = base_url or getenv("OPENAI_BASE_URL", "https://api.openai.com/v1")
+        add_url(self.base_url)  # a password in the URL joins the secret set
         self.requested_dialect: str = dialect
         # The dialect in use; "auto" resolves on the first structured request.
         self.dialect: str = "llamacpp" if dialect == "auto" and local else dialect
@@ -159,17 +161,22 @@ class OpenAIModel:
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self.prices = prices
+        self.local = local
         self.on_unreachable = on_unreachable
         self.extra_body = extra_body
         self._timeout = timeout
-        key = api_key or getenv("OPENAI_API_KEY")
+        # Our local server gets its own token (`api_key`), never OPENAI_API_KEY: that key is for
+        # the user's endpoint, and a process that took the local server's port would receive it.
+        key = api_key if local else api_key or getenv("OPENAI_API_KEY")
         if key is None and (local or "api.openai.com" not in self.base_url):
             key = _NO_KEY  # self-hosted servers (llama.cpp, vLLM, Ollama) usually need none
         if key is None:
             raise ModelError(
-                f"no API key for {self.base_url}: set OPENAI_API_KEY, or use the local model "
+                f"no API key for {endpoint_name(self.base_url)}: set OPENAI_API_KEY, or use the local model "
                 "(unset OPENAI_BASE_URL and run without --model/--base-url)"
             )
+        if key != _NO_KEY:
+            add_secret(key)
         self._key = key
         self._client = self._make_client()
         self._retired: list[AsyncOpenAI] = []
@@ -178,25 +185,41 @@ class OpenAIModel:
         """A client whose settings follow verimap's rule that an empty variable is unset: base
         URL and key are always passed, and the SDK would take an empty OPENAI_ORG_ID /
         OPENAI_PROJECT_ID as a value and send it as an empty `OpenAI-Organization` /
-        `OpenAI-Project` header."""
+        `OpenAI-Project` header. The local server is sent neither."""
         client = AsyncOpenAI(
             base_url=self.base_url, api_key=self._key, timeout=self._timeout, max_retries=0
         )
-        client.organization = getenv("OPENAI_ORG_ID")
-        client.project = getenv("OPENAI_PROJECT_ID")
+        client.organization = None if self.local else getenv("OPENAI_ORG_ID")
+        client.project = None if self.local else getenv("OPENAI_PROJECT_ID")
         return client
 
+    @property
+    def price_known(self) -> bool:
+        """Whether `cost_of` knows this model's price: the local model's is known, it is free."""
+        return self.local or price_known(self.name, self.prices, base_url=self.base_url)
+
+    def cost_of(self, usage: Usage) -> float:
+        """US dollars for `usage` on this model: 0.0 for the local one, and for one whose price
+        is unknown (`price_known` tells them apart)."""
+        if self.local:
+            return 0.0
+        return cost_of(usage, self.name, self.prices, base_url=self.base_url)
+
     def __repr__(self) -> str:  # never shows the key
-        return f"OpenAIModel({self.name!r}, base_url={self.base_url!r}, dialect={self.dialect!r})"
+        return f"OpenAIModel({self.name!r}, endpoint={endpoint_name(self.base_url)!r}, dialect={self.dialect!r})"
 
     async def aclose(self) -> None:
         for client in [*self._retired, self._client]:
             await client.close()
         self._retired.clear()
 
-    def set_base_url(self, base_url: str) -> None:
-        """Point at a new URL (e.g. a restarted local server)."""
+    def set_base_url(self, base_url: str, api_key: str | None = None) -> None:
+        """Point at a new URL (e.g. a restarted local server, with its own token)."""
         self.base_url = base_url
+        add_url(base_url)
+        if api_key is not None:
+            add_secret(api_key)
+            self._key = api_key
         self._retired.append(self._client)  # requests in flight keep it until aclose()
         self._client = self._make_client()
 
@@ -259,7 +282,8 @@ class OpenAIModel:
                 )
                 if not retryable or delay_i >= self.max_retries:
                     raise self._error(
-                        f"{self.base_url} answered HTTP {e.status_code}: {body[:500]}",
+                        f"{endpoint_name(self.base_url)} answered HTTP {e.status_code}: "
+                        f"{redact(body)[:500]}",
                         attempts,
                         failures,
                     ) from e
@@ -275,7 +299,7 @@ class OpenAIModel:
                         new_url = await self.on_unreachable()
                     except Exception as hook_error:
                         raise self._error(
-                            f"the model endpoint {self.base_url} is unreachable and could not be "
+                            f"the model endpoint {endpoint_name(self.base_url)} is unreachable and could not be "
                             f"recovered: {hook_error}",
                             attempts,
                             failures,
@@ -287,7 +311,8 @@ class OpenAIModel:
                 if delay_i >= self.max_retries:
                     what = "timed out" if timed_out else "is unreachable"
                     raise self._error(
-                        f"the model endpoint {self.base_url} {what} after {attempts} attempts ({e})",
+                        f"the model endpoint {endpoint_name(self.base_url)} {what} after {attempts} "
+                        f"attempts ({e})",
                         attempts,
                         failures,
                     ) from e
@@ -316,7 +341,9 @@ class OpenAIModel:
         self, resp: Any, req: ModelRequest, attempts: int, failures: int
     ) -> ModelResponse:
         if not resp.choices:
-            raise self._error(f"{self.base_url} returned no choices", attempts, attempts)
+            raise self._error(
+                f"{endpoint_name(self.base_url)} returned no choices", attempts, attempts
+            )
         choice = resp.choices[0]
         msg = choice.message
         content = msg.content or ""
@@ -341,7 +368,7 @@ class OpenAIModel:
             usage.completion_tokens = u.completion_tokens or 0
             details = getattr(u, "prompt_tokens_details", None)
             usage.cached_tokens = (getattr(details, "cached_tokens", None) or 0) if details else 0
-        usage.cost = cost_of(usage, self.name, self.prices)
+        usage.cost = self.cost_of(usage)
         return ModelResponse(
             content=content,
             tool_calls=calls,

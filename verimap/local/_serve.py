@@ -1,9 +1,16 @@
 """Run llama-cpp-python's server, exiting when the owning verimap process dies.
 
-`python -m verimap.local._serve --owner PID -- <llama_cpp.server args>`. A
-server started for one command must not outlive it even when the command is
+`python -m verimap.local._serve [--owner PID] --listen-fd N --token-fd M -- <llama_cpp.server
+args>`. A server started for one command must not outlive it even when the command is
 killed (SIGKILL, a CI timeout) before it can stop the server; kept servers run
 without `--owner`.
+
+It serves on the socket verimap bound and listened on before starting it (fd N): a port
+chosen, closed and passed on could be taken by another local process while the model loads.
+It requires the per-server token read from the pipe at fd M (never a command line, which any
+local user can read in /proc) as a Bearer key on every API request, and proves that it holds
+the token at PROOF_PATH, so verimap can tell its own server from an impostor without sending
+the token to one; READY_PATH checks the token without waiting for the model.
 
 It also makes the prompt cache's size limit true: llama-cpp-python's RAM cache counts only the
 llama.cpp state of each saved prompt, but every saved state also holds a copy of the logits
@@ -13,13 +20,27 @@ a "2 GB" cache grew past 23 GB and the kernel killed the server mid-benchmark.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import runpy
+import socket
 import sys
 import threading
 import time
 import weakref
 from typing import Any
+
+# Answers `?nonce=N` with HMAC-SHA256(token, N), without asking for the token.
+PROOF_PATH = "/verimap/proof"
+# Answers 200 to the token, 401 without it. Unlike the API routes it never waits for the model,
+# so a server busy with a long reply is not taken for a dead one.
+READY_PATH = "/verimap/ready"
+
+
+def proof(token: str, nonce: str) -> str:
+    """What a server holding `token` answers to `nonce` at PROOF_PATH."""
+    return hmac.new(token.encode(), nonce.encode(), hashlib.sha256).hexdigest()
 
 
 def _watch(owner: int) -> None:
@@ -147,13 +168,81 @@ def _report_cached_tokens() -> None:
     Llama.create_chat_completion = chat_  # type: ignore[method-assign]
 
 
-def main() -> None:
-    args = sys.argv[1:]
-    if args[:1] == ["--owner"]:
-        threading.Thread(target=_watch, args=(int(args[1]),), daemon=True).start()
+def _read_token(fd: int) -> str:
+    """The token verimap wrote to the pipe at `fd` (then closed its end)."""
+    chunks = []
+    while chunk := os.read(fd, 4096):
+        chunks.append(chunk)
+    os.close(fd)
+    token = b"".join(chunks).decode().strip()
+    if not token:
+        sys.exit("verimap.local._serve: no token on the token pipe")
+    return token
+
+
+def _require_token(token: str) -> None:
+    """Make every API route ask for `token` (llama-cpp-python's `api_key`, Bearer auth) and add
+    the proof and ready routes. The key is set on the app's settings, so it is never a
+    command-line argument or an environment variable."""
+    import llama_cpp.server.app as app_module
+    from fastapi import Depends
+
+    create_app = app_module.create_app
+
+    def create_app_(*args: Any, **kwargs: Any) -> Any:
+        app = create_app(*args, **kwargs)
+        settings = next(app_module.get_server_settings())
+        settings.api_key = token
+
+        def prove(nonce: str) -> dict[str, str]:
+            return {"proof": proof(token, nonce)}
+
+        def ready() -> dict[str, bool]:
+            return {"ready": True}
+
+        app.add_api_route(PROOF_PATH, prove, methods=["GET"], include_in_schema=False)
+        app.add_api_route(
+            READY_PATH, ready, methods=["GET"], include_in_schema=False,
+            dependencies=[Depends(app_module.authenticate)],
+        )  # fmt: skip
+        return app
+
+    app_module.create_app = create_app_
+
+
+def _serve_on(sock: socket.socket) -> None:
+    """Make `uvicorn.run` serve on `sock` rather than bind host and port itself."""
+    import uvicorn
+
+    def run(app: Any, **kwargs: Any) -> None:
+        server = uvicorn.Server(uvicorn.Config(app, **kwargs))
+        server.run(sockets=[sock])
+        if not server.started:
+            sys.exit(3)  # uvicorn's own exit code for a failed start
+
+    uvicorn.run = run
+
+
+def _split_args(args: list[str]) -> tuple[dict[str, int], list[str]]:
+    """`--owner P --listen-fd N --token-fd M -- rest...` as ({option: value}, rest)."""
+    ours: dict[str, int] = {}
+    while args and args[0] != "--":
+        if len(args) < 2 or args[0] not in ("--owner", "--listen-fd", "--token-fd"):
+            sys.exit(f"verimap.local._serve: unexpected argument {args[0]!r}")
+        ours[args[0]] = int(args[1])
         args = args[2:]
-    if args[:1] == ["--"]:
-        args = args[1:]
+    return ours, args[1:]
+
+
+def main() -> None:
+    ours, args = _split_args(sys.argv[1:])
+    if "--owner" in ours:
+        threading.Thread(target=_watch, args=(ours["--owner"],), daemon=True).start()
+    if "--listen-fd" not in ours or "--token-fd" not in ours:
+        sys.exit("verimap.local._serve: --listen-fd and --token-fd are required")
+    token = _read_token(ours["--token-fd"])
+    _serve_on(socket.socket(fileno=ours["--listen-fd"]))
+    _require_token(token)
     _bound_prompt_cache()
     _lean_cached_states()
     _report_cached_tokens()

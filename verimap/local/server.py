@@ -1,10 +1,15 @@
 """Start, find, reuse and stop the local llama.cpp server (llama-cpp-python).
 
-Every server verimap starts gets a state file (pid, port, model, owner) so that
+Every server verimap starts gets a state file (pid, port, model, owner, token) so that
 `--keep-server` can reuse it across commands, `verimap model stop` can stop it,
 and a server whose owner died without cleaning up is stopped on the next start
 instead of lingering. Waiting is always bounded: a server that exits or never
 answers produces an error with the tail of its log, never a hang.
+
+Other local users must not be able to pose as the server: verimap binds its port before the
+server starts (and hands it the listening socket), gives each server a random token through a
+pipe (never its command line), keeps the token in a state file only its owner can read, and
+takes a server for its own only when it proves it holds that token (`healthy`).
 """
 
 from __future__ import annotations
@@ -12,13 +17,16 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import hmac
 import importlib.util
 import json
 import os
 import re
+import secrets
 import shlex
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -26,10 +34,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from verimap.env import EnvError, getenv, getenv_int
 from verimap.errors import VerimapError
+from verimap.local._serve import PROOF_PATH, READY_PATH, proof
 from verimap.local.catalog import state_dir
 
 HOST = "127.0.0.1"
@@ -61,10 +70,16 @@ class ServerInfo(BaseModel):
     startup_s: float = 0.0
     log_path: str = ""
     state_path: str = ""
+    # The server's Bearer key; in the state file (mode 0600), never in a repr or `describe`.
+    token: str = Field(default="", repr=False)
 
     @property
     def base_url(self) -> str:
         return f"http://{self.host}:{self.port}/v1"
+
+    @property
+    def root_url(self) -> str:
+        return f"http://{self.host}:{self.port}"
 
 
 # 2 GiB of prompt states, every byte counted (see _serve.py): about five saved prompts of the 1.5B.
@@ -95,10 +110,32 @@ def _key(model_file: Path) -> str:
     return hashlib.sha1(str(model_file.resolve()).encode()).hexdigest()[:12]
 
 
-def _servers_dir() -> Path:
-    d = state_dir() / "servers"
-    d.mkdir(parents=True, exist_ok=True)
+def _private_dir(d: Path) -> Path:
+    """`d`, created if need be, owned by this user and closed to others (mode 0700): it holds
+    server tokens, and a file planted in it would name the server verimap talks to."""
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = d.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise ServerError(
+            f"{d} is not a directory of this user; set VERIMAP_STATE_DIR to a private directory"
+        )
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        d.chmod(0o700)
     return d
+
+
+def _servers_dir() -> Path:
+    return _private_dir(state_dir() / "servers")
+
+
+def _write_state(path: Path, info: ServerInfo) -> None:
+    """Write `info` readable by its owner only (it holds the token), replacing what was there."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(info.model_dump_json(indent=2))
+    os.replace(tmp, path)
 
 
 def state_file(model_file: Path) -> Path:
@@ -147,17 +184,62 @@ def _is_llama_server(pid: int) -> bool:
 
 
 def healthy(info: ServerInfo, timeout: float = 2.0) -> bool:
+    """Whether `info`'s server answers and is the one verimap started: its API refuses a
+    request without its token (401), it proves it holds the token without being sent it, and
+    accepts a request with it (200). Whatever else holds the port (a server that answers 200 to
+    all, or one that asks for a key to catch it) is not ours and never sees the token. None of
+    these requests waits for the model, so a server busy with a reply is still healthy."""
+    if not info.token:
+        return False
     try:
-        r = httpx.get(f"{info.base_url}/models", timeout=timeout)
-        return r.status_code == 200
+        # Loopback only: no proxy from the environment may see the requests or the token.
+        with httpx.Client(timeout=timeout, trust_env=False) as client:
+            if client.get(f"{info.base_url}/models").status_code != 401:
+                return False
+            if not _proves_token(client, info):
+                return False
+            auth = {"Authorization": f"Bearer {info.token}"}
+            return client.get(f"{info.root_url}{READY_PATH}", headers=auth).status_code == 200
     except httpx.HTTPError:
         return False
 
 
-def free_port(host: str = HOST) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+def _proves_token(client: httpx.Client, info: ServerInfo) -> bool:
+    nonce = secrets.token_urlsafe(16)
+    r = client.get(f"{info.root_url}{PROOF_PATH}", params={"nonce": nonce})
+    if r.status_code != 200:
+        return False
+    try:
+        body = r.json()
+    except ValueError:
+        return False
+    answer = body.get("proof") if isinstance(body, dict) else None
+    return isinstance(answer, str) and hmac.compare_digest(answer, proof(info.token, nonce))
+
+
+def _listen(host: str = HOST) -> socket.socket:
+    """A socket bound to a free port of `host` and listening, before any server process
+    exists: the port is verimap's from the start, so nothing can take it while the model
+    loads (connections wait in the backlog until the server accepts)."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((host, 0))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _token_pipe(token: str) -> int:
+    """The read end of a pipe that holds `token` and is closed for writing: how the server gets
+    its token without a command line or variable that other processes could read."""
+    r, w = os.pipe()
+    try:
+        os.write(w, token.encode())
+    finally:
+        os.close(w)
+    return r
 
 
 def read_state(path: Path) -> ServerInfo | None:
@@ -174,6 +256,16 @@ def list_servers() -> list[tuple[Path, ServerInfo]]:
         if info is not None:
             out.append((p, info))
     return out
+
+
+def kept_server_at(base_url: str) -> ServerInfo | None:
+    """The kept server verimap started at `base_url` (the URL `verimap model serve` prints), if
+    it still answers as ours; None for any other URL."""
+    url = base_url.rstrip("/")
+    for _path, info in list_servers():
+        if info.keep and info.base_url == url and healthy(info):
+            return info
+    return None
 
 
 def _log_tail(info: ServerInfo, n: int = 20) -> str:
@@ -221,7 +313,7 @@ def start_server(
     timeout: float = 180.0,
     extra_args: list[str] | None = None,
 ) -> ServerInfo:
-    """Start a server on a free port and return once `/v1/models` answers.
+    """Start a server on a port bound here first and return once it answers as ours (`healthy`).
 
     Raises ServerError (with the log tail) if the process exits or does not
     answer within `timeout`; the process is killed in that case.
@@ -234,14 +326,11 @@ def start_server(
         raise ServerError(
             f"model file not found: {model_file} (run `verimap model pull` or pass --model-file)"
         )
-    logs = state_dir() / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
-    last_error = ""
-    for _attempt in range(2):  # a second try covers losing the free-port race
-        port = free_port()
+    logs = _private_dir(state_dir() / "logs")
+    with contextlib.closing(_listen()) as sock:
         info = ServerInfo(
             pid=0,
-            port=port,
+            port=sock.getsockname()[1],
             model_file=str(model_file.resolve()),
             alias=alias or model_file.stem,
             chat_format=chat_format,
@@ -250,68 +339,88 @@ def start_server(
             keep=keep,
             owner_pid=None if keep else os.getpid(),
             started_at=time.time(),
+            token=secrets.token_urlsafe(32),
         )
-        spath = state_file(model_file) if keep else _owned_state_file(model_file, port)
+        spath = state_file(model_file) if keep else _owned_state_file(model_file, info.port)
         info.state_path = str(spath)
         info.log_path = str(logs / spath.with_suffix(".log").name)
+        proc = _spawn(info, sock, extra_args)
+    info.pid = proc.pid
+    _write_state(spath, info)
+    _wait_until_ready(proc, info, timeout)
+    _write_state(spath, info)
+    return info
+
+
+def _server_args(info: ServerInfo, extra_args: list[str] | None) -> list[str]:
+    """llama_cpp.server's arguments: nothing secret, as any local user can read them."""
+    args = [
+        "--model", info.model_file,
+        "--model_alias", info.alias,
+        "--host", info.host,
+        "--port", str(info.port),
+        "--n_threads", str(info.threads),
+        "--n_ctx", str(info.n_ctx),
+        "--logits_all", "False",
+    ]  # fmt: skip
+    if info.chat_format:
+        args += ["--chat_format", info.chat_format]
+    # The prompt-prefix RAM cache: a planner prompt re-sent after an executor call costs its
+    # new tokens only (measured on the 1.5B: 1,017-token prompt 11.2 s -> 0.9-1.7 s).
+    # Later args win, e.g. VERIMAP_LLAMA_ARGS="--cache False".
+    args += PROMPT_CACHE_ARGS
+    args += extra_args if extra_args is not None else shlex.split(getenv("VERIMAP_LLAMA_ARGS", ""))
+    return args
+
+
+def _spawn(info: ServerInfo, sock: socket.socket, extra_args: list[str] | None) -> subprocess.Popen:
+    """Start the server wrapper on the listening `sock`, its token on a pipe."""
+    token_fd = _token_pipe(info.token)
+    try:
         cmd = [
             sys.executable, "-m", "verimap.local._serve",
-            *([] if keep else ["--owner", str(os.getpid())]), "--",
-            "--model", info.model_file,
-            "--model_alias", info.alias,
-            "--host", info.host,
-            "--port", str(port),
-            "--n_threads", str(info.threads),
-            "--n_ctx", str(info.n_ctx),
-            "--logits_all", "False",
+            *([] if info.keep else ["--owner", str(os.getpid())]),
+            "--listen-fd", str(sock.fileno()), "--token-fd", str(token_fd),
+            "--", *_server_args(info, extra_args),
         ]  # fmt: skip
-        if chat_format:
-            cmd += ["--chat_format", chat_format]
-        # The prompt-prefix RAM cache: a planner prompt re-sent after an executor call costs its
-        # new tokens only (measured on the 1.5B: 1,017-token prompt 11.2 s -> 0.9-1.7 s).
-        # Later args win, e.g. VERIMAP_LLAMA_ARGS="--cache False".
-        cmd += PROMPT_CACHE_ARGS
-        cmd += (
-            extra_args if extra_args is not None else shlex.split(getenv("VERIMAP_LLAMA_ARGS", ""))
-        )
         # No secrets in the server's environment; verimap importable for the wrapper.
         env = {k: v for k, v in os.environ.items() if not _SECRET.search(k)}
         pkg_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_root, env.get("PYTHONPATH")]))
         with open(info.log_path, "wb") as log:
-            proc = subprocess.Popen(
+            return subprocess.Popen(
                 cmd,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 env=env,
+                pass_fds=(sock.fileno(), token_fd),
             )
-        info.pid = proc.pid
-        spath.write_text(info.model_dump_json(indent=2))
-        t0 = time.monotonic()
-        deadline = t0 + timeout
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                last_error = (
-                    f"the model server exited with code {proc.returncode}:\n{_log_tail(info)}"
-                )
-                break
-            if healthy(info, timeout=1.0):
-                info.startup_s = round(time.monotonic() - t0, 2)
-                spath.write_text(info.model_dump_json(indent=2))
-                return info
-            time.sleep(0.2)
-        else:
-            stop_server(info)
+    finally:
+        os.close(token_fd)
+
+
+def _wait_until_ready(proc: subprocess.Popen, info: ServerInfo, timeout: float) -> None:
+    """Return once the server answers as ours; stop it and raise ServerError if it exits or
+    does not within `timeout`."""
+    t0 = time.monotonic()
+    deadline = t0 + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            Path(info.state_path).unlink(missing_ok=True)
             raise ServerError(
-                f"the model server did not answer on {info.base_url} within {timeout:.0f}s:\n"
-                f"{_log_tail(info)}"
+                f"the model server exited with code {proc.returncode}:\n{_log_tail(info)}"
             )
-        spath.unlink(missing_ok=True)
-        if "address already in use" not in last_error.lower():
-            break
-    raise ServerError(last_error)
+        if healthy(info, timeout=1.0):
+            info.startup_s = round(time.monotonic() - t0, 2)
+            return
+        time.sleep(0.2)
+    stop_server(info)
+    raise ServerError(
+        f"the model server did not answer on {info.base_url} within {timeout:.0f}s:\n"
+        f"{_log_tail(info)}"
+    )
 
 
 def ensure_server(
@@ -357,7 +466,8 @@ def _reap(pid: int) -> None:
 
 
 def describe(info: ServerInfo) -> dict:
-    d = json.loads(info.model_dump_json())
+    """What `verimap model status` shows of a server: everything but its token."""
+    d = json.loads(info.model_dump_json(exclude={"token"}))
     d["base_url"] = info.base_url
     d["alive"] = pid_alive(info.pid)
     return d

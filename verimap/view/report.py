@@ -5,6 +5,12 @@ Content-Security-Policy forbids any fetch and any script but ours (pinned by has
 Everything that came from a model or a results file is escaped by Jinja's autoescape;
 the only markup inserted as-is is the SVG that `svg.sanitize_svg` rebuilt from an
 allow-list.
+
+Inputs may be torn, foreign or hostile: every line that cannot be read is skipped, listed
+on the page and handed to the caller as `file:line: reason`, and the rest is shown. The
+page's size is bounded by counts as well as by string lengths: at most `MAX_TASKS` tasks,
+`MAX_TABLE_ROWS` rows per table, and per run what `verimap.view.model` keeps, each cut
+noted ("… K more").
 """
 
 from __future__ import annotations
@@ -12,7 +18,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
-import json
+import math
 import multiprocessing as mp
 import os
 import re
@@ -26,11 +32,16 @@ from typing import Any
 
 from verimap.evals import report as tables
 from verimap.evals.runner import CONFIG, RESULTS, RunDirError, unscored_errors
+from verimap.redaction import Redactor
 from verimap.trace_files import DEFAULT_MAX_CHARS, clip_deep, clip_text, trace_path
 from verimap.view.svg import Dag, DagNode, Point, ViewError, render_dags, scatter_svg
-from verimap.view.trace import MAX_DAG_NODES, RunView, load_run, pretty, run_from_plans
+from verimap.view.trace import RunView, load_run, pretty, run_from_plans
 
 TEMPLATES = Path(__file__).with_name("templates")
+# Tasks (and traces given) shown, in order; the tables count every task.
+MAX_TASKS = 2_000
+MAX_TABLE_ROWS = 200  # per table, and methods or benchmarks in the filters
+MAX_POINTS = 60  # method x benchmark points in the plot: the ones with the most tasks
 
 
 @dataclass
@@ -39,6 +50,7 @@ class Table:
     header: list[str]
     rows: list[list[str]]
     note: str = ""
+    hidden: int = 0
 
 
 @dataclass
@@ -46,6 +58,7 @@ class EvalSource:
     path: str
     label: str
     config: dict[str, Any]
+    models: dict[str, str] = field(default_factory=dict)
     records: int = 0
     errors: int = 0
 
@@ -70,6 +83,14 @@ class Report:
     runs: list[RunView] = field(default_factory=list)
     methods: list[str] = field(default_factory=list)
     benchmarks: list[str] = field(default_factory=list)
+    # Every line skipped as unreadable (`file:line: reason`), and every file not read.
+    problems: list[str] = field(default_factory=list)
+    hidden_tasks: int = 0
+    hidden_runs: int = 0
+
+    @property
+    def problems_listed(self) -> list[str]:
+        return tables.problem_lines(self.problems)
 
 
 # -- inputs --------------------------------------------------------------------------------------
@@ -150,7 +171,8 @@ def _tables(records: list[dict[str, Any]]) -> list[Table]:
     out = []
     for title, fn, note in specs:
         header, rows = _md_table(fn(records))
-        out.append(Table(title, header, rows, note))
+        hidden = max(0, len(rows) - MAX_TABLE_ROWS)
+        out.append(Table(title, header, rows[:MAX_TABLE_ROWS], note, hidden))
     return out
 
 
@@ -158,8 +180,9 @@ def _points(records: list[dict[str, Any]]) -> list[Point]:
     groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         groups[(str(r.get("method")), str(r.get("benchmark")))].append(r)
+    biggest = sorted(groups.items(), key=lambda kv: -len(kv[1]))[:MAX_POINTS]
     pts = []
-    for (m, b), recs in groups.items():
+    for (m, b), recs in biggest:
         accs = tables.accuracy_by_run(recs)
         pts.append(
             Point(
@@ -173,10 +196,9 @@ def _points(records: list[dict[str, Any]]) -> list[Point]:
     return pts
 
 
-def _safe_record(rec: dict[str, Any], max_chars: int) -> dict[str, Any]:
-    """A results record with the fields the page uses normalised (a hand-edited or partial
-    file must not break the page) and every string clipped."""
-    rec = clip_deep(rec, max_chars)
+def _safe_record(rec: dict[str, Any]) -> dict[str, Any]:
+    """A results record (of `trace_files.RESULT`'s shape, clipped as it was read) with the
+    optional fields the page uses filled in."""
     rec["task_id"] = str(rec.get("task_id", rec.get("key", "?")))
     rec["method"] = str(rec.get("method", "?"))
     rec["benchmark"] = str(rec.get("benchmark", "?"))
@@ -191,28 +213,35 @@ def _safe_record(rec: dict[str, Any], max_chars: int) -> dict[str, Any]:
     return rec
 
 
-def _load_records(d: Path, max_chars: int) -> tuple[EvalSource, list[dict[str, Any]]]:
-    config: dict[str, Any] = {}
-    if (d / CONFIG).is_file():
-        try:
-            loaded = json.loads((d / CONFIG).read_text(encoding="utf-8"))
-            config = clip_deep(loaded, max_chars) if isinstance(loaded, dict) else {}
-        except (OSError, ValueError) as e:
-            config = {"error": f"config.json unreadable: {e}"}
+def _load_records(
+    d: Path, max_chars: int, problems: list[str] | None = None
+) -> tuple[EvalSource, list[dict[str, Any]]]:
+    """The directory's summary and its records, sorted; each line skipped goes to `problems`."""
     try:
-        raw = tables.load_records([d])
+        loaded = tables.load_dir(d, clip=max_chars)
     except RunDirError as e:
         raise ViewError(str(e)) from None
-    records = [_safe_record(r, max_chars) for r in raw]
+    seen = problems if problems is not None else []
+    seen += loaded.problems
+    config = clip_deep(loaded.config, max_chars)
+    records = [_safe_record(r) for r in loaded.records]
     records.sort(key=lambda r: (r["run"], _natural(r["task_id"])))
-    errors = len(unscored_errors(d))  # tasks a later resume scored are not errors any more
-    label = f"{config.get('benchmark', '?')}/{config.get('method', '?')}"
-    src = EvalSource(path=str(d), label=label, config=config, records=len(records), errors=errors)
+    errors = len(unscored_errors(d, seen))  # tasks a later resume scored are not errors any more
+    label = f"{_short(config.get('benchmark', '?'))}/{_short(config.get('method', '?'))}"
+    models = config.get("models")
+    roles = {_short(k): _short(v) for k, v in models.items()} if isinstance(models, dict) else {}
+    src = EvalSource(path=str(d), label=label, config=config, models=roles, records=len(records),
+                     errors=errors)  # fmt: skip
     return src, records
 
 
 def _entries(
-    d: Path, label: str, records: list[dict[str, Any]], first_anchor: int, max_chars: int
+    d: Path,
+    label: str,
+    records: list[dict[str, Any]],
+    first_anchor: int,
+    max_chars: int,
+    problems: list[str],
 ) -> list[TaskEntry]:
     entries = []
     for k, rec in enumerate(records, first_anchor):
@@ -220,6 +249,7 @@ def _entries(
         tp = trace_path(d, rec.get("trace"))
         if tp is not None and tp.is_file():
             run = load_run(tp, anchor, max_chars=max_chars)
+            problems += run.problems
         else:
             why = (
                 "the trace path points outside the run directory; not read"
@@ -264,20 +294,27 @@ def build_report(
     """Everything the page shows, with every DAG laid out (one `dot` run for all of them)."""
     evals, traces = classify(paths)
     report = Report(title="verimap report", inputs=[str(p) for p in paths])
-    loaded = [(d, *_load_records(d, max_chars)) for d in evals]
+    loaded = [(d, *_load_records(d, max_chars, report.problems)) for d in evals]
     all_records = [r for _, _, recs in loaded for r in recs]
     points = _points(all_records) if all_records else []
     scatter = _in_background(scatter_svg, points) if points else lambda: ""
     for d, src, recs in loaded:
         report.evals.append(src)
-        report.tasks.extend(_entries(d, src.label, recs, len(report.tasks), max_chars))
-    for k, t in enumerate(traces):
+        room = max(0, MAX_TASKS - len(report.tasks))
+        report.hidden_tasks += max(0, len(recs) - room)
+        report.tasks.extend(
+            _entries(d, src.label, recs[:room], len(report.tasks), max_chars, report.problems)
+        )
+    report.hidden_runs = max(0, len(traces) - MAX_TASKS)
+    for k, t in enumerate(traces[:MAX_TASKS]):
         report.runs.append(load_run(t, f"r{k}", max_chars=max_chars))
+        report.problems += report.runs[-1].problems
     if all_records:
         report.tables = _tables(all_records)
         report.scatter_by_cost = any(p.cost > 0 for p in points)
-        report.methods = tables._method_order(r["method"] for r in all_records)
-        report.benchmarks = tables._bench_order(r["benchmark"] for r in all_records)
+        methods = tables._method_order(r["method"] for r in all_records)
+        benchmarks = tables._bench_order(r["benchmark"] for r in all_records)
+        report.methods, report.benchmarks = methods[:MAX_TABLE_ROWS], benchmarks[:MAX_TABLE_ROWS]
     if report.evals:
         report.title = "verimap eval: " + ", ".join(e.label for e in report.evals)
     elif len(report.runs) == 1:
@@ -290,8 +327,9 @@ def build_report(
 
 
 def _draw(report: Report) -> None:
+    """Lay out every plan in one `dot` run; a plan too big to draw, or that `dot` did not lay
+    out in time, gets a note and is listed on the page instead."""
     its = [it for run in _all_runs(report) for it in run.iterations if it.nodes]
-    its = [it for it in its if len(it.nodes) <= MAX_DAG_NODES]
     dags = [
         Dag(
             nodes=[
@@ -302,8 +340,10 @@ def _draw(report: Report) -> None:
         )
         for it in its
     ]
-    for it, svg in zip(its, render_dags(dags), strict=True):
+    for it, dag, svg in zip(its, dags, render_dags(dags), strict=True):
         it.svg = svg
+        if not svg:
+            it.layout_note = dag.too_big() or "Graphviz did not lay it out in time"
 
 
 def _all_runs(report: Report) -> list[RunView]:
@@ -311,6 +351,21 @@ def _all_runs(report: Report) -> list[RunView]:
 
 
 # -- HTML ----------------------------------------------------------------------------------------
+
+
+def _finalizer() -> Callable[[Any], Any]:
+    """What every value printed into the page passes before it is escaped: the page is a
+    boundary where text leaves the process, so secrets are masked (`redaction.redact`)."""
+    from markupsafe import Markup
+
+    redact = Redactor()
+
+    def finalize(value: Any) -> Any:
+        if isinstance(value, Markup):  # an SVG rebuilt from an allow-list, our style and script
+            return Markup(redact(str(value)))
+        return redact(value)
+
+    return finalize
 
 
 def _env():
@@ -323,6 +378,7 @@ def _env():
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
+        finalize=_finalizer(),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
@@ -332,7 +388,7 @@ def _env():
         clip=clip_text,
         secs=_secs,
         num=lambda x: f"{x:,}" if isinstance(x, int) else f"{x:,.1f}",
-        money=lambda x: f"${x:.4f}" if isinstance(x, int | float) else "–",
+        money=_money,
         short=_short,
     )
     return env
@@ -346,10 +402,24 @@ def _short(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _secs(x: float | None) -> str:
-    if x is None:
+def _secs(x: Any) -> str:
+    """A duration; anything that is no finite number (a hand-edited trace) is "–"."""
+    if not _finite(x):
         return "–"
     return f"{x:.2f} s" if x < 60 else f"{x / 60:.1f} min"
+
+
+def _money(x: Any) -> str:
+    return f"${x:.4f}" if _finite(x) else "–"
+
+
+def _finite(x: Any) -> bool:
+    if not isinstance(x, int | float) or isinstance(x, bool):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def render_html(report: Report, *, max_chars: int = DEFAULT_MAX_CHARS) -> str:
@@ -375,12 +445,18 @@ def write_report(
     out: str | os.PathLike[str] | None = None,
     *,
     max_chars: int = DEFAULT_MAX_CHARS,
+    warn: Callable[[str], object] | None = None,
 ) -> Path:
-    """Build the report of `paths` and write it to `out` (default: `default_output`)."""
+    """Build the report of `paths` and write it to `out` (default: `default_output`). Each
+    line skipped as unreadable is listed on the page and, when given, passed to `warn`."""
     if not paths:
         raise ViewError("nothing to view: give a trace or an eval directory")
     target = Path(out) if out is not None else default_output(paths)
-    page = render_html(build_report(paths, max_chars=max_chars), max_chars=max_chars)
+    report = build_report(paths, max_chars=max_chars)
+    if warn is not None:
+        for line in report.problems_listed:
+            warn(line)
+    page = render_html(report, max_chars=max_chars)
     data = page.encode("utf-8", errors="replace")  # a lone surrogate from a trace's JSON
     tmp = target.with_name(f".{target.name}.tmp")
     try:

@@ -14,6 +14,7 @@ import io
 import re
 import shutil
 import subprocess
+import time
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -108,6 +109,15 @@ def sanitize_svg(text: str, *, keep_ids: bool = False, titles: dict[str, str] | 
 
 # -- plan DAGs ---------------------------------------------------------------------------------
 
+# Past these, a plan is listed, not drawn: `dot` on a dense plan of 60 nodes and 1,000 edges
+# ran for minutes, and a drawing that size is unreadable anyway. Within them the densest
+# plans tried took under a second.
+MAX_DAG_NODES = 150
+MAX_DAG_EDGES = 300
+# All plans of a page get this long, in all, to be laid out; one that is not is listed.
+DOT_TIMEOUT = 60.0
+DOT_TIMEOUT_ONE = 10.0
+
 _STATUS_COLOURS: dict[str, tuple[str, str]] = {}
 for _status, _style in STATUS_STYLE.items():
     _parts = dict(p.split(":", 1) for p in _style.split(",") if ":" in p)
@@ -140,6 +150,15 @@ class DagNode:
 class Dag:
     nodes: list[DagNode]
     edges: list[tuple[str, str]] = field(default_factory=list)
+
+    def too_big(self) -> str | None:
+        """Why `dot` is not asked to draw this plan, or None."""
+        if len(self.nodes) > MAX_DAG_NODES or len(self.edges) > MAX_DAG_EDGES:
+            return (
+                f"{len(self.nodes):,} nodes and {len(self.edges):,} edges, past the "
+                f"{MAX_DAG_NODES} nodes or {MAX_DAG_EDGES} edges a drawing shows"
+            )
+        return None
 
 
 def dag_dot(dag: Dag, name: str) -> str:
@@ -197,32 +216,60 @@ def _run_dot(source: str, timeout: float) -> str:
     return proc.stdout.decode("utf-8", errors="replace")
 
 
+def _run_one(dag: Dag, i: int, timeout: float) -> str:
+    """One DAG laid out alone, or "" when it fails or there is no time left."""
+    if timeout <= 0:
+        return ""
+    try:
+        return _run_dot(dag_dot(dag, f"g{i}"), timeout)
+    except ViewError:
+        return ""
+
+
 def _titles(dag: Dag) -> dict[str, str]:
     return {f"n{i}": f"{n.id}: {n.name} [{n.status}]" for i, n in enumerate(dag.nodes)}
 
 
-def render_dags(dags: Sequence[Dag], *, timeout: float = 120.0) -> list[str]:
+def render_dags(
+    dags: Sequence[Dag], *, timeout: float | None = None, timeout_one: float | None = None
+) -> list[str]:
     """Sanitised inline SVG for each DAG, laid out by one `dot` process for all of them (one
-    process per graph costs ~50 ms each: 25 s for a 500-task eval)."""
+    process per graph costs ~50 ms each: 25 s for a 500-task eval); "" for a DAG past the
+    size limits (`Dag.too_big`), which `dot` is never given, and for one that could not be
+    laid out within `timeout` in all. The page lists the nodes of those instead.
+
+    When the one process fails or runs out of time, each DAG is laid out alone, at most
+    `timeout_one` each, until `timeout` is up: one bad plan does not cost the others theirs."""
     if not dags:
         return []
     _dot_binary()
-    source = "\n".join(dag_dot(d, f"g{i}") for i, d in enumerate(dags))
-    out = _run_dot(source, timeout)
+    timeout = DOT_TIMEOUT if timeout is None else timeout
+    timeout_one = DOT_TIMEOUT_ONE if timeout_one is None else timeout_one
+    deadline = time.monotonic() + timeout
+    todo = [(i, d) for i, d in enumerate(dags) if d.too_big() is None]
+    if not todo:
+        return [""] * len(dags)
+    try:
+        out = _run_dot("\n".join(dag_dot(d, f"g{i}") for i, d in todo), timeout / 2)
+    except ViewError:
+        out = ""
     docs = [d + "</svg>" for d in out.split("</svg>")[:-1]]
-    if len(docs) != len(dags):
-        # dot skipped a graph: lay each out alone so one failure does not hide the others
-        docs = []
-        for i, d in enumerate(dags):
-            try:
-                docs.append(_run_dot(dag_dot(d, f"g{i}"), timeout))
-            except ViewError:
-                docs.append("")
-    svgs = []
-    for doc, dag in zip(docs, dags, strict=True):
-        start = doc.find("<svg")
-        svgs.append(sanitize_svg(doc[start:], titles=_titles(dag)) if start >= 0 else "")
+    if len(docs) != len(todo):
+        docs = [_run_one(d, i, min(timeout_one, deadline - time.monotonic())) for i, d in todo]
+    svgs = [""] * len(dags)
+    for doc, (i, dag) in zip(docs, todo, strict=True):
+        svgs[i] = _sanitized(doc, dag)
     return svgs
+
+
+def _sanitized(doc: str, dag: Dag) -> str:
+    start = doc.find("<svg")
+    if start < 0:
+        return ""
+    try:
+        return sanitize_svg(doc[start:], titles=_titles(dag))
+    except ViewError:  # output dot cut short, say; the page lists the plan instead
+        return ""
 
 
 # -- accuracy vs cost ----------------------------------------------------------------------------

@@ -2,31 +2,47 @@
 
 The trace is read leniently, with no `Event` or `Plan` validation: the viewer
 must open a torn trace (a killed run), an old one, or one whose plans never
-validated, and show what is there. Every string in it is model output or derived
-from it, so each is clipped to `max_chars` on the way in; the HTML layer escapes
-them, this layer only bounds their size.
+validated, and show what is there; a line that is no event is skipped and noted
+as `file:line: reason`. Inside an event anything may have any shape, so every
+field is read for the kind it must be and ignored when it is not. Every string
+is model output or derived from it, so each is clipped to `max_chars` on the way
+in, and so is every container; the run keeps at most so many of each list (see
+`verimap.view.model`) and folds events only up to `RUN_BUDGET`. The HTML layer
+escapes what is left; this layer only bounds its size.
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import json
+import math
 import os
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
 from verimap import events as ev
-from verimap.trace_files import DEFAULT_MAX_CHARS, clip_deep, read_events
+from verimap.trace_files import DEFAULT_MAX_CHARS, EVENT, clip_deep, clip_text, read_jsonl
+from verimap.view.model import (
+    MAX_DIFF_LINES,
+    MAX_ITERATIONS,
+    MAX_PLAN_NODES,
+    Attempt,
+    Iteration,
+    NodeRun,
+    RunView,
+    Shown,
+    Verdict,
+    pretty,
+)
 
-try:
-    import orjson
-except ImportError:  # an optional speed-up of the view extra
-    orjson = None  # type: ignore[assignment]
-_ORJSON_OPTS = (orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS) if orjson is not None else 0
+__all__ = ["Attempt", "Iteration", "NodeRun", "RunView", "Shown", "Verdict", "build_run",
+           "load_run", "pretty", "run_from_plans"]  # fmt: skip
 
-# A plan drawn with more nodes than this would take dot (and the reader) too long.
-MAX_DAG_NODES = 150
+# Events folded per run, in units of `EVENT_COST` plus one per comma of the event's line
+# (about one per JSON node): a bound on the page however the trace is shaped.
+RUN_BUDGET = 100_000
+EVENT_COST = 10
+MAX_EDGES = 2_000  # per plan
+MAX_DIFF_INPUT = 1_500  # lines of either plan's JSON
 _NODE_EVENTS = {
     ev.NODE_START,
     ev.NODE_REUSED,
@@ -38,162 +54,31 @@ _NODE_EVENTS = {
 }
 
 
-def pretty(obj: Any) -> str:
-    """JSON as people read it; plain strings stay unquoted.
-
-    orjson when it is there: the stdlib's indented encoder is pure Python and was a third of
-    a 500-task report's build time. What orjson refuses (an int beyond 64 bits) goes to json."""
-    if isinstance(obj, str):
-        return obj
-    if orjson is not None:
-        with contextlib.suppress(TypeError):
-            return orjson.dumps(obj, option=_ORJSON_OPTS, default=str).decode()
-    return json.dumps(obj, indent=2, ensure_ascii=False, default=str)
+def _dict(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
 
 
-@dataclass
-class Verdict:
-    name: str
-    type: str
-    outcome: str
-    message: str = ""
-    traceback: str = ""
-    explanation: str = ""
-    check: str = ""  # the VF's code or criterion, from the plan
-
-    @property
-    def passed(self) -> bool:
-        return self.outcome == "PASS"
+def _list(x: Any) -> list[Any]:
+    return x if isinstance(x, list) else []
 
 
-class _Timed:
-    """Wall time from the events' timestamps, when both ends were seen."""
-
-    started: float | None
-    finished: float | None
-
-    @property
-    def seconds(self) -> float | None:
-        if self.started is None or self.finished is None:
-            return None
-        return max(0.0, self.finished - self.started)
+def _label(x: Any) -> str:
+    """A value shown as a name: strings as they are, anything else as short JSON."""
+    return x if isinstance(x, str) else clip_text(pretty(x), 200)
 
 
-@dataclass
-class Attempt(_Timed):
-    number: int
-    started: float | None = None
-    finished: float | None = None
-    outputs: Any = None
-    error: str | None = None
-    passed: bool | None = None
-    score: float | None = None
-    feedback: Any = None  # what the retry that started this attempt was told
-    verdicts: list[Verdict] = field(default_factory=list)
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    model_calls: list[dict[str, Any]] = field(default_factory=list)
-    other: list[dict[str, Any]] = field(default_factory=list)
+def _int(x: Any) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) else None
 
 
-@dataclass
-class NodeRun(_Timed):
-    """One node within one iteration: its declaration in that plan and what happened to it."""
-
-    id: str
-    anchor: str
-    name: str = ""
-    instruction: str = ""
-    inputs_decl: list[str] = field(default_factory=list)
-    outputs_decl: Any = None
-    vfs: list[dict[str, Any]] = field(default_factory=list)
-    final: bool = False
-    in_plan: bool = True
-    status: str = "pending"
-    started: float | None = None
-    finished: float | None = None
-    inputs: Any = None
-    outputs: Any = None
-    attempts: list[Attempt] = field(default_factory=list)
-    other: list[dict[str, Any]] = field(default_factory=list)
-
-    def attempt(self, number: int | None) -> Attempt:
-        n = number or (self.attempts[-1].number if self.attempts else 1)
-        for a in self.attempts:
-            if a.number == n:
-                return a
-        a = Attempt(number=n)
-        self.attempts.append(a)
-        return a
-
-    def vf_check(self, name: str) -> str:
-        for vf in self.vfs:
-            if isinstance(vf, dict) and vf.get("name") == name:
-                return str(vf.get("code") or vf.get("content") or "")
-        return ""
-
-
-@dataclass
-class Iteration:
-    number: int
-    anchor: str
-    plan: dict[str, Any] | None = None
-    plan_json: str = ""
-    diff: list[tuple[str, str]] = field(default_factory=list)
-    replan: dict[str, Any] | None = None  # why the planner was asked again
-    kept: dict[str, Any] | None = None  # why the same plan ran again
-    fallback: str | None = None
-    invalid_plans: list[dict[str, Any]] = field(default_factory=list)
-    vacuous: list[str] = field(default_factory=list)
-    nodes: dict[str, NodeRun] = field(default_factory=dict)
-    edges: list[tuple[str, str]] = field(default_factory=list)
-    svg: str = ""
-
-    @property
-    def kind(self) -> str:
-        if self.fallback is not None:
-            return "fallback plan"
-        if self.kept is not None:
-            return "same plan again"
-        if self.replan is not None:
-            return "replan"
-        return "plan"
-
-    def node(self, node_id: str) -> NodeRun:
-        n = self.nodes.get(node_id)
-        if n is None:
-            n = NodeRun(id=node_id, anchor=f"{self.anchor}-x{len(self.nodes)}", in_plan=False)
-            self.nodes[node_id] = n
-        return n
-
-
-@dataclass
-class RunView:
-    """A run as the viewer shows it. `source` says where it came from (a trace, or only the
-    plans of a results record when the trace is missing)."""
-
-    anchor: str
-    path: str = ""
-    source: str = "trace"
-    run_id: str = ""
-    task: str = ""
-    config: Any = None
-    status: str = "unfinished"
-    final_output: Any = None
-    error: str | None = None
-    n_iterations: int | None = None
-    retries: int | None = None
-    wall_time_s: float | None = None
-    usage: dict[str, dict[str, Any]] = field(default_factory=dict)
-    iterations: list[Iteration] = field(default_factory=list)
-    errors: list[dict[str, Any]] = field(default_factory=list)
-    # Model calls made outside any attempt: the planner's.
-    model_calls: list[dict[str, Any]] = field(default_factory=list)
-    other: list[dict[str, Any]] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)
-
-    @property
-    def last(self) -> Iteration | None:
-        return self.iterations[-1] if self.iterations else None
+def _num(x: Any) -> float | None:
+    if not isinstance(x, int | float) or isinstance(x, bool):
+        return None
+    try:
+        f = float(x)
+    except OverflowError:
+        return None
+    return f if math.isfinite(f) else None
 
 
 def _ref_source(ref: Any) -> str | None:
@@ -207,32 +92,33 @@ def _edges(plan: dict[str, Any], ids: list[str]) -> list[tuple[str, str]]:
     """Declared edges plus the ones the inputs imply, as the plan model derives them."""
     known = set(ids)
     out: dict[tuple[str, str], None] = {}
-    for e in plan.get("edges") or []:
+    for e in _list(plan.get("edges")):
         if isinstance(e, dict):
             s, t = e.get("from", e.get("source")), e.get("to", e.get("target"))
-        elif isinstance(e, list | tuple) and len(e) == 2:
+        elif isinstance(e, list) and len(e) == 2:
             s, t = e
         else:
             continue
         if isinstance(s, str) and isinstance(t, str) and s in known and t in known:
             out[(s, t)] = None
-    for n in plan.get("nodes") or []:
-        if not isinstance(n, dict):
+    for n in _list(plan.get("nodes")):
+        if not isinstance(n, dict) or not isinstance(n.get("id"), str):
             continue
-        for ref in n.get("inputs") or []:
+        for ref in _list(n.get("inputs")):
             src = _ref_source(ref)
-            if src in known and isinstance(n.get("id"), str):
+            if src in known:
                 out[(src, n["id"])] = None
-    return list(out)
+    return list(out)[:MAX_EDGES]
 
 
 def _final_id(plan: dict[str, Any], ids: list[str], edges: list[tuple[str, str]]) -> str | None:
     flagged = [
-        n.get("id") for n in plan.get("nodes") or [] if isinstance(n, dict) and n.get("final")
+        n.get("id") for n in _list(plan.get("nodes")) if isinstance(n, dict) and n.get("final")
     ]
-    if len(flagged) == 1:
+    if len(flagged) == 1 and isinstance(flagged[0], str):
         return flagged[0]
-    sinks = [i for i in ids if not any(s == i for s, _ in edges)]
+    sources = {s for s, _ in edges}
+    sinks = [i for i in ids if i not in sources]
     return sinks[0] if len(sinks) == 1 else None
 
 
@@ -241,37 +127,46 @@ def _set_plan(it: Iteration, plan: Any) -> None:
         return
     it.plan = plan
     it.plan_json = pretty(plan)
-    nodes = [n for n in plan.get("nodes") or [] if isinstance(n, dict) and "id" in n]
-    ids = [str(n["id"]) for n in nodes]
+    nodes = [n for n in _list(plan.get("nodes")) if isinstance(n, dict) and "id" in n]
+    ids = [_label(n["id"]) for n in nodes]
     it.edges = _edges(plan, ids)
     final = _final_id(plan, ids, it.edges)
     fresh: dict[str, NodeRun] = {}
-    for j, n in enumerate(nodes):
-        nid = str(n["id"])
+    for j, (nid, n) in enumerate(zip(ids, nodes, strict=True)):
         if nid in fresh:  # a duplicate id (an invalid plan); the first one wins
+            continue
+        if len(fresh) >= MAX_PLAN_NODES:
+            it.hidden_nodes.add(nid)
             continue
         # events for a node before its plan would be a coordinator bug; keep them if so
         node = it.nodes.get(nid) or NodeRun(id=nid, anchor="")
         node.anchor = f"{it.anchor}-n{j}"
         node.in_plan = True
-        node.name = str(n.get("name") or "")
-        node.instruction = str(n.get("instruction") or "")
-        node.inputs_decl = [str(x) for x in n.get("inputs") or []]
+        node.name = _label(n.get("name") or "")
+        node.instruction = _label(n.get("instruction") or "")
+        node.inputs_decl = [_label(x) for x in _list(n.get("inputs"))]
         node.outputs_decl = n.get("outputs")
-        node.vfs = [v for v in n.get("verification") or [] if isinstance(v, dict)]
+        node.vfs = [v for v in _list(n.get("verification")) if isinstance(v, dict)]
         node.final = nid == final
         fresh[nid] = node
     for nid, old in it.nodes.items():
-        fresh.setdefault(nid, old)
+        if len(fresh) < MAX_PLAN_NODES:
+            fresh.setdefault(nid, old)
+        elif nid not in fresh:
+            it.hidden_nodes.add(nid)
     it.nodes = fresh
 
 
-def _diff(prev: str, cur: str) -> list[tuple[str, str]]:
-    """The replan's change as a unified diff of the pretty JSON, each line with its kind."""
-    lines = difflib.unified_diff(
-        prev.splitlines(), cur.splitlines(), "previous plan", "this plan", lineterm="", n=2
-    )
-    out = []
+def _diff(prev: str, cur: str) -> Shown[tuple[str, str]]:
+    """The replan's change as a unified diff of the pretty JSON, each line with its kind.
+    Plans longer than `MAX_DIFF_INPUT` lines are not compared: difflib's time grows with the
+    square of their length (seconds at 4,000 lines)."""
+    old, new = prev.splitlines(), cur.splitlines()
+    out: Shown[tuple[str, str]] = Shown(MAX_DIFF_LINES)
+    if max(len(old), len(new)) > MAX_DIFF_INPUT:
+        out.add(("hunk", f"(not compared: the plans are {len(old):,} and {len(new):,} lines long)"))
+        return out
+    lines = difflib.unified_diff(old, new, "previous plan", "this plan", lineterm="", n=2)
     for line in lines:
         kind = "hunk" if line.startswith("@@") else "ctx"
         if line.startswith(("+++", "---")):
@@ -280,147 +175,175 @@ def _diff(prev: str, cur: str) -> list[tuple[str, str]]:
             kind = "add"
         elif line.startswith("-"):
             kind = "del"
-        out.append((kind, line))
+        out.add((kind, line))
     return out
 
 
-def _int(x: Any) -> int | None:
-    return x if isinstance(x, int) and not isinstance(x, bool) else None
+class _Fold:
+    """Folds events, in trace order, into one `RunView`."""
 
+    def __init__(self, run: RunView) -> None:
+        self.run = run
+        self.its: dict[int, Iteration] = {}
 
-def _num(x: Any) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+    def iteration(self, n: int | None) -> Iteration:
+        """Iteration `n` (1 when unnumbered), made when first seen; past the cap, a scratch
+        one that is not shown."""
+        n = n if n is not None and n >= 1 else 1
+        it = self.its.get(n)
+        if it is None:
+            it = Iteration(number=n, anchor=f"{self.run.anchor}-i{n}")
+            if len(self.its) < MAX_ITERATIONS:
+                self.its[n] = it
+            else:
+                self.run.hidden_iterations += 1
+        return it
+
+    def event(self, e: dict[str, Any]) -> None:
+        run, typ = self.run, e["type"]
+        data = _dict(e.get("data"))
+        it_no, attempt_no = _int(e.get("iteration")), _int(e.get("attempt"))
+        nid = e.get("node_id")
+        run.run_id = run.run_id or _label(e.get("run_id") or "")
+        if typ == ev.RUN_START:
+            run.task = _label(data.get("task", ""))
+            run.config = data.get("config")
+        elif typ == ev.PLAN:
+            _set_plan(self.iteration(it_no), data.get("plan"))
+        elif typ == ev.PLAN_INVALID:
+            problems = [_label(p) for p in _list(data.get("problems"))]
+            self.iteration(it_no).invalid_plans.add(
+                {"problems": problems, "reply": data.get("reply", "")}
+            )
+        elif typ == ev.PLAN_FALLBACK:
+            self.iteration(it_no).fallback = _label(data.get("reason") or "")
+        elif typ == ev.VF_VACUOUS:
+            self.iteration(it_no).vacuous.add(f"{nid}.{_label(data.get('vf'))}")
+        elif typ == ev.PLAN_KEPT:
+            self.iteration(it_no).kept = data
+        elif typ == ev.REPLAN:
+            self.iteration(it_no).replan = data
+        elif typ in _NODE_EVENTS and isinstance(nid, str):
+            self.node_event(typ, self.iteration(it_no).node(nid), attempt_no, data, e)
+        elif typ in (ev.TOOL_CALL, ev.MODEL_CALL) and isinstance(nid, str) and attempt_no:
+            a = self.iteration(it_no).node(nid).attempt(attempt_no)
+            (a.tool_calls if typ == ev.TOOL_CALL else a.model_calls).add(data)
+        elif typ == ev.MODEL_CALL and not isinstance(nid, str):
+            run.model_calls.add(data)
+        elif typ in (ev.ERROR, ev.BUDGET):
+            run.errors.add({**data, "type": typ})
+        elif typ == ev.FINISH:
+            self.finish(data)
+        else:
+            other = {"type": typ, "ts": _num(e.get("ts")), "data": data}
+            if isinstance(nid, str):
+                node = self.iteration(it_no).node(nid)
+                (node.attempt(attempt_no).other if attempt_no else node.other).add(other)
+            else:
+                run.other.add(other)
+
+    def node_event(
+        self, typ: str, node: NodeRun, attempt_no: int | None, data: dict[str, Any], e: Any
+    ) -> None:
+        ts = _num(e.get("ts"))
+        if typ == ev.NODE_START:
+            node.status = "running"
+            node.started = ts
+            node.inputs = data.get("inputs")
+        elif typ == ev.NODE_REUSED:
+            node.status = "reused"
+            node.outputs = data.get("outputs")
+            node.started = node.finished = ts
+        elif typ == ev.NODE_FINISH:
+            node.status = _label(data.get("status") or "finished")
+            node.outputs = data.get("outputs")
+            node.finished = ts
+        elif typ == ev.RETRY:
+            node.attempt(attempt_no).feedback = data.get("feedback")
+        elif typ == ev.ATTEMPT:
+            node.attempt(attempt_no).started = ts
+        elif typ == ev.VF_VERDICT:
+            name = _label(data.get("name", ""))
+            node.attempt(attempt_no).verdicts.add(
+                Verdict(
+                    name=name,
+                    type=_label(data.get("type", "")),
+                    outcome=_label(data.get("outcome", "")),
+                    message=_label(data.get("message") or ""),
+                    traceback=_label(data.get("traceback") or ""),
+                    explanation=_label(data.get("explanation") or ""),
+                    check=node.vf_check(name),
+                )
+            )
+        elif typ == ev.ATTEMPT_RESULT:
+            a = node.attempt(attempt_no)
+            a.finished = ts
+            a.passed = bool(data.get("passed"))
+            a.score = _num(data.get("score"))
+            a.outputs = data.get("outputs")
+            a.error = data.get("error")
+
+    def finish(self, data: dict[str, Any]) -> None:
+        run = self.run
+        run.status = _label(data.get("status") or "finished")
+        run.final_output = data.get("final_output")
+        run.error = data.get("error")
+        run.n_iterations = _int(data.get("iterations"))
+        run.retries = _int(data.get("retries"))
+        run.wall_time_s = _num(data.get("wall_time_s"))
+        roles = _dict(_dict(data.get("usage")).get("roles"))
+        run.usage = {k: v for k, v in roles.items() if isinstance(v, dict)}
+
+    def done(self) -> RunView:
+        run = self.run
+        run.iterations = [self.its[k] for k in sorted(self.its)]
+        finished = run.status != "unfinished"
+        prev = ""
+        for it in run.iterations:
+            if it.plan_json and prev:
+                it.diff = _diff(prev, it.plan_json)
+            prev = it.plan_json or prev
+            for node in it.nodes.values():
+                if node.status == "pending" and finished:
+                    node.status = "skipped"
+                node.attempts.sort(key=lambda a: a.number)
+        return run
 
 
 def build_run(
-    events: list[dict[str, Any]],
+    events: Sequence[dict[str, Any]],
     anchor: str,
     *,
     max_chars: int | None = DEFAULT_MAX_CHARS,
     path: str = "",
     problems: list[str] | None = None,
+    costs: Sequence[int] | None = None,
+    budget: int = RUN_BUDGET,
 ) -> RunView:
     """Fold `events` (in trace order) into a `RunView` whose anchors all start with `anchor`.
 
-    `max_chars=None`: the events are clipped already (`read_events(clip=...)`)."""
-    run = RunView(anchor=anchor, path=path, problems=list(problems or []))
-    its: dict[int, Iteration] = {}
-
-    def iteration(n: int | None) -> Iteration:
-        n = n if n is not None and n >= 1 else 1
-        if n not in its:
-            its[n] = Iteration(number=n, anchor=f"{anchor}-i{n}")
-        return its[n]
-
-    for raw in events:
-        e: dict[str, Any] = raw if max_chars is None else clip_deep(raw, max_chars)
-        typ = e["type"]
-        d = e.get("data")
-        data: dict[str, Any] = d if isinstance(d, dict) else {}
-        ts = _num(e.get("ts"))
-        it_no = _int(e.get("iteration"))
-        nid = e.get("node_id")
-        attempt_no = _int(e.get("attempt"))
-        run.run_id = run.run_id or str(e.get("run_id") or "")
-        if typ == ev.RUN_START:
-            run.task = str(data.get("task", ""))
-            run.config = data.get("config")
-        elif typ == ev.PLAN:
-            it = iteration(it_no)
-            _set_plan(it, data.get("plan"))
-        elif typ == ev.PLAN_INVALID:
-            iteration(it_no).invalid_plans.append(
-                {"problems": data.get("problems") or [], "reply": data.get("reply", "")}
-            )
-        elif typ == ev.PLAN_FALLBACK:
-            iteration(it_no).fallback = str(data.get("reason") or "")
-        elif typ == ev.VF_VACUOUS:
-            iteration(it_no).vacuous.append(f"{nid}.{data.get('vf')}")
-        elif typ == ev.PLAN_KEPT:
-            iteration(it_no).kept = data
-        elif typ == ev.REPLAN:
-            iteration(it_no).replan = data
-        elif typ in _NODE_EVENTS and isinstance(nid, str):
-            node = iteration(it_no).node(nid)
-            if typ == ev.NODE_START:
-                node.status = "running"
-                node.started = ts
-                node.inputs = data.get("inputs")
-            elif typ == ev.NODE_REUSED:
-                node.status = "reused"
-                node.outputs = data.get("outputs")
-                node.started = node.finished = ts
-            elif typ == ev.NODE_FINISH:
-                node.status = str(data.get("status") or "finished")
-                node.outputs = data.get("outputs")
-                node.finished = ts
-            elif typ == ev.RETRY:
-                node.attempt(attempt_no).feedback = data.get("feedback")
-            elif typ == ev.ATTEMPT:
-                node.attempt(attempt_no).started = ts
-            elif typ == ev.VF_VERDICT:
-                name = str(data.get("name", ""))
-                node.attempt(attempt_no).verdicts.append(
-                    Verdict(
-                        name=name,
-                        type=str(data.get("type", "")),
-                        outcome=str(data.get("outcome", "")),
-                        message=str(data.get("message") or ""),
-                        traceback=str(data.get("traceback") or ""),
-                        explanation=str(data.get("explanation") or ""),
-                        check=node.vf_check(name),
-                    )
-                )
-            elif typ == ev.ATTEMPT_RESULT:
-                a = node.attempt(attempt_no)
-                a.finished = ts
-                a.passed = bool(data.get("passed"))
-                a.score = _num(data.get("score"))
-                a.outputs = data.get("outputs")
-                a.error = data.get("error")
-        elif typ in (ev.TOOL_CALL, ev.MODEL_CALL) and isinstance(nid, str) and attempt_no:
-            a = iteration(it_no).node(nid).attempt(attempt_no)
-            (a.tool_calls if typ == ev.TOOL_CALL else a.model_calls).append(data)
-        elif typ == ev.MODEL_CALL and not isinstance(nid, str):
-            run.model_calls.append(data)
-        elif typ in (ev.ERROR, ev.BUDGET):
-            run.errors.append({"type": typ, **data})
-        elif typ == ev.FINISH:
-            run.status = str(data.get("status") or "finished")
-            run.final_output = data.get("final_output")
-            run.error = data.get("error")
-            run.n_iterations = _int(data.get("iterations"))
-            run.retries = _int(data.get("retries"))
-            run.wall_time_s = _num(data.get("wall_time_s"))
-            roles = (data.get("usage") or {}).get("roles") or {}
-            run.usage = {str(k): v for k, v in roles.items() if isinstance(v, dict)}
-        else:
-            other = {"type": typ, "ts": ts, "data": data}
-            if isinstance(nid, str):
-                node = iteration(it_no).node(nid)
-                (node.attempt(attempt_no).other if attempt_no else node.other).append(other)
-            else:
-                run.other.append(other)
-
-    run.iterations = [its[k] for k in sorted(its)]
-    finished = run.status != "unfinished"
-    prev = ""
-    for it in run.iterations:
-        if it.plan_json and prev:
-            it.diff = _diff(prev, it.plan_json)
-        prev = it.plan_json or prev
-        for node in it.nodes.values():
-            if node.status == "pending" and finished:
-                node.status = "skipped"
-            node.attempts.sort(key=lambda a: a.number)
-    return run
+    Each event costs `EVENT_COST` plus its entry in `costs` (see `JsonlRead.costs`); once
+    `budget` is spent, later events are only counted, except the run's `finish`, which holds
+    its status. `max_chars=None`: the events are clipped already (`read_jsonl(clip=...)`)."""
+    fold = _Fold(RunView(anchor=anchor, path=path, problems=list(problems or [])))
+    spent = 0
+    for k, raw in enumerate(events):
+        spent += EVENT_COST + (costs[k] if costs is not None else 0)
+        if spent > budget and raw.get("type") != ev.FINISH:
+            fold.run.hidden_events += 1
+            continue
+        fold.event(raw if max_chars is None else clip_deep(raw, max_chars))
+    return fold.done()
 
 
 def load_run(
     path: str | os.PathLike[str], anchor: str, *, max_chars: int = DEFAULT_MAX_CHARS
 ) -> RunView:
-    events, problems = read_events(path, clip=max_chars)
-    return build_run(events, anchor, max_chars=None, path=str(path), problems=problems)
+    got = read_jsonl(path, EVENT, clip=max_chars)
+    problems = [str(p) for p in got.problems]
+    return build_run(
+        got.records, anchor, max_chars=None, path=str(path), problems=problems, costs=got.costs
+    )
 
 
 def run_from_plans(
@@ -430,6 +353,9 @@ def run_from_plans(
     run = RunView(anchor=anchor, source="record", problems=[note] if note else [])
     prev = ""
     for k, plan in enumerate(plans, 1):
+        if k > MAX_ITERATIONS:
+            run.hidden_iterations = len(plans) - MAX_ITERATIONS
+            break
         it = Iteration(number=k, anchor=f"{anchor}-i{k}")
         _set_plan(it, clip_deep(plan, max_chars))
         if it.plan_json and prev:

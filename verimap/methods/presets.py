@@ -1,4 +1,5 @@
-"""The paper's methods as presets on the engine: one planner choice plus `RunConfig` overrides.
+"""The methods: the paper's as presets on the engine (one planner choice plus `RunConfig`
+overrides), and the baselines that spend the same compute without checking anything.
 
 | method | planner | verification | retries x iterations | notes |
 |---|---|---|---|---|
@@ -8,6 +9,9 @@
 | verimap | LLM planner | the plan's VFs | 3 x 5 | |
 | map-v-1it | LLM planner, no VFs | judge, criterion = the instruction | 1 x 1 | failed outputs flow on |
 | verimap-1it | LLM planner | the plan's VFs | 1 x 1 | failed outputs flow on |
+| bare | none: one call, the model alone | none | 1 x 1 | `verimap.methods.baselines` |
+| sc | none: k samples at 0.7, majority vote | none | 1 x 1 | k: `samples` |
+| program | none: one program (PAL) run in the sandbox | none | 1 x 1 | |
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from verimap.tools import ToolRegistry
 @dataclass(frozen=True)
 class Method:
     name: str
-    planner: str  # "react" (one fixed node) or "llm"
+    planner: str  # "react" (one fixed node), "llm", or "baseline" (no coordinator)
     overrides: dict[str, Any] = field(default_factory=dict)
     description: str = ""
     # Knobs the user may change: a method's retries and iterations are its paper defaults,
@@ -36,6 +40,12 @@ class Method:
 
 
 _LOOP = frozenset({"max_retries", "max_iterations"})
+_BASELINE = {"verification": "none", "max_retries": 1, "max_iterations": 1}
+BASELINE_METHODS = {
+    "bare": "the model alone: one call, the plain prompt",
+    "sc": "self-consistency: k samples at temperature 0.7 and a majority vote",
+    "program": "one program written for the task and run in the sandbox (PAL)",
+}
 
 METHODS: dict[str, Method] = {
     m.name: m
@@ -59,6 +69,7 @@ METHODS: dict[str, Method] = {
                {"verification": "full", "max_retries": 1, "max_iterations": 1, "fail_accepted": True,
                 "agreement": 1},
                "verimap in one pass: no retries, no replanning"),
+        *(Method(name, "baseline", _BASELINE, what) for name, what in BASELINE_METHODS.items()),
     )
 }  # fmt: skip
 
@@ -106,7 +117,7 @@ PLAN_ANSWER_TYPES = {
 }
 
 
-def build_coordinator(
+def build_runner(
     method: str | Method,
     models: dict[str, Model],
     sandbox: Sandbox,
@@ -116,10 +127,13 @@ def build_coordinator(
     events: Any = None,
     demo: str | None = None,
     domain: str | None = None,
+    samples: int | None = None,
 ) -> Any:
-    """A Coordinator wired for `method` (models keyed planner/executor/judge; judge defaults
-    to the executor's model, as in `verimap.build`)."""
+    """What runs a task with `method`: a Coordinator (models keyed planner/executor/judge; judge
+    defaults to the executor's model, as in `verimap.build`), or a baseline on the executor's
+    model (`samples`: sc's k). Both answer `run(task, trace_path=...)` with a RunResult."""
     from verimap.fixed_planners import TemplatePlanner
+    from verimap.methods.baselines import baseline
     from verimap.planner import PLANNER_SETTINGS, LLMPlanner
     from verimap.wiring import build
 
@@ -129,6 +143,10 @@ def build_coordinator(
     if missing:
         raise ValueError(f"method {m.name!r} needs a model for role(s): {', '.join(missing)}")
     cfg = method_config(m, config)
+    if m.planner == "baseline":
+        return baseline(
+            m.name, models, sandbox, domain=domain, config=cfg, events=events, samples=samples
+        )
     if m.planner == "react":
         planner: Any = (
             TemplatePlanner(partial(whole_task_plan, domain=domain, with_vfs=False))

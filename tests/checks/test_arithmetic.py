@@ -5,11 +5,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import verimap
-from verimap import arithmetic
+from verimap.checks import arithmetic, shown_work
+from verimap.checks.base import CheckTools, Submission
 from verimap.config import RunConfig
 from verimap.feedback import FailureContext
 from verimap.llm.base import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from verimap.plan import parse_plan
 from verimap.result import VerificationReport, VFVerdict
+from verimap.run_context import RunContext
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld
 
 
@@ -99,12 +102,14 @@ def test_check_reads_only_the_executors_replies():
     assert arithmetic.check([AssistantMessage(content="The answer is 4.")]) is None
 
 
-def test_a_failed_check_fails_the_report_and_blames_the_executor():
-    ok = VerificationReport(
-        passed=True, verdicts=[VFVerdict(name="pos", type="python", outcome="PASS")]
-    )
-    report = arithmetic.add_to(ok, [AssistantMessage(content="3 * 3 = 10")])
-    assert not report.passed and [v.name for v in report.failures] == ["arithmetic"]
+async def test_a_failed_check_fails_the_report_and_blames_the_executor():
+    node = parse_plan(PLAN).nodes[0]
+    sub = Submission("sheep", node, {}, {"total": 10}, [AssistantMessage(content="3 * 3 = 10")])
+    found = await arithmetic.Arithmetic().check(sub, CheckTools(), RunContext())
+    assert found is not None and found.strength == "weak"
+    ok = VFVerdict(name="pos", type="python", outcome="PASS")
+    report = VerificationReport(passed=False, verdicts=[ok, found])
+    assert not found.passed and [v.name for v in report.failures] == ["arithmetic"]
     assert FailureContext(node_id="n", verdicts=report.verdicts).kind == "executor"
     assert "[check 'arithmetic': FAIL]" in report.failures[0].feedback()
 
@@ -140,7 +145,7 @@ async def test_a_slipped_sum_is_retried_with_the_correction():
 
 async def test_the_check_can_be_turned_off():
     world = ScriptedWorld([PLAN], sheep)
-    config = RunConfig(check_arithmetic=False)
+    config = RunConfig(checks=[])
     r = await verimap.build(world.models(), InProcessSandboxDouble(), config=config).run("sheep")
     assert r.status == "success" and r.answer == 360 and r.retries == 0
 
@@ -166,7 +171,7 @@ ROBE = {
     ],
 )
 def test_a_worked_out_number_needs_its_calculation_shown(reply, outputs, outcome):
-    verdict = arithmetic.working_check([AssistantMessage(content=reply)], outputs, ROBE)
+    verdict = shown_work.working_check([AssistantMessage(content=reply)], outputs, ROBE)
     assert (verdict.outcome if verdict else None) == outcome
     if outcome == "FAIL":
         assert "shows no calculation with its result" in verdict.message and verdict.type == "check"
@@ -178,7 +183,7 @@ def test_a_tool_call_counts_as_shown_work():
         ToolMessage(tool_call_id="c", content="3"),
         AssistantMessage(content='{"total": 3}'),
     ]  # fmt: skip
-    assert arithmetic.working_check(messages, {"total": 3}, ROBE).outcome == "PASS"
+    assert shown_work.working_check(messages, {"total": 3}, ROBE).outcome == "PASS"
 
 
 async def test_with_require_working_a_bare_answer_is_retried_and_off_it_passes():
@@ -190,7 +195,7 @@ async def test_with_require_working_a_bare_answer_is_retried_and_off_it_passes()
         )
 
     world = ScriptedWorld([PLAN], bare_then_shown)
-    config = RunConfig(require_working=True)
+    config = RunConfig(checks=["arithmetic", "shown_work"])
     r = await verimap.build(world.models(), InProcessSandboxDouble(), config=config).run("sheep")
     assert r.status == "success" and r.retries == 1
     assert "shows no calculation with its result" in world.executor_prompts["total"][1]

@@ -12,19 +12,23 @@ comparisons (`==`, `<=`) are not claims and are skipped.
 
 from __future__ import annotations
 
-import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from verimap.llm.messages import AssistantMessage, Message, ToolMessage
-from verimap.result import VerificationReport, VFVerdict
+from verimap.check_names import ARITHMETIC
+from verimap.checks.base import CheckTools, Strength, Submission
+from verimap.llm.messages import AssistantMessage, Message
+from verimap.result import VFVerdict
 from verimap.tools import THOUSANDS_SEP, CalculatorError, safe_eval
 
-NAME = "arithmetic"
+if TYPE_CHECKING:
+    from verimap.run_context import RunContext
+
+NAME = ARITHMETIC
 
 _FENCED = re.compile(r"```.*?(?:```|$)", re.S)
 _INLINE_CODE = re.compile(r"`[^`\n]*`")
@@ -209,71 +213,17 @@ def check(messages: Sequence[Message]) -> VFVerdict | None:
     )
 
 
-WORKING = "working_shown"
-_WORD_NAMES = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty "
-    "ninety hundred thousand million dozen half"
-)
-_WORD_VALUES = [*range(21), 30, 40, 50, 60, 70, 80, 90, 100, 1000, 10**6, 12, 0.5]
-_WORDS = dict(zip(_WORD_NAMES.split(), _WORD_VALUES, strict=True))
-# An operator between numbers, units allowed between them ("80 miles + 150 miles", r56).
-_WORKED = re.compile(r"\d[A-Za-z$() ]{0,20}[-+*/][A-Za-z$() ]{0,20}\d")
-_NUMBER_OR_WORD = re.compile(r"\d+(?:\.\d+)?|[A-Za-z]+")
+class Arithmetic:
+    """Weak: sound arithmetic in the reasoning does not make the reasoning right, but a slipped
+    sum that became the answer is caught without a model call."""
 
+    name = NAME
+    strength: Strength = "weak"
+    disputes = False
 
-def given_numbers(inputs: Mapping[str, Any]) -> set[float]:
-    """Every number the inputs state, in digits or as a number word."""
-    text = THOUSANDS_SEP.sub("", json.dumps(inputs, ensure_ascii=False, default=str))
-    found = set()
-    for tok in _NUMBER_OR_WORD.findall(text):
-        value = _WORDS.get(tok.lower()) if tok[0].isalpha() else float(tok)
-        if value is not None:
-            found.add(float(value))
-    return found
+    def applies(self, sub: Submission) -> bool:
+        return bool(sub.transcript)
 
-
-def working_check(
-    messages: Sequence[Message], outputs: Mapping[str, Any], inputs: Mapping[str, Any]
-) -> VFVerdict | None:
-    """FAIL when a number output is not among the inputs' numbers (so it was worked out) and
-    the replies show no calculation and no tool was called; None when no output is a number.
-    The arithmetic check can only recompute what is written, and a bare answer is where the
-    small models slip."""
-    numbers = [
-        v for v in outputs.values() if isinstance(v, int | float) and not isinstance(v, bool)
-    ]
-    if not numbers:
-        return None
-    given = given_numbers(inputs)
-    worked = [v for v in numbers if float(v) not in given]
-    shown = _WORKED.search(normalise(_assistant_text(messages))) or any(
-        isinstance(m, ToolMessage) or (isinstance(m, AssistantMessage) and m.tool_calls)
-        for m in messages
-    )
-    if not worked or shown:
-        return VFVerdict(name=WORKING, type="check", outcome="PASS")
-    return VFVerdict(
-        name=WORKING,
-        type="check",
-        outcome="FAIL",
-        message=f"{_show(worked[0])} is not a number the inputs give, so it was worked out, but "
-        "your reply shows no calculation with its result (an expression alone is not one). Work it "
-        "out step by step, writing each calculation with its result (for example 12 * 3 = 36), "
-        "then answer again.",
-    )
-
-
-def add_to(report: VerificationReport, messages: Sequence[Message]) -> VerificationReport:
-    """`report` with the check's verdict added (see `add_verdict`)."""
-    return add_verdict(report, check(messages))
-
-
-def add_verdict(report: VerificationReport, verdict: VFVerdict | None) -> VerificationReport:
-    """`report` with a built-in check's verdict added; a failed check fails the attempt whatever
-    the VFs said (a threshold weighs VFs, not a wrong sum)."""
-    if verdict is None:
-        return report
-    return report.model_copy(
-        update={"verdicts": [*report.verdicts, verdict], "passed": report.passed and verdict.passed}
-    )
+    async def check(self, sub: Submission, tools: CheckTools, ctx: RunContext) -> VFVerdict | None:
+        found = check(sub.transcript)
+        return None if found is None else found.model_copy(update={"strength": self.strength})

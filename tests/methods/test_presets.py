@@ -6,15 +6,14 @@ import re
 
 import pytest
 
-from verimap.evals.methods import METHODS, build_coordinator, method_config
+from tests.evals.conftest import SAMPLES
 from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import EvalTask, get_benchmark
 from verimap.llm.base import to_openai
 from verimap.llm.double import ScriptedModel
+from verimap.methods.presets import METHODS, build_runner, method_config
 from verimap.testing import ScriptedWorld
 from verimap.tools import ToolRegistry, calculator_tool
-
-from .conftest import SAMPLES
 
 ALWAYS_FAILS = {
     "name": "always_fails",
@@ -68,7 +67,7 @@ def scripted(plan):
 
 async def run(method, plan, sandbox):
     models = scripted(plan)
-    coord = build_coordinator(method, models, sandbox, ToolRegistry([calculator_tool()]))
+    coord = build_runner(method, models, sandbox, ToolRegistry([calculator_tool()]))
     return await coord.run("What is 6 times 7?"), models
 
 
@@ -120,7 +119,7 @@ async def test_map_executors_see_text_two_generations_back_and_never_json(sandbo
     """The paper's MAP (App. B.5): no structured I/O. An executor hears its parents' and
     grandparents' instructions and replies as written, never a named JSON value."""
     world = ScriptedWorld([FOUR_GENERATIONS], lambda nid, k, inputs, prompt: REPLIES[nid])
-    coord = build_coordinator("map", world.models(), sandbox, ToolRegistry([calculator_tool()]))
+    coord = build_runner("map", world.models(), sandbox, ToolRegistry([calculator_tool()]))
     res = await coord.run("Pens cost 3 and 4 dollars, and one dollar is taken off. Total?")
     assert res.status == "success" and res.answer == "The answer is 6."
     asked = [r for r in world.model.requests if r.role == "executor"]
@@ -147,7 +146,7 @@ async def test_other_methods_keep_named_json_inputs(sandbox):
             "a": {"prices": [3, 4]}, "b": {"total": 7}, "c": {"discounted": 6}, "d": {"answer": 6}
         }[nid],
     )  # fmt: skip
-    coord = build_coordinator("map-v", world.models(), sandbox, ToolRegistry())
+    coord = build_runner("map-v", world.models(), sandbox, ToolRegistry())
     res = await coord.run("Pens cost 3 and 4 dollars, and one dollar is taken off. Total?")
     assert res.status == "success" and res.answer == 6
     d = world.executor_prompts["d"][0]
@@ -237,7 +236,7 @@ async def test_one_pass_methods_let_failed_outputs_flow_on(method, sandbox):
             lambda r: {"passed": False, "explanation": "no"} if r.response_schema else "No.",
             name="strict-judge",
         )
-        coord = build_coordinator(method, models, sandbox, ToolRegistry())
+        coord = build_runner(method, models, sandbox, ToolRegistry())
         res = await coord.run("What is 6 times 7?")
     else:
         res, models = await run(method, plan, sandbox)
@@ -262,12 +261,15 @@ def test_every_method_has_the_paper_sampling_defaults():
     assert method_config("map-v").max_retries == 3 and method_config("verimap").max_iterations == 5
 
 
-@pytest.mark.parametrize("method", list(METHODS))
+# The baselines (no coordinator, no tools) have their own end-to-end tests (test_baselines.py).
+ENGINE_METHODS = [m for m, spec in METHODS.items() if spec.planner != "baseline"]
+
+
+@pytest.mark.parametrize("method", ENGINE_METHODS)
 @pytest.mark.parametrize("bench_name", ["gsm8k", "humaneval", "multihoprag"])
 async def test_every_method_on_every_benchmark_end_to_end(method, bench_name, sandbox, tmp_path):
+    from tests.evals.test_retrieval import HashingEmbedderDouble
     from verimap.evals.doubles import oracle_models
-
-    from .test_retrieval import HashingEmbedderDouble
 
     kw = {"embedder": HashingEmbedderDouble()} if bench_name == "multihoprag" else {}
     bench = get_benchmark(bench_name, SAMPLES, **kw)

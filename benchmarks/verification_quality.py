@@ -1,0 +1,408 @@
+"""Does "verified" mean correct, and does verimap beat the same compute spent another way?
+
+    python3 benchmarks/verification_quality.py --seed S [--gsm8k 30] [--humaneval 30]
+        [--methods bare,sc,program,react,verimap] [--samples K] [--pens]
+        [--model qwen2.5-coder-1.5b] [--runs-dir DIR] [--resume]
+        [--out eval/verification-quality.md] [--sandbox docker] [--data-dir DIR]
+
+Issue 40's goals are measured here: verified precision and coverage, verimap's accuracy against
+the baselines that spend the same compute (`bare`, `sc` at k samples, `program`) and against
+`react`, its time per task relative to react, and the README's pens task.
+
+Pick the seed before looking at any task, and report it:
+
+    python3 -c 'import secrets; print(secrets.randbelow(10**6))'
+
+The tasks are drawn by that seed from the full GSM8K test set and HumanEval, leaving out every
+window measured while the prompts and checks were developed (`DEV_WINDOWS`), so no number here
+comes from tasks anybody tuned on. The drawn ids are printed in the header and written to every
+run directory's config.json.
+
+Every method runs on the same tasks, one task at a time, against one local server and one
+sandbox started once, at the local-model rule `verimap eval` applies (`local_defaults`). Methods
+are interleaved: every method runs on a task before the next task starts, and the order of the
+methods rotates from task to task, so neither slow drift of the machine nor the server's prompt
+cache favours one of them. Each (benchmark, method) has its own run directory under --runs-dir
+(results.jsonl, errors.jsonl, one trace per task), so the run can be stopped (Ctrl-C, SIGTERM)
+and continued in parts with --resume; the tables are rebuilt from those directories every time,
+stopped or not. Every statistic comes from `verimap.evals.stats`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shlex
+import statistics
+import sys
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from _common import (
+    Cell,
+    PensTask,
+    TaskSubset,
+    commit,
+    local_session,
+    read_cell,
+    row_from_record,
+    run_then_report,
+    say,
+    seconds,
+)
+from _quality_tables import REACT, TITLES, VERIMAP, render, task_cell
+
+from verimap.cli import log_to_stderr
+from verimap.endpoint import local_defaults
+from verimap.evals.data import DataError
+from verimap.evals.run_dir import CONFIG, RESULTS, ResultsLog, RunDirError, check_run_dir
+from verimap.evals.runner import EvalOutcome, run_eval, task_key
+from verimap.evals.tasksets import Benchmark, EvalTask, get_benchmark
+from verimap.methods.presets import METHODS
+from verimap.sandbox import KINDS
+
+# The windows every earlier run measured (GSM8K 0-199, HumanEval 0-19 and 110-139): prompts and
+# checks were tuned on them, so they are never drawn.
+DEV_WINDOWS: dict[str, tuple[range, ...]] = {
+    "gsm8k": (range(0, 200),),
+    "humaneval": (range(0, 20), range(110, 140)),
+}
+SEED_HINT = "python3 -c 'import secrets; print(secrets.randbelow(10**6))'"
+SC = "sc"
+DEFAULT_METHODS = "bare,sc,program,react,verimap"
+DEFAULT_SAMPLES = 4
+PENS_METHODS = (REACT, VERIMAP)
+PENS_ROUNDS = 3
+
+
+# ---- the draw -----------------------------------------------------------------------------------
+
+
+def excluded(bench: str) -> set[int]:
+    return {i for window in DEV_WINDOWS.get(bench, ()) for i in window}
+
+
+def draw(bench: str, size: int, n: int, seed: int) -> list[int]:
+    """Indices of `n` of the `size` items of `bench`, drawn by `seed` from those outside the
+    development windows. The whole pool is permuted and its first `n` taken, so a larger `n`
+    with the same seed extends the same draw (a run continued with more tasks keeps its own)."""
+    pool = [i for i in range(size) if i not in excluded(bench)]
+    if not 0 <= n <= len(pool):
+        raise ValueError(f"{bench}: cannot draw {n} of the {len(pool)} items outside dev windows")
+    return random.Random(seed).sample(pool, len(pool))[:n]
+
+
+@dataclass
+class Window:
+    """The drawn tasks of one benchmark, in the order they run."""
+
+    bench: Benchmark
+    tasks: list[EvalTask]
+    pool: int = 0  # the items it was drawn from
+
+    @property
+    def name(self) -> str:
+        return self.bench.name
+
+    @property
+    def ids(self) -> list[str]:
+        return [t.id for t in self.tasks]
+
+
+def draw_window(name: str, n: int, seed: int, data_dir: str | None = None) -> Window:
+    """`n` tasks of the benchmark `name`, drawn from its full data set (a committed sample is
+    refused: a draw from 20 items says nothing about the rest)."""
+    bench = get_benchmark(name, data_dir)
+    if bench.source.is_sample:
+        raise DataError(f"{name}: only the committed sample was found; the draw needs the full set")
+    tasks = bench.tasks()
+    pool = len(tasks) - len(excluded(name) & set(range(len(tasks))))
+    return Window(bench, [tasks[i] for i in draw(name, len(tasks), n, seed)], pool)
+
+
+# ---- the order ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Pair:
+    """One method on one task, the unit the run interleaves; `run` is the task's run index (the
+    pens task runs several times per method)."""
+
+    bench: Benchmark
+    task: EvalTask
+    method: str
+    run: int = 0
+
+    @property
+    def cell(self) -> tuple[str, str]:
+        return self.bench.name, self.method
+
+    @property
+    def key(self) -> str:
+        return task_key(self.run, self.task.id)
+
+
+def rotated(methods: Sequence[str], k: int) -> list[str]:
+    i = k % len(methods)
+    return [*methods[i:], *methods[:i]]
+
+
+def interleave(windows: list[Window], methods: list[str]) -> list[Pair]:
+    """Every method on a task before the next task; the k-th task of each benchmark starts with
+    method k mod m, so each method comes first equally often. The benchmarks alternate task by
+    task, so a run stopped anywhere holds about as many tasks of each."""
+    pairs = []
+    for k in range(max((len(w.tasks) for w in windows), default=0)):
+        for w in windows:
+            if k < len(w.tasks):
+                pairs += [Pair(w.bench, w.tasks[k], m) for m in rotated(methods, k)]
+    return pairs
+
+
+def pens_pairs(rounds: int = PENS_ROUNDS) -> list[Pair]:
+    """The README's task with react and verimap, `rounds` times each, alternating who goes first."""
+    pens = PensTask()
+    task = pens.tasks()[0]
+    return [Pair(pens, task, m, r) for r in range(rounds) for m in rotated(PENS_METHODS, r)]
+
+
+# ---- run directories ----------------------------------------------------------------------------
+
+
+def cell_dir(runs_dir: Path, bench: str, method: str) -> Path:
+    return runs_dir / f"{bench}-{method}"
+
+
+def cells_of(pairs: list[Pair]) -> list[tuple[str, str]]:
+    return list(dict.fromkeys(p.cell for p in pairs))
+
+
+def pins(method: str, seed: int, model: str, samples: int) -> dict[str, Any]:
+    """What every part of a run must share with the parts before it, beside what the runner
+    itself holds a resume to (benchmark, method, seed): the model, and sc's k."""
+    return {"seed": seed, "model": model, **({"samples": samples} if method == SC else {})}
+
+
+def check_dirs(
+    pairs: list[Pair], runs_dir: Path, seed: int, model: str, samples: int, resume: bool
+) -> None:
+    """Refuse, before any server starts, a directory that holds results without --resume, or
+    another benchmark, method or seed (run_dir's own check), or another model or k."""
+    for bench, method in cells_of(pairs):
+        out = cell_dir(runs_dir, bench, method)
+        check_run_dir(out, {"benchmark": bench, "method": method, "seed": seed}, resume)
+        old = json.loads((out / CONFIG).read_text("utf-8")) if (out / CONFIG).exists() else {}
+        for key, want in pins(method, seed, model, samples).items():
+            if old.get(key, want) != want:
+                raise RunDirError(
+                    f"{out} holds a run with {key} {old[key]!r}, not {want!r}; continue it with "
+                    f"the same {key}, or choose another --runs-dir"
+                )
+
+
+def unfinished(pairs: list[Pair], runs_dir: Path) -> list[Pair]:
+    """The pairs whose task has no record yet in their method's directory (one that errored
+    runs again, as the runner's resume does)."""
+    done = {c: set(ResultsLog(cell_dir(runs_dir, *c) / RESULTS).load()) for c in cells_of(pairs)}
+    return [p for p in pairs if p.key not in done[p.cell]]
+
+
+def cell_configs(seed: int, model: str, windows: list[Window]) -> dict[str, dict[str, Any]]:
+    """What each benchmark's directories record beside the runner's config: the seed (which
+    run_dir then holds a resume to), the model, and the draw."""
+    out: dict[str, dict[str, Any]] = {"pens": {"seed": seed, "model": model, "rounds": PENS_ROUNDS}}
+    for w in windows:
+        dev = [[r.start, r.stop - 1] for r in DEV_WINDOWS.get(w.name, ())]
+        draw = {"excluded": dev, "task_ids": w.ids}
+        out[w.name] = {"seed": seed, "model": model, "draw": draw}
+    return out
+
+
+# ---- the run ------------------------------------------------------------------------------------
+
+RunPair = Callable[[Pair], Awaitable[str]]
+
+
+async def run_pairs(pairs: list[Pair], run_one: RunPair) -> None:
+    """One pair at a time, in order: the local server answers one request at a time."""
+    for i, pair in enumerate(pairs, 1):
+        say(f"[{i}/{len(pairs)}] {await run_one(pair)}")
+
+
+def outcome_line(pair: Pair, outcome: EvalOutcome) -> str:
+    rec = next((r for r in outcome.records if r["key"] == pair.key), None)
+    if rec is None:
+        return f"{pair.key} {pair.method}: error (see errors.jsonl); it runs again on --resume"
+    return f"{pair.key} {pair.method}: {task_cell(row_from_record(rec))}"
+
+
+def eval_runner(
+    models: Any,
+    sandbox: Any,
+    runs_dir: Path,
+    config: dict[str, Any],
+    samples: int,
+    extra: dict[str, dict[str, Any]],
+    notes: dict[tuple[str, str], str],
+) -> RunPair:
+    """Each pair through the eval runner on a one-task view, resuming its method's directory, so
+    records accumulate there as a whole `verimap eval` run's would. A pair that cannot run (its
+    directory refused, say) is noted for the tables and the next one starts."""
+
+    async def run_one(pair: Pair) -> str:
+        try:
+            outcome = await run_eval(
+                TaskSubset(pair.bench, [pair.task]), pair.method, models, sandbox,
+                cell_dir(runs_dir, *pair.cell), runs=pair.run + 1, max_concurrency=1,
+                resume=True, config=config, progress=False, extra_config=extra[pair.bench.name],
+                samples=samples if pair.method == SC else None,
+            )  # fmt: skip
+        except Exception as e:
+            notes[pair.cell] = f"{type(e).__name__}: {e}"
+            return f"{pair.key} {pair.method}: could not run: {e}"
+        return outcome_line(pair, outcome)
+
+    return run_one
+
+
+def read_cells(
+    runs_dir: Path, pairs: list[Pair], windows: list[Window], notes: dict[tuple[str, str], str]
+) -> list[Cell]:
+    """Every cell as its directory holds it now, limited to the drawn tasks."""
+    ids = {w.name: w.ids for w in windows} | {"pens": ["pens"]}
+    cells = []
+    for bench, method in cells_of(pairs):
+        cell = read_cell(bench, method, cell_dir(runs_dir, bench, method), ids[bench])
+        cell.rows = [r for r in cell.rows if r.task_id in ids[bench]]
+        cell.errors = [t for t in cell.errors if t in ids[bench]]
+        cell.note = notes.get((bench, method), "")
+        cells.append(cell)
+    return cells
+
+
+def calls_per_task(cells: list[Cell], method: str) -> str:
+    found = [
+        f"{c.bench} {statistics.fmean(r.calls for r in c.rows):.1f}"
+        for c in cells
+        if c.method == method and c.rows and c.bench != "pens"
+    ]
+    return ", ".join(found) or "not measured yet"
+
+
+def make_header(
+    args: argparse.Namespace,
+    argv: list[str],
+    windows: list[Window],
+    cells: list[Cell],
+    config: dict[str, Any],
+) -> str:
+    draws = "".join(
+        f"\n  - {TITLES.get(w.name, w.name)}, {len(w.ids)} of the {w.pool} items outside the "
+        f"development windows (data: {w.bench.source.root}): {', '.join(w.ids)}"
+        for w in windows
+    )
+    dev = "; ".join(
+        f"{TITLES[name]} items " + " and ".join(f"{r.start}–{r.stop - 1}" for r in rs)
+        for name, rs in DEV_WINDOWS.items()
+    )
+    return (
+        f"## Verification quality: {args.model}\n\n"
+        f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}; commit: {commit()}\n"
+        f"- command: `{' '.join(shlex.quote(a) for a in argv)}`\n"
+        f"- seed: **{args.seed}**, picked before the tasks were seen (`{SEED_HINT}`)\n"
+        f"- tasks: `random.Random({args.seed}).sample` of each full set, excluding the "
+        f"development windows ({dev}); in run order:{draws}\n"
+        f"- compute: one task at a time on one local server and one `{args.sandbox}` sandbox, "
+        "every method on a task before the next, the method order rotating task by task\n"
+        f"- settings: the local-model rule as `verimap eval` applies it (`local_defaults`): "
+        f"{', '.join(f'{k}={v}' for k, v in config.items()) or 'none (an endpoint)'}; "
+        "each method's own fixed settings on top (`verimap.methods.presets`)\n"
+        f"- sc: k = **{args.samples}** samples per task; verimap's measured mean calls per task: "
+        f"{calls_per_task(cells, VERIMAP)}\n"
+        f"- run directories (config.json, results.jsonl, traces): `{args.runs_dir}`"
+    )
+
+
+# ---- main ---------------------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    log_to_stderr()
+    methods = [m.strip() for m in args.methods.split(",") if m.strip()]
+    runs_dir = Path(args.runs_dir)
+    try:
+        windows = [
+            draw_window(name, n, args.seed, args.data_dir)
+            for name, n in (("gsm8k", args.gsm8k), ("humaneval", args.humaneval))
+            if n > 0
+        ]
+        pairs = (pens_pairs() if args.pens else []) + interleave(windows, methods)
+        check_dirs(pairs, runs_dir, args.seed, args.model, args.samples, args.resume)
+    except (DataError, RunDirError, ValueError) as e:
+        say(f"error: {e} (this benchmark's --out is --runs-dir {runs_dir})")
+        return 2
+    todo = unfinished(pairs, runs_dir)
+    say(f"{len(pairs) - len(todo)} of {len(pairs)} (task, method) pairs already done")
+    notes: dict[tuple[str, str], str] = {}
+    command = sys.argv if argv is None else ["benchmarks/verification_quality.py", *argv]
+    config = local_defaults(model=args.model)
+    t0 = time.monotonic()
+
+    async def work() -> None:
+        if not todo:
+            return
+        async with local_session(args.model, args.sandbox) as (models, sandbox):
+            extra = cell_configs(args.seed, args.model, windows)
+            runner = eval_runner(models, sandbox, runs_dir, config, args.samples, extra, notes)
+            await run_pairs(todo, runner)
+
+    def report(interrupted: bool) -> str:
+        cells = read_cells(runs_dir, pairs, windows, notes)
+        header = make_header(args, ["python3", *command], windows, cells, config)
+        header += f"\n- wall time of this invocation: {seconds(time.monotonic() - t0)}"
+        if interrupted:
+            header += " (interrupted: continue with --resume)"
+        return render(header, {w.name: w.ids for w in windows}, cells, PENS_ROUNDS)
+
+    hint = f"the same command plus --resume (run directories: {runs_dir})"
+    return run_then_report(work(), report, args.out, hint)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=(__doc__ or "").split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--seed", type=int, default=None, help=f"required; pick one: {SEED_HINT}")
+    p.add_argument("--gsm8k", type=int, default=30, help="GSM8K tasks to draw (0: none)")
+    p.add_argument("--humaneval", type=int, default=30, help="HumanEval tasks to draw (0: none)")
+    p.add_argument("--methods", default=DEFAULT_METHODS, help=f"from {', '.join(METHODS)}")
+    p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="k of sc")
+    p.add_argument("--pens", action="store_true", help="also the README's task, react/verimap x3")
+    p.add_argument("--model", default="qwen2.5-coder-1.5b", help="local catalog model")
+    p.add_argument("--runs-dir", default=None, help="[runs/verification-quality-SEED]")
+    p.add_argument("--resume", action="store_true", help="continue --runs-dir: skip finished pairs")
+    p.add_argument("--out", default="eval/verification-quality.md", help="Markdown ('' for none)")
+    p.add_argument("--sandbox", default="docker", choices=KINDS)
+    p.add_argument("--data-dir", default=None, help="benchmark data [as verimap eval]")
+    args = p.parse_args(argv)
+    if args.seed is None:
+        p.error(f"--seed is required: pick it before looking at any task ({SEED_HINT})")
+    methods = list(dict.fromkeys(m.strip() for m in args.methods.split(",") if m.strip()))
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        p.error(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+    args.methods = ",".join(methods)
+    if min(args.gsm8k, args.humaneval) < 0 or args.samples < 1:
+        p.error("task counts must be >= 0 and --samples >= 1")
+    args.runs_dir = args.runs_dir or f"runs/verification-quality-{args.seed}"
+    return args
+
+
+if __name__ == "__main__":
+    sys.exit(main())

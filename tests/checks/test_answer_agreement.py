@@ -1,0 +1,187 @@
+"""The answer-agreement check: votes from attempts and independently written programs."""
+
+from collections.abc import Callable
+
+import pytest
+
+import verimap
+from verimap.check_names import ANSWER_AGREEMENT as NAME
+from verimap.checks.answer_agreement import agree, numeric_answer
+from verimap.checks.programs import number_in
+from verimap.config import RunConfig
+from verimap.events import CROSS_CHECK, EventBus
+from verimap.llm.base import ModelError
+from verimap.plan import parse_plan
+from verimap.sandbox.base import ExecResult, Outcome
+from verimap.testing import InProcessSandboxDouble, ScriptedWorld
+
+PLAN = {
+    "nodes": [
+        {"id": "solve", "instruction": "solve", "inputs": ["USER_TASK"],
+         "outputs": {"total": "number"},
+         "verification": [{"name": "positive", "type": "python", "code": "assert outputs['total'] > 0"}]},
+    ]
+}  # fmt: skip
+CONFIG = RunConfig(checks=[NAME], vacuity_check=False, max_retries=3, retry_temperature=0.7)
+
+
+def program(body: str) -> str:
+    return f"Here it is.\n```python\ndef solution():\n{body}\n```"
+
+
+def returning(*values: object) -> Callable[[str], str]:
+    """Programs that return each value in turn (the last one repeats)."""
+    calls = iter(range(10**6))
+
+    def solve(task: str) -> str:
+        i = next(calls)
+        return program(f"    return {values[min(i, len(values) - 1)]}")
+
+    return solve
+
+
+def totals(*answers: float) -> Callable[..., dict]:
+    return lambda nid, k, inp, p: {"total": answers[min(k, len(answers) - 1)]}
+
+
+def events() -> tuple[EventBus, list]:
+    bus, seen = EventBus(), []
+    bus.subscribe(seen.append)
+    return bus, seen
+
+
+async def run(world, sandbox, config=CONFIG, bus=None):
+    coordinator = verimap.build(world.models(), sandbox, config=config, events=bus)
+    return await coordinator.run("17 pens at 23 dollars: what do they cost?")
+
+
+def judge_calls(world) -> int:
+    return [q.role for q in world.model.requests].count("judge")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("17 * 23 = 391.\nThe answer is 391.", 391.0), ("**$1,250.50**", 1250.5), ("none", None)],
+)
+def test_the_number_a_text_ends_on(text, expected):
+    assert number_in(text) == expected
+
+
+def test_only_a_single_number_answer_is_voted_on():
+    def first(outputs, values):
+        n = parse_plan({"nodes": [{"id": "a", "instruction": "x", "outputs": outputs}]}).nodes[0]
+        return numeric_answer(n, values)
+
+    assert first({"total": "number"}, {"total": 391}) == ("total", 391.0)
+    assert first({"total": "integer"}, {"total": True}) is None
+    assert first({"total": "string"}, {"total": "391"}) is None
+    assert first({"a": "number", "b": "number"}, {"a": 1, "b": 2}) is None
+
+
+def test_answers_agree_up_to_rounding_only():
+    assert agree(91.6667, 91.67) and agree(391, 391.0)
+    assert not agree(100, 101) and not agree(1_000_000, 1_000_100)
+
+
+async def test_an_answer_two_programs_agree_with_is_verified(process_sandbox):
+    world = ScriptedWorld([PLAN], totals(391), solve=returning("17 * 23"))
+    bus, seen = events()
+    r = await run(world, process_sandbox, bus=bus)
+    assert r.status == "success" and r.verified and r.answer == 391
+    check = {v.name: v for v in r.nodes["solve"].verdicts}[NAME]
+    assert check.outcome == "PASS" and check.strength == "strong"
+    assert judge_calls(world) == 2  # the quorum of 3 is reached: no third program
+    assert [e.data["printed"] for e in seen if e.type == CROSS_CHECK] == ["391", "391"]
+    # the second program is framed differently and sampled
+    first, second = [q for q in world.model.requests if q.role == "judge"]
+    assert first.messages[0].content != second.messages[0].content
+    assert second.settings.temperature == 0.7
+
+
+async def test_a_disputed_answer_is_retried_without_being_told_the_other_number(process_sandbox):
+    world = ScriptedWorld([PLAN], totals(340, 391), solve=returning("17 * 23"))
+    r = await run(world, process_sandbox)
+    assert r.status == "success" and r.verified and r.answer == 391
+    first, second = r.nodes["solve"].attempts
+    check = {v.name: v for v in first.verdicts}[NAME]
+    assert check.outcome == "FAIL" and "do not confirm total = 340" in check.message
+    retry_prompt = world.executor_prompts["solve"][1]
+    assert "do not confirm total = 340" in retry_prompt and "391" not in retry_prompt
+    assert second.passed and judge_calls(world) == 2  # the retry's vote completes the quorum
+
+
+async def test_one_program_is_no_oracle_when_the_attempts_scatter(process_sandbox):
+    """Attempts 2800, 2000, 5800; a program that returns an intermediate value (4800) and
+    others that do not run: the earliest attempt's answer is kept, not the program's."""
+    solve = returning("4800", "1 / 0", "1 / 0")
+    world = ScriptedWorld([PLAN], totals(2800, 2000, 5800), solve=solve)
+    r = await run(world, process_sandbox)
+    assert r.status == "failed" and not r.verified and r.answer == 2800
+    assert r.nodes["solve"].status == "unconfirmed" and r.iterations == 1
+    assert "answer_agreement did not confirm any of its answers" in r.error
+
+
+async def test_an_answer_both_kinds_gave_wins_a_tie(process_sandbox):
+    world = ScriptedWorld([PLAN], totals(2800, 2000, 5800), solve=returning(4800, 2800, 4800))
+    r = await run(world, process_sandbox)
+    assert not r.verified and r.answer == 2800  # 2800 by an attempt and a program; 4800 twice
+
+
+async def test_programs_that_outvote_scattered_attempts_decide(process_sandbox):
+    world = ScriptedWorld([PLAN], totals(340, 350, 360), solve=returning(391))
+    r = await run(world, process_sandbox)
+    assert not r.verified and r.answer == 391
+
+
+async def test_a_program_that_fails_goes_back_once_with_its_error(process_sandbox):
+    replies = iter([program("    return price * 23"), program("    return 17 * 23")] * 3)
+    world = ScriptedWorld([PLAN], totals(391), solve=lambda task: next(replies))
+    bus, seen = events()
+    r = await run(world, process_sandbox, bus=bus)
+    assert r.verified and r.answer == 391
+    fix = [q for q in world.model.requests if q.role == "judge"][1]
+    assert "NameError" in fix.messages[-1].content
+    assert [e.data["tries"] for e in seen if e.type == CROSS_CHECK] == [2, 2]
+
+
+async def test_no_program_that_runs_means_no_confirmation():
+    class FaultyDouble(InProcessSandboxDouble):
+        async def run_program(self, code, *, timeout=10.0, files=None, argv=None, stdin=""):
+            return ExecResult(outcome=Outcome.SANDBOX_ERROR, message="the daemon went away")
+
+    world = ScriptedWorld([PLAN], totals(343), solve=returning("17 * 23"))
+    r = await run(world, FaultyDouble())
+    assert r.status == "success" and r.answer == 343 and not r.verified
+    assert "answer_agreement could not judge" in r.unverified_reason
+    assert judge_calls(world) == 2  # a fault is not the program's to fix: one call each
+
+
+async def test_a_dead_endpoint_is_no_vote_and_no_crash():
+    world = ScriptedWorld([PLAN], totals(391))
+
+    def dead(task: str) -> str:
+        raise ModelError("the endpoint is down")
+
+    world.solve = dead
+    r = await run(world, InProcessSandboxDouble())
+    assert r.status == "success" and r.answer == 391 and not r.verified
+
+
+async def test_the_check_runs_only_where_configured_or_asked_for(process_sandbox):
+    world = ScriptedWorld([PLAN], totals(391), solve=returning(391))
+    r = await run(world, process_sandbox, RunConfig(checks=[], vacuity_check=False))
+    assert r.status == "success" and not r.verified and judge_calls(world) == 0
+    asked = {"nodes": [{**PLAN["nodes"][0], "verification": [
+        {"name": "agrees", "type": "check", "check": NAME}]}]}  # fmt: skip
+    world = ScriptedWorld([asked], totals(391), solve=returning(391))
+    r = await run(world, process_sandbox, RunConfig(checks=[], vacuity_check=False))
+    assert r.verified and {v.name for v in r.nodes["solve"].verdicts} == {"answer_agreement"}
+
+
+async def test_a_program_that_returns_nothing_is_told_so_and_fixed(process_sandbox):
+    replies = iter([program("    total = 17 * 23"), program("    return 17 * 23")] * 3)
+    world = ScriptedWorld([PLAN], totals(391), solve=lambda task: next(replies))
+    r = await run(world, process_sandbox)
+    assert r.verified
+    fix = [q for q in world.model.requests if q.role == "judge"][1]
+    assert "solution() returned 'None', not a number" in fix.messages[-1].content

@@ -1,0 +1,96 @@
+"""One verification layer: the plan's VFs and the checks end in one report, under strict AND,
+and an answer is confirmed only on evidence."""
+
+import asyncio
+from dataclasses import dataclass
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from verimap.checks.base import CheckTools, Strength, Submission, verdict
+from verimap.plan import parse_plan
+from verimap.result import ABSTAINED, VFVerdict
+from verimap.run_context import RunContext
+from verimap.testing import InProcessSandboxDouble
+from verimap.verifier import Verifier
+
+OUTCOMES = ["PASS", "FAIL", ABSTAINED, None]
+
+
+@dataclass
+class Fixed:
+    """A test double: a check that always gives one outcome (None: nothing to say)."""
+
+    name: str
+    outcome: str | None
+    strength: Strength = "strong"
+    disputes: bool = False
+
+    def applies(self, sub: Submission) -> bool:
+        return True
+
+    async def check(self, sub: Submission, tools: CheckTools, ctx: RunContext) -> VFVerdict | None:
+        return None if self.outcome is None else verdict(self, self.outcome)
+
+
+NODE = parse_plan(
+    {
+        "nodes": [
+            {"id": "n", "instruction": "x", "inputs": ["USER_TASK"], "outputs": {"a": "number"}}
+        ]
+    }
+).nodes[0]
+
+
+def verify(checks, node=NODE, outputs=None, final=True, sandbox=None):
+    verifier = Verifier(sandbox, None, checks=checks)
+    return asyncio.run(
+        verifier.verify(node, {"USER_TASK": "t"}, outputs or {"a": 1}, task="t", final=final)
+    )
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(OUTCOMES), st.booleans(), st.booleans()), max_size=6))
+def test_the_verdict_is_the_and_of_the_checks_in_any_order(spec):
+    checks = [
+        Fixed(f"c{i}", o, "strong" if strong else "weak", disputes)
+        for i, (o, strong, disputes) in enumerate(spec)
+    ]
+    report = verify(checks)
+    reversed_report = verify(list(reversed(checks)))
+    cheap_failed = any(c.outcome == "FAIL" for c in checks if not c.disputes)
+    # costly (disputing) checks are not asked once a cheap one failed: AND is decided
+    ran = [c for c in checks if c.outcome is not None and not (c.disputes and cheap_failed)]
+    expected = all(c.outcome != "FAIL" for c in ran)
+    assert report.passed == reversed_report.passed == expected
+    confirmed = (
+        expected
+        and any(c.outcome == "PASS" and c.strength == "strong" for c in ran)
+        and not any(c.outcome == ABSTAINED for c in ran)
+    )
+    assert report.confirmed == reversed_report.confirmed == confirmed
+
+
+def test_weak_checks_alone_leave_the_answer_unconfirmed_and_say_why():
+    report = verify([Fixed("finite", "PASS", "weak"), Fixed("sum", "PASS", "weak")])
+    assert report.passed and not report.confirmed
+    assert report.why_unconfirmed().startswith("only weak checks passed (finite, sum)")
+    assert verify([]).why_unconfirmed() == "no check ran"
+    abstained = verify([Fixed("agree", ABSTAINED), Fixed("examples", "PASS")])
+    assert abstained.passed and not abstained.confirmed
+    assert "agree could not judge" in abstained.why_unconfirmed()
+
+
+def test_a_python_vf_is_strong_only_when_it_fails_a_nearby_wrong_answer():
+    node = parse_plan({"nodes": [{
+        "id": "n", "instruction": "x", "inputs": ["USER_TASK"], "outputs": {"a": "number"},
+        "verification": [
+            {"name": "positive", "type": "python", "code": "assert outputs['a'] > 0"},
+            {"name": "exact", "type": "python", "code": "assert outputs['a'] == 391"},
+        ],
+    }]}).nodes[0]  # fmt: skip
+    report = verify([], node, {"a": 391}, sandbox=InProcessSandboxDouble())
+    assert {v.name: v.strength for v in report.verdicts} == {"positive": "weak", "exact": "strong"}
+    assert report.confirmed
+    not_final = verify([], node, {"a": 391}, final=False, sandbox=InProcessSandboxDouble())
+    assert {v.strength for v in not_final.verdicts} == {None}

@@ -1,0 +1,335 @@
+"""Logic of benchmarks/verification_quality.py without a model server: the seeded draw, the
+interleaved order, the tables rebuilt from run directories of hand-made records (every figure
+as `verimap.evals.stats` computes it), and a resume that skips the (task, method) pairs an
+interrupted run finished."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from verimap.evals.run_dir import CONFIG, RESULTS, ResultsLog, RunDirError
+from verimap.evals.stats import (
+    mcnemar_exact,
+    paired_bootstrap_ci,
+    proportion,
+)
+from verimap.evals.tasksets import get_benchmark
+from verimap.llm.base import ModelRequest, ModelResponse
+from verimap.testing import InProcessSandboxDouble
+from verimap.usage import Usage
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO / "datasets"
+
+
+def _load():
+    # A benchmark imports its shared module (`_common`) from beside it, as a script run does.
+    if str(REPO / "benchmarks") not in sys.path:
+        sys.path.insert(0, str(REPO / "benchmarks"))
+    path = REPO / "benchmarks" / "verification_quality.py"
+    spec = importlib.util.spec_from_file_location("verification_quality", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclasses resolve their annotations through sys.modules
+    spec.loader.exec_module(mod)
+    return mod
+
+
+vq = _load()
+
+
+def _window(n: int, first: int = 0):
+    bench = get_benchmark("gsm8k", SAMPLES)
+    return vq.Window(bench, bench.tasks()[first : first + n])
+
+
+# ---- the draw -----------------------------------------------------------------------------------
+
+
+def test_the_draw_is_seeded_leaves_out_the_dev_windows_and_repeats_no_item():
+    gsm = vq.draw("gsm8k", 1319, 30, seed=12345)
+    assert gsm == vq.draw("gsm8k", 1319, 30, seed=12345)  # deterministic
+    assert gsm != vq.draw("gsm8k", 1319, 30, seed=12346)
+    assert len(set(gsm)) == 30 and all(200 <= i < 1319 for i in gsm)
+    he = vq.draw("humaneval", 164, 30, seed=12345)
+    assert len(set(he)) == 30 and not set(he) & (set(range(20)) | set(range(110, 140)))
+    assert all(0 <= i < 164 for i in he)
+    # Everything outside the dev windows can be drawn, and not one item more.
+    assert sorted(vq.draw("humaneval", 164, 114, seed=7)) == [
+        i for i in range(164) if not (i < 20 or 110 <= i < 140)
+    ]
+    with pytest.raises(ValueError, match="cannot draw 115"):
+        vq.draw("humaneval", 164, 115, seed=7)
+
+
+def test_a_larger_draw_with_the_same_seed_extends_the_smaller_one():
+    assert vq.draw("gsm8k", 1319, 40, seed=99)[:30] == vq.draw("gsm8k", 1319, 30, seed=99)
+
+
+def test_the_draw_needs_the_full_data_set_not_the_committed_sample():
+    with pytest.raises(vq.DataError, match="full set"):
+        vq.draw_window("gsm8k", 3, seed=1, data_dir=str(SAMPLES))
+
+
+def test_the_seed_is_required_and_the_error_says_how_to_pick_one(capsys):
+    with pytest.raises(SystemExit):
+        vq.parse_args([])
+    assert "secrets.randbelow" in capsys.readouterr().err
+    args = vq.parse_args(["--seed", "5"])
+    assert args.runs_dir == "runs/verification-quality-5" and args.samples == 4
+    assert args.methods.split(",") == ["bare", "sc", "program", "react", "verimap"]
+    with pytest.raises(SystemExit):
+        vq.parse_args(["--seed", "5", "--methods", "bare,nonsense"])
+
+
+# ---- the order ----------------------------------------------------------------------------------
+
+
+def test_every_method_runs_on_a_task_before_the_next_and_the_first_method_rotates():
+    gsm, he = _window(3), _window(2, first=10)
+    he.bench = get_benchmark("humaneval", SAMPLES)
+    he.tasks = he.bench.tasks()[:2]
+    pairs = vq.interleave([gsm, he], ["a", "b", "c"])
+    got = [(p.task.id, p.method) for p in pairs]
+    assert got == [
+        ("gsm8k/0", "a"), ("gsm8k/0", "b"), ("gsm8k/0", "c"),
+        ("HumanEval/0", "a"), ("HumanEval/0", "b"), ("HumanEval/0", "c"),
+        ("gsm8k/1", "b"), ("gsm8k/1", "c"), ("gsm8k/1", "a"),
+        ("HumanEval/1", "b"), ("HumanEval/1", "c"), ("HumanEval/1", "a"),
+        ("gsm8k/2", "c"), ("gsm8k/2", "a"), ("gsm8k/2", "b"),
+    ]  # fmt: skip
+    assert all(p.run == 0 for p in pairs)
+
+
+def test_pens_runs_react_and_verimap_three_times_each_alternating_who_goes_first():
+    got = [(p.key, p.method) for p in vq.pens_pairs()]
+    assert got == [
+        ("r0/pens", "react"), ("r0/pens", "verimap"),
+        ("r1/pens", "verimap"), ("r1/pens", "react"),
+        ("r2/pens", "react"), ("r2/pens", "verimap"),
+    ]  # fmt: skip
+
+
+# ---- tables from run directories ----------------------------------------------------------------
+
+VERIMAP_RIGHT = [1, 1, 1, 1, 1, 1, 1, 0, 0, 0]
+VERIMAP_VERIFIED = [1, 1, 1, 1, 1, 0, 0, 1, 0, 0]
+REACT_RIGHT = [1, 1, 1, 0, 0, 1, 0, 0, 1, 0]
+SC_RIGHT = [1, 1, 1, 1, 0, 1, 0, 0, 0, 1]
+
+
+def _record(task_id, method, right, verified, wall, calls, run=0, bench="gsm8k"):
+    return {
+        "key": f"r{run}/{task_id}", "run": run, "task_id": task_id, "benchmark": bench,
+        "method": method, "status": "success", "correct": bool(right), "verified": bool(verified),
+        "wall_time_s": wall, "trace": None,
+        "usage": {"executor": {"calls": calls, "prompt_tokens": 100, "completion_tokens": 10 * calls}},
+    }  # fmt: skip
+
+
+def _write(runs_dir: Path, bench: str, method: str, records: list[dict], **config) -> None:
+    out = vq.cell_dir(runs_dir, bench, method)
+    out.mkdir(parents=True)
+    config |= {"verimap_eval": 1, "benchmark": bench, "method": method}
+    (out / CONFIG).write_text(json.dumps(config))
+    log = ResultsLog(out / RESULTS)
+    for rec in records:
+        log.append(rec)
+
+
+@pytest.fixture
+def filled(tmp_path):
+    """Three methods on ten GSM8K tasks, as hand-made results.jsonl records."""
+    window = _window(10)
+    ids = window.ids
+    rows = {
+        "verimap": [_record(t, "verimap", r, v, 10.0, 5) for t, r, v in zip(ids, VERIMAP_RIGHT, VERIMAP_VERIFIED, strict=True)],
+        # react's records say verified (as older runs wrote them): it has no checks to vouch.
+        "react": [_record(t, "react", r, 1, 5.0, 2) for t, r in zip(ids, REACT_RIGHT, strict=True)],
+        "sc": [_record(t, "sc", r, 0, 8.0, 4) for t, r in zip(ids, SC_RIGHT, strict=True)],
+    }  # fmt: skip
+    for method, records in rows.items():
+        _write(tmp_path, "gsm8k", method, records)
+    pairs = vq.interleave([window], ["sc", "react", "verimap"])
+    cells = vq.read_cells(tmp_path, pairs, [window], {})
+    return vq.render("## header", {"gsm8k": window.ids}, cells, 3)
+
+
+def _line(md: str, start: str) -> str:
+    return next(x for x in md.splitlines() if x.startswith(start))
+
+
+def _share(k: int, n: int) -> str:
+    p = proportion(k, n)
+    return f"{k}/{n} = {100 * k / n:.0f}% ({100 * p.low:.0f}%–{100 * p.high:.0f}%)"
+
+
+def test_summary_rows_give_accuracy_precision_coverage_and_table_4_errors(filled):
+    row = _line(filled, "| verimap |")
+    # 7 of 10 right; 6 verified, 5 of them right: precision 5/6, coverage 6/10; one verified
+    # answer is wrong (FP) and two right answers are unverified (FN).
+    assert _share(7, 10) in row and _share(5, 6) in row and _share(6, 10) in row
+    assert "5/6 = 83% (44%–97%)" in row  # Wilson, by hand: (p + z²/2n ± z√(…)) / (1 + z²/n)
+    assert "| 6 |" in row and "| 1 (10%) / 2 (20%) |" in row
+    assert row.endswith("| 5.0 | 50 | 10.0 s | 2.00× |")  # 10 s per task, react's 5 s
+    react = _line(filled, "| react |")
+    assert _share(5, 10) in react and "| – | – | – | – |" in react  # no checks: none verified
+    assert react.endswith("| 2.0 | 20 | 5.0 s | 1.00× |")
+    assert _share(6, 10) in _line(filled, "| sc |")
+
+
+def test_paired_comparisons_give_wins_losses_mcnemar_and_the_bootstrap_interval(filled):
+    pairs = list(zip(map(bool, VERIMAP_RIGHT), map(bool, REACT_RIGHT), strict=True))
+    low, high = paired_bootstrap_ci(pairs, seed=0)
+    row = _line(filled, f"| react | 10 | {_share(7, 10)} |")
+    # verimap right where react is wrong on 3 tasks, wrong where react is right on 1.
+    assert f"| 3 | 1 | {mcnemar_exact(3, 1):.3g} |" in row and mcnemar_exact(3, 1) == 0.625
+    assert row.endswith(f"| +20.0 ({100 * low:+.1f} to {100 * high:+.1f}) |")
+    sc = _line(filled, f"| sc | 10 | {_share(7, 10)} |")  # wins on tasks 5 and 6, loses on 9
+    assert f"| 2 | 1 | {mcnemar_exact(2, 1):.3g} |" in sc
+
+
+def test_risk_coverage_points_and_the_per_task_table(filled):
+    assert "| 0% | 0 | 0 | – |" in filled
+    assert "| 60% | 6 | 1 | 17% |" in filled  # the verified answers only
+    assert "| 100% | 10 | 3 | 30% |" in filled
+    # V marks an answer verified by a method with checks; react's own flag is not believed.
+    assert "| gsm8k/0 | ✓ 8 s, 4 | ✓ 5 s, 2 | ✓ V 10 s, 5 |" in filled
+    assert "| gsm8k/7 | ✗ 8 s, 4 | ✗ 5 s, 2 | ✗ V 10 s, 5 |" in filled
+
+
+def test_pens_table_gives_every_run_and_the_ratio_of_median_times(tmp_path):
+    react = [
+        _record("pens", "react", 1, 1, w, 2, run=r, bench="pens")
+        for r, w in enumerate([30, 40, 50])
+    ]
+    ours = [_record("pens", "verimap", r != 1, 1, w, 6, run=r, bench="pens") for r, w in enumerate([60, 100, 70])]  # fmt: skip
+    _write(tmp_path, "pens", "react", react)
+    _write(tmp_path, "pens", "verimap", ours)
+    md = vq.render("## h", {}, vq.read_cells(tmp_path, vq.pens_pairs(), [], {}), 3)
+    assert "| react | ✓ 30 s, 2 | ✓ 40 s, 2 | ✓ 50 s, 2 | 3/3 | 40.0 s |" in md
+    assert "| verimap | ✓ V 60 s, 6 | ✗ V 100 s, 6 | ✓ V 70 s, 6 | 2/3 | 70.0 s |" in md
+    assert "verimap's median time over react's: 1.75×" in md
+
+
+def test_directories_are_refused_without_resume_or_with_another_seed_model_or_k(tmp_path):
+    pairs = vq.interleave([_window(1)], ["sc"])
+    vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=False)  # nothing there yet
+    out = vq.cell_dir(tmp_path, "gsm8k", "sc")
+    out.mkdir()
+    config = {"verimap_eval": 1, "benchmark": "gsm8k", "method": "sc", "seed": 3, "model": "m",
+              "samples": 4}  # fmt: skip
+    (out / CONFIG).write_text(json.dumps(config))
+    ResultsLog(out / RESULTS).append(_record("gsm8k/0", "sc", 1, 0, 1.0, 4))
+    with pytest.raises(RunDirError, match="--resume"):
+        vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=False)
+    vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True)
+    with pytest.raises(RunDirError, match="seed"):
+        vq.check_dirs(pairs, tmp_path, 4, "m", 4, resume=True)
+    with pytest.raises(RunDirError, match="model 'm', not 'other'"):
+        vq.check_dirs(pairs, tmp_path, 3, "other", 4, resume=True)
+    with pytest.raises(RunDirError, match="samples 4, not 6"):
+        vq.check_dirs(pairs, tmp_path, 3, "m", 6, resume=True)
+
+
+# ---- a run, interrupted and resumed -------------------------------------------------------------
+
+
+class Oracle:
+    """Answers every GSM8K question with its gold number; at call `stop_at` it stops the run
+    (as Ctrl-C or SIGTERM does) and never answers."""
+
+    name = "oracle"
+    supports_tools = False
+
+    def __init__(self, golds: dict[str, str], stop_at: int = 0):
+        self.golds, self.stop_at = golds, stop_at
+        self.asked: list[str] = []
+        self.run: asyncio.Task | None = None
+
+    async def request(self, req: ModelRequest) -> ModelResponse:
+        text = req.messages[0].content
+        self.asked.append(next(q for q in self.golds if q in text))
+        if len(self.asked) == self.stop_at:
+            self.run.cancel()
+            await asyncio.sleep(30)
+        gold = self.golds[self.asked[-1]]
+        return ModelResponse(
+            content=f"Step by step.\nThe answer is {gold}.",
+            usage=Usage(calls=1, prompt_tokens=50, completion_tokens=10),
+        )
+
+
+async def _run(pairs, tmp_path, model, notes):
+    extra = vq.cell_configs(7, "oracle", [])
+    extra["gsm8k"] = {"seed": 7, "model": "oracle"}
+    runner = vq.eval_runner(
+        {"executor": model}, InProcessSandboxDouble(), tmp_path, {"temperature": 0.0}, 2, extra,
+        notes,
+    )  # fmt: skip
+    model.run = asyncio.current_task()
+    await vq.run_pairs(pairs, runner)
+
+
+async def test_a_resumed_run_skips_the_pairs_an_interrupted_one_finished(tmp_path):
+    window = _window(3)
+    golds = {t.prompt.split("\n\nSolve")[0]: t.gold for t in window.tasks}
+    question = {t.id: t.prompt.split("\n\nSolve")[0] for t in window.tasks}
+    pairs = vq.interleave([window], ["bare", "sc"])  # sc draws k = 2 samples
+    notes: dict = {}
+    # Calls: task 0 bare (1), sc (2, 3); task 1 sc (4, 5: stopped there), bare, ...
+    first = Oracle(golds, stop_at=5)
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.create_task(_run(pairs, tmp_path, first, notes))
+    assert not notes
+    todo = vq.unfinished(pairs, tmp_path)
+    assert [(p.task.id, p.method) for p in todo] == [
+        ("gsm8k/1", "sc"), ("gsm8k/1", "bare"), ("gsm8k/2", "bare"), ("gsm8k/2", "sc"),
+    ]  # fmt: skip
+
+    second = Oracle(golds)
+    await asyncio.create_task(_run(todo, tmp_path, second, notes))
+    t1, t2 = question["gsm8k/1"], question["gsm8k/2"]
+    assert second.asked == [t1, t1, t1, t2, t2, t2]  # nothing of task 0 runs again
+    assert vq.unfinished(pairs, tmp_path) == []
+    for method in ("bare", "sc"):
+        out = vq.cell_dir(tmp_path, "gsm8k", method)
+        lines = (out / RESULTS).read_text().splitlines()
+        assert sorted(json.loads(x)["key"] for x in lines) == ["r0/gsm8k/0", "r0/gsm8k/1", "r0/gsm8k/2"]  # fmt: skip
+        config = json.loads((out / CONFIG).read_text())
+        assert (config["seed"], config["model"], config["method"]) == (7, "oracle", method)
+    assert json.loads((vq.cell_dir(tmp_path, "gsm8k", "sc") / CONFIG).read_text())["samples"] == 2
+    cells = vq.read_cells(tmp_path, pairs, [window], notes)
+    assert all(r.correct for c in cells for r in c.rows)
+    assert [r.calls for c in cells for r in c.rows] == [1, 1, 1, 2, 2, 2]
+
+
+def test_a_finished_run_reports_from_its_directories_without_starting_a_server(tmp_path):
+    window = vq.draw_window("gsm8k", 2, seed=5)
+    runs = tmp_path / "runs"
+    for method in ("bare", "verimap"):
+        records = [_record(t, method, 1, 1, 3.0, 1) for t in window.ids]
+        _write(runs, "gsm8k", method, records, seed=5, model="qwen2.5-coder-1.5b")
+    out = tmp_path / "vq.md"
+    argv = ["--seed", "5", "--gsm8k", "2", "--humaneval", "0", "--methods", "bare,verimap",
+            "--runs-dir", str(runs), "--out", str(out), "--resume"]  # fmt: skip
+    assert vq.main(argv) == 0
+    md = out.read_text()
+    assert "seed: **5**" in md and ", ".join(window.ids) in md
+    assert "verimap's measured mean calls per task: gsm8k 1.0" in md
+    assert f"| {window.ids[0]} | ✓ 3 s, 1 | ✓ V 3 s, 1 |" in md
+    assert vq.main(argv[:-1]) == 2  # the same directories without --resume are refused
+
+
+def test_an_interrupted_run_still_writes_its_tables(tmp_path):
+    async def stopped() -> None:
+        raise asyncio.CancelledError
+
+    out = tmp_path / "t.md"
+    code = vq.run_then_report(stopped(), lambda cut: f"cut short: {cut}\n", str(out), "--resume")
+    assert code == 130 and out.read_text() == "cut short: True\n"

@@ -1,0 +1,25 @@
+"""The names of the built-in checks (`verimap.checks`), a leaf module below the plan model.
+
+A plan may ask for a check by name (`{"type": "check", "check": "run_examples"}`), so the plan
+needs the names to validate against; the checks themselves need the plan, so the names live
+below both.
+"""
+
+from __future__ import annotations
+
+RUN_EXAMPLES = "run_examples"
+ARITHMETIC = "arithmetic"
+SHOWN_WORK = "shown_work"
+ANSWER_AGREEMENT = "answer_agreement"
+CODE_AGREEMENT = "code_agreement"
+
+BUILTIN_CHECKS: dict[str, str] = {
+    RUN_EXAMPLES: "the task's own examples run against the node's code output",
+    ARITHMETIC: "every calculation the executor wrote out is recomputed",
+    SHOWN_WORK: "a number the executor worked out comes with its calculation",
+    ANSWER_AGREEMENT: "a numeric answer must agree with programs written independently for the task",
+    CODE_AGREEMENT: "code must behave like independently written solutions on generated inputs",
+}
+
+# The checks that confirm an answer with independently written solutions (`--cross-check`).
+AGREEMENT_CHECKS = (ANSWER_AGREEMENT, CODE_AGREEMENT)

@@ -1,0 +1,176 @@
+"""A numeric answer is confirmed only when independent solutions agree with it.
+
+Property VFs (`answer > 0`) cannot see a wrong decomposition, and one other solution is not
+enough: a reasoning reply and one program by the same model agreed on a wrong answer about one
+time in six on GSM8K windows of the local 1.5B, both having misread the task the same way. So
+every attempt at the final answer is a vote, every program written for the task is a vote, and
+an answer is confirmed when `quorum` votes give it, from both kinds (a reasoning attempt and a
+program). Programs are drawn only while they can still make a difference, in different
+framings and, after the first, sampled, so that they are not one program repeated.
+
+A disagreement fails the attempt without telling the retry the other number: a retry shown it
+copies it, and agreement means something only while solutions stay independent. When no attempt
+is confirmed, the answer kept is the one most votes give (no single program is an oracle: on a
+tie, an answer both kinds gave wins, then the earliest attempt's).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from verimap import iotypes
+from verimap.accounting import BudgetExceeded
+from verimap.check_names import ANSWER_AGREEMENT
+from verimap.checks.base import CheckTools, Strength, Submission, verdict
+from verimap.checks.programs import ProgramRun, write_program
+from verimap.events import CROSS_CHECK
+from verimap.llm.base import ModelError
+from verimap.numbers import normalize_number
+from verimap.plan import Node
+from verimap.result import ABSTAINED, VFVerdict
+
+if TYPE_CHECKING:
+    from verimap.run_context import RunContext
+
+Kind = Literal["attempt", "program"]
+
+
+def numeric_answer(node: Node, outputs: Any) -> tuple[str, float] | None:
+    """The node's one output when it is a finite number (declared number or integer, or
+    undeclared and numeric): only such an answer can be voted on."""
+    if len(node.outputs) != 1:
+        return None
+    name, spec = next(iter(node.outputs.items()))
+    if spec not in ("number", "integer", iotypes.ANY):
+        return None
+    value = outputs.get(name) if hasattr(outputs, "get") else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return name, float(value)
+
+
+def agree(a: float, b: float) -> bool:
+    """Equal up to rounding: one solution may carry 91.6667 where another writes 91.67; two
+    whole numbers must be equal."""
+    if float(a).is_integer() and float(b).is_integer():
+        return a == b
+    return math.isclose(a, b, rel_tol=1e-4, abs_tol=1e-6) or round(a, 2) == round(b, 2)
+
+
+def shown(x: float) -> str:
+    return normalize_number(repr(x)) or repr(x)
+
+
+@dataclass
+class Vote:
+    value: float
+    kind: Kind
+
+
+@dataclass
+class Ballot:
+    """One run's votes and the programs drawn so far."""
+
+    votes: list[Vote] = field(default_factory=list)
+    programs: int = 0
+
+    def support(self, value: float) -> list[Vote]:
+        return [v for v in self.votes if agree(v.value, value)]
+
+
+@dataclass
+class AnswerAgreement:
+    """`quorum` agreeing votes from both kinds confirm a final numeric answer; at most
+    `max_programs` programs are written per run."""
+
+    quorum: int = 3
+    max_programs: int = 3
+    name: str = ANSWER_AGREEMENT
+    strength: Strength = "strong"
+    disputes: bool = True
+
+    def applies(self, sub: Submission) -> bool:
+        return sub.final and numeric_answer(sub.node, sub.outputs) is not None
+
+    def _ballot(self, ctx: RunContext) -> Ballot:
+        return ctx.remember(self.name, Ballot)
+
+    async def check(self, sub: Submission, tools: CheckTools, ctx: RunContext) -> VFVerdict | None:
+        found = numeric_answer(sub.node, sub.outputs)
+        if found is None:
+            return verdict(self, ABSTAINED, "the answer is not one number")
+        name, value = found
+        ballot = self._ballot(ctx)
+        ballot.votes.append(Vote(value, "attempt"))
+        while not self._confirmed(ballot, value) and self._worth_a_program(ballot, value):
+            if tools.model is None or tools.sandbox is None:
+                break
+            await self._draw(ballot, sub.task, tools, ctx)
+        if self._confirmed(ballot, value):
+            n = len(ballot.support(value))
+            return verdict(self, "PASS", f"{n} independent solutions agree on {shown(value)}")
+        others = [v for v in ballot.votes if v.kind == "program"]
+        if not others:
+            return verdict(self, ABSTAINED, "no program written for the task gave a number")
+        return verdict(
+            self, "FAIL",
+            f"programs written independently for this task do not confirm {name} = "
+            f"{shown(value)}. One of them is wrong: re-read the task, check each step that leads "
+            "to the answer, and answer again.",
+        )  # fmt: skip
+
+    def _confirmed(self, ballot: Ballot, value: float) -> bool:
+        support = ballot.support(value)
+        return len(support) >= self.quorum and {v.kind for v in support} == {"attempt", "program"}
+
+    def _worth_a_program(self, ballot: Ballot, value: float) -> bool:
+        """A program is drawn only while this answer could still reach the quorum with it."""
+        left = self.max_programs - ballot.programs
+        return left > 0 and len(ballot.support(value)) + left >= self.quorum
+
+    async def _draw(self, ballot: Ballot, task: str, tools: CheckTools, ctx: RunContext) -> None:
+        assert tools.model is not None and tools.sandbox is not None
+        settings = tools.settings
+        if ballot.programs and tools.retry_temperature is not None:
+            settings = settings.replace(temperature=tools.retry_temperature)
+        try:
+            run: ProgramRun = await write_program(
+                ctx.model(tools.model), task, tools.sandbox, settings,
+                timeout=tools.timeout_s, framing=ballot.programs,
+            )  # fmt: skip
+        except BudgetExceeded:
+            raise
+        except ModelError as e:  # the endpoint failed past its retries: no vote, no verdict
+            run = ProgramRun(None, "", 1, error=f"model error: {e}", sandbox_fault=True)
+        ballot.programs += 1
+        if run.answer is not None:
+            ballot.votes.append(Vote(run.answer, "program"))
+        ctx.emit(CROSS_CHECK, kind="program", program=ballot.programs, **run.trace())
+
+    def choose(
+        self, node: Node, candidates: list[dict[str, Any]], ctx: RunContext
+    ) -> dict[str, Any] | None:
+        """The answer most votes give; on a tie one both kinds gave, then the earliest
+        attempt's. A program's number replaces the attempts' only by outvoting them."""
+        ballot: Ballot | None = ctx.memo.get(self.name)
+        answers = [a for c in candidates if (a := numeric_answer(node, c)) is not None]
+        if ballot is None or not answers or not ballot.votes:
+            return None
+        name = answers[0][0]
+        attempts = [v for v in ballot.votes if v.kind == "attempt"]
+
+        def rank(vote: Vote) -> tuple[int, int, int]:
+            support = ballot.support(vote.value)
+            both = {v.kind for v in support} == {"attempt", "program"}
+            first = next((i for i, v in enumerate(attempts) if agree(v.value, vote.value)), 99)
+            return (len(support), both, -first)
+
+        best = max(ballot.votes, key=rank).value
+        base = next((c for c in candidates if (a := numeric_answer(node, c)) and agree(a[1], best)),
+                    candidates[0])  # fmt: skip
+        if node.outputs[name] == "integer" and not float(best).is_integer():
+            return dict(base)
+        number: float | int = int(best) if float(best).is_integer() else best
+        return {**base, name: number}

@@ -1,0 +1,89 @@
+"""What a check is: a judgement on one attempt at a node, beside the plan's own VFs.
+
+The plan's VFs are what the planner wrote for a node; a check is verification the framework
+brings (run the task's examples, recompute written arithmetic, compare with independently
+written solutions). Both end as `VFVerdict`s in one report, under one rule: the node passes
+only if every verdict passes. A check's `strength` says what its PASS proves about the answer:
+`strong` checks can tell a right answer from a nearby wrong one, `weak` ones (a finite number,
+sound arithmetic in the reasoning) cannot, and an answer confirmed by weak checks alone is
+returned unverified. A check whose FAIL `disputes` rather than refutes (another solution says
+otherwise) leaves the node `unconfirmed` when retries run out, and may `choose` the answer
+kept then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from verimap.llm.base import Model
+from verimap.llm.messages import GenerationSettings, Message
+from verimap.plan import Node
+from verimap.result import VFVerdict
+from verimap.sandbox.base import Sandbox
+
+if TYPE_CHECKING:
+    from verimap.run_context import RunContext
+
+Strength = Literal["weak", "strong"]
+
+
+@dataclass(frozen=True)
+class Submission:
+    """One attempt's answer as a check sees it: the run's task, the node, what it was given,
+    what it answered and how it got there (its transcript, tool calls included)."""
+
+    task: str
+    node: Node
+    inputs: Mapping[str, Any]
+    outputs: Mapping[str, Any]
+    transcript: Sequence[Message] = ()
+    final: bool = True
+
+
+@dataclass(frozen=True)
+class CheckTools:
+    """What checks may use: the verifier's sandbox and judge model, sampled as the run says.
+    `retry_temperature` is what an independent solution after the first is sampled at."""
+
+    sandbox: Sandbox | None = None
+    model: Model | None = None
+    settings: GenerationSettings = field(default_factory=GenerationSettings)
+    retry_temperature: float | None = None
+    timeout_s: float = 10.0
+
+
+@runtime_checkable
+class Check(Protocol):
+    name: str
+    strength: Strength
+    disputes: bool
+
+    def applies(self, sub: Submission) -> bool:
+        """Whether the check has anything to say about this node and answer."""
+        ...
+
+    async def check(self, sub: Submission, tools: CheckTools, ctx: RunContext) -> VFVerdict | None:
+        """The verdict, or None when the attempt gives the check nothing to look at (no
+        calculation written out). ABSTAINED: it should have judged and could not (no
+        independent solution ran), which withholds confirmation."""
+        ...
+
+
+@runtime_checkable
+class Chooser(Protocol):
+    """A disputing check that knows which answer to keep when no attempt was confirmed."""
+
+    def choose(
+        self, node: Node, candidates: list[dict[str, Any]], ctx: RunContext
+    ) -> dict[str, Any] | None: ...
+
+
+def verdict(check: Check, outcome: str, message: str = "", **extra: Any) -> VFVerdict:
+    """A check's verdict, carrying the check's strength so the run can tell whether a PASS
+    confirms the answer."""
+    return VFVerdict(
+        name=check.name, type="check", outcome=outcome, message=message,
+        strength=check.strength, **extra,
+    )  # fmt: skip

@@ -1,0 +1,123 @@
+"""A program written for the whole task, run in the sandbox: the model names each quantity and
+Python does the arithmetic (PAL, Gao et al. 2023).
+
+Shared by the answer-agreement check, where programs are independent votes on a numeric
+answer, and by the `program` baseline, which answers with one. A reasoning reply and a program
+by the same model err in different places (a slipped sum in prose, a misread quantity in code),
+which is what makes their agreement evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from verimap.executor import code_from_reply
+from verimap.llm.base import Model, ModelRequest
+from verimap.llm.messages import AssistantMessage, GenerationSettings, Message, UserMessage
+from verimap.numbers import final_number
+from verimap.sandbox.base import Outcome, Sandbox
+from verimap.usage import JUDGE
+
+# Prompts that frame the same request differently, so that a second program is not the first
+# one resampled: different framings make different mistakes.
+PROGRAM_PROMPTS = (
+    "{task}\n\nWrite a Python function `solution()` that computes and returns the final number "
+    "this task asks for. Name a variable for each quantity the task gives, and let Python do "
+    "the arithmetic. Reply with only the code, in one ```python code block.",
+    "{task}\n\nWrite a Python function `solution()` that returns the answer to this task as a "
+    "number. Start the function with a comment that says exactly what is asked, compute it step "
+    "by step, one line per step, and end with `return` and the answer. Reply with only the code, "
+    "in one ```python code block.",
+)
+# A program that does not run goes back once with its error: a name used before it was set, or
+# no function at all, are the common slips of a small model.
+PROGRAM_TRIES = 2
+PROGRAM_FIX = (
+    "Running it failed: {error}\n\nFix the code. Reply with the whole corrected function "
+    "`solution()` in one ```python code block."
+)
+# Printed last, so a program that prints on its own still ends on its answer.
+RUN_SOLUTION = "\n\nprint(solution())\n"
+
+
+def number_in(text: str) -> float | None:
+    """The number a text ends on, read as the GSM8K scorer reads it; None when it has none."""
+    found = final_number(text)
+    try:
+        return float(found) if found is not None else None
+    except ValueError:
+        return None
+
+
+@dataclass
+class ProgramRun:
+    """One program: the number it returned (None if it gave none), its reply and what running it
+    said, for the trace."""
+
+    answer: float | None
+    reply: str
+    tries: int
+    printed: str = ""
+    error: str | None = None
+    sandbox_fault: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def trace(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"answer": self.answer, "reply": self.reply, "tries": self.tries}
+        if self.error is not None:
+            out.update(error=self.error, sandbox_fault=self.sandbox_fault)
+        else:
+            out["printed"] = self.printed
+        return out
+
+
+async def run_program(sandbox: Sandbox, reply: str, timeout: float) -> ProgramRun:
+    """What the reply's `solution()` returns. A program that does not run gives no number."""
+    code = code_from_reply(reply)
+    if code is None:
+        return ProgramRun(None, reply, 1, error="the reply holds no function `solution()`")
+    res = await sandbox.run_program(code + RUN_SOLUTION, timeout=timeout)
+    if res.outcome is not Outcome.PASS:
+        return ProgramRun(
+            None, reply, 1, error=f"{res.outcome.value}: {res.message}"[:500],
+            sandbox_fault=res.outcome is Outcome.SANDBOX_ERROR,
+        )  # fmt: skip
+    lines = res.stdout.strip().splitlines()
+    printed = lines[-1].strip() if lines else ""
+    answer = number_in(printed)
+    if answer is None:  # it ran but gave no number (a function that forgot its return): fixable
+        return ProgramRun(
+            None, reply, 1, printed=printed[:200],
+            error=f"solution() returned {printed[:80]!r}, not a number: it must return the answer",
+        )  # fmt: skip
+    return ProgramRun(answer, reply, 1, printed=printed[:200])
+
+
+async def write_program(
+    model: Model,
+    task: str,
+    sandbox: Sandbox,
+    settings: GenerationSettings,
+    *,
+    timeout: float = 10.0,
+    framing: int = 0,
+    role: str = JUDGE,
+) -> ProgramRun:
+    """Ask `model` for a program for `task` (in the `framing`-th wording) and run it; one that
+    fails to run goes back once with its error. A sandbox fault is not the program's to fix."""
+    prompt = PROGRAM_PROMPTS[framing % len(PROGRAM_PROMPTS)]
+    messages: list[Message] = [UserMessage(content=prompt.format(task=task))]
+    run = ProgramRun(None, "", 0)
+    for tries in range(1, PROGRAM_TRIES + 1):
+        request = ModelRequest(messages=messages, settings=settings, role=role)
+        text = (await model.request(request)).content or ""
+        run = await run_program(sandbox, text, timeout)
+        run.tries = tries
+        if run.error is None or run.sandbox_fault:
+            break
+        messages += [
+            AssistantMessage(content=text),
+            UserMessage(content=PROGRAM_FIX.format(error=run.error)),
+        ]
+    return run

@@ -1,0 +1,283 @@
+"""Baselines that spend compute without checking anything: what verimap must beat at equal cost.
+
+- `Bare`: one call, the plain prompt a user would write; the model alone.
+- `SelfConsistency` (`sc`): k samples at temperature 0.7 and a majority vote (Wang et al. 2023).
+  k is settable, so it can be matched to verimap's mean calls per task.
+- `Program` (`program`): the model writes one program for the task and the sandbox runs it
+  (PAL, Gao et al. 2023).
+
+Each is run as a coordinator is (`run`, `run_sync`, the same `RunScope`): the config's budget
+stops it, its model calls are metered per role and traced, a dead endpoint is reported as
+infrastructure, and its trace starts and ends like a coordinator's. None of them checks its
+answer, so none reports one as verified: a method with no checks has nothing to vouch for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from functools import partial
+from pathlib import Path
+from typing import Any, ClassVar
+
+from verimap.checks.behaviour import (
+    SandboxFault,
+    clusters,
+    entry_point,
+    generate_inputs,
+    run_behaviour,
+    with_task_imports,
+)
+from verimap.checks.programs import write_program
+from verimap.config import RunConfig
+from verimap.events import REPLIES, VOTE, EventBus
+from verimap.executor import EXECUTOR_SETTINGS
+from verimap.llm.base import Model, ModelRequest
+from verimap.llm.messages import GenerationSettings, UserMessage
+from verimap.methods.answers import KINDS, WHAT, Kind, as_number, bare_prompt, kind_of, read_answer
+from verimap.methods.votes import Vote, by_clusters, by_code_text, by_text, by_value
+from verimap.result import ErrorKind, RunResult, RunStatus, clip
+from verimap.run_context import RunContext
+from verimap.run_scope import RunScope
+from verimap.sandbox.base import Sandbox, SandboxUnavailable
+from verimap.usage import EXECUTOR
+
+UNVERIFIED = "the method runs no verification"
+# How much of each reply the trace keeps.
+REPLY_CHARS = 3000
+# Inputs the code samples of `sc` are run on, and the time limit of each call.
+VOTE_INPUTS = 24
+CALL_TIMEOUT_S = 2.0
+
+
+class Baseline:
+    """What the baselines share: their construction, the run's lifetime, one plain call, and
+    the result. A subclass says how it answers a task in `_solve`."""
+
+    name: ClassVar[str]
+
+    def __init__(
+        self,
+        model: Model,
+        sandbox: Sandbox | None = None,
+        *,
+        kind: Kind,
+        config: RunConfig | None = None,
+        events: EventBus | None = None,
+        trace_dir: str | Path | None = None,
+    ):
+        if kind not in KINDS:
+            raise ValueError(f"unknown answer kind {kind!r}; known: {', '.join(KINDS)}")
+        self.model = model
+        self.sandbox = sandbox
+        self.kind: Kind = kind
+        self.config = config or RunConfig()
+        self.events = events or EventBus()
+        self.trace_dir = Path(trace_dir) if trace_dir is not None else None
+        # An attempt's settings, as verimap's executor gets them from the same config.
+        self.settings = EXECUTOR_SETTINGS.replace(
+            temperature=self.config.temperature, top_p=self.config.top_p
+        )
+
+    def parameters(self) -> dict[str, Any]:
+        """What the run's first event records besides the config."""
+        return {"kind": self.kind, "temperature": self.settings.temperature}
+
+    async def run(
+        self, task: str, *, run_id: str | None = None, trace_path: str | Path | None = None
+    ) -> RunResult:
+        scope = RunScope(
+            task, self.config, self.events, run_id=run_id, trace_path=trace_path,
+            trace_dir=self.trace_dir,
+        )  # fmt: skip
+        return await scope.run(
+            partial(self._solve, task, scope.ctx),
+            partial(self._result, scope.run_id, task),
+            start={"method": self.name, "parameters": self.parameters()},
+        )
+
+    def run_sync(self, task: str, **kw: Any) -> RunResult:
+        """Blocking wrapper for scripts and notebooks without a running loop."""
+        return asyncio.run(self.run(task, **kw))
+
+    async def _solve(self, task: str, ctx: RunContext) -> RunResult:
+        raise NotImplementedError
+
+    async def _ask(self, ctx: RunContext, task: str, settings: GenerationSettings) -> str:
+        """One plain call for `task`, metered as an executor call of the run."""
+        request = ModelRequest(
+            messages=[UserMessage(content=bare_prompt(task, self.kind))],
+            settings=settings,
+            role=EXECUTOR,
+        )
+        return (await ctx.model(self.model).request(request)).content or ""
+
+    def _result(
+        self, run_id: str, task: str, status: RunStatus, *, answer: Any = None,
+        error: str | None = None, error_kind: ErrorKind | None = None,
+        confidence: float | None = None,
+    ) -> RunResult:  # fmt: skip
+        return RunResult(
+            run_id=run_id, task=task, status=status, final_node=self.name,
+            final_output=None if answer is None else {"answer": answer}, error=error,
+            error_kind=error_kind, verified=False, unverified_reason=UNVERIFIED,
+            confidence=confidence,
+        )  # fmt: skip
+
+    def _answered(
+        self, ctx: RunContext, task: str, answer: Any, confidence: float | None = None
+    ) -> RunResult:
+        if answer is None:
+            return self._result(ctx.run_id, task, "failed", error=f"{WHAT[self.kind]} in the reply")
+        return self._result(ctx.run_id, task, "success", answer=answer, confidence=confidence)
+
+
+def _replies(ctx: RunContext, replies: list[str], answers: list[Any], **more: Any) -> None:
+    shown = [clip(a, REPLY_CHARS) if isinstance(a, str) else a for a in answers]
+    ctx.emit(REPLIES, replies=[clip(r, REPLY_CHARS) for r in replies], answers=shown, **more)
+
+
+class Bare(Baseline):
+    """One call; the answer is the reply's final number, its code block, or its last line."""
+
+    name = "bare"
+
+    async def _solve(self, task: str, ctx: RunContext) -> RunResult:
+        reply = await self._ask(ctx, task, self.settings)
+        answer = read_answer(reply, self.kind)
+        _replies(ctx, [reply], [answer])
+        return self._answered(ctx, task, answer)
+
+
+class SelfConsistency(Baseline):
+    """`samples` independent bare calls at `temperature`, and their majority answer by the
+    rules of `verimap.methods.votes`.
+
+    Samples are drawn one after another: the budget is checked before each call, so a run
+    never starts one the budget has no room for, and "the earliest" of tied answers is well
+    defined. The vote's share of the samples is the result's `confidence`. Code samples are
+    grouped by their outputs on inputs generated from the task, run in the sandbox."""
+
+    name = "sc"
+
+    def __init__(self, *args: Any, samples: int = 4, temperature: float = 0.7, **kw: Any):
+        super().__init__(*args, **kw)
+        if samples < 1:
+            raise ValueError(f"self-consistency needs at least one sample, got {samples}")
+        self.samples = samples
+        self.settings = self.settings.replace(temperature=temperature)
+
+    def parameters(self) -> dict[str, Any]:
+        return {**super().parameters(), "samples": self.samples}
+
+    async def _solve(self, task: str, ctx: RunContext) -> RunResult:
+        replies: list[str] = []
+        answers: list[Any] = []
+        try:
+            for _ in range(self.samples):
+                replies.append(await self._ask(ctx, task, self.settings))
+                answers.append(read_answer(replies[-1], self.kind))
+        finally:
+            _replies(ctx, replies, answers)
+        vote = await self._vote(task, answers)
+        ctx.emit(VOTE, **vote.trace())
+        if vote.winner is None:
+            error = f"none of the {self.samples} samples gave an answer ({WHAT[self.kind]})"
+            return self._result(ctx.run_id, task, "failed", error=error)
+        return self._answered(ctx, task, vote.winner.answer, vote.share)
+
+    async def _vote(self, task: str, answers: list[Any]) -> Vote:
+        if self.kind == "number":
+            return by_value(answers)
+        if self.kind == "text":
+            return by_text(answers)
+        return await self._vote_code(task, answers)
+
+    async def _vote_code(self, task: str, codes: list[str | None]) -> Vote:
+        """By behaviour on inputs drawn from the task; by code text when there are none, or
+        when no sample loads."""
+        entry = entry_point(task)
+        written = [i for i, c in enumerate(codes) if c is not None]
+        if entry is None or not written or self.sandbox is None:
+            return by_code_text(codes)
+        # Off the event loop: drawing inputs with hypothesis takes a second.
+        inputs = await asyncio.to_thread(generate_inputs, task, entry, limit=VOTE_INPUTS)
+        if not inputs:
+            return by_code_text(codes)
+        programs = [with_task_imports(task, codes[i] or "") for i in written]
+        try:
+            found = await run_behaviour(
+                self.sandbox, programs, entry, inputs, timeout=CALL_TIMEOUT_S
+            )
+        except SandboxFault as e:
+            raise SandboxUnavailable(f"the sandbox could not run the samples: {e}") from e
+        behaviours: list[Any] = [None] * len(codes)
+        for i, b in zip(written, found, strict=True):
+            behaviours[i] = b
+        groups = clusters(behaviours)
+        return by_clusters(codes, groups) if groups else by_code_text(codes)
+
+
+class Program(Bare):
+    """For numbers, one program for the whole task run in the sandbox, with one fix when it
+    fails to run; the number it returns is the answer. For code and text it is `Bare`: a
+    function is already a program, and a text answer has no program to compute it."""
+
+    name = "program"
+
+    async def _solve(self, task: str, ctx: RunContext) -> RunResult:
+        if self.kind != "number":
+            return await super()._solve(task, ctx)
+        if self.sandbox is None:
+            raise SandboxUnavailable("the program baseline needs a sandbox to run its program")
+        run = await write_program(
+            ctx.model(self.model), task, self.sandbox, self.settings,
+            timeout=self.config.vf_timeout_s, role=EXECUTOR,
+        )  # fmt: skip
+        answer = as_number(run.answer)
+        ran = {k: v for k, v in run.trace().items() if k != "reply"}  # the reply is shown once
+        _replies(ctx, [run.reply], [answer], program=ran)
+        if run.sandbox_fault:
+            error = f"the sandbox could not run the program: {run.error}"
+            return self._result(
+                ctx.run_id, task, "failed", error=error, error_kind="infrastructure"
+            )
+        if answer is None:
+            why = run.error or f"it printed {run.printed!r}, no number"
+            return self._result(
+                ctx.run_id, task, "failed", error=f"the program gave no number: {why}"
+            )
+        return self._result(ctx.run_id, task, "success", answer=answer)
+
+
+BASELINES: Mapping[str, type[Baseline]] = {
+    Bare.name: Bare,
+    SelfConsistency.name: SelfConsistency,
+    Program.name: Program,
+}
+
+
+def baseline(
+    name: str,
+    models: Mapping[str, Model],
+    sandbox: Sandbox | None,
+    *,
+    domain: str | None,
+    config: RunConfig | None = None,
+    events: EventBus | None = None,
+    samples: int | None = None,
+    trace_dir: str | Path | None = None,
+) -> Baseline:
+    """The baseline `name` ("bare", "sc" or "program") on the executor model, for tasks of
+    `domain` (math: numbers, programming: code, qa: text; None: math). `samples` is sc's k
+    (None: its default); the other baselines take one sample and ignore it."""
+    if name not in BASELINES:
+        raise ValueError(f"unknown baseline {name!r}; known: {', '.join(BASELINES)}")
+    if EXECUTOR not in models:
+        raise ValueError(f"the {name} baseline needs an {EXECUTOR!r} model")
+    kw: dict[str, Any] = dict(
+        kind=kind_of(domain), config=config, events=events, trace_dir=trace_dir
+    )
+    if name == SelfConsistency.name and samples is not None:
+        kw["samples"] = samples
+    return BASELINES[name](models[EXECUTOR], sandbox, **kw)
