@@ -146,6 +146,16 @@ class Profile:
         reach = 2 * max(abs(min(seen)), abs(max(seen)), 5 if kind is int else 1)
         return (0 if min(seen) >= 0 else -reach, 0 if max(seen) <= 0 else reach)
 
+    def admits(self, value: Any) -> bool:
+        """`fits`, and empty only where an example passes an empty value: an empty string or
+        list the task never shows is often outside what it describes, and solutions that differ
+        there (HumanEval/6: `[0]` or `[]` for no groups) dispute right code."""
+        containers = str | list | tuple | dict | set
+        shown = any(isinstance(v, containers) and not v for v in self.values)
+        if isinstance(value, containers) and not value and self.values and not shown:
+            return False
+        return self.fits(value)
+
     def fits(self, value: Any) -> bool:
         if isinstance(value, bool) or value is None:
             return True
@@ -219,7 +229,7 @@ def mutated(args: tuple[Any, ...], found: list[Profile], rng: random.Random) -> 
     """Argument tuples that change one argument of `args`, within that argument's profile; the
     arguments take turns, so a small limit still changes each."""
     per_arg = [
-        [(*args[:i], m, *args[i + 1 :]) for m in mutations(value, rng) if profile.fits(m)]
+        [(*args[:i], m, *args[i + 1 :]) for m in mutations(value, rng) if profile.admits(m)]
         for i, (value, profile) in enumerate(zip(args, found, strict=False))
     ]
     return list(_interleave(per_arg))
@@ -423,6 +433,7 @@ def generate_inputs(task: str, entry: str, *, limit: int = 24, seed: int = 0) ->
     ]
     kinds = [k for k in wanted if k is not None]
     far = drawn(kinds, 2 * limit, seed) if params is not None and len(kinds) == len(wanted) else []
+    far = [a for a in far if all(f.admits(v) for v, f in zip(a, found, strict=False))]
     chosen: dict[str, None] = {}
     _take(chosen, examples, limit)
     _take(chosen, near, limit - min(len(far), limit // 3))
