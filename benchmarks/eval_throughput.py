@@ -33,10 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from verimap.evals.data import samples_dir
-from verimap.evals.doubles import factory, oracle_models
 from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import get_benchmark
 from verimap.sandbox import get_sandbox
+from verimap.testing import oracle_factory, oracle_models
 
 
 def _sandbox(kind: str) -> Any:
@@ -89,12 +89,14 @@ async def _run(a: argparse.Namespace, out: Path, *, ray: bool, per_node: int, li
     kw: dict[str, Any] = dict(runs=a.runs, progress=False)
     start = time.perf_counter()
     if ray:
-        models = functools.partial(factory, latency_s=a.latency, max_in_flight=limit)
+        models = functools.partial(oracle_factory, latency_s=a.latency, max_in_flight=limit)
         await eval_on_ray(bench, a.method, out, models_factory=models, data_dir=str(samples_dir()),
                           sandbox_kind=a.sandbox, max_concurrency=per_node, **kw)  # fmt: skip
     else:
         sandbox = _sandbox(a.sandbox)
-        models_ = factory("gsm8k", str(samples_dir()), latency_s=a.latency, max_in_flight=limit)
+        models_ = oracle_factory(
+            "gsm8k", str(samples_dir()), latency_s=a.latency, max_in_flight=limit
+        )
         async with sandbox:
             await run_eval(bench, a.method, models_, sandbox, out, max_concurrency=per_node, **kw)
     wall = time.perf_counter() - start

@@ -23,11 +23,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from verimap import events as ev
 from verimap.evals.data import read_jsonl
-from verimap.llm.double import ScriptedModel
 from verimap.methods.presets import PLAN_ANSWER_TYPES
 from verimap.planner import LLMPlanner, PlanningError
-from verimap.trace_files import read_events
+from verimap.testing import ScriptedModel
+from verimap.trace_files import read_typed_events
 
 CORPUS = Path(__file__).with_name("data") / "rejected_plans.jsonl"
 
@@ -39,17 +40,16 @@ def from_traces(root: Path) -> Iterator[dict[str, Any]]:
             continue
         domain = "programming" if "humaneval" in str(path).lower() else "math"
         task = None
-        events, _problems = read_events(path)
+        events, _problems = read_typed_events(path)
         for e in events:
-            data = e.get("data") or {}
-            if e["type"] == "run_start":
-                task = data.get("task")
-            elif e["type"] == "plan_invalid" and task and data.get("reply") and not _cut(data):
-                yield {"source": str(path), "domain": domain, "task": task, "reply": data["reply"]}
+            if isinstance(e, ev.RunStart):
+                task = e.task
+            elif isinstance(e, ev.PlanInvalid) and task and e.reply and not _cut(e):
+                yield {"source": str(path), "domain": domain, "task": task, "reply": e.reply}
 
 
-def _cut(data: dict[str, Any]) -> bool:
-    return any("cut off at the length limit" in p for p in data.get("problems", []))
+def _cut(e: ev.PlanInvalid) -> bool:
+    return any("cut off at the length limit" in p for p in e.problems)
 
 
 def load(path: Path) -> list[dict[str, Any]]:

@@ -10,10 +10,9 @@ from verimap.config import RunConfig
 from verimap.events import EventBus
 from verimap.fixed_planners import TemplatePlanner
 from verimap.llm.base import ModelError
-from verimap.llm.double import tool_call_reply
 from verimap.planner import LLMPlanner
 from verimap.sandbox.base import SandboxUnavailable
-from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld
+from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld, tool_call_reply
 
 
 def node(id, outputs, vfs, inputs=("USER_TASK",), instruction=None):

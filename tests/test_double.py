@@ -1,9 +1,11 @@
 import asyncio
+import json
 
 import pytest
 
 from verimap.llm.base import ModelError, ModelRequest, ModelResponse
-from verimap.testing import ScriptedModel, tool_call_reply
+from verimap.llm.purpose import ExecuteCall, JudgeCall, PlanCall, SolveCall
+from verimap.testing import ScriptedModel, ScriptedWorld, tool_call_reply
 from verimap.usage import Price, Usage
 
 
@@ -55,3 +57,50 @@ async def test_fixed_latency_does_not_block_other_requests():
     assert m.calls == 4 and m.responses == []  # all four wait at the same time
     await pending
     assert len(m.responses) == 4
+
+
+def asked(purpose, text="any wording at all", schema=None):
+    return ModelRequest(
+        messages=[{"role": "user", "content": text}], purpose=purpose, response_schema=schema
+    )
+
+
+async def test_the_world_answers_by_purpose_whatever_the_prompt_says():
+    """Routing reads the purpose only: a prompt in any wording gets the same answers."""
+    plan = {"nodes": [{"id": "a", "instruction": "Do it.", "inputs": ["USER_TASK"],
+                       "outputs": ["x"]}]}  # fmt: skip
+    world = ScriptedWorld(
+        [plan], lambda nid, k, inputs, prompt: {"x": f"{nid}{k}:{inputs['USER_TASK']}"},
+        lambda nid, criterion, outs: (outs["x"] == "a0:T", f"{nid} {criterion}"),
+        solve=lambda task: f"solved {task}",
+    )  # fmt: skip
+    m = world.model
+    assert (await m.request(asked(PlanCall(kind="think")))).content.startswith("Let me")
+    assert json.loads((await m.request(asked(PlanCall()))).content)["nodes"][0]["id"] == "a"
+    run = ExecuteCall(node_id="a", inputs={"USER_TASK": "T"})
+    assert json.loads((await m.request(asked(run))).content) == {"x": "a0:T"}
+    one = JudgeCall(node_id="a", criteria={"c": "crit"}, outputs={"x": "a0:T"}, final_call=True)
+    assert json.loads((await m.request(asked(one))).content) == {
+        "passed": True, "explanation": "a crit",
+    }  # fmt: skip
+    two = JudgeCall(node_id="a", criteria={"c": "one", "d": "two"}, outputs={"x": "no"},
+                    final_call=True)  # fmt: skip
+    assert set(json.loads((await m.request(asked(two))).content)) == {"c", "d"}
+    solved = await m.request(asked(SolveCall(kind="reference", task="the task")))
+    assert solved.content == "solved the task"
+    assert world.planner_calls == 1 and world.executor_calls == {"a": 1}
+    with pytest.raises(LookupError, match="carries a purpose"):
+        await m.request(asked(None))
+
+
+def test_a_purpose_labels_its_call_and_is_never_serialised():
+    labels = [
+        PlanCall(kind="replan").label,
+        ExecuteCall(node_id="a", final_call=True).label,
+        JudgeCall(node_id="b", criteria={"c": "x", "d": "y"}).label,
+        SolveCall(kind="program", framing=1).label,
+    ]
+    assert labels == ["plan:replan", "execute:a:final", "judge:b:c,d", "solve:program:1"]
+    req = asked(ExecuteCall(node_id="a", inputs={"secret": 1}))
+    assert "purpose" not in req.model_dump() and "secret" not in req.model_dump_json()
+    assert "secret" not in repr(req.purpose)

@@ -1,6 +1,14 @@
 import json
 
-from verimap.events import REDACTED, Event, EventBus, JsonlTraceWriter, read_trace, redact
+from verimap.events import (
+    REDACTED,
+    Event,
+    EventBus,
+    JsonlTraceWriter,
+    NodeStart,
+    read_trace,
+    redact,
+)
 
 
 def test_redacts_env_secrets_fields_and_key_shapes(monkeypatch):
@@ -38,15 +46,15 @@ async def test_bus_fanout_sync_async_and_failing_subscriber(tmp_path, monkeypatc
     bus.subscribe(asub)
     bus.subscribe(bad)
     bus.subscribe(writer)
-    bus.emit(Event(type="plan", run_id="r", data={"text": "key tok-1234567890"}))
+    bus.emit(NodeStart(run_id="r", instruction="key tok-1234567890"))
     await bus.drain()
     writer.close()
-    assert seen[0].data["text"] == f"key {REDACTED}"
-    assert aseen == ["plan"]
+    assert seen[0].instruction == f"key {REDACTED}"
+    assert aseen == ["node_start"]
     assert bus.errors and "sub broke" in bus.errors[0]
     events = read_trace(tmp_path / "t" / "run.jsonl")
     assert (
-        events[0].type == "plan"
+        isinstance(events[0], NodeStart)
         and "tok-1234567890" not in (tmp_path / "t" / "run.jsonl").read_text()
     )
 

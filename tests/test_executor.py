@@ -1,18 +1,17 @@
 import json
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from verimap import prompts
 from verimap.agent import parse_react
 from verimap.config import RunConfig
 from verimap.executor import Executor, check_output_keys, render_inputs
 from verimap.feedback import Feedback
-from verimap.llm.base import AssistantMessage, ModelResponse, to_openai
+from verimap.llm.base import AssistantMessage, ExecuteCall, ModelResponse, to_openai
 from verimap.plan import Node
 from verimap.result import VFVerdict
-from verimap.testing import ScriptedModel, parse_inputs, tool_call_reply
+from verimap.run_context import RunContext
+from verimap.testing import ScriptedModel, tool_call_reply
 from verimap.tools import default_tools
 
 NODE = Node(id="c", instruction="Multiply a by b.", inputs=["n1.a", "n1.b"], outputs=["product"])
@@ -124,31 +123,30 @@ async def test_only_a_node_that_is_not_the_plans_answer_is_told_to_do_just_its_p
     assert part.replace(prompts.EXECUTOR_PART, "") == final
 
 
-_SCALAR = st.one_of(
-    st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.booleans(), st.none()
-)
-_TEXT = st.text(st.characters(blacklist_categories=["Cs"]), min_size=1).filter(
-    lambda t: t.strip("\n") == t and "\nInput " not in "\n" + t
-)
+async def test_every_executor_request_carries_its_node_inputs_and_outputs_as_its_purpose():
+    """The doubles answer on the purpose: it names the node and the attempt, holds the inputs
+    the prompt shows (not the extra ones the executor was handed) and the declared outputs, and
+    marks the call that asks for the outputs."""
+    m = ScriptedModel(
+        [tool_call_reply("calculator", {"expression": "6*7"}), "42.", '{"product": 42}']
+    )
+    ctx = RunContext(node_id="c", attempt=2)
+    await Executor(m, tools=default_tools()).execute(NODE, INPUTS, ctx=ctx)
+    purposes = [r.purpose for r in m.requests]
+    assert all(isinstance(p, ExecuteCall) for p in purposes)
+    assert [(p.node_id, p.attempt, p.final_call) for p in purposes] == [
+        ("c", 2, False), ("c", 2, False), ("c", 2, True),
+    ]  # fmt: skip
+    assert purposes[0].inputs == {"n1.a": 6, "n1.b": 7} and purposes[0].outputs == {
+        "product": "any"
+    }
+    assert purposes[-1].label == "execute:c:final"
 
 
-@given(
-    st.dictionaries(
-        st.from_regex(r"[a-z]{1,6}\.[a-z_]{1,8}", fullmatch=True),
-        st.one_of(
-            st.tuples(st.just("string"), _TEXT),
-            st.tuples(st.just("code"), _TEXT),
-            st.tuples(st.just("any"), st.one_of(_SCALAR, _TEXT, st.lists(_SCALAR))),
-            st.tuples(st.just("number"), st.floats(allow_nan=False, allow_infinity=False)),
-        ),
-        max_size=4,
-    ),
-    _TEXT,
-)
-def test_the_scripted_world_reads_back_exactly_the_inputs_an_executor_was_shown(typed, task):
-    values = {"USER_TASK": task, **{ref: v for ref, (_, v) in typed.items()}}
-    types = {ref: t for ref, (t, _) in typed.items()}
-    assert parse_inputs(render_inputs(values, types)) == values
+async def test_a_text_only_executor_asks_for_no_named_outputs():
+    m = ScriptedModel(["The product is 42."])
+    await Executor(m, structured_io=False).execute(NODE, INPUTS)
+    assert m.requests[0].purpose == ExecuteCall(node_id="c", inputs={"n1.a": 6, "n1.b": 7})
 
 
 async def test_user_task_is_shown_when_taken():

@@ -7,7 +7,7 @@ from rich.style import Style
 
 import verimap
 from verimap.config import Budget, RunConfig
-from verimap.events import Event
+from verimap.events import CrossCheck, Event, Plan
 from verimap.live import LiveState, PlainLog, TaskBoard, clean, plain_line
 from verimap.live_view import BoardView, narrate, render_board, render_run
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld
@@ -239,14 +239,13 @@ async def test_narrate_draws_on_a_terminal_and_logs_plain_lines_elsewhere(capsys
 
     bus = verimap.EventBus()
     with narrate(bus, quiet=True, console=console):
-        bus.emit(Event(type="plan", run_id="r", data={"plan": {"nodes": [{"id": "a"}]}}))
+        bus.emit(Plan(run_id="r", plan={"nodes": [{"id": "a"}]}))
     assert capsys.readouterr().err == "" and plain_line(Event(type="x", run_id="r")) is None
 
 
 def test_the_independent_solution_gets_a_line_with_its_number_or_its_error():
     def line(**data):
-        return plain_line(Event(type="cross_check", run_id="r", node_id="solve", attempt=1,
-                                iteration=1, data=data))  # fmt: skip
+        return plain_line(CrossCheck(run_id="r", node_id="solve", attempt=1, iteration=1, **data))
 
     assert line(kind="program", answer=391.0).endswith("solve #1: independent program: 391.0")
     failed = line(kind="program", answer=None, error="ERROR: NameError: name 'x' is not defined")

@@ -27,7 +27,7 @@ from verimap.cli import main
 from verimap.cli import run as run_mod
 from verimap.cli.tracing import otel_requested
 from verimap.config import RunConfig
-from verimap.events import REDACTED, Event
+from verimap.events import REDACTED
 from verimap.fixed_planners import TemplatePlanner
 from verimap.llm.base import ModelResponse
 from verimap.otel import OtelSetupError, OtelSpans
@@ -257,11 +257,11 @@ async def test_a_failed_model_call_is_an_error_span_and_closes_the_tree(spans, e
 def test_spans_redact_by_themselves(spans, exporter, monkeypatch):
     """Events from another source than an EventBus (which redacts) are redacted all the same."""
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
-    spans(Event(type=ev.RUN_START, run_id="r", data={"task": f"key {ENV_KEY}", "config": {}}))
-    spans(Event(type=ev.NODE_START, run_id="r", iteration=1, node_id="n",
-                data={"inputs": {"api_key": "hunter2-hunter2", "note": OUTPUT_KEY}}))  # fmt: skip
-    spans(Event(type=ev.ERROR, run_id="r", iteration=1, node_id="n", data={"error": ENV_KEY}))
-    spans(Event(type=ev.FINISH, run_id="r", data={"status": "failed", "error": ENV_KEY}))
+    spans(ev.RunStart(run_id="r", task=f"key {ENV_KEY}", config={}))
+    spans(ev.NodeStart(run_id="r", iteration=1, node_id="n",
+                       inputs={"api_key": "hunter2-hunter2", "note": OUTPUT_KEY}))  # fmt: skip
+    spans(ev.Error(run_id="r", iteration=1, node_id="n", error=ENV_KEY))
+    spans(ev.Finish(run_id="r", status="failed", error=ENV_KEY))
     got = list(exporter.get_finished_spans())
     assert [s.name for s in got] == ["node n", "iteration 1", "verimap run"]
     text = exported_text(got)
@@ -270,9 +270,9 @@ def test_spans_redact_by_themselves(spans, exporter, monkeypatch):
 
 
 def test_close_ends_the_runs_that_never_finished(spans, exporter):
-    spans(Event(type=ev.RUN_START, run_id="r", data={"task": "t"}))
-    spans(Event(type=ev.NODE_START, run_id="r", iteration=1, node_id="n"))
-    spans(Event(type=ev.ATTEMPT, run_id="r", iteration=1, node_id="n", attempt=1))
+    spans(ev.RunStart(run_id="r", task="t"))
+    spans(ev.NodeStart(run_id="r", iteration=1, node_id="n"))
+    spans(ev.Attempt(run_id="r", iteration=1, node_id="n", attempt=1))
     assert not exporter.get_finished_spans()
     spans.close()
     got = list(exporter.get_finished_spans())
@@ -417,7 +417,7 @@ def test_the_standard_variable_alone_sends_otlp_to_the_collector(
 def test_eval_otel_puts_every_task_run_under_one_eval_span(exporter, monkeypatch, tmp_path):
     monkeypatch.setattr(otel, "otlp_exporter", lambda: exporter)
     r = cli("eval", "-b", "gsm8k", "-m", "react", "-n", "2", "-o", str(tmp_path / "out"),
-            "--data-dir", str(SAMPLES), "--models-factory", "verimap.evals.doubles:factory",
+            "--data-dir", str(SAMPLES), "--models-factory", "verimap.testing:oracle_factory",
             "--sandbox", "process", "--no-progress", "--otel")  # fmt: skip
     assert r.exit_code == 0, r.output
     got = list(exporter.get_finished_spans())

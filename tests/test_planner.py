@@ -7,7 +7,7 @@ from verimap import prompts
 from verimap.events import PLAN_INVALID, Event
 from verimap.feedback import FailureContext
 from verimap.fixed_planners import AddVFsPlanner, TemplatePlanner
-from verimap.llm.base import AssistantMessage, to_openai
+from verimap.llm.base import AssistantMessage, PlanCall, to_openai
 from verimap.plan import Plan, parse_plan, plan_json_schema
 from verimap.planner import PLANNER_SETTINGS, Planner, PlanningError
 from verimap.planner import LLMPlanner as _LLMPlanner
@@ -535,6 +535,8 @@ async def test_a_replan_is_thought_out_too_and_thinking_can_be_turned_off():
     )
     await _LLMPlanner(m, think_first=True).replan("t", parse_plan(GOOD), failed_at("b"))
     assert [r.response_schema is None for r in m.requests] == [True, False]
+    assert [r.purpose for r in m.requests] == [PlanCall(kind="think", task="t"),
+                                               PlanCall(kind="replan", task="t")]  # fmt: skip
     assert "What failed" in m.requests[0].messages[-1].content
     m = ScriptedModel([GOOD])
     await _LLMPlanner(m).plan("t")
@@ -546,6 +548,7 @@ async def test_a_final_node_without_an_answer_of_the_tasks_type_is_sent_back():
     m = ScriptedModel([typed, typed])
     plan = await LLMPlanner(m, answer_types=("code",), max_repairs=1).plan("t")
     assert "must have an output of type code" in m.requests[1].messages[-1].content
+    assert [r.purpose.label for r in m.requests] == ["plan", "plan:repair"]
     assert plan.fallback_reason and plan.nodes[0].outputs == {"answer": "number"}
     assert not (
         await LLMPlanner(ScriptedModel([GOOD]), answer_types=("code",)).plan("t")

@@ -9,7 +9,7 @@ import pytest
 import verimap
 from verimap.accounting import BudgetExceeded, MeteredModel
 from verimap.config import Budget, RunConfig
-from verimap.events import MODEL_CALL, PLAN_INVALID, Event, EventBus, read_trace
+from verimap.events import MODEL_CALL, PLAN_INVALID, Event, EventBus, PlanInvalid, read_trace
 from verimap.llm.base import ModelError, ModelRequest
 from verimap.plan import parse_plan
 from verimap.run_context import RunContext, with_ctx
@@ -115,7 +115,7 @@ async def test_a_custom_planner_with_a_context_reports_and_meters_through_it(tmp
     class ContextPlanner:
         async def plan(self, task, *, ctx=None):
             await ctx.model(model).request(ModelRequest(messages=[], role="planner"))
-            ctx.emit(PLAN_INVALID, problems=["my own check"], reply="")
+            ctx.emit(PlanInvalid(problems=["my own check"], reply=""))
             return plan
 
         async def replan(self, task, previous, failure, *, ctx=None):

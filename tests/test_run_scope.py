@@ -58,14 +58,14 @@ async def test_a_trace_keeps_only_its_own_run_of_a_shared_bus(tmp_path):
     scope, _ = scope_for(tmp_path, bus=bus, run_id="mine")
 
     async def body():
-        scope.ctx.emit("step")
+        scope.ctx.emit(ev.Event(type="step"))
         bus.emit(ev.Event(type="step", run_id="someone-else"))
         return ending(scope)("success")
 
     r = await scope.run(body, ending(scope))
     trace = read_trace(r.trace_path)
     assert {e.run_id for e in trace} == {"mine"}
-    scope.ctx.emit("late")  # after the run: the writer is gone
+    scope.ctx.emit(ev.Event(type="late"))  # after the run: the writer is gone
     assert len(read_trace(r.trace_path)) == len(trace)
 
 

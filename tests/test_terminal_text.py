@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
+from verimap import events as ev
 from verimap.cli import main
 from verimap.cli import run as run_mod
 from verimap.cli.run import print_result
-from verimap.events import Event
 from verimap.live import LiveState
 from verimap.live_view import render_run
 from verimap.llm.base import ModelError
@@ -129,11 +129,11 @@ def test_verimap_eval_prints_no_payload_from_an_error(models, tmp_path):
 def test_the_live_view_strips_the_payload_with_the_same_filter():
     state = LiveState()
     for e in (
-        Event(type="run_start", run_id="r", data={"task": f"t {PAYLOAD}"}),
-        Event(type="plan", run_id="r", iteration=1, data={"plan": {"nodes": [{"id": "a"}]}}),
-        Event(type="vf_verdict", run_id="r", iteration=1, node_id="a", attempt=1,
-              data={"name": "v", "outcome": "FAIL", "message": f"bad {PAYLOAD}"}),
-        Event(type="finish", run_id="r", data={"status": "failed", "error": f"e {PAYLOAD}"}),
+        ev.RunStart(run_id="r", task=f"t {PAYLOAD}"),
+        ev.Plan(run_id="r", iteration=1, plan={"nodes": [{"id": "a"}]}),
+        ev.VfVerdict(run_id="r", iteration=1, node_id="a", attempt=1, name="v", vf_type="python",
+                     outcome="FAIL", message=f"bad {PAYLOAD}"),
+        ev.Finish(run_id="r", status="failed", error=f"e {PAYLOAD}"),
     ):  # fmt: skip
         state.apply(e)
     console = Console(file=io.StringIO(), force_terminal=True, width=200)

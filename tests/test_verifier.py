@@ -3,7 +3,7 @@ import warnings
 
 import pytest
 
-from verimap.llm.base import GenerationSettings, to_openai
+from verimap.llm.base import GenerationSettings, JudgeCall, to_openai
 from verimap.plan import Node
 from verimap.sandbox import get_sandbox
 from verimap.testing import InProcessSandboxDouble, ScriptedModel
@@ -166,6 +166,9 @@ async def test_a_nodes_criteria_are_judged_in_one_exchange_each_with_its_own_ver
     m = ScriptedModel(fn, name="judge")
     rep = await Verifier(None, m).verify(mk([LLM, LLM2]), {"x": 2}, {"y": 5})
     assert len(m.requests) == 2
+    asked = JudgeCall(node_id="n", criteria={"judge": LLM["content"], "positive": LLM2["content"]},
+                      outputs={"y": 5})  # fmt: skip
+    assert [r.purpose for r in m.requests] == [asked, asked.model_copy(update={"final_call": True})]
     prompt = m.requests[0].messages[1].content
     assert "y is the double of x" in prompt and "y is positive" in prompt
     out = {d.name: d for d in rep.verdicts}
@@ -214,6 +217,7 @@ async def test_the_judge_checks_with_the_executors_tools_before_its_verdict():
     rep = await v.verify(mk([LLM]), {"x": 2}, {"y": 381})
     assert rep.verdicts[0].outcome == "FAIL" and "391" in rep.verdicts[0].explanation
     first, second, final = m.requests
+    assert [r.purpose.label for r in m.requests] == ["judge:n:judge"] * 2 + ["judge:n:judge:final"]
     assert first.tools and "calculator" in json.dumps(first.tools)
     assert any(msg.role == "tool" and msg.content == "391" for msg in second.messages)
     # The verdict call gets the transcript as plain text, and the tool specs only so that its

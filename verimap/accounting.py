@@ -28,6 +28,7 @@ from verimap.llm.base import (
     ModelResponse,
     estimate_prompt_tokens,
 )
+from verimap.llm.purpose import label
 from verimap.usage import Usage, UsageByRole, cost_of, price_known
 
 
@@ -75,6 +76,9 @@ class ModelCall(BaseModel):
 
     role: str
     model: str
+    # Why the call was made, as a short label (`execute:a:final`, `solve:program:1`): see
+    # `verimap.llm.purpose`. None for a request that named no purpose.
+    purpose: str | None = None
     # Who serves the API, as the OpenTelemetry GenAI conventions name it (`openai` for every
     # OpenAI-compatible endpoint; `server_address` tells which one).
     provider: str
@@ -120,7 +124,8 @@ def _model_call(
     if isinstance(cap, int):
         settings["max_tokens"] = min(cap, settings["max_tokens"] or cap)
     return ModelCall(
-        role=req.role, model=model.name, provider=getattr(model, "provider", type(model).__name__),
+        role=req.role, purpose=label(req.purpose), model=model.name,
+        provider=getattr(model, "provider", type(model).__name__),
         response_model=resp.model if resp else "", server_address=host, server_port=port,
         output_type="json" if req.response_schema is not None else "text",
         **settings,

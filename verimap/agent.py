@@ -20,6 +20,7 @@ from verimap.llm.base import (
     Message,
     Model,
     ModelRequest,
+    Purpose,
     ToolMessage,
     UserMessage,
 )
@@ -122,11 +123,12 @@ async def tool_loop(
     max_steps: int,
     settings: GenerationSettings | None = None,
     on_tool_call: OnToolCall | None = None,
+    purpose: Purpose | None = None,
 ) -> LoopResult:
     """Call the model until it replies without asking for a tool, or `max_steps` replies.
     `messages` grows with the transcript; `on_tool_call(tool, arguments, result, seconds)` hears
-    every call (traces record them). Model and budget errors propagate; `model` is metered by
-    whoever passes it (a run passes its `RunContext.model`)."""
+    every call (traces record them); `purpose` goes with every request. Model and budget errors
+    propagate; `model` is metered by whoever passes it (a run passes its `RunContext.model`)."""
     api = uses_tool_api(model, tools)
     steps = tool_calls = 0
     text = ""
@@ -149,7 +151,7 @@ async def tool_loop(
         resp = await model.request(ModelRequest(
             messages=messages, tools=tools.openai_specs() if api else None,
             tool_choice="auto" if api else None, role=role,
-            settings=settings or GenerationSettings(),
+            settings=settings or GenerationSettings(), purpose=purpose,
         ))  # fmt: skip
         steps += 1
         text = resp.content or ""

@@ -108,12 +108,11 @@ class Coordinator:
     def _emit(
         self,
         st: _RunState,
-        type_: str,
+        event: ev.AnyEvent,
         node_id: str | None = None,
         attempt: int | None = None,
-        **data,
-    ):
-        self._ctx(st, node_id, attempt).emit(type_, **data)
+    ) -> None:
+        self._ctx(st, node_id, attempt).emit(event)
 
     # -- public -------------------------------------------------------------
     async def run(
@@ -166,7 +165,7 @@ class Coordinator:
         plan = await self._vet(st, await with_ctx(self.planner.plan, st.task, ctx=self._ctx(st)))
         while True:
             st.plans.append(plan)
-            self._emit(st, ev.PLAN, plan=plan.model_dump(mode="json", by_alias=True))
+            self._emit(st, ev.Plan(plan=plan.model_dump(mode="json", by_alias=True)))
             if not cfg.reuse_verified:
                 st.cache.clear()
             failure, statuses, values = await self._run_plan(st, plan)
@@ -205,10 +204,10 @@ class Coordinator:
                 # No VF failed: the executor gave no answer of the declared shape. The plan is not
                 # at fault, so it runs again, the node starting from what its retries were told.
                 st.kept[failure.node_id] += 1
-                self._emit(st, ev.PLAN_KEPT, failed_node=failure.node_id, error=failure.error)
+                self._emit(st, ev.PlanKept(failed_node=failure.node_id, error=failure.error))
                 continue
             self._emit(
-                st, ev.REPLAN, failed_node=failure.node_id, failure=failure.model_dump(mode="json")
+                st, ev.Replan(failed_node=failure.node_id, failure=failure.model_dump(mode="json"))
             )
             told, work = st.carry.get(failure.node_id), node_work(plan, failure.node_id)
             st.carry.clear()
@@ -239,7 +238,7 @@ class Coordinator:
         st.dropped.extend(f"{st.iteration}:{d}" for d in plan.dropped_vfs)
         if plan.fallback_reason is not None:
             st.fallbacks.append(st.iteration)
-            self._emit(st, ev.PLAN_FALLBACK, reason=plan.fallback_reason)
+            self._emit(st, ev.PlanFallback(reason=plan.fallback_reason))
             return plan
         if self.config.verification != "full" or not self.config.vacuity_check:
             return plan
@@ -249,7 +248,7 @@ class Coordinator:
         plan, dropped = await without_vacuous_vfs(plan, st.task, self.verifier, repair)
         for nid, name in dropped:
             st.dropped.append(f"{st.iteration}:{nid}.{name} (vacuous)")
-            self._emit(st, ev.VF_VACUOUS, nid, vf=name)
+            self._emit(st, ev.VfVacuous(vf=name), nid)
         return plan
 
     async def _run_plan(self, st: _RunState, plan: Plan):
@@ -328,8 +327,9 @@ class Coordinator:
         self, st: _RunState, node_id: str, attempt: int, tool: str, args: str, result: str,
         duration_s: float,
     ) -> None:  # fmt: skip
-        self._emit(st, ev.TOOL_CALL, node_id, attempt, tool=tool, arguments=clip(args, 2000),
-                   result=clip(result, 2000), duration_s=duration_s)  # fmt: skip
+        self._emit(st, ev.ToolCall(tool=tool, arguments=clip(args, 2000),
+                                   result=clip(result, 2000), duration_s=duration_s),
+                   node_id, attempt)  # fmt: skip
 
     async def _run_node(
         self, st: _RunState, node: Node, inputs: dict, context: dict | None,
@@ -342,10 +342,10 @@ class Coordinator:
         if key in st.cache:
             rep.status, rep.outputs = "reused", dict(st.cache[key])
             rep.unconfirmed = st.unconfirmed.get(key)
-            self._emit(st, ev.NODE_REUSED, node.id, outputs=rep.outputs)
+            self._emit(st, ev.NodeReused(outputs=rep.outputs), node.id)
             return rep, inputs
         rep.status = "pending"
-        self._emit(st, ev.NODE_START, node.id, instruction=node.instruction, inputs=inputs)
+        self._emit(st, ev.NodeStart(instruction=node.instruction, inputs=inputs), node.id)
         feedback: Feedback | None = st.carry.pop(node.id, None)
         last_outputs: dict[str, Any] | None = None
         passing: list[dict[str, Any]] = []
@@ -358,14 +358,9 @@ class Coordinator:
             attempt += 1
             if attempt > 1 or feedback is not None:  # carried over: it goes on from a failure
                 st.retries += 1
-                self._emit(
-                    st,
-                    ev.RETRY,
-                    node.id,
-                    attempt,
-                    feedback=feedback.model_dump(mode="json") if feedback else None,
-                )
-            self._emit(st, ev.ATTEMPT, node.id, attempt)
+                told = feedback.model_dump(mode="json") if feedback else None
+                self._emit(st, ev.Retry(feedback=told), node.id, attempt)
+            self._emit(st, ev.Attempt(), node.id, attempt)
             actx = self._ctx(st, node.id, attempt)
             out = await with_ctx(
                 self.executor.execute, node, inputs, feedback, context, input_types,
@@ -380,8 +375,8 @@ class Coordinator:
             if not out.ok:
                 failed += 1
                 rec.error = out.error
-                self._emit(st, ev.ATTEMPT_RESULT, node.id, attempt, passed=False, error=out.error,
-                           outputs=out.outputs, reply=out.reply())  # fmt: skip
+                self._emit(st, ev.AttemptResult(passed=False, error=out.error, outputs=out.outputs,
+                                                reply=out.reply()), node.id, attempt)  # fmt: skip
                 feedback = retry_feedback(out.outputs, rep.attempts, fresh_turns, error=out.error)
                 continue
             last_outputs = out.outputs
@@ -399,10 +394,9 @@ class Coordinator:
             )
             for v in vr.verdicts:
                 # The VFs of an attempt run together: each verdict carries the step's duration.
-                self._emit(st, ev.VF_VERDICT, node.id, attempt, **v.model_dump(mode="json"),
-                           verify_s=verify_s)  # fmt: skip
-            self._emit(st, ev.ATTEMPT_RESULT, node.id, attempt, passed=vr.passed, score=vr.score,
-                       outputs=out.outputs, reply=out.reply())  # fmt: skip
+                self._emit(st, ev.VfVerdict.of(v, verify_s), node.id, attempt)
+            self._emit(st, ev.AttemptResult(passed=vr.passed, score=vr.score, outputs=out.outputs,
+                                            reply=out.reply()), node.id, attempt)  # fmt: skip
             if vr.passed:
                 passing.append(dict(out.outputs or {}))
                 answer, count = plurality(passing)
@@ -410,10 +404,10 @@ class Coordinator:
                     rep.status, rep.outputs = "verified", answer
                     rep.unconfirmed = st.unconfirmed[key] = vr.why_unconfirmed()
                     st.cache[key] = dict(rep.outputs)
-                    self._emit(st, ev.NODE_FINISH, node.id, status=rep.status, outputs=rep.outputs)
+                    self._emit(st, ev.NodeFinish(status=rep.status, outputs=rep.outputs), node.id)
                     return rep, inputs
                 # Agreement still missing: the next attempt is an independent sample.
-                self._emit(st, ev.AGREEMENT, node.id, attempt, answers=passing, needed=votes)
+                self._emit(st, ev.Agreement(answers=passing, needed=votes), node.id, attempt)
                 feedback = None
                 continue
             failed += 1
@@ -425,8 +419,8 @@ class Coordinator:
             rep.status = "unconfirmed"
             picked = None if passing else self.verifier.choose(node, disputed, st.ctx)
             rep.outputs = picked or plurality(passing or disputed)[0]
-            self._emit(st, ev.NODE_FINISH, node.id, status=rep.status, outputs=rep.outputs,
-                       answers=passing or disputed)  # fmt: skip
+            self._emit(st, ev.NodeFinish(status=rep.status, outputs=rep.outputs,
+                                         answers=passing or disputed), node.id)  # fmt: skip
             return rep, inputs
         if cfg.fail_accepted:
             rep.status = "fail-accepted"
@@ -439,5 +433,5 @@ class Coordinator:
             rep.outputs = last_outputs
             if feedback is not None:
                 st.carry[node.id] = feedback
-        self._emit(st, ev.NODE_FINISH, node.id, status=rep.status, outputs=rep.outputs)
+        self._emit(st, ev.NodeFinish(status=rep.status, outputs=rep.outputs), node.id)
         return rep, inputs

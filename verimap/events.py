@@ -1,7 +1,9 @@
-"""Run events: every step of a run is an `Event`, delivered to subscribers and to a JSONL trace.
+"""Run events: every step of a run is an event, delivered to subscribers and to a JSONL trace.
 
-Traces get shared and attached to bug reports, so everything emitted is passed
-through `redact` (`verimap.redaction`, re-exported here) first: API keys never leave the process.
+The events are typed (`verimap.event_types`, re-exported here: `events.NodeStart`,
+`events.parse_event`, the type names `events.RUN_START`, ...). Traces get shared and attached
+to bug reports, so everything emitted is passed through `redact` (`verimap.redaction`,
+re-exported here) first: API keys never leave the process.
 """
 
 from __future__ import annotations
@@ -11,60 +13,32 @@ import inspect
 import json
 import os
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, Field
-
+from verimap.event_types import *  # noqa: F403  (the typed events, re-exported: `ev.NodeStart`)
+from verimap.event_types import EVENT_TYPES, AnyEvent, Event, RunStart, parse_event
 from verimap.redaction import REDACTED as REDACTED
 from verimap.redaction import redact, secret_values
 
-# Event types, in the order a run emits them.
-RUN_START = "run_start"
-PLAN = "plan"
-PLAN_INVALID = "plan_invalid"
-PLAN_FALLBACK = "plan_fallback"
-VF_VACUOUS = "vf_vacuous"
-PLAN_KEPT = "plan_kept"
-NODE_START = "node_start"
-NODE_REUSED = "node_reused"
-ATTEMPT = "attempt"
-TOOL_CALL = "tool_call"
-# One model call of any role (planner, executor, judge): what it cost and how it ended, never
-# what was said. Emitted when the call ends, inside the attempt that made it, if any.
-MODEL_CALL = "model_call"
-# A final answer passed its VFs but still needs another attempt to agree with it.
-AGREEMENT = "agreement"
-# The independent solution a numeric final answer is compared with (RunConfig.cross_check): its
-# number and reply, for the trace only (the executor's retry is never shown them).
-CROSS_CHECK = "cross_check"
-# A baseline method's replies, each cut to a few KB, with the answer read from each.
-REPLIES = "replies"
-# Self-consistency's vote: each answer, the samples that gave it, and the winner's share.
-VOTE = "vote"
-VF_VERDICT = "vf_verdict"
-ATTEMPT_RESULT = "attempt_result"
-RETRY = "retry"
-NODE_FINISH = "node_finish"
-REPLAN = "replan"
-BUDGET = "budget_exhausted"
-ERROR = "error"
-FINISH = "finish"
+Subscriber = Callable[[AnyEvent], Any]
 
 
-class Event(BaseModel):
-    type: str
-    run_id: str
-    ts: float = Field(default_factory=time.time)
-    node_id: str | None = None
-    iteration: int | None = None
-    attempt: int | None = None
-    data: dict[str, Any] = Field(default_factory=dict)
-
-
-Subscriber = Callable[[Event], Any]
+def _redacted(event: AnyEvent, secrets: list[str]) -> AnyEvent:
+    """`event` with its payload passed through `redact`. A typed event is rebuilt only when
+    something was masked (rarely): the check is one comparison of two small dicts, and
+    rebuilding every event would cost the coordinator a validation per step."""
+    data = event.data
+    clean = redact(data, secrets)
+    if clean == data:
+        return event
+    if isinstance(event, Event):
+        return event.model_copy(update={"data": clean})
+    try:
+        return type(event).model_validate({**event.wire(), "data": clean})
+    except ValueError:  # a masked value no longer fits its field: keep it, untyped
+        return Event.model_validate({**event.wire(), "data": clean})
 
 
 class EventBus:
@@ -84,10 +58,10 @@ class EventBus:
         self._subs.append(callback)
         return lambda: self._subs.remove(callback)
 
-    def emit(self, event: Event) -> Event:
-        if event.type == RUN_START:
+    def emit(self, event: AnyEvent) -> AnyEvent:
+        if isinstance(event, RunStart):
             self._secrets = secret_values()
-        event = event.model_copy(update={"data": redact(event.data, self._secrets)})
+        event = _redacted(event, self._secrets)
         for cb in list(self._subs):
             try:
                 res = cb(event)
@@ -115,8 +89,8 @@ class JsonlTraceWriter:
         self._lock = threading.Lock()
         self._secrets = secret_values()
 
-    def __call__(self, event: Event) -> None:
-        line = json.dumps(redact(event.model_dump(mode="json"), self._secrets), default=str)
+    def __call__(self, event: AnyEvent) -> None:
+        line = json.dumps(redact(event.wire(), self._secrets), default=str)
         with self._lock:
             if not self._f.closed:
                 self._f.write(line + "\n")
@@ -127,6 +101,15 @@ class JsonlTraceWriter:
             self._f.close()
 
 
-def read_trace(path: str | os.PathLike[str]) -> list[Event]:
+def read_trace(path: str | os.PathLike[str]) -> list[AnyEvent]:
+    """A trace's events, read strictly: a line of a known type must validate as it
+    (`parse_event`), one of another type is a generic `Event`, and the first line that is
+    neither raises (a `ValueError`). `verimap.trace_files` reads traces leniently."""
     with open(path, encoding="utf-8") as f:
-        return [Event.model_validate_json(line) for line in f if line.strip()]
+        return [_strict(json.loads(line)) for line in f if line.strip()]
+
+
+def _strict(obj: Any) -> AnyEvent:
+    if isinstance(obj, dict) and obj.get("type") in EVENT_TYPES:
+        return parse_event(obj)
+    return Event.model_validate(obj)

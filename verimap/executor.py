@@ -32,6 +32,7 @@ from verimap.agent import (
 from verimap.feedback import Feedback
 from verimap.llm.base import (
     AssistantMessage,
+    ExecuteCall,
     GenerationSettings,
     Message,
     Model,
@@ -321,6 +322,15 @@ class Executor:
             feedback=feedback.render() if feedback else "",
         )
 
+    def purpose(self, node: Node, inputs: Mapping[str, Any], attempt: int | None) -> ExecuteCall:
+        """What the attempt's requests are for: the node, with the inputs its prompt shows and
+        the outputs its reply must name (none when the reply as written is the output)."""
+        return ExecuteCall(
+            node_id=node.id, attempt=attempt,
+            inputs={k: inputs[k] for k in node.inputs if k in inputs},
+            outputs={o: output_type(node, o) for o in node.outputs} if self.structured_io else {},
+        )  # fmt: skip
+
     def _settings(self, retry: bool) -> GenerationSettings:
         if retry and self.retry_temperature is not None:
             return self.settings.replace(temperature=self.retry_temperature)
@@ -348,9 +358,10 @@ class Executor:
         model = ctx.model(self.model) if ctx is not None else self.model
         messages = self.build_messages(node, inputs, feedback, context, input_types, final)
         settings = self._settings(feedback is not None or sample)
+        purpose = self.purpose(node, inputs, ctx.attempt if ctx is not None else None)
         loop = await tool_loop(
             model, self.tools, messages, role=EXECUTOR, max_steps=self.max_steps,
-            settings=settings, on_tool_call=on_tool_call,
+            settings=settings, on_tool_call=on_tool_call, purpose=purpose,
         )  # fmt: skip
         last_text, answered, steps, tool_calls = (
             loop.text,
@@ -359,9 +370,10 @@ class Executor:
             loop.tool_calls,
         )
 
+        final_call = purpose.model_copy(update={"final_call": True})
         if not self.structured_io:
             return await self._text_output(
-                model, messages, last_text, answered, steps, tool_calls, settings
+                model, messages, last_text, answered, steps, tool_calls, settings, final_call
             )
 
         # The free-text answer may already be the object, or hold the one code output in a
@@ -381,7 +393,7 @@ class Executor:
         try:
             value, _ = await request_structured(
                 model, final_msgs, outputs_schema(node), role=EXECUTOR, max_repairs=self.max_repairs,
-                schema_name="outputs", settings=settings,
+                schema_name="outputs", settings=settings, purpose=final_call,
                 tools=self.tools.openai_specs() if uses_tool_api(self.model, self.tools) else None,
             )  # fmt: skip
         except StructuredOutputError as e:
@@ -405,6 +417,7 @@ class Executor:
         steps: int,
         tool_calls: int,
         settings: GenerationSettings,
+        purpose: ExecuteCall,
     ) -> ExecutorOutput:
         """The reply as written is the output; only a run cut off by the step limit costs one
         more call (without tools) for an answer."""
@@ -413,7 +426,7 @@ class Executor:
                 *flatten_tool_messages(messages),
                 UserMessage(content=prompts.EXECUTOR_TEXT_FINAL),
             ]
-            req = ModelRequest(messages=messages, role=EXECUTOR, settings=settings)
+            req = ModelRequest(messages=messages, role=EXECUTOR, settings=settings, purpose=purpose)
             last_text = (await model.request(req)).content or ""
             messages.append(AssistantMessage(content=last_text))
         if react_protocol(self.model, self.tools):

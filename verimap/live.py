@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from verimap import events as ev
-from verimap.events import Event
 from verimap.redaction import printable
 
 # Node statuses beside the coordinator's own (verified, reused, failed, fail-accepted,
@@ -76,11 +75,11 @@ class LiveState:
     def finished(self) -> bool:
         return self.ended is not None
 
-    def apply(self, event: Event) -> None:
+    def apply(self, event: ev.AnyEvent) -> None:
         """Advance by one event; events this view does not draw are ignored."""
         if event.iteration:
             self.iteration = event.iteration
-        handler = _HANDLERS.get(event.type)
+        handler = _HANDLERS.get(type(event))
         if handler is not None:
             handler(self, event)
 
@@ -98,125 +97,128 @@ class LiveState:
                 n.status = STOPPED
 
 
-def _run_start(s: LiveState, e: Event) -> None:
+def _run_start(s: LiveState, e: ev.RunStart) -> None:
     s.run_id, s.started, s.phase = e.run_id, e.ts, PLANNING
-    s.task = clean(e.data.get("task", ""), 200)
+    s.task = clean(e.task, 200)
 
 
-def _plan(s: LiveState, e: Event) -> None:
-    nodes = (e.data.get("plan") or {}).get("nodes") or []
-    s.nodes = {str(n.get("id")): NodeView(str(n.get("id"))) for n in nodes if isinstance(n, dict)}
+def _plan_nodes(e: ev.Plan) -> list[dict[str, Any]]:
+    """The plan's node objects (a plan is a JSON document: it is drawn, not validated)."""
+    nodes = e.plan.get("nodes")
+    return [n for n in nodes if isinstance(n, dict)] if isinstance(nodes, list) else []
+
+
+def _plan(s: LiveState, e: ev.Plan) -> None:
+    s.nodes = {str(n.get("id")): NodeView(str(n.get("id"))) for n in _plan_nodes(e)}
     s.phase = EXECUTING
 
 
-def _plan_invalid(s: LiveState, e: Event) -> None:
-    s.note = f"plan rejected ({len(e.data.get('problems') or [])} problem(s)), asking for a fix"
+def _plan_invalid(s: LiveState, e: ev.PlanInvalid) -> None:
+    s.note = f"plan rejected ({len(e.problems)} problem(s)), asking for a fix"
 
 
-def _plan_fallback(s: LiveState, e: Event) -> None:
+def _plan_fallback(s: LiveState, e: ev.PlanFallback) -> None:
     s.note = "no valid plan: the task runs as one node (fallback)"
 
 
-def _vf_vacuous(s: LiveState, e: Event) -> None:
-    s.note = clean(f"{e.node_id}: VF {e.data.get('vf')} dropped, it passes on any output", 200)
+def _vf_vacuous(s: LiveState, e: ev.VfVacuous) -> None:
+    s.note = clean(f"{e.node_id}: VF {e.vf} dropped, it passes on any output", 200)
 
 
-def _plan_kept(s: LiveState, e: Event) -> None:
+def _plan_kept(s: LiveState, e: ev.PlanKept) -> None:
     s._end_iteration()
     s.phase = EXECUTING
-    s.note = f"plan kept: node {e.data.get('failed_node')!r} gave no typed answer"
+    s.note = f"plan kept: node {e.failed_node!r} gave no typed answer"
 
 
-def _node_start(s: LiveState, e: Event) -> None:
+def _node_start(s: LiveState, e: ev.NodeStart) -> None:
     n = s.node(e.node_id)
     n.status, n.attempt, n.verdict = RUNNING, 0, ""
 
 
-def _node_reused(s: LiveState, e: Event) -> None:
+def _node_reused(s: LiveState, e: ev.NodeReused) -> None:
     n = s.node(e.node_id)
     n.status, n.verdict = "reused", "verified before, unchanged"
 
 
-def _attempt(s: LiveState, e: Event) -> None:
+def _attempt(s: LiveState, e: ev.Attempt) -> None:
     n = s.node(e.node_id)
     n.attempt = e.attempt or n.attempt + 1
     n.status = RETRY if n.attempt > 1 else RUNNING
 
 
-def _retry(s: LiveState, e: Event) -> None:
+def _retry(s: LiveState, e: ev.Retry) -> None:
     n = s.node(e.node_id)
     n.attempt, n.status = e.attempt or n.attempt + 1, RETRY
     s.retries += 1
 
 
-def _vf_verdict(s: LiveState, e: Event) -> None:
-    d = e.data
-    n, attempt, passed = s.node(e.node_id), e.attempt or 0, d.get("outcome") == "PASS"
+def _vf_verdict(s: LiveState, e: ev.VfVerdict) -> None:
+    n, attempt, passed = s.node(e.node_id), e.attempt or 0, e.outcome == "PASS"
     if attempt == n.verdict_attempt and not n.verdict_passed:
         return
-    why = d.get("message") or d.get("explanation") or ""
-    n.verdict = clean(
-        f"#{attempt} {d.get('name')} {d.get('outcome')}" + (f": {why}" if why else "")
-    )
+    why = e.message or e.explanation
+    n.verdict = clean(f"#{attempt} {e.name} {e.outcome}" + (f": {why}" if why else ""))
     n.verdict_attempt, n.verdict_passed = attempt, passed
 
 
-def _attempt_result(s: LiveState, e: Event) -> None:
-    if e.data.get("error"):
+def _attempt_result(s: LiveState, e: ev.AttemptResult) -> None:
+    if e.error:
         n = s.node(e.node_id)
-        n.verdict = clean(f"#{e.attempt} error: {e.data['error']}")
+        n.verdict = clean(f"#{e.attempt} error: {e.error}")
         n.verdict_attempt, n.verdict_passed = e.attempt or 0, False
 
 
-def _agreement(s: LiveState, e: Event) -> None:
-    got, needed = len(e.data.get("answers") or []), e.data.get("needed")
+def _agreement(s: LiveState, e: ev.Agreement) -> None:
+    got, needed = len(e.answers), e.needed
     s.node(e.node_id).verdict = f"#{e.attempt} passed; agreement {got}/{needed}, sampling again"
 
 
-def _node_finish(s: LiveState, e: Event) -> None:
-    s.node(e.node_id).status = str(e.data.get("status", "failed"))
+def _node_finish(s: LiveState, e: ev.NodeFinish) -> None:
+    s.node(e.node_id).status = e.status
 
 
-def _replan(s: LiveState, e: Event) -> None:
+def _replan(s: LiveState, e: ev.Replan) -> None:
     s._end_iteration()
     s.phase, s.replans = REPLANNING, s.replans + 1
-    s.note = f"replanned after node {e.data.get('failed_node')!r} failed"
+    s.note = f"replanned after node {e.failed_node!r} failed"
 
 
-def _budget(s: LiveState, e: Event) -> None:
-    s.note = clean(f"budget exhausted: {e.data.get('error')}")
+def _budget(s: LiveState, e: ev.BudgetExhausted) -> None:
+    s.note = clean(f"budget exhausted: {e.error}")
 
 
-def _error(s: LiveState, e: Event) -> None:
-    s.note = clean(f"error: {e.data.get('error')}")
+def _error(s: LiveState, e: ev.Error) -> None:
+    s.note = clean(f"error: {e.error}")
 
 
-def _finish(s: LiveState, e: Event) -> None:
+def _finish(s: LiveState, e: ev.Finish) -> None:
     s._end_iteration()
-    s.phase, s.ended = str(e.data.get("status", "finished")), e.ts
-    if e.data.get("error"):
-        s.note = clean(e.data["error"], 200)
+    s.phase, s.ended = e.status, e.ts
+    if e.error:
+        s.note = clean(e.error, 200)
 
 
-_HANDLERS: dict[str, Callable[[LiveState, Event], None]] = {
-    ev.RUN_START: _run_start,
-    ev.PLAN: _plan,
-    ev.PLAN_INVALID: _plan_invalid,
-    ev.PLAN_FALLBACK: _plan_fallback,
-    ev.VF_VACUOUS: _vf_vacuous,
-    ev.PLAN_KEPT: _plan_kept,
-    ev.NODE_START: _node_start,
-    ev.NODE_REUSED: _node_reused,
-    ev.ATTEMPT: _attempt,
-    ev.RETRY: _retry,
-    ev.VF_VERDICT: _vf_verdict,
-    ev.ATTEMPT_RESULT: _attempt_result,
-    ev.AGREEMENT: _agreement,
-    ev.NODE_FINISH: _node_finish,
-    ev.REPLAN: _replan,
-    ev.BUDGET: _budget,
-    ev.ERROR: _error,
-    ev.FINISH: _finish,
+# Each typed event this view draws, with its handler (called with that class's events only).
+_HANDLERS: dict[type[ev.AnyEvent], Callable[[LiveState, Any], None]] = {
+    ev.RunStart: _run_start,
+    ev.Plan: _plan,
+    ev.PlanInvalid: _plan_invalid,
+    ev.PlanFallback: _plan_fallback,
+    ev.VfVacuous: _vf_vacuous,
+    ev.PlanKept: _plan_kept,
+    ev.NodeStart: _node_start,
+    ev.NodeReused: _node_reused,
+    ev.Attempt: _attempt,
+    ev.Retry: _retry,
+    ev.VfVerdict: _vf_verdict,
+    ev.AttemptResult: _attempt_result,
+    ev.Agreement: _agreement,
+    ev.NodeFinish: _node_finish,
+    ev.Replan: _replan,
+    ev.BudgetExhausted: _budget,
+    ev.Error: _error,
+    ev.Finish: _finish,
 }
 
 
@@ -229,7 +231,7 @@ class TaskBoard:
     def start(self, key: str) -> LiveState:
         return self.tasks.setdefault(key, LiveState())
 
-    def apply(self, key: str, event: Event) -> None:
+    def apply(self, key: str, event: ev.AnyEvent) -> None:
         self.start(key).apply(event)
 
     def done(self, key: str) -> None:
@@ -241,44 +243,44 @@ class TaskBoard:
         return items[-limit:] if limit > 0 else [], max(0, len(items) - limit)
 
 
-def plain_line(e: Event) -> str | None:
+def plain_line(e: ev.AnyEvent) -> str | None:
     """The plain-log line of one event, or None for events the log leaves out."""
-    d = e.data
     where = f"[it {e.iteration}] " if e.iteration else ""
     node = clean(e.node_id, 60)
-    if e.type == ev.PLAN:
-        nodes = (d.get("plan") or {}).get("nodes") or []
-        ids = ", ".join(clean(n.get("id"), 40) for n in nodes)
-        return f"{where}plan: {len(nodes)} node(s): {ids}"
-    if e.type == ev.PLAN_INVALID:
-        probs = d.get("problems") or []
-        return f"{where}plan rejected ({len(probs)} problem(s)), asking for a fix: {clean('; '.join(map(str, probs)), 200)}"
-    if e.type == ev.NODE_START:
-        return f"{where}{node}: start"
-    if e.type == ev.NODE_REUSED:
-        return f"{where}{node}: reused (verified before, unchanged)"
-    if e.type == ev.RETRY:
-        return f"{where}{node}: retry {(e.attempt or 2) - 1}"
-    if e.type == ev.VF_VERDICT:
-        msg = f" - {clean(d['message'], 120)}" if d.get("message") else ""
-        return f"{where}{node} #{e.attempt}: vf {clean(d.get('name'), 60)} {d.get('outcome')}{msg}"
-    if e.type == ev.ATTEMPT_RESULT and d.get("error"):
-        return f"{where}{node} #{e.attempt}: {clean(d['error'])}"
-    if e.type == ev.NODE_FINISH:
-        return f"{where}{node}: {d.get('status')}"
-    if e.type == ev.REPLAN:
-        return f"{where}replanning after node {d.get('failed_node')!r} failed"
-    if e.type == ev.PLAN_KEPT:
-        return f"{where}plan kept: node {d.get('failed_node')!r} gave no typed answer"
-    if e.type == ev.PLAN_FALLBACK:
-        return f"{where}no valid plan: running the task as one node (fallback)"
-    if e.type == ev.VF_VACUOUS:
-        return f"{where}{node}: vf {clean(d.get('vf'), 60)} dropped: it passes on any output"
-    if e.type == ev.BUDGET:
-        return f"{where}budget exhausted: {clean(d.get('error'))}"
-    if e.type == ev.CROSS_CHECK:
-        said = clean(d.get("answer") if d.get("answer") is not None else d.get("error"), 120)
-        return f"{where}{node} #{e.attempt}: independent {d.get('kind', 'reply')}: {said}"
+    match e:
+        case ev.Plan():
+            nodes = _plan_nodes(e)
+            ids = ", ".join(clean(n.get("id"), 40) for n in nodes)
+            return f"{where}plan: {len(nodes)} node(s): {ids}"
+        case ev.PlanInvalid():
+            probs = clean("; ".join(e.problems), 200)
+            return f"{where}plan rejected ({len(e.problems)} problem(s)), asking for a fix: {probs}"
+        case ev.NodeStart():
+            return f"{where}{node}: start"
+        case ev.NodeReused():
+            return f"{where}{node}: reused (verified before, unchanged)"
+        case ev.Retry():
+            return f"{where}{node}: retry {(e.attempt or 2) - 1}"
+        case ev.VfVerdict():
+            msg = f" - {clean(e.message, 120)}" if e.message else ""
+            return f"{where}{node} #{e.attempt}: vf {clean(e.name, 60)} {e.outcome}{msg}"
+        case ev.AttemptResult() if e.error:
+            return f"{where}{node} #{e.attempt}: {clean(e.error)}"
+        case ev.NodeFinish():
+            return f"{where}{node}: {e.status}"
+        case ev.Replan():
+            return f"{where}replanning after node {e.failed_node!r} failed"
+        case ev.PlanKept():
+            return f"{where}plan kept: node {e.failed_node!r} gave no typed answer"
+        case ev.PlanFallback():
+            return f"{where}no valid plan: running the task as one node (fallback)"
+        case ev.VfVacuous():
+            return f"{where}{node}: vf {clean(e.vf, 60)} dropped: it passes on any output"
+        case ev.BudgetExhausted():
+            return f"{where}budget exhausted: {clean(e.error)}"
+        case ev.CrossCheck():
+            said = clean(e.answer if e.answer is not None else e.error, 120)
+            return f"{where}{node} #{e.attempt}: independent {e.kind}: {said}"
     return None
 
 
@@ -289,7 +291,7 @@ class PlainLog:
     def __init__(self, stream: TextIO | None = None) -> None:
         self.stream = stream
 
-    def __call__(self, event: Event) -> None:
+    def __call__(self, event: ev.AnyEvent) -> None:
         line = plain_line(event)
         if line is None:
             return

@@ -24,7 +24,7 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
-from verimap.events import Event, EventBus
+from verimap.events import AnyEvent, EventBus
 from verimap.live import EXECUTING, LiveState, PlainLog, TaskBoard, clean
 
 STATUS_STYLE = {
@@ -140,7 +140,7 @@ class RunView:
         self.state = LiveState()
         self._lock = threading.Lock()
 
-    def __call__(self, event: Event) -> None:
+    def __call__(self, event: AnyEvent) -> None:
         with self._lock:
             self.state.apply(event)
 
@@ -178,7 +178,7 @@ class BoardView:
         bus.subscribe(lambda e: self.apply(key, e))
         return bus
 
-    def apply(self, key: str, event: Event) -> None:
+    def apply(self, key: str, event: AnyEvent) -> None:
         with self._lock:
             self.board.apply(key, event)
         self._changed()
@@ -250,7 +250,7 @@ def narrate(
         view, console=console, transient=True, refresh_per_second=4, redirect_stdout=False
     ) as live:
 
-        def show(event: Event) -> None:
+        def show(event: AnyEvent) -> None:
             view(event)
             live.refresh()
 

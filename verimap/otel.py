@@ -31,9 +31,10 @@ from verimap import __version__
 from verimap import events as ev
 from verimap.env import getenv
 from verimap.errors import VerimapError
-from verimap.events import Event
+from verimap.events import AnyEvent
 from verimap.redaction import redact, secret_values
 from verimap.result import clip
+from verimap.usage import Usage
 
 # Longer texts (plans, outputs, tracebacks) are cut, keeping head and tail: collectors drop
 # or truncate huge attributes anyway, and the JSONL trace keeps the whole.
@@ -53,11 +54,19 @@ def _ns(seconds: float) -> int:
     return int(seconds * 1_000_000_000)
 
 
-def _started(e: Event) -> float:
+def _at(e: AnyEvent) -> float:
+    """When an event happened: a line of a foreign trace may have no time (then: now)."""
+    return e.ts if e.ts is not None else time.time()
+
+
+def _started(e: AnyEvent) -> float:
     """When the step an event reports began (model and tool calls, verdicts arrive at its end)."""
-    d = e.data
-    took = d.get("duration_s") if e.type in (ev.MODEL_CALL, ev.TOOL_CALL) else d.get("verify_s")
-    return e.ts - took if isinstance(took, int | float) and took > 0 else e.ts
+    took = None
+    if isinstance(e, ev.ModelCall | ev.ToolCall):
+        took = e.duration_s
+    elif isinstance(e, ev.VfVerdict):
+        took = e.verify_s
+    return _at(e) - took if took is not None and took > 0 else _at(e)
 
 
 @dataclass
@@ -80,26 +89,25 @@ class OtelSpans:
         self.text_limit = text_limit
         self._runs: dict[str, _Run] = {}
 
-    def __call__(self, e: Event) -> None:
+    def __call__(self, e: AnyEvent) -> None:
         run = self._runs.get(e.run_id) or self._start_run(e)
         if e.iteration is not None and e.iteration != run.iteration:
             self._enter_iteration(run, e.iteration, _started(e))
         handler = getattr(self, f"_on_{e.type}", None)
-        if handler is not None:
+        if handler is not None and not isinstance(e, ev.Event):
             handler(run, e)
         else:
-            self._parent(run, e).add_event(e.type, self._attrs(run, e.data), _ns(e.ts))
+            self._parent(run, e).add_event(e.type, self._attrs(run, e.data), _ns(_at(e)))
 
     def close(self) -> None:
         """End the spans of runs that never finished (an interrupted eval), so they are sent."""
         for run_id in list(self._runs):
-            self(Event(type=ev.FINISH, run_id=run_id, ts=time.time(),
-                       data={"status": "interrupted"}))  # fmt: skip
+            self(ev.Finish(run_id=run_id, status="interrupted"))
 
     # -- spans ----------------------------------------------------------------
-    def _start_run(self, e: Event) -> _Run:
+    def _start_run(self, e: AnyEvent) -> _Run:
         root = self.tracer.start_span(
-            "verimap run", attributes={"verimap.run_id": e.run_id}, start_time=_ns(e.ts)
+            "verimap run", attributes={"verimap.run_id": e.run_id}, start_time=_ns(_at(e))
         )
         run = self._runs[e.run_id] = _Run(root, secret_values())
         return run
@@ -144,7 +152,7 @@ class OtelSpans:
             start_time=_ns(start),
         )
 
-    def _parent(self, run: _Run, e: Event) -> Span:
+    def _parent(self, run: _Run, e: AnyEvent) -> Span:
         """The innermost open span an event belongs to."""
         it = e.iteration
         if e.node_id is not None:
@@ -156,7 +164,7 @@ class OtelSpans:
             return i
         return run.root
 
-    def _instant(self, run: _Run, e: Event, name: str, attributes: Mapping[str, Any]) -> Span:
+    def _instant(self, run: _Run, e: AnyEvent, name: str, attributes: Mapping[str, Any]) -> Span:
         """A span for a step that ended when `e` was emitted."""
         return self._child(run, self._parent(run, e), name, _started(e), attributes)
 
@@ -185,142 +193,130 @@ class OtelSpans:
         span.set_status(Status(StatusCode.ERROR, redact(description)[:500]))
 
     # -- events ---------------------------------------------------------------
-    def _on_run_start(self, run: _Run, e: Event) -> None:
-        run.root.set_attributes(
-            self._attrs(run, {"task": e.data.get("task"), "config": e.data.get("config")})
+    def _on_run_start(self, run: _Run, e: ev.RunStart) -> None:
+        run.root.set_attributes(self._attrs(run, {"task": e.task, "config": e.config}))
+
+    def _on_plan(self, run: _Run, e: ev.Plan) -> None:
+        nodes = e.plan.get("nodes")
+        ids = (
+            [str(n.get("id")) for n in nodes if isinstance(n, dict)]
+            if isinstance(nodes, list)
+            else []
         )
-
-    def _on_plan(self, run: _Run, e: Event) -> None:
-        plan = e.data.get("plan") or {}
         span = self._parent(run, e)
-        span.set_attributes(self._attrs(run, {
-            "plan.nodes": [str(n.get("id")) for n in plan.get("nodes", []) if isinstance(n, dict)],
-            "plan": plan,
-        }))  # fmt: skip
+        span.set_attributes(self._attrs(run, {"plan.nodes": ids, "plan": e.plan}))
 
-    def _on_node_start(self, run: _Run, e: Event) -> None:
+    def _on_node_start(self, run: _Run, e: ev.NodeStart) -> None:
         assert e.node_id is not None
         parent = run.iterations.get(e.iteration or 0, run.root)
         run.nodes[(e.iteration, e.node_id)] = self._child(
-            run, parent, f"node {e.node_id}", e.ts,
-            {"node_id": e.node_id, "instruction": e.data.get("instruction"),
-             "inputs": e.data.get("inputs")},
+            run, parent, f"node {e.node_id}", _at(e),
+            {"node_id": e.node_id, "instruction": e.instruction, "inputs": e.inputs},
         )  # fmt: skip
 
-    def _on_node_reused(self, run: _Run, e: Event) -> None:
+    def _on_node_reused(self, run: _Run, e: ev.NodeReused) -> None:
         span = self._instant(
             run, e, f"node {e.node_id}",
-            {"node_id": e.node_id, "status": "reused", "outputs": e.data.get("outputs")},
+            {"node_id": e.node_id, "status": "reused", "outputs": e.outputs},
         )  # fmt: skip
-        span.end(_ns(e.ts))
+        span.end(_ns(_at(e)))
 
-    def _on_attempt(self, run: _Run, e: Event) -> None:
+    def _on_attempt(self, run: _Run, e: ev.Attempt) -> None:
         assert e.node_id is not None and e.attempt is not None
         parent = run.nodes.get((e.iteration, e.node_id)) or self._parent(run, e)
         run.attempts[(e.iteration, e.node_id, e.attempt)] = self._child(
-            run, parent, f"attempt {e.attempt}", e.ts, {"attempt": e.attempt}
+            run, parent, f"attempt {e.attempt}", _at(e), {"attempt": e.attempt}
         )
 
-    def _on_model_call(self, run: _Run, e: Event) -> None:
-        d = e.data
+    def _on_model_call(self, run: _Run, e: ev.ModelCall) -> None:
         attrs = {
             "gen_ai.operation.name": "chat",
-            "gen_ai.provider.name": d.get("provider"),
-            "gen_ai.request.model": d.get("model"),
-            "gen_ai.response.model": d.get("response_model") or None,
-            "gen_ai.output.type": d.get("output_type"),
-            "gen_ai.request.temperature": d.get("temperature"),
-            "gen_ai.request.top_p": d.get("top_p"),
-            "gen_ai.request.max_tokens": d.get("max_tokens"),
-            "gen_ai.usage.input_tokens": d.get("prompt_tokens"),
-            "gen_ai.usage.output_tokens": d.get("completion_tokens"),
-            "gen_ai.usage.cache_read.input_tokens": d.get("cached_tokens"),
-            "gen_ai.response.finish_reasons": [d["finish_reason"]]
-            if d.get("finish_reason")
-            else None,
-            "server.address": d.get("server_address"),
-            "server.port": d.get("server_port"),
-            "error.type": d.get("error_type"),
-            "verimap.role": d.get("role"),
-            "verimap.cost_usd": d.get("cost"),
-            "verimap.tool_calls": d.get("tool_calls"),
+            "gen_ai.provider.name": e.provider,
+            "gen_ai.request.model": e.model,
+            "gen_ai.response.model": e.response_model or None,
+            "gen_ai.output.type": e.output_type,
+            "gen_ai.request.temperature": e.temperature,
+            "gen_ai.request.top_p": e.top_p,
+            "gen_ai.request.max_tokens": e.max_tokens,
+            "gen_ai.usage.input_tokens": e.prompt_tokens,
+            "gen_ai.usage.output_tokens": e.completion_tokens,
+            "gen_ai.usage.cache_read.input_tokens": e.cached_tokens,
+            "gen_ai.response.finish_reasons": [e.finish_reason] if e.finish_reason else None,
+            "server.address": e.server_address,
+            "server.port": e.server_port,
+            "error.type": e.error_type,
+            "verimap.role": e.role,
+            "verimap.cost_usd": e.cost,
+            "verimap.tool_calls": e.tool_calls,
         }
         span = self._child(
-            run, self._parent(run, e), f"chat {d.get('model')}", _started(e), attrs, SpanKind.CLIENT
+            run, self._parent(run, e), f"chat {e.model}", _started(e), attrs, SpanKind.CLIENT
         )
-        if d.get("error"):
-            self._fail(span, str(self._value(run, d["error"])))
-        span.end(_ns(e.ts))
+        if e.error:
+            self._fail(span, str(self._value(run, e.error)))
+        span.end(_ns(_at(e)))
 
-    def _on_tool_call(self, run: _Run, e: Event) -> None:
-        d = e.data
-        span = self._instant(run, e, f"execute_tool {d.get('tool')}", {
+    def _on_tool_call(self, run: _Run, e: ev.ToolCall) -> None:
+        span = self._instant(run, e, f"execute_tool {e.tool}", {
             "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": d.get("tool"),
+            "gen_ai.tool.name": e.tool,
             "gen_ai.tool.type": "function",
-            "gen_ai.tool.call.arguments": d.get("arguments"),
-            "gen_ai.tool.call.result": d.get("result"),
+            "gen_ai.tool.call.arguments": e.arguments,
+            "gen_ai.tool.call.result": e.result,
         })  # fmt: skip
-        span.end(_ns(e.ts))
+        span.end(_ns(_at(e)))
 
-    def _on_vf_verdict(self, run: _Run, e: Event) -> None:
-        d = e.data
-        span = self._instant(run, e, f"vf {d.get('name')}", {
-            f"vf.{k}": d.get(k)
-            for k in ("name", "type", "outcome", "message", "explanation", "traceback", "weight")
+    def _on_vf_verdict(self, run: _Run, e: ev.VfVerdict) -> None:
+        span = self._instant(run, e, f"vf {e.name}", {
+            "vf.name": e.name, "vf.type": e.vf_type, "vf.outcome": e.outcome,
+            "vf.message": e.message, "vf.explanation": e.explanation,
+            "vf.traceback": e.traceback, "vf.weight": e.weight,
         })  # fmt: skip
-        if d.get("outcome") not in _GOOD_VF:
-            self._fail(span, f"{d.get('outcome')}: {self._value(run, d.get('message') or '')}")
-        span.end(_ns(e.ts))
+        if e.outcome not in _GOOD_VF:
+            self._fail(span, f"{e.outcome}: {self._value(run, e.message)}")
+        span.end(_ns(_at(e)))
 
-    def _on_attempt_result(self, run: _Run, e: Event) -> None:
+    def _on_attempt_result(self, run: _Run, e: ev.AttemptResult) -> None:
         assert e.node_id is not None and e.attempt is not None
         span = run.attempts.pop((e.iteration, e.node_id, e.attempt), None)
         if span is None:
             return
-        d = e.data
         span.set_attributes(self._attrs(run, {
-            "passed": d.get("passed"), "score": d.get("score"), "error": d.get("error"),
-            "outputs": d.get("outputs"),
+            "passed": e.passed, "score": e.score, "error": e.error, "outputs": e.outputs,
         }))  # fmt: skip
-        if not d.get("passed"):
-            self._fail(span, str(self._value(run, d.get("error") or "verification failed")))
-        span.end(_ns(e.ts))
+        if not e.passed:
+            self._fail(span, str(self._value(run, e.error or "verification failed")))
+        span.end(_ns(_at(e)))
 
-    def _on_node_finish(self, run: _Run, e: Event) -> None:
+    def _on_node_finish(self, run: _Run, e: ev.NodeFinish) -> None:
         assert e.node_id is not None
         for key in [k for k in run.attempts if k[:2] == (e.iteration, e.node_id)]:
-            self._cancel(run.attempts.pop(key), e.ts)
+            self._cancel(run.attempts.pop(key), _at(e))
         span = run.nodes.pop((e.iteration, e.node_id), None)
         if span is None:
             return
-        status = e.data.get("status")
-        span.set_attributes(self._attrs(run, {"status": status, "outputs": e.data.get("outputs")}))
-        if status not in _GOOD_NODE:
-            self._fail(span, f"node {e.node_id} {status}")
-        span.end(_ns(e.ts))
+        span.set_attributes(self._attrs(run, {"status": e.status, "outputs": e.outputs}))
+        if e.status not in _GOOD_NODE:
+            self._fail(span, f"node {e.node_id} {e.status}")
+        span.end(_ns(_at(e)))
 
-    def _on_finish(self, run: _Run, e: Event) -> None:
-        d = e.data
+    def _on_finish(self, run: _Run, e: ev.Finish) -> None:
+        at = _at(e)
         if run.iteration is not None:
-            self._close_iteration(run, run.iteration, e.ts)
+            self._close_iteration(run, run.iteration, at)
         for span in [*run.attempts.values(), *run.nodes.values(), *run.iterations.values()]:
-            self._cancel(span, e.ts)
-        roles = (d.get("usage") or {}).get("roles") or {}
-        total = {
-            k: sum(r.get(k, 0) for r in roles.values() if isinstance(r, dict))
-            for k in ("calls", "prompt_tokens", "completion_tokens", "cost")
-        }
+            self._cancel(span, at)
+        total = e.usage.total if e.usage is not None else Usage()
         run.root.set_attributes(self._attrs(run, {
-            "status": d.get("status"), "error": d.get("error"), "error_kind": d.get("error_kind"),
-            "final_output": d.get("final_output"), "iterations": d.get("iterations"),
-            "retries": d.get("retries"), "wall_time_s": d.get("wall_time_s"),
-            "usage.calls": total["calls"], "usage.input_tokens": total["prompt_tokens"],
-            "usage.output_tokens": total["completion_tokens"], "usage.cost_usd": total["cost"],
+            "status": e.status, "error": e.error, "error_kind": e.error_kind,
+            "final_output": e.final_output, "iterations": e.iterations,
+            "retries": e.retries, "wall_time_s": e.wall_time_s,
+            "usage.calls": total.calls, "usage.input_tokens": total.prompt_tokens,
+            "usage.output_tokens": total.completion_tokens, "usage.cost_usd": total.cost,
         }))  # fmt: skip
-        if d.get("status") in _FAILED_RUN:
-            self._fail(run.root, str(self._value(run, d.get("error") or d.get("status"))))
-        run.root.end(_ns(e.ts))
+        if e.status in _FAILED_RUN:
+            self._fail(run.root, str(self._value(run, e.error or e.status)))
+        run.root.end(_ns(at))
         del self._runs[e.run_id]
 
 

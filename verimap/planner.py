@@ -3,7 +3,7 @@
 `Planner` is a protocol: anything with `plan(task)` and `replan(task, previous,
 failure)` coroutines returning a `Plan` works with the coordinator. A planner whose methods
 also take a keyword `ctx` gets the run's `RunContext`: it meters its model calls with
-`ctx.model(...)` and reports rejected plans with `ctx.emit(PLAN_INVALID, ...)`; one without
+`ctx.model(...)` and reports rejected plans with `ctx.emit(PlanInvalid(...))`; one without
 `ctx` (written before the context existed) is called without it. Shipped:
 `LLMPlanner` here (the paper's verification-aware planner); `TemplatePlanner` and
 `AddVFsPlanner` in `verimap.fixed_planners`. What `LLMPlanner` checks in a model's plan is in
@@ -17,13 +17,13 @@ import copy
 import json
 import re
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
 from verimap import prompts
 from verimap.errors import VerimapError
-from verimap.events import PLAN_INVALID
+from verimap.events import PlanInvalid
 from verimap.fallback import fallback_plan, nonempty_outputs_vf, whole_task_plan, with_task_examples
 from verimap.feedback import FailureContext
 from verimap.llm.base import (
@@ -33,6 +33,7 @@ from verimap.llm.base import (
     Model,
     ModelRequest,
     ModelResponse,
+    PlanCall,
     SystemMessage,
     UserMessage,
 )
@@ -241,10 +242,12 @@ class LLMPlanner:
         challenge: Callable[[Plan], list[str]] | None = None,
         ctx: RunContext | None = None,
         task: str | None = None,
+        kind: Literal["plan", "replan", "repair"] = "plan",
     ) -> Plan:
         """`challenge`: problems that send a valid plan back once, sampled more freely; if the
         next reply is no better (invalid, or no repairs left), the challenged plan is taken.
-        Each rejected reply is reported to `ctx` as a `plan_invalid` event."""
+        Each rejected reply is reported to `ctx` as a `plan_invalid` event. `kind`: what the
+        first request is for; each one after it repairs a rejected reply."""
         model = ctx.model(self.model) if ctx is not None else self.model
         base = messages
         challenged: Plan | None = None
@@ -253,13 +256,14 @@ class LLMPlanner:
         seen_problems: list[list[str]] = []
         stalled = False
         temperature = self.settings.temperature
-        for _ in range(self.max_repairs + 1):
+        for round_ in range(self.max_repairs + 1):
             fresh_challenge = False
             sampled = (temperature or 0.0) >= self.repeat_temperature
+            purpose = PlanCall(kind=kind if round_ == 0 else "repair", task=task or "")
             resp = await model.request(
                 ModelRequest(
                     messages=messages, response_schema=self.schema, schema_name="plan", role=PLANNER,
-                    settings=self.settings.replace(temperature=temperature),
+                    settings=self.settings.replace(temperature=temperature), purpose=purpose,
                 ),
             )  # fmt: skip
             if any(r.content == resp.content for r in responses):
@@ -308,7 +312,7 @@ class LLMPlanner:
                     temperature = max(temperature or 0.0, self.repeat_temperature)
             problems = list(dict.fromkeys(problems))
             if ctx is not None:
-                ctx.emit(PLAN_INVALID, problems=problems, reply=resp.content[:8000])
+                ctx.emit(PlanInvalid(problems=problems, reply=resp.content[:8000]))
             if challenged is not None and not fresh_challenge:
                 return challenged
             if (salvaged := self._salvage(raw, problems)) is not None:
@@ -402,7 +406,7 @@ class LLMPlanner:
         return problems
 
     async def _thought_out(
-        self, messages: list[Message], ctx: RunContext | None = None
+        self, messages: list[Message], task: str, ctx: RunContext | None = None
     ) -> list[Message]:
         """`messages` with the model's free-text solution and the request for the plan after it.
         The reasoning call's prompt is a prefix of the plan call's, so a prompt cache serves it."""
@@ -413,7 +417,7 @@ class LLMPlanner:
         model = ctx.model(self.model) if ctx is not None else self.model
         thought = await model.request(
             ModelRequest(
-                messages=[*head, ask], role=PLANNER,
+                messages=[*head, ask], role=PLANNER, purpose=PlanCall(kind="think", task=task),
                 settings=self.settings.replace(max_tokens=self.think_max_tokens),
             ),
         )  # fmt: skip
@@ -428,7 +432,7 @@ class LLMPlanner:
         if self.max_nodes == 1:
             return self._one_node(task)
         try:
-            messages = await self._thought_out(self.plan_messages(task), ctx)
+            messages = await self._thought_out(self.plan_messages(task), task, ctx)
             return await self._solicit(messages, ctx=ctx, task=task)
         except PlanningError as e:
             if not self.fallback:
@@ -447,10 +451,10 @@ class LLMPlanner:
         def repeats(plan: Plan) -> list[str]:
             return repeated_failure_problems(previous, plan, failure)
 
-        messages = await self._thought_out(self.replan_messages(task, previous, failure), ctx)
+        messages = await self._thought_out(self.replan_messages(task, previous, failure), task, ctx)
         try:
             challenge = repeats if self.challenge_repeats else None
-            return await self._solicit(messages, challenge, ctx, task)
+            return await self._solicit(messages, challenge, ctx, task, "replan")
         except PlanningError as e:
             if not self.fallback:
                 raise
@@ -476,4 +480,4 @@ class LLMPlanner:
                 content=prompts.PLAN_REPAIR.format(problems="\n".join(f"- {p}" for p in problems))
             ),
         ]
-        return await self._solicit(messages, ctx=ctx, task=task)
+        return await self._solicit(messages, ctx=ctx, task=task, kind="repair")

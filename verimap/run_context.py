@@ -17,15 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from verimap import events as ev
 from verimap.accounting import Ledger, MeteredModel, ModelCall, metered
 from verimap.config import RunConfig
-from verimap.events import MODEL_CALL, Event
 from verimap.llm.base import Model
 
-EventSink = Callable[[Event], Any]
+EventSink = Callable[[ev.AnyEvent], Any]
 
 
-def _discard(event: Event) -> None:
+def _discard(event: ev.AnyEvent) -> None:
     """The sink of a context made outside a run (a planner tried on its own): nobody listens."""
 
 
@@ -61,11 +61,12 @@ class RunContext:
     def for_attempt(self, node_id: str | None, attempt: int | None) -> RunContext:
         return replace(self, node_id=node_id, attempt=attempt)
 
-    def emit(self, type_: str, **data: Any) -> None:
-        """Report one event, tagged with this context's run, iteration, node and attempt."""
+    def emit(self, event: ev.AnyEvent) -> None:
+        """Report `event` (`ctx.emit(ev.PlanInvalid(problems=..., reply=...))`), tagged with
+        this context's run, iteration, node and attempt."""
         self.sink(
-            Event(type=type_, run_id=self.run_id, node_id=self.node_id, iteration=self.iteration,
-                  attempt=self.attempt, data=data)
+            event.model_copy(update={"run_id": self.run_id, "node_id": self.node_id,
+                                     "iteration": self.iteration, "attempt": self.attempt})
         )  # fmt: skip
 
     def model(self, model: Model) -> MeteredModel:
@@ -74,7 +75,7 @@ class RunContext:
         return metered(model, self.ledger, on_call=self._heard)
 
     def _heard(self, call: ModelCall) -> None:
-        self.emit(MODEL_CALL, **call.model_dump(mode="json"))
+        self.emit(ev.ModelCall(**call.model_dump()))
 
 
 @functools.lru_cache(maxsize=512)

@@ -22,7 +22,7 @@ from typing import Any
 from verimap import events as ev
 from verimap.accounting import BudgetExceeded, Ledger
 from verimap.config import RunConfig
-from verimap.events import Event, EventBus, JsonlTraceWriter
+from verimap.events import AnyEvent, EventBus, JsonlTraceWriter
 from verimap.llm.base import ModelError
 from verimap.result import RunResult
 from verimap.run_context import RunContext
@@ -38,7 +38,7 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
 
 
-def _of_run(run_id: str, writer: JsonlTraceWriter, event: Event) -> None:
+def _of_run(run_id: str, writer: JsonlTraceWriter, event: AnyEvent) -> None:
     if event.run_id == run_id:
         writer(event)
 
@@ -99,20 +99,19 @@ class RunScope:
         begun = time.monotonic()
         try:
             config = self.config.model_dump(mode="json")
-            at().emit(ev.RUN_START, task=self.task, config=config, **dict(start or {}))
+            at().emit(ev.RunStart(task=self.task, config=config, **dict(start or {})))
             result = await self._guarded(body, ending, failures or {}, at)
             result.blame_infrastructure([*self.ledger.faults, *(faults() if faults else [])])
             if result.status == "budget_exhausted":
-                at().emit(ev.BUDGET, error=result.error)
+                at().emit(ev.BudgetExhausted(error=result.error))
             result.usage = self.ledger.usage.model_copy(deep=True)
             result.wall_time_s = time.monotonic() - begun
             result.trace_path = str(path) if path is not None else None
-            at().emit(
-                ev.FINISH, status=result.status, final_output=result.final_output, error=result.error,
-                error_kind=result.error_kind,
-                iterations=result.iterations, retries=result.retries,
-                usage=result.usage.model_dump(mode="json"), wall_time_s=result.wall_time_s,
-            )  # fmt: skip
+            at().emit(ev.Finish(
+                status=result.status, final_output=result.final_output, error=result.error,
+                error_kind=result.error_kind, iterations=result.iterations, retries=result.retries,
+                usage=result.usage, wall_time_s=result.wall_time_s,
+            ))  # fmt: skip
             await self.events.drain()
         finally:
             if unsubscribe:
@@ -154,5 +153,5 @@ def _ended(
         what = "model error" if isinstance(e, ModelError) else "sandbox unavailable"
         return ending("failed", error=f"{what}: {e}", error_kind="infrastructure")
     tb = "".join(traceback.format_exception(e))
-    at.emit(ev.ERROR, error=f"{type(e).__name__}: {e}", traceback=tb)
+    at.emit(ev.Error(error=f"{type(e).__name__}: {e}", traceback=tb))
     return ending("failed", error=f"internal error: {type(e).__name__}: {e}")

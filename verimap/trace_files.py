@@ -9,6 +9,11 @@ far as the readers above rely on it: mappings where they index, numbers where th
 strings where they key. Reasons never quote the line: it may hold anything, terminal escapes
 included. Strings and containers are clipped for display, and paths confined to their run
 directory. It sits below `view` and `evals`, which both need it.
+
+A trace line of the event shape becomes a typed event (`as_event`) when its payload validates
+(`event_types.parse_event`); one that does not (an older verimap's, a hand-edited one) is read
+as a generic `Event` holding its `data` as it is, with the reason. This is the one place that
+reads an event's payload as an untyped dict: every reader above works on the types.
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, BinaryIO
+
+from pydantic import ValidationError
+
+from verimap.event_types import ENVELOPE, EVENT_TYPES, AnyEvent, Event, parse_event
 
 DEFAULT_MAX_CHARS = 10_000
 # A longer line is skipped unread: reading it would hold it all in memory at once.
@@ -323,6 +332,50 @@ def read_events(
     """Events of a JSONL trace as dicts, and a `file:line: reason` per line that is none."""
     got = read_jsonl(path, EVENT, clip=clip)
     return got.records, [str(p) for p in got.problems]
+
+
+def as_event(record: dict[str, Any]) -> tuple[AnyEvent, str | None]:
+    """A record of the `EVENT` shape as its typed event, or as a generic `Event` and why not.
+
+    The reason is None for a type this version does not know (another tool's, a component's
+    own): such an event is generic by design. For a known type whose payload does not validate
+    it names the first field at fault by the type's own key (never a key from the line)."""
+    typ = record["type"]
+    why = None
+    if typ in EVENT_TYPES:
+        try:
+            return parse_event(record), None
+        except ValidationError as e:
+            why = _why_not(typ, e)
+    generic = Event(
+        type=typ, run_id=record.get("run_id") or "", ts=record.get("ts"),
+        node_id=record.get("node_id"), iteration=record.get("iteration"),
+        attempt=record.get("attempt"), data=record.get("data") or {},
+    )  # fmt: skip
+    return generic, why
+
+
+def _why_not(typ: str, e: ValidationError) -> str:
+    err = e.errors(include_url=False, include_context=False, include_input=False)[0]
+    names = {**{k: k for k in ENVELOPE}, **dict(EVENT_TYPES[typ].DATA_KEYS)}
+    loc = [x for x in err["loc"] if x != typ]
+    if err["type"] == "extra_forbidden":
+        where = "a field it does not have"
+    elif loc and isinstance(loc[0], str) and loc[0] in names:
+        where = f"`{names[loc[0]]}`"
+    else:
+        where = "its data"
+    msg = err["msg"].removeprefix("Value error, ")
+    return f"a `{typ}` event that does not validate ({where}: {msg}); read as generic"
+
+
+def read_typed_events(
+    path: str | os.PathLike[str], *, clip: int | None = None
+) -> tuple[list[AnyEvent], list[str]]:
+    """The events of a JSONL trace, typed where their payload validates (`as_event`), and a
+    `file:line: reason` per line that is no event at all (skipped, as `read_events` says)."""
+    got = read_jsonl(path, EVENT, clip=clip)
+    return [as_event(r)[0] for r in got.records], [str(p) for p in got.problems]
 
 
 def read_results(path: str | os.PathLike[str], *, clip: int | None = None) -> JsonlRead:

@@ -26,6 +26,7 @@ from verimap.config import RunConfig
 from verimap.llm.base import (
     AssistantMessage,
     GenerationSettings,
+    JudgeCall,
     Message,
     Model,
     ModelError,
@@ -368,6 +369,7 @@ class Verifier:
         final: str,
         schema: Any,
         name: str,
+        purpose: JudgeCall,
         ctx: RunContext | None = None,
     ) -> Any:
         """Think in free text, then answer in the schema (small models judge badly when made to
@@ -381,12 +383,13 @@ class Verifier:
             loop = await tool_loop(
                 model, self.tools, [SystemMessage(content=system), *messages[1:]],
                 role=JUDGE, max_steps=self.judge_max_steps, settings=self.settings,
+                purpose=purpose,
             )  # fmt: skip
             messages = [*flatten_tool_messages(loop.messages), UserMessage(content=final)]
             tools = self.tools.openai_specs() if uses_tool_api(model, self.tools) else None
         elif self.judge_reasoning:
             thought = await model.request(
-                ModelRequest(messages=messages, role=JUDGE, settings=self.settings)
+                ModelRequest(messages=messages, role=JUDGE, settings=self.settings, purpose=purpose)
             )
             messages = [
                 *messages,
@@ -396,6 +399,7 @@ class Verifier:
         value, _ = await request_structured(
             model, messages, schema, role=JUDGE, schema_name=name,
             settings=self.settings, tools=tools,
+            purpose=purpose.model_copy(update={"final_call": True}),
         )  # fmt: skip
         return value
 
@@ -425,8 +429,9 @@ class Verifier:
                 criteria=criteria)),
         ]  # fmt: skip
         final = prompts.JUDGE_FINAL_MANY.format(names=", ".join(json.dumps(n) for n in names))
+        purpose = _judging(node, vfs, outputs)
         try:
-            value = await self._ask_judge(messages, final, schema, "verdicts", ctx)
+            value = await self._ask_judge(messages, final, schema, "verdicts", purpose, ctx)
         except BudgetExceeded:
             raise
         except (ModelError, StructuredOutputError) as e:
@@ -463,14 +468,19 @@ class Verifier:
         ]
         try:
             verdict = await self._ask_judge(
-                messages, prompts.JUDGE_FINAL, JudgeVerdict, "verdict", ctx
-            )
+                messages, prompts.JUDGE_FINAL, JudgeVerdict, "verdict",
+                _judging(node, [vf], outputs), ctx,
+            )  # fmt: skip
         except BudgetExceeded:
             raise
         except (ModelError, StructuredOutputError) as e:
             return VFVerdict(name=vf.name, type="llm", outcome="ERROR",
                              message=f"judge failed: {e}", weight=vf.weight)  # fmt: skip
         return _verdict(vf, verdict.passed, verdict.explanation)
+
+
+def _judging(node: Node, vfs: Sequence[LLMVF], outputs: dict) -> JudgeCall:
+    return JudgeCall(node_id=node.id, criteria={v.name: v.content for v in vfs}, outputs=outputs)
 
 
 def _verdict(vf: LLMVF, passed: bool, explanation: str) -> VFVerdict:

@@ -95,6 +95,7 @@ async def test_an_answer_two_programs_agree_with_is_verified(process_sandbox):
     # the second program is framed differently and sampled
     first, second = [q for q in world.model.requests if q.role == "judge"]
     assert first.messages[0].content != second.messages[0].content
+    assert [first.purpose.label, second.purpose.label] == ["solve:program:0", "solve:program:1"]
     assert second.settings.temperature == 0.7
 
 

@@ -10,12 +10,13 @@ import pytest
 from verimap.checks.base import Check, CheckTools, Chooser, Submission
 from verimap.checks.code_agreement import CodeAgreement
 from verimap.events import CROSS_CHECK
-from verimap.llm.double import ScriptedModel
+from verimap.llm.base import SolveCall
 from verimap.llm.messages import GenerationSettings
 from verimap.plan import parse_plan
 from verimap.result import ABSTAINED
 from verimap.run_context import RunContext
 from verimap.sandbox.base import ExecResult, Outcome
+from verimap.testing import ScriptedModel
 from verimap.usage import JUDGE
 
 TASK = '''Complete the following Python function.
@@ -96,6 +97,7 @@ async def test_agreeing_with_a_reference_passes_strong(process_sandbox):
     assert run.model.calls == 1
     request = run.model.requests[0]
     assert request.role == JUDGE and request.settings.temperature == 0.0
+    assert request.purpose == SolveCall(kind="reference", task=TASK)
     assert "`add_up`" in request.messages[0].content and "```python" in request.messages[0].content
     assert run.cross_checks() == [
         {"kind": "code", "reference": 0, "valid": True, "reason": ""},

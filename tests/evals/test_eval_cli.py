@@ -10,7 +10,7 @@ from .conftest import API_KEY, SAMPLES
 
 FACTORY = [
     "--models-factory",
-    "verimap.evals.doubles:factory",
+    "verimap.testing:oracle_factory",
     "--sandbox",
     "process",
     "--no-progress",

@@ -14,12 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from verimap.cli import main
-from verimap.evals.doubles import oracle_models
 from verimap.evals.runner import ERRORS, RESULTS
 from verimap.evals.tasksets import get_benchmark
 from verimap.llm.base import ModelError, ModelRequest
-from verimap.llm.double import ScriptedModel
-from verimap.testing import need
+from verimap.testing import ScriptedModel, need, oracle_models
 
 from .conftest import SAMPLES
 

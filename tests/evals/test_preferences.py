@@ -6,7 +6,6 @@ from click.testing import CliRunner
 
 from verimap import events as ev
 from verimap.cli import main
-from verimap.evals.doubles import oracle_models
 from verimap.evals.preferences import (
     ExportError,
     preference_pairs,
@@ -17,8 +16,7 @@ from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import get_benchmark
 from verimap.fallback import fallback_plan
 from verimap.llm.base import to_openai
-from verimap.llm.double import ScriptedModel
-from verimap.testing import need
+from verimap.testing import ScriptedModel, need, oracle_models
 
 from .conftest import SAMPLES
 
@@ -209,29 +207,25 @@ def test_a_path_that_is_no_run_dir_is_a_clear_error(runs, tmp_path):
         preference_pairs([tmp_path / "empty"])
 
 
-def _event(type_, **data):
-    return ev.Event(type=type_, run_id="r", data=data)
-
-
 def test_trace_labels_follow_the_coordinator():
+    plan, failed = ev.Plan(plan={}), ev.NodeFinish(status="failed")
     events = [
-        _event(ev.RUN_START, task="t"),
-        _event(ev.PLAN),  # replaced: failed
-        _event(ev.NODE_FINISH, status="failed"),
-        _event(ev.REPLAN),
-        _event(ev.PLAN),  # kept: the executor failed, not the plan
-        _event(ev.NODE_FINISH, status="failed"),
-        _event(ev.PLAN_KEPT),
-        _event(ev.PLAN_FALLBACK, reason="x"),
-        _event(ev.PLAN),
-        _event(ev.NODE_FINISH, status="verified"),
-        _event(ev.FINISH, status="success"),
+        ev.RunStart(task="t"),
+        plan,  # replaced: failed
+        failed,
+        ev.Replan(failed_node="a", failure={}),
+        plan,  # kept: the executor failed, not the plan
+        failed,
+        ev.PlanKept(failed_node="a"),
+        ev.PlanFallback(reason="x"),
+        plan,
+        ev.NodeFinish(status="verified"),
+        ev.Finish(status="success"),
     ]
     assert trace_labels(events) == (["failed", None, "verified"], [False, False, True])
-    ran_out = [_event(ev.PLAN), _event(ev.NODE_FINISH, status="failed"),
-               _event(ev.FINISH, status="failed")]  # fmt: skip
+    ran_out = [plan, failed, ev.Finish(status="failed")]
     assert trace_labels(ran_out)[0] == ["failed"]
-    budget = [_event(ev.PLAN), _event(ev.FINISH, status="budget_exhausted")]
+    budget = [plan, ev.Finish(status="budget_exhausted")]
     assert trace_labels(budget)[0] == [None]
 
 
@@ -269,9 +263,9 @@ SECRET = "PRIVATE-TASK-TEXT-never-exported"
 def _private_trace(path):
     """A trace of somebody's private run: its task text must not reach the exported data."""
     events = [
-        _event(ev.RUN_START, task=SECRET),
-        _event(ev.PLAN),
-        _event(ev.FINISH, status="success"),
+        ev.RunStart(run_id="r", task=SECRET),
+        ev.Plan(run_id="r", plan={}),
+        ev.Finish(run_id="r", status="success"),
     ]
     path.write_text("".join(e.model_dump_json() + "\n" for e in events))
 

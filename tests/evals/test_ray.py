@@ -20,10 +20,9 @@ import pytest
 
 from verimap.evals.cluster import eval_on_ray, ray_address
 from verimap.evals.cluster_worker import check_per_node, forwarded_env, node_endpoint
-from verimap.evals.doubles import factory
 from verimap.evals.runner import ERRORS, RESULTS, ResultsLog, run_eval
 from verimap.evals.tasksets import get_benchmark
-from verimap.testing import need
+from verimap.testing import need, oracle_factory
 
 from .conftest import REPO, SAMPLES
 
@@ -112,7 +111,7 @@ async def test_a_ray_eval_writes_what_the_same_eval_without_ray_writes(
     ray_cluster, docker_sandbox, tmp_path
 ):
     bench = get_benchmark("humaneval", SAMPLES)
-    models = functools.partial(factory, wrong_every=3)
+    models = functools.partial(oracle_factory, wrong_every=3)
     kw = dict(limit=6, progress=False)
     local = await run_eval(bench, "verimap", models("humaneval", SAMPLES), docker_sandbox,
                            tmp_path / "local", max_concurrency=4, **kw)  # fmt: skip
@@ -145,7 +144,7 @@ async def test_a_worker_killed_mid_task_costs_no_task(ray_cluster, tmp_path, cap
     caplog.set_level(logging.INFO, logger="verimap.evals.cluster")
     bench = get_benchmark("gsm8k", SAMPLES)
     run = asyncio.create_task(eval_on_ray(
-        bench, "react", tmp_path, models_factory=functools.partial(factory, latency_s=0.4),
+        bench, "react", tmp_path, models_factory=functools.partial(oracle_factory, latency_s=0.4),
         data_dir=str(SAMPLES), sandbox_kind="process", max_concurrency=2, limit=12, runs=2,
         progress=False,
     ))  # fmt: skip
@@ -173,7 +172,7 @@ async def test_a_node_lost_mid_run_costs_no_task(ray_cluster, tmp_path, caplog):
                                  node_ip_address="127.0.0.1")  # fmt: skip
     bench = get_benchmark("gsm8k", SAMPLES)
     run = asyncio.create_task(eval_on_ray(
-        bench, "react", tmp_path, models_factory=functools.partial(factory, latency_s=0.4),
+        bench, "react", tmp_path, models_factory=functools.partial(oracle_factory, latency_s=0.4),
         data_dir=str(SAMPLES), sandbox_kind="process", max_concurrency=2, limit=20,
         progress=False,
     ))  # fmt: skip
@@ -226,7 +225,7 @@ def test_a_killed_driver_resumes_without_loss_or_duplicates(ray_cluster, tmp_pat
         f"benchmark: gsm8k\nmethod: react\nlimit: 20\nmax_concurrency: 2\nout: {out}\n"
         f"data_dir: {SAMPLES}\nsandbox: process\nray: {ray_cluster.address}\n"
     )
-    factory_flag = ("--models-factory", "verimap.evals.doubles:factory")  # never from a file
+    factory_flag = ("--models-factory", "verimap.testing:oracle_factory")  # never from a file
     first = _driver(out, "--config", str(config), *factory_flag)
     deadline = time.monotonic() + 120
     while not (out / RESULTS).exists() or len((out / RESULTS).read_text().splitlines()) < 4:
@@ -275,7 +274,7 @@ async def test_a_trace_a_worker_returns_is_written_inside_the_run_directory(
     monkeypatch.setattr(cluster.WorkerPool, "__call__", escaping)
     out = tmp_path / "run"
     outcome = await eval_on_ray(
-        get_benchmark("gsm8k", SAMPLES), "react", out, models_factory=factory,
+        get_benchmark("gsm8k", SAMPLES), "react", out, models_factory=oracle_factory,
         data_dir=str(SAMPLES), sandbox_kind="process", max_concurrency=1, limit=2,
         progress=False,
     )  # fmt: skip

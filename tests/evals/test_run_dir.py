@@ -9,7 +9,6 @@ from click.testing import CliRunner
 
 from verimap.cli import main
 from verimap.evals.attempt import Attempt, task_key, trace_rel
-from verimap.evals.doubles import oracle_models
 from verimap.evals.runner import (
     CONFIG,
     MARK,
@@ -20,6 +19,7 @@ from verimap.evals.runner import (
     run_eval,
 )
 from verimap.evals.tasksets import get_benchmark
+from verimap.testing import oracle_models
 
 from .conftest import SAMPLES
 
@@ -158,7 +158,7 @@ def test_the_command_refuses_a_foreign_folder_with_a_message_not_a_traceback(tmp
     r = CliRunner().invoke(
         main,
         ["eval", "-b", "gsm8k", "-m", "react", "-n", "1", "-o", str(tmp_path), "--data-dir",
-         str(SAMPLES), "--models-factory", "verimap.evals.doubles:factory", "--sandbox",
+         str(SAMPLES), "--models-factory", "verimap.testing:oracle_factory", "--sandbox",
          "process", "--no-progress"],
     )  # fmt: skip
     assert r.exit_code == 1, r.output

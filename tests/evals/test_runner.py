@@ -7,7 +7,6 @@ import time
 
 import pytest
 
-from verimap.evals.doubles import oracle_models
 from verimap.evals.runner import (
     ERRORS,
     RESULTS,
@@ -19,6 +18,7 @@ from verimap.evals.runner import (
 )
 from verimap.evals.sampling import paper_sample_size, sample_tasks, select_tasks
 from verimap.evals.tasksets import get_benchmark
+from verimap.testing import oracle_models
 
 from .conftest import API_KEY, REPO, SAMPLES, fast_model
 
@@ -236,7 +236,7 @@ def _start(out, *extra):
     env = {**os.environ, "VERIMAP_DOUBLE_LATENCY": "0.15", "PYTHONWARNINGS": "ignore"}
     cmd = [sys.executable, "-m", "verimap", "eval", "-b", "gsm8k", "-m", "react", "-n", "20", "-c", "2",
            "-o", str(out), "--sandbox", "process", "--data-dir", str(SAMPLES), "--no-progress",
-           "--models-factory", "verimap.evals.doubles:factory", *extra]  # fmt: skip
+           "--models-factory", "verimap.testing:oracle_factory", *extra]  # fmt: skip
     return subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=_as_from_a_terminal,

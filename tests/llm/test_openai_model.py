@@ -315,3 +315,24 @@ async def test_cost_comes_from_the_price_library_and_the_local_model_is_known_fr
     await MeteredModel(local, Ledger(Budget(max_cost=0.01))).request(ask())
     unknown = OpenAIModel("my-vllm-model", base_url=http_server.url)
     assert not unknown.price_known
+
+
+async def test_a_request_s_purpose_never_reaches_the_endpoint(http_server):
+    """The purpose is for traces and doubles: the body holds what the model needs, no more."""
+    from verimap.llm.purpose import ExecuteCall, JudgeCall, PlanCall, SolveCall
+
+    http_server.replies = [Reply(body=completion("ok"))]
+    purposes = [
+        PlanCall(kind="replan", task="TASK-MARK"),
+        ExecuteCall(node_id="NODE-MARK", attempt=2, final_call=True, inputs={"INPUT-MARK": 1},
+                    outputs={"OUTPUT-MARK": "number"}),
+        JudgeCall(node_id="NODE-MARK", criteria={"VF-MARK": "CRITERION-MARK"}, outputs={"x": 1}),
+        SolveCall(kind="program", framing=1, task="TASK-MARK"),
+    ]  # fmt: skip
+    model = fast(http_server.url)
+    for purpose in purposes:
+        await model.request(ask(SCHEMA, purpose=purpose))
+    await model.request(ask(SCHEMA))
+    bodies = [json.dumps(body) for body in http_server.requests]
+    assert len(bodies) == 5 and len(set(bodies)) == 1  # the same body, with or without a purpose
+    assert "purpose" not in bodies[0] and "MARK" not in bodies[0]

@@ -2,7 +2,6 @@
 
 import itertools
 import json
-import re
 
 import pytest
 
@@ -10,9 +9,8 @@ from tests.evals.conftest import SAMPLES
 from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import EvalTask, get_benchmark
 from verimap.llm.base import to_openai
-from verimap.llm.double import ScriptedModel
 from verimap.methods.presets import METHODS, build_runner, method_config
-from verimap.testing import ScriptedWorld
+from verimap.testing import ScriptedModel, ScriptedWorld
 from verimap.tools import ToolRegistry, calculator_tool
 
 ALWAYS_FAILS = {
@@ -37,24 +35,18 @@ def chain_plan(vf_on_a=None):
     }  # fmt: skip
 
 
-def subtask_line(req):
-    """The line naming the executor's own subtask (a text-only prompt also quotes ancestors, after
-    it; a structured one shows the inputs before it)."""
-    user = next(m.content for m in req.messages if m.role == "user")
-    return re.search(r"^Subtask: .*$", user, re.M)[0]
-
-
 def scripted(plan):
+    """Model doubles answering by each request's purpose: node a, node b, any other node."""
+
     def executor(req):
-        text = subtask_line(req)
-        if "Step A" in text:
+        if req.purpose.node_id == "a":
             return json.dumps({"x": "ALPHA-RAW-OUTPUT"})
-        if "Step B" in text:
+        if req.purpose.node_id == "b":
             return json.dumps({"y": "beta"})
         return json.dumps({"answer": "42"})
 
     def judge(req):
-        return {"passed": True, "explanation": "fine"} if req.response_schema else "Looks fine."
+        return {"passed": True, "explanation": "fine"} if req.purpose.final_call else "Looks fine."
 
     return {
         "planner": ScriptedModel(
@@ -71,11 +63,11 @@ async def run(method, plan, sandbox):
     return await coord.run("What is 6 times 7?"), models
 
 
-def executor_prompt_for(models, step):
+def executor_prompt_for(models, node_id):
     return [
         json.dumps(to_openai(r.messages))
         for r in models["executor"].requests
-        if step in subtask_line(r)
+        if r.purpose.node_id == node_id
     ]
 
 
@@ -90,7 +82,7 @@ async def test_map_skips_verification_and_answers_with_the_final_reply_as_writte
     res, models = await run("map", chain_plan(ALWAYS_FAILS), sandbox)
     assert res.status == "success" and res.answer == '{"answer": "42"}'
     assert models["judge"].calls == 0
-    assert "ALPHA-RAW-OUTPUT" in executor_prompt_for(models, "Step C")[0]
+    assert "ALPHA-RAW-OUTPUT" in executor_prompt_for(models, "c")[0]
     # no structured final call: one reply per node
     assert all(r.response_schema is None for r in models["executor"].requests)
 
@@ -156,7 +148,7 @@ async def test_other_methods_keep_named_json_inputs(sandbox):
 async def test_verimap_gives_executors_only_their_parents(sandbox):
     res, models = await run("verimap", chain_plan(), sandbox)
     assert res.status == "success"
-    assert "ALPHA-RAW-OUTPUT" not in executor_prompt_for(models, "Step C")[0]
+    assert "ALPHA-RAW-OUTPUT" not in executor_prompt_for(models, "c")[0]
     judged = [json.dumps(to_openai(r.messages)) for r in models["judge"].requests]
     assert any("The answer is a number." in j for j in judged)
 
@@ -188,8 +180,8 @@ async def test_map_v_judges_against_the_instruction_and_ignores_plan_vfs(sandbox
 
 
 def plan_calls(models) -> int:
-    """Calls that asked for a plan (the planner first reasons in a call without a schema)."""
-    return sum(r.response_schema is not None for r in models["planner"].requests)
+    """Calls that asked for a plan (the planner first reasons in a call of its own)."""
+    return sum(r.purpose.kind != "think" for r in models["planner"].requests)
 
 
 def replanned(vf_on_a):
@@ -208,8 +200,8 @@ async def test_verimap_retries_and_replans_on_a_failing_vf(sandbox):
     res, models = await run("verimap", replanned(ALWAYS_FAILS), sandbox)
     assert res.status == "failed"
     assert res.iterations == 5 and plan_calls(models) == 5
-    assert len(executor_prompt_for(models, "Step A")) == 15  # 3 attempts x 5 iterations
-    assert not executor_prompt_for(models, "Step B")
+    assert len(executor_prompt_for(models, "a")) == 15  # 3 attempts x 5 iterations
+    assert not executor_prompt_for(models, "b")
 
 
 async def test_verimap_asks_a_replanner_that_repeats_the_failed_node_for_a_change(sandbox):
@@ -224,7 +216,7 @@ async def test_verimap_asks_a_replanner_that_repeats_the_failed_node_for_a_chang
         if "exactly as in the plan that failed" in json.dumps(to_openai(r.messages))
     ]
     assert len(repairs) == 2
-    assert len(executor_prompt_for(models, "Step A")) == 6  # the repeated plan ran once more
+    assert len(executor_prompt_for(models, "a")) == 6  # the repeated plan ran once more
 
 
 @pytest.mark.parametrize("method", ["verimap-1it", "map-v-1it"])
@@ -233,7 +225,7 @@ async def test_one_pass_methods_let_failed_outputs_flow_on(method, sandbox):
     if method == "map-v-1it":
         models = scripted(plan)
         models["judge"] = ScriptedModel(
-            lambda r: {"passed": False, "explanation": "no"} if r.response_schema else "No.",
+            lambda r: {"passed": False, "explanation": "no"} if r.purpose.final_call else "No.",
             name="strict-judge",
         )
         coord = build_runner(method, models, sandbox, ToolRegistry())
@@ -241,7 +233,7 @@ async def test_one_pass_methods_let_failed_outputs_flow_on(method, sandbox):
     else:
         res, models = await run(method, plan, sandbox)
     assert res.iterations == 1 and plan_calls(models) == 1
-    assert len(executor_prompt_for(models, "Step A")) == 1
+    assert len(executor_prompt_for(models, "a")) == 1
     assert res.status == "partial" and res.answer == "42"
     assert res.nodes["a"].status == "fail-accepted"
 
@@ -269,7 +261,7 @@ ENGINE_METHODS = [m for m, spec in METHODS.items() if spec.planner != "baseline"
 @pytest.mark.parametrize("bench_name", ["gsm8k", "humaneval", "multihoprag"])
 async def test_every_method_on_every_benchmark_end_to_end(method, bench_name, sandbox, tmp_path):
     from tests.evals.test_retrieval import HashingEmbedderDouble
-    from verimap.evals.doubles import oracle_models
+    from verimap.testing import oracle_models
 
     kw = {"embedder": HashingEmbedderDouble()} if bench_name == "multihoprag" else {}
     bench = get_benchmark(bench_name, SAMPLES, **kw)

@@ -20,10 +20,9 @@ import pytest
 
 import verimap
 from verimap.config import RunConfig
-from verimap.evals.doubles import oracle_models
 from verimap.evals.runner import RESULTS, run_eval
 from verimap.evals.tasksets import get_benchmark
-from verimap.testing import InProcessSandboxDouble, ScriptedWorld, need
+from verimap.testing import InProcessSandboxDouble, ScriptedWorld, need, oracle_models
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "datasets"

@@ -195,12 +195,14 @@ def test_model_and_tool_calls_are_shown_per_attempt_and_stay_text(page, oracle_d
         {"type": "plan", "run_id": "r", "iteration": 1,
          "data": {"plan": {"nodes": [{"id": "a", "instruction": "i", "outputs": ["x"]}]}}},
         {"type": "model_call", "run_id": "r", "iteration": 1,
-         "data": {"role": "planner", "model": PWN, "prompt_tokens": 7, "completion_tokens": 3}},
+         "data": {"role": "planner", "model": PWN, "provider": "openai", "prompt_tokens": 7,
+                  "completion_tokens": 3}},
         {"type": "tool_call", "run_id": "r", "iteration": 1, "node_id": "a", "attempt": 1,
          "data": {"tool": "python", "arguments": HOSTILE, "result": PWN, "duration_s": 0.25}},
         {"type": "model_call", "run_id": "r", "iteration": 1, "node_id": "a", "attempt": 1,
-         "data": {"role": "executor", "model": "m", "prompt_tokens": 11, "cached_tokens": 5,
-                  "completion_tokens": 2, "duration_s": 1.5, "finish_reason": "stop"}},
+         "data": {"role": "executor", "model": "m", "provider": "openai", "prompt_tokens": 11,
+                  "cached_tokens": 5, "completion_tokens": 2, "duration_s": 1.5,
+                  "finish_reason": "stop"}},
     ]  # fmt: skip
     trace = tmp_path / "calls.jsonl"
     trace.write_text("\n".join(json.dumps(e) for e in evs))

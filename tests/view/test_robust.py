@@ -82,7 +82,8 @@ def test_view_skips_and_names_every_bad_line_and_renders_the_rest(messy_eval, or
 
 def test_one_hostile_record_does_not_kill_the_report(tmp_path):
     """Valid events whose fields have every wrong shape: lists for mappings, strings for
-    numbers, numbers for lists. Each used to raise from the fold or the template."""
+    numbers, numbers for lists. Each used to raise from the fold or the template; now each is
+    shown as it was recorded, saying which field did not validate."""
     need_dot()
     plan = {"nodes": [{"id": "a", "inputs": 5, "verification": 7, "outputs": ["x"]},
                       {"id": ["b"], "name": {"n": 1}, "inputs": ["a.x"]}, "junk"],
@@ -105,7 +106,10 @@ def test_one_hostile_record_does_not_kill_the_report(tmp_path):
     trace = _events(tmp_path / "t.jsonl", evs)
     text = write_report([trace]).read_text()
     p = Page(text)
-    assert p.all("tr", **{"class": "verdict"}) and p.all("tr", **{"class": "tool-call"})
+    for typ, key in (("vf_verdict", "name"), ("tool_call", "tool"), ("model_call", "model"),
+                     ("plan_invalid", "problems"), ("replan", "failed_node")):  # fmt: skip
+        assert f"a `{typ}` event that does not validate (`{key}`" in p.body_text
+    assert not p.all("tr", **{"class": "verdict"}) and not p.all("tr", **{"class": "tool-call"})
     assert PWN not in text and PWN in p.body_text and len(p.all("script")) == 1
 
 

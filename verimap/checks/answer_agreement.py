@@ -25,7 +25,7 @@ from verimap.accounting import BudgetExceeded
 from verimap.check_names import ANSWER_AGREEMENT
 from verimap.checks.base import CheckTools, Strength, Submission, verdict
 from verimap.checks.programs import ProgramRun, write_program
-from verimap.events import CROSS_CHECK
+from verimap.events import CrossCheck
 from verimap.llm.base import ModelError
 from verimap.numbers import normalize_number
 from verimap.plan import Node
@@ -147,7 +147,7 @@ class AnswerAgreement:
         ballot.programs += 1
         if run.answer is not None:
             ballot.votes.append(Vote(run.answer, "program"))
-        ctx.emit(CROSS_CHECK, kind="program", program=ballot.programs, **run.trace())
+        ctx.emit(CrossCheck(kind="program", program=ballot.programs, **run.trace()))
 
     def choose(
         self, node: Node, candidates: list[dict[str, Any]], ctx: RunContext

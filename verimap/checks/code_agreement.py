@@ -42,9 +42,9 @@ from verimap.checks.behaviour import (
     within_domain,
 )
 from verimap.checks.examples import RunExamples, code_output, run_examples
-from verimap.events import CROSS_CHECK
+from verimap.events import CrossCheck
 from verimap.executor import code_from_reply
-from verimap.llm.base import ModelError, ModelRequest
+from verimap.llm.base import ModelError, ModelRequest, SolveCall
 from verimap.llm.messages import UserMessage
 from verimap.plan import Node
 from verimap.result import ABSTAINED, VFVerdict
@@ -195,8 +195,9 @@ class CodeAgreement:
             settings = settings.replace(temperature=tools.retry_temperature)
         prompt = REFERENCE_PROMPT.format(task=task, entry=entry)
         request = ModelRequest(
-            messages=[UserMessage(content=prompt)], settings=settings, role=JUDGE
-        )
+            messages=[UserMessage(content=prompt)], settings=settings, role=JUDGE,
+            purpose=SolveCall(kind="reference", task=task),
+        )  # fmt: skip
         try:
             reply = (await ctx.model(tools.model).request(request)).content or ""
             ref = await self._vet(bench, code_from_reply(reply), task, entry, tools)
@@ -205,8 +206,8 @@ class CodeAgreement:
         except SandboxFault as e:
             ref = Reference(None, reason=f"the sandbox failed: {e}"[:300])
         bench.references.append(ref)
-        ctx.emit(CROSS_CHECK, kind="code", reference=len(bench.references) - 1,
-                 valid=ref.valid, reason=ref.reason)  # fmt: skip
+        ctx.emit(CrossCheck(kind="code", reference=len(bench.references) - 1,
+                            valid=ref.valid, reason=ref.reason))  # fmt: skip
 
     async def _vet(
         self, bench: Bench, code: str | None, task: str, entry: str, tools: CheckTools
@@ -231,8 +232,9 @@ class CodeAgreement:
         ours, theirs = within_domain(mine, ref.behaviour)
         at = first_difference(ours, theirs)
         c = Comparison(i, compared(ours, theirs), at)
-        ctx.emit(CROSS_CHECK, kind="code", reference=i, agreed=c.agreed(self.min_inputs),
-                 compared=c.compared, input=None if at is None else call_text(entry, inputs[at]))  # fmt: skip
+        differs = None if at is None else call_text(entry, inputs[at])
+        ctx.emit(CrossCheck(kind="code", reference=i, agreed=c.agreed(self.min_inputs),
+                            compared=c.compared, input=differs))  # fmt: skip
         return c
 
     def _verdict(

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verimap.executor import code_from_reply
-from verimap.llm.base import Model, ModelRequest
+from verimap.llm.base import Model, ModelRequest, SolveCall
 from verimap.llm.messages import AssistantMessage, GenerationSettings, Message, UserMessage
 from verimap.numbers import final_number
 from verimap.sandbox.base import Outcome, Sandbox
@@ -108,9 +108,10 @@ async def write_program(
     fails to run goes back once with its error. A sandbox fault is not the program's to fix."""
     prompt = PROGRAM_PROMPTS[framing % len(PROGRAM_PROMPTS)]
     messages: list[Message] = [UserMessage(content=prompt.format(task=task))]
+    purpose = SolveCall(kind="program", framing=framing, task=task)
     run = ProgramRun(None, "", 0)
     for tries in range(1, PROGRAM_TRIES + 1):
-        request = ModelRequest(messages=messages, settings=settings, role=role)
+        request = ModelRequest(messages=messages, settings=settings, role=role, purpose=purpose)
         text = (await model.request(request)).content or ""
         run = await run_program(sandbox, text, timeout)
         run.tries = tries

@@ -26,7 +26,7 @@ from inspect_ai.model import (
 from inspect_ai.scorer import CORRECT, INCORRECT, Score
 
 from verimap import events as ev
-from verimap.trace_files import read_events, trace_path
+from verimap.trace_files import read_typed_events, trace_path
 
 # The name of the one score per sample, as Inspect's viewer labels its column.
 SCORER = "correct"
@@ -67,12 +67,12 @@ def usage_by_model(roles: dict[str, ModelUsage], models: dict[str, str]) -> dict
     return out
 
 
-def _title(e: dict[str, Any]) -> str:
+def _title(e: ev.AnyEvent) -> str:
     """The label the viewer shows on an info event: what happened, and where in the run."""
-    parts = [str(e["type"])]
-    for key, label in (("node_id", "node"), ("iteration", "iteration"), ("attempt", "attempt")):
-        if e.get(key) is not None:
-            parts.append(f"{label} {e[key]}")
+    parts = [e.type]
+    for value, label in ((e.node_id, "node"), (e.iteration, "iteration"), (e.attempt, "attempt")):
+        if value is not None:
+            parts.append(f"{label} {value}")
     return " · ".join(parts)
 
 
@@ -82,23 +82,22 @@ def transcript(run_dir: Path, rel: Any) -> tuple[list[Event], str | None]:
     path = trace_path(run_dir, rel)
     if path is None or not path.is_file():
         return [], None
-    raw, _problems = read_events(path)
-    times = [float(e["ts"]) for e in raw if isinstance(e.get("ts"), int | float)]
+    read, _problems = read_typed_events(path)
+    times = [e.ts for e in read if e.ts is not None]
     start = min(times) if times else 0.0
     task: str | None = None
     events: list[Event] = []
-    for e in raw:
-        data = e["data"] if isinstance(e.get("data"), dict) else {}
-        if e["type"] == ev.RUN_START and task is None and isinstance(data.get("task"), str):
-            task = data["task"]
-        ts = float(e["ts"]) if isinstance(e.get("ts"), int | float) else start
+    for e in read:
+        if isinstance(e, ev.RunStart) and task is None:
+            task = e.task
+        ts = e.ts if e.ts is not None else start
         events.append(
             InfoEvent(
                 source=_title(e),
-                data=data,
+                data=e.data,
                 timestamp=dt.datetime.fromtimestamp(ts, dt.UTC),
                 working_start=max(0.0, ts - start),
-                metadata={"verimap_event": e["type"], "run_id": e.get("run_id")},
+                metadata={"verimap_event": e.type, "run_id": e.run_id},
             )
         )
     return events, task

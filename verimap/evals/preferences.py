@@ -162,7 +162,7 @@ def load_run_dir(
     return config, list(first.values())
 
 
-def trace_labels(events: Sequence[ev.Event]) -> tuple[list[Label], list[bool]]:
+def trace_labels(events: Sequence[ev.AnyEvent]) -> tuple[list[Label], list[bool]]:
     """Per plan run (in `plan` event order): whether it verified or failed, and whether it was
     the one-node fallback."""
     labels: list[Label] = []
@@ -170,24 +170,23 @@ def trace_labels(events: Sequence[ev.Event]) -> tuple[list[Label], list[bool]]:
     node_failed: list[bool] = []
     pending_fallback = False
     for e in events:
-        if e.type == ev.PLAN_FALLBACK:
+        if isinstance(e, ev.PlanFallback):
             pending_fallback = True
-        elif e.type == ev.PLAN:
+        elif isinstance(e, ev.Plan):
             labels.append(None)
             fallback.append(pending_fallback)
             node_failed.append(False)
             pending_fallback = False
         elif not labels:
             continue
-        elif e.type == ev.NODE_FINISH and e.data.get("status") == "failed":
+        elif isinstance(e, ev.NodeFinish) and e.status == "failed":
             node_failed[-1] = True
-        elif e.type == ev.REPLAN:
+        elif isinstance(e, ev.Replan):
             labels[-1] = "failed"
-        elif e.type == ev.FINISH:
-            status = e.data.get("status")
-            if status == "success":
+        elif isinstance(e, ev.Finish):
+            if e.status == "success":
                 labels[-1] = "verified"
-            elif status == "failed" and node_failed[-1]:
+            elif e.status == "failed" and node_failed[-1]:
                 labels[-1] = "failed"
     return labels, fallback
 
@@ -236,14 +235,14 @@ def _labels_for(
             notes.append(f"{path}: unreadable trace ({e}); labelled from the record")
         else:
             labels, fallback = trace_labels(events)
-            task = next((e.data.get("task") for e in events if e.type == ev.RUN_START), None)
+            task = next((e.task for e in events if isinstance(e, ev.RunStart)), None)
             if len(labels) == n:
-                return labels, fallback, task if isinstance(task, str) else None
+                return labels, fallback, task
             notes.append(
                 f"{path}: {len(labels)} plan event(s) for {n} recorded plan(s); labelled from "
                 "the record"
             )
-            return record_labels(record), [False] * n, task if isinstance(task, str) else None
+            return record_labels(record), [False] * n, task
     else:
         notes.append(f"{run_dir}: no trace for {record.get('key')}; labelled from the record")
     return record_labels(record), [False] * n, None

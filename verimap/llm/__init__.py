@@ -1,5 +1,5 @@
-"""Model access: the `Model` protocol, typed messages, structured output, and (in `openai_model`)
-the OpenAI-compatible client.
+"""Model access: the `Model` protocol, typed messages, each request's purpose, structured output,
+and (in `openai_model`) the OpenAI-compatible client.
 
 Backends are imported from their own modules so that importing `verimap.llm` never
 pulls in an HTTP client.
@@ -15,15 +15,21 @@ from verimap.llm.messages import (
     ToolMessage,
     UserMessage,
 )
+from verimap.llm.purpose import ExecuteCall, JudgeCall, PlanCall, Purpose, SolveCall
 
 __all__ = [
     "AssistantMessage",
+    "ExecuteCall",
     "GenerationSettings",
+    "JudgeCall",
     "Message",
     "Model",
     "ModelError",
     "ModelRequest",
     "ModelResponse",
+    "PlanCall",
+    "Purpose",
+    "SolveCall",
     "SystemMessage",
     "ToolCall",
     "ToolMessage",

@@ -23,16 +23,22 @@ from verimap.llm.messages import (
     as_messages,
     to_openai,
 )
+from verimap.llm.purpose import ExecuteCall, JudgeCall, PlanCall, Purpose, SolveCall
 from verimap.usage import Usage
 
 __all__ = [
     "AssistantMessage",
+    "ExecuteCall",
     "GenerationSettings",
+    "JudgeCall",
     "Message",
     "Model",
     "ModelError",
     "ModelRequest",
     "ModelResponse",
+    "PlanCall",
+    "Purpose",
+    "SolveCall",
     "SystemMessage",
     "ToolCall",
     "ToolMessage",
@@ -54,6 +60,8 @@ class ModelRequest(BaseModel):
     settings: GenerationSettings = Field(default_factory=GenerationSettings)
     # Which role the call is for (planner, executor, judge): for accounting only.
     role: str = "executor"
+    # Why the call is made (`verimap.llm.purpose`): for traces and test doubles, never sent.
+    purpose: Purpose | None = Field(default=None, exclude=True)
 
     @model_validator(mode="before")
     @classmethod

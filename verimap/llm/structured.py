@@ -23,6 +23,7 @@ from verimap.llm.base import (
     Model,
     ModelRequest,
     ModelResponse,
+    Purpose,
     UserMessage,
     as_messages,
 )
@@ -99,6 +100,7 @@ async def request_structured(
     schema_name: str = "output",
     settings: GenerationSettings | None = None,
     tools: list[dict[str, Any]] | None = None,
+    purpose: Purpose | None = None,
 ) -> tuple[T | Any, list[ModelResponse]]:
     """Ask for an object matching `output` (a pydantic model or a JSON Schema dict).
 
@@ -106,7 +108,8 @@ async def request_structured(
     `StructuredOutputError` after `max_repairs` failed re-asks.
     `tools`: the tool specs the conversation so far was sent with. They go along again, not to
     be called (`tool_choice="none"`), so that the prompt renders as before and the server's
-    prompt cache (or the provider's) serves the whole shared prefix.
+    prompt cache (or the provider's) serves the whole shared prefix. `purpose` goes with every
+    request, the re-asks included: a repair is still the call it repairs.
     """
     schema = _schema_of(output)
     msgs = as_messages(messages)
@@ -122,6 +125,7 @@ async def request_structured(
             settings=settings or GenerationSettings(),
             tools=tools or None,
             tool_choice="none" if tools else None,
+            purpose=purpose,
         )
         resp = await model.request(req)
         responses.append(resp)

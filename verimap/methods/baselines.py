@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar
 
+from verimap import events as ev
 from verimap.checks.behaviour import (
     SandboxFault,
     clusters,
@@ -30,9 +31,9 @@ from verimap.checks.behaviour import (
 )
 from verimap.checks.programs import write_program
 from verimap.config import RunConfig
-from verimap.events import REPLIES, VOTE, EventBus
+from verimap.events import EventBus
 from verimap.executor import EXECUTOR_SETTINGS
-from verimap.llm.base import Model, ModelRequest
+from verimap.llm.base import Model, ModelRequest, SolveCall
 from verimap.llm.messages import GenerationSettings, UserMessage
 from verimap.methods.answers import KINDS, WHAT, Kind, as_number, bare_prompt, kind_of, read_answer
 from verimap.methods.votes import Vote, by_clusters, by_code_text, by_text, by_value
@@ -109,6 +110,7 @@ class Baseline:
             messages=[UserMessage(content=bare_prompt(task, self.kind))],
             settings=settings,
             role=EXECUTOR,
+            purpose=SolveCall(kind="sample", task=task),
         )
         return (await ctx.model(self.model).request(request)).content or ""
 
@@ -132,9 +134,14 @@ class Baseline:
         return self._result(ctx.run_id, task, "success", answer=answer, confidence=confidence)
 
 
-def _replies(ctx: RunContext, replies: list[str], answers: list[Any], **more: Any) -> None:
+def _replies(
+    ctx: RunContext, replies: list[str], answers: list[Any], program: dict[str, Any] | None = None
+) -> None:
     shown = [clip(a, REPLY_CHARS) if isinstance(a, str) else a for a in answers]
-    ctx.emit(REPLIES, replies=[clip(r, REPLY_CHARS) for r in replies], answers=shown, **more)
+    cut = [clip(r, REPLY_CHARS) for r in replies]
+    # Only the program baseline's replies name a program: the others' lines have no such key.
+    ctx.emit(ev.Replies(replies=cut, answers=shown, program=program) if program is not None
+             else ev.Replies(replies=cut, answers=shown))  # fmt: skip
 
 
 class Bare(Baseline):
@@ -180,7 +187,7 @@ class SelfConsistency(Baseline):
         finally:
             _replies(ctx, replies, answers)
         vote = await self._vote(task, answers)
-        ctx.emit(VOTE, **vote.trace())
+        ctx.emit(ev.Vote(**vote.trace()))
         if vote.winner is None:
             error = f"none of the {self.samples} samples gave an answer ({WHAT[self.kind]})"
             return self._result(ctx.run_id, task, "failed", error=error)

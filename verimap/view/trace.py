@@ -1,26 +1,34 @@
 """A run's JSONL trace folded into iterations, nodes and attempts, ready to draw.
 
-The trace is read leniently, with no `Event` or `Plan` validation: the viewer
-must open a torn trace (a killed run), an old one, or one whose plans never
-validated, and show what is there; a line that is no event is skipped and noted
-as `file:line: reason`. Inside an event anything may have any shape, so every
-field is read for the kind it must be and ignored when it is not. Every string
-is model output or derived from it, so each is clipped to `max_chars` on the way
-in, and so is every container; the run keeps at most so many of each list (see
-`verimap.view.model`) and folds events only up to `RUN_BUDGET`. The HTML layer
-escapes what is left; this layer only bounds its size.
+The trace is read leniently: the viewer must open a torn trace (a killed run), an
+old one, or one whose plans never validated, and show what is there. A line that
+is no event is skipped and noted as `file:line: reason`; an event is folded by
+its typed fields, and one whose payload does not validate as its type (an older
+verimap's, a hand-edited one) is shown as it was recorded (`trace_files.as_event`).
+Plans are not validated, so a plan's every field is read for the kind it must be
+and ignored when it is not. Every string is model output or derived from it, so
+each is clipped to `max_chars` on the way in, and so is every container; the run
+keeps at most so many of each list (see `verimap.view.model`) and folds events only
+up to `RUN_BUDGET`. The HTML layer escapes what is left; this layer only bounds its
+size.
 """
 
 from __future__ import annotations
 
 import difflib
-import math
 import os
 from collections.abc import Sequence
 from typing import Any
 
 from verimap import events as ev
-from verimap.trace_files import DEFAULT_MAX_CHARS, EVENT, clip_deep, clip_text, read_jsonl
+from verimap.trace_files import (
+    DEFAULT_MAX_CHARS,
+    EVENT,
+    as_event,
+    clip_deep,
+    clip_text,
+    read_jsonl,
+)
 from verimap.view.model import (
     MAX_DIFF_LINES,
     MAX_ITERATIONS,
@@ -43,19 +51,8 @@ RUN_BUDGET = 100_000
 EVENT_COST = 10
 MAX_EDGES = 2_000  # per plan
 MAX_DIFF_INPUT = 1_500  # lines of either plan's JSON
-_NODE_EVENTS = {
-    ev.NODE_START,
-    ev.NODE_REUSED,
-    ev.NODE_FINISH,
-    ev.ATTEMPT,
-    ev.RETRY,
-    ev.VF_VERDICT,
-    ev.ATTEMPT_RESULT,
-}
-
-
-def _dict(x: Any) -> dict[str, Any]:
-    return x if isinstance(x, dict) else {}
+_NODE_EVENTS = (ev.NodeStart, ev.NodeReused, ev.NodeFinish, ev.Attempt, ev.Retry, ev.VfVerdict,
+                 ev.AttemptResult)  # fmt: skip
 
 
 def _list(x: Any) -> list[Any]:
@@ -65,20 +62,6 @@ def _list(x: Any) -> list[Any]:
 def _label(x: Any) -> str:
     """A value shown as a name: strings as they are, anything else as short JSON."""
     return x if isinstance(x, str) else clip_text(pretty(x), 200)
-
-
-def _int(x: Any) -> int | None:
-    return x if isinstance(x, int) and not isinstance(x, bool) else None
-
-
-def _num(x: Any) -> float | None:
-    if not isinstance(x, int | float) or isinstance(x, bool):
-        return None
-    try:
-        f = float(x)
-    except OverflowError:
-        return None
-    return f if math.isfinite(f) else None
 
 
 def _ref_source(ref: Any) -> str | None:
@@ -199,100 +182,96 @@ class _Fold:
                 self.run.hidden_iterations += 1
         return it
 
-    def event(self, e: dict[str, Any]) -> None:
-        run, typ = self.run, e["type"]
-        data = _dict(e.get("data"))
-        it_no, attempt_no = _int(e.get("iteration")), _int(e.get("attempt"))
-        nid = e.get("node_id")
-        run.run_id = run.run_id or _label(e.get("run_id") or "")
-        if typ == ev.RUN_START:
-            run.task = _label(data.get("task", ""))
-            run.config = data.get("config")
-        elif typ == ev.PLAN:
-            _set_plan(self.iteration(it_no), data.get("plan"))
-        elif typ == ev.PLAN_INVALID:
-            problems = [_label(p) for p in _list(data.get("problems"))]
-            self.iteration(it_no).invalid_plans.add(
-                {"problems": problems, "reply": data.get("reply", "")}
-            )
-        elif typ == ev.PLAN_FALLBACK:
-            self.iteration(it_no).fallback = _label(data.get("reason") or "")
-        elif typ == ev.VF_VACUOUS:
-            self.iteration(it_no).vacuous.add(f"{nid}.{_label(data.get('vf'))}")
-        elif typ == ev.PLAN_KEPT:
-            self.iteration(it_no).kept = data
-        elif typ == ev.REPLAN:
-            self.iteration(it_no).replan = data
-        elif typ in _NODE_EVENTS and isinstance(nid, str):
-            self.node_event(typ, self.iteration(it_no).node(nid), attempt_no, data, e)
-        elif typ in (ev.TOOL_CALL, ev.MODEL_CALL) and isinstance(nid, str) and attempt_no:
-            a = self.iteration(it_no).node(nid).attempt(attempt_no)
-            (a.tool_calls if typ == ev.TOOL_CALL else a.model_calls).add(data)
-        elif typ == ev.MODEL_CALL and not isinstance(nid, str):
-            run.model_calls.add(data)
-        elif typ in (ev.ERROR, ev.BUDGET):
-            run.errors.add({**data, "type": typ})
-        elif typ == ev.FINISH:
-            self.finish(data)
-        else:
-            other = {"type": typ, "ts": _num(e.get("ts")), "data": data}
-            if isinstance(nid, str):
-                node = self.iteration(it_no).node(nid)
-                (node.attempt(attempt_no).other if attempt_no else node.other).add(other)
-            else:
-                run.other.add(other)
+    def event(self, e: ev.AnyEvent, why: str | None = None) -> None:
+        """Fold one event; a generic one (an unknown type, or a payload that did not validate:
+        `why`) is shown as it was recorded, where it belongs."""
+        run, it_no, nid = self.run, e.iteration, e.node_id
+        run.run_id = run.run_id or e.run_id
+        if isinstance(e, _NODE_EVENTS) and nid is not None:
+            self.node_event(e, self.iteration(it_no).node(nid))
+            return
+        match e:
+            case ev.RunStart():
+                run.task, run.config = e.task, e.config
+            case ev.Plan():
+                _set_plan(self.iteration(it_no), e.plan)
+            case ev.PlanInvalid():
+                self.iteration(it_no).invalid_plans.add({"problems": e.problems, "reply": e.reply})
+            case ev.PlanFallback():
+                self.iteration(it_no).fallback = e.reason
+            case ev.VfVacuous():
+                self.iteration(it_no).vacuous.add(f"{nid}.{e.vf}")
+            case ev.PlanKept():
+                self.iteration(it_no).kept = e.data
+            case ev.Replan():
+                self.iteration(it_no).replan = e.data
+            case ev.ToolCall() | ev.ModelCall() if nid is not None and e.attempt:
+                a = self.iteration(it_no).node(nid).attempt(e.attempt)
+                (a.tool_calls if isinstance(e, ev.ToolCall) else a.model_calls).add(e.data)
+            case ev.ModelCall() if nid is None:
+                run.model_calls.add(e.data)
+            case ev.Error() | ev.BudgetExhausted():
+                run.errors.add({**e.data, "type": e.type})
+            case ev.Finish():
+                self.finish(e)
+            case _:
+                label = e.type if why is None else f"{e.type} ({why})"
+                other = {"type": label, "ts": e.ts, "data": e.data}
+                if nid is not None:
+                    node = self.iteration(it_no).node(nid)
+                    (node.attempt(e.attempt).other if e.attempt else node.other).add(other)
+                else:
+                    run.other.add(other)
 
-    def node_event(
-        self, typ: str, node: NodeRun, attempt_no: int | None, data: dict[str, Any], e: Any
-    ) -> None:
-        ts = _num(e.get("ts"))
-        if typ == ev.NODE_START:
-            node.status = "running"
-            node.started = ts
-            node.inputs = data.get("inputs")
-        elif typ == ev.NODE_REUSED:
-            node.status = "reused"
-            node.outputs = data.get("outputs")
-            node.started = node.finished = ts
-        elif typ == ev.NODE_FINISH:
-            node.status = _label(data.get("status") or "finished")
-            node.outputs = data.get("outputs")
-            node.finished = ts
-        elif typ == ev.RETRY:
-            node.attempt(attempt_no).feedback = data.get("feedback")
-        elif typ == ev.ATTEMPT:
-            node.attempt(attempt_no).started = ts
-        elif typ == ev.VF_VERDICT:
-            name = _label(data.get("name", ""))
-            node.attempt(attempt_no).verdicts.add(
-                Verdict(
-                    name=name,
-                    type=_label(data.get("type", "")),
-                    outcome=_label(data.get("outcome", "")),
-                    message=_label(data.get("message") or ""),
-                    traceback=_label(data.get("traceback") or ""),
-                    explanation=_label(data.get("explanation") or ""),
-                    check=node.vf_check(name),
+    def node_event(self, e: ev.AnyEvent, node: NodeRun) -> None:
+        ts = e.ts
+        match e:
+            case ev.NodeStart():
+                node.status = "running"
+                node.started = ts
+                node.inputs = e.inputs
+            case ev.NodeReused():
+                node.status = "reused"
+                node.outputs = e.outputs
+                node.started = node.finished = ts
+            case ev.NodeFinish():
+                node.status = e.status or "finished"
+                node.outputs = e.outputs
+                node.finished = ts
+            case ev.Retry():
+                node.attempt(e.attempt).feedback = e.feedback
+            case ev.Attempt():
+                node.attempt(e.attempt).started = ts
+            case ev.VfVerdict():
+                node.attempt(e.attempt).verdicts.add(
+                    Verdict(
+                        name=e.name,
+                        type=e.vf_type,
+                        outcome=e.outcome,
+                        message=e.message,
+                        traceback=e.traceback,
+                        explanation=e.explanation,
+                        check=node.vf_check(e.name),
+                    )
                 )
-            )
-        elif typ == ev.ATTEMPT_RESULT:
-            a = node.attempt(attempt_no)
-            a.finished = ts
-            a.passed = bool(data.get("passed"))
-            a.score = _num(data.get("score"))
-            a.outputs = data.get("outputs")
-            a.error = data.get("error")
+            case ev.AttemptResult():
+                a = node.attempt(e.attempt)
+                a.finished = ts
+                a.passed = e.passed
+                a.score = e.score
+                a.outputs = e.outputs
+                a.error = e.error
 
-    def finish(self, data: dict[str, Any]) -> None:
+    def finish(self, e: ev.Finish) -> None:
         run = self.run
-        run.status = _label(data.get("status") or "finished")
-        run.final_output = data.get("final_output")
-        run.error = data.get("error")
-        run.n_iterations = _int(data.get("iterations"))
-        run.retries = _int(data.get("retries"))
-        run.wall_time_s = _num(data.get("wall_time_s"))
-        roles = _dict(_dict(data.get("usage")).get("roles"))
-        run.usage = {k: v for k, v in roles.items() if isinstance(v, dict)}
+        run.status = e.status or "finished"
+        run.final_output = e.final_output
+        run.error = e.error
+        run.n_iterations = e.iterations
+        run.retries = e.retries
+        run.wall_time_s = e.wall_time_s
+        roles = e.usage.roles if e.usage is not None else {}
+        run.usage = {role: u.model_dump() for role, u in roles.items()}
 
     def done(self) -> RunView:
         run = self.run
@@ -332,7 +311,7 @@ def build_run(
         if spent > budget and raw.get("type") != ev.FINISH:
             fold.run.hidden_events += 1
             continue
-        fold.event(raw if max_chars is None else clip_deep(raw, max_chars))
+        fold.event(*as_event(raw if max_chars is None else clip_deep(raw, max_chars)))
     return fold.done()
 
 
