@@ -2,12 +2,18 @@
 
 Imports under `if TYPE_CHECKING:` are left out: they never run, and a type may name
 a module above it. Function-level imports count: they run.
+
+Also: no module past the line limit without saying why, and no run id or commit hash in a
+comment or docstring (the runs live in docs/decisions.md and eval/small-model.md).
 """
 
 from __future__ import annotations
 
 import ast
 import graphlib
+import io
+import re
+import tokenize
 from collections import defaultdict
 from pathlib import Path
 
@@ -95,3 +101,86 @@ def test_no_module_is_over_the_line_limit_unless_it_says_why():
         if f"over {MAX_LINES} lines:" not in doc.lower():
             long.append(f"{path.relative_to(PACKAGE_DIR)}: {text.count(chr(10))} lines")
     assert long == []
+
+
+# A run id (`r52`, `r32-r36`, `r41v2`, `runs/bench-r28`) or a commit hash in a comment or a
+# docstring: the code says why in a sentence and cites docs/decisions.md, which keeps the runs.
+# A hash needs a digit and a letter (so neither `1000000` nor "defaced"), unless "commit" or
+# "code of" names it. Code is not read: a sha256 constant or a prompt may hold anything.
+RUN_ID = re.compile(r"\br\d{2,3}(?:v\d+[a-z]*)?\b")
+COMMIT_HASH = re.compile(
+    r"\b(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b"
+    r"|\b(?:[Cc]ommit|[Cc]ode of)\W{1,3}[0-9a-f]{7,40}\b"
+)
+
+
+def _notes(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every comment and every docstring (any string standing alone as a
+    statement, so attribute docstrings too) in `source`."""
+    notes = [
+        (tok.start[0], tok.string)
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    ]
+    notes += [
+        (node.lineno, node.value.value)
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Expr)
+        and isinstance(node.value, ast.Constant)
+        and isinstance(node.value.value, str)
+    ]
+    return notes
+
+
+def _run_ids_and_hashes(source: str) -> list[tuple[int, str]]:
+    return [
+        (line, m.group())
+        for line, text in _notes(source)
+        for pattern in (RUN_ID, COMMIT_HASH)
+        for m in pattern.finditer(text)
+    ]
+
+
+def test_the_run_id_scan_reads_comments_and_docstrings_only():
+    source = (
+        '"""Measured in r41v2 and runs/bench-r28."""\n'
+        "SHA = 'a1cd7a8e3f00'  # code of 1240991, see r32-r36\n"
+        "def f():\n"
+        "    '''Kept since c9d4c28.'''\n"
+        "    return 'r52 a1cd7a8'  # 1000000 tokens, a defaced plan, r2d2\n"
+    )
+    assert [hit for _, hit in _run_ids_and_hashes(source)] == [
+        "r32",
+        "r36",
+        "code of 1240991",
+        "r41v2",
+        "r28",
+        "c9d4c28",
+    ]
+
+
+def test_no_run_id_or_commit_hash_in_comments_or_docstrings():
+    """Run ids and commit hashes belong in docs/decisions.md, eval/small-model.md and the
+    CHANGELOG; a comment says why and cites the decision (`docs/decisions.md, D07`)."""
+    found = [
+        f"{path.relative_to(PACKAGE_DIR)}:{line}: {hit}"
+        for path in sorted(PACKAGE_DIR.rglob("*.py"))
+        for line, hit in _run_ids_and_hashes(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
+def test_every_decision_a_comment_cites_exists():
+    """`(docs/decisions.md, D07)` in a comment or docstring names an entry `## D07: ...`."""
+    decisions = PACKAGE_DIR.parent / "docs" / "decisions.md"
+    if not decisions.is_file():
+        pytest.skip("docs/ is not next to the package (an installed wheel)")
+    entries = set(re.findall(r"^## (D\d+):", decisions.read_text(encoding="utf-8"), re.M))
+    cited = {
+        f"{path.relative_to(PACKAGE_DIR)}:{line}: {d}"
+        for path in sorted(PACKAGE_DIR.rglob("*.py"))
+        for line, text in _notes(path.read_text(encoding="utf-8"))
+        for d in re.findall(r"decisions\.md,\s+(D\d+)", text)
+        if d not in entries
+    }
+    assert cited == set()

@@ -6,7 +6,7 @@ import json
 import pytest
 
 import verimap
-from verimap.config import RunConfig
+from verimap.config import Budget, RunConfig
 from verimap.events import EventBus
 from verimap.fixed_planners import TemplatePlanner
 from verimap.llm.base import ModelError
@@ -401,3 +401,13 @@ async def test_fresh_code_retries_alternate_repair_and_a_fresh_start_across_iter
         f"-{k}" in p and "new attempt" not in p
         for k, p in enumerate(world.executor_prompts["ex"][1:], 1)
     )
+
+
+async def test_a_run_its_budget_stops_keeps_its_best_answer_so_far_unverified():
+    """Nothing is lost: an attempt paid for still answers, marked unverified."""
+    plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": -1})
+    config = RunConfig(vacuity_check=False, budget=Budget(max_llm_calls=2))
+    r = await run(world, config)
+    assert r.status == "budget_exhausted" and r.answer == -1 and not r.verified
+    assert r.unverified_reason == "the run ended budget_exhausted"

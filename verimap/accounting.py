@@ -90,6 +90,7 @@ class ModelCall(BaseModel):
     temperature: float | None = None
     top_p: float | None = None
     max_tokens: int | None = None
+    seed: int | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
@@ -97,6 +98,8 @@ class ModelCall(BaseModel):
     duration_s: float = 0.0
     finish_reason: str | None = None
     tool_calls: int = 0
+    # Answered from verimap's call cache: no endpoint was asked, and the tokens above are 0.
+    cache_hit: bool = False
     error: str | None = None
     error_type: str | None = None
 
@@ -132,7 +135,7 @@ def _model_call(
         prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
         cached_tokens=usage.cached_tokens, cost=usage.cost, duration_s=duration_s,
         finish_reason=resp.finish_reason if resp else None,
-        tool_calls=len(resp.tool_calls) if resp else 0,
+        tool_calls=len(resp.tool_calls) if resp else 0, cache_hit=usage.cached_calls > 0,
         error=str(error)[:1000] if error else None,
         error_type=type(error).__name__ if error else None,
     )  # fmt: skip
@@ -166,21 +169,25 @@ class Ledger:
         return self._clock() - self.started
 
     def check(self, role: str = "") -> None:
-        """Raise `BudgetExceeded` if one more call would cross a limit."""
+        """Raise `BudgetExceeded` if one more call would cross a limit. Replies from the call
+        cache count as the calls they replay: a re-run from the cache stops where the run it
+        replays stopped, or it would not give the same results."""
         b, total = self.budget, self.usage.total
-        if b.max_llm_calls is not None and total.calls + 1 > b.max_llm_calls:
+        calls = total.calls + total.cached_calls
+        tokens = total.total_tokens + total.saved_tokens
+        cost = total.cost + total.saved_cost
+        if b.max_llm_calls is not None and calls + 1 > b.max_llm_calls:
             raise BudgetExceeded(
                 "max_llm_calls",
-                f"LLM call budget exhausted: {total.calls} of {b.max_llm_calls} calls used",
+                f"LLM call budget exhausted: {calls} of {b.max_llm_calls} calls used",
             )
-        if b.max_tokens is not None and total.total_tokens >= b.max_tokens:
+        if b.max_tokens is not None and tokens >= b.max_tokens:
             raise BudgetExceeded(
-                "max_tokens",
-                f"token budget exhausted: {total.total_tokens} of {b.max_tokens} tokens used",
+                "max_tokens", f"token budget exhausted: {tokens} of {b.max_tokens} tokens used"
             )
-        if b.max_cost is not None and total.cost >= b.max_cost:
+        if b.max_cost is not None and cost >= b.max_cost:
             raise BudgetExceeded(
-                "max_cost", f"cost budget exhausted: ${total.cost:.4f} of ${b.max_cost:.4f}"
+                "max_cost", f"cost budget exhausted: ${cost:.4f} of ${b.max_cost:.4f}"
             )
         if b.timeout_s is not None and self.elapsed_s >= b.timeout_s:
             raise BudgetExceeded(
@@ -254,7 +261,7 @@ class MeteredModel:
             ledger.faults.append(f"{req.role} model error: {e}")
             raise
         usage = resp.usage
-        if usage.calls == 0:
+        if usage.calls == 0 and usage.cached_calls == 0:
             usage = usage.model_copy(update={"calls": 1})
         self._record(
             req.role, usage, _model_call(model, req, usage, time.monotonic() - start, resp)

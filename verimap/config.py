@@ -86,6 +86,9 @@ class RunConfig(BaseModel):
     # et al. 2023, "Is Self-Repair a Silver Bullet for Code Generation?").
     fresh_code_retries: bool = False
     top_p: float | None = None
+    # The sampler's seed for every role's requests (`GenerationSettings.seed`; None: the
+    # endpoint's own). It makes sampled runs repeatable where the endpoint honours it.
+    seed: int | None = None
     budget: Budget = Field(default_factory=Budget)
 
     @model_validator(mode="after")

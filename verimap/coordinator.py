@@ -140,8 +140,10 @@ class Coordinator:
                 final_output: dict | None = None, error: str | None = None,
                 error_kind: ErrorKind | None = None) -> RunResult:  # fmt: skip
         why = self._why_unverified(st, status, final)
-        if final_output is None and status != "budget_exhausted":
-            final_output = st.best
+        if final_output is None and st.plans:  # the best answer so far, unverified: never lost
+            final_output = st.best or best_unverified(
+                st.plans[-1], st.reports, st.iteration, self.config.unverified_answer
+            )
         return RunResult(
             run_id=st.run_id, task=st.task, status=status, final_node=final, final_output=final_output,
             nodes=st.reports, iterations=st.iteration, retries=st.retries, plans=list(st.plans), error=error,
@@ -214,7 +216,7 @@ class Coordinator:
             replan = with_ctx(self.planner.replan, st.task, plan, failure, ctx=self._ctx(st))
             plan = await self._vet(st, await replan)
             if told is not None and node_work(plan, failure.node_id) == work:
-                st.carry[failure.node_id] = told  # else it repeats its greedy answer (r52)
+                st.carry[failure.node_id] = told  # else it repeats itself (docs/decisions.md, D09)
             if (stop := self._repeats_failed_work(st, plan, failure.node_id)) is not None:
                 return stop
 

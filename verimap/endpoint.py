@@ -3,7 +3,10 @@
 Offline by default: with no `--model`, no `--base-url`/`OPENAI_BASE_URL` and no
 `OPENAI_API_KEY`, verimap starts (or reuses) its local llama.cpp server and
 stops what it started when the command ends. A configured endpoint is used as
-it is, through the same OpenAI-compatible HTTP path.
+it is, through the same OpenAI-compatible HTTP path. Without one, a `provider/model` name
+(`openai/gpt-4o-mini`, `ollama/qwen2.5:7b`, `local/qwen2.5-coder-1.5b`) names its endpoint
+(`verimap.llm.providers`). Every model `connect` yields goes through the call cache when one
+is asked for (`verimap.llm.cache`).
 """
 
 from __future__ import annotations
@@ -20,7 +23,9 @@ from urllib.parse import urlsplit
 
 from verimap.check_names import ANSWER_AGREEMENT, ARITHMETIC, CODE_AGREEMENT
 from verimap.env import EnvError, getenv, getenv_int
+from verimap.llm import providers
 from verimap.llm.base import Model, ModelError
+from verimap.llm.cache import CACHE_MODES, CachedModel
 from verimap.llm.openai_model import DIALECTS, Dialect, OpenAIModel
 from verimap.usage import EXECUTOR, JUDGE, PLANNER
 
@@ -57,6 +62,8 @@ def resolve_local(model: str | None = None, model_file: Path | str | None = None
             raise ModelError(f"model file not found: {p}")
         return LocalChoice(p, p.stem)
     name = model if model and model.lower() not in LOCAL_WORDS else None
+    if name and (parts := providers.split_provider(name)) and parts[0] == providers.LOCAL:
+        name = parts[1]
     name = name or getenv("VERIMAP_LOCAL_MODEL")
     if name:
         candidates = [catalog.lookup(name)]
@@ -87,7 +94,8 @@ def is_remote(model: str | None, base_url: str | None) -> bool:
     if base_url or getenv("OPENAI_BASE_URL"):
         return True
     if model:
-        if model.lower() in LOCAL_WORDS:
+        parts = providers.split_provider(model)
+        if model.lower() in LOCAL_WORDS or (parts is not None and parts[0] == providers.LOCAL):
             return False
         try:
             catalog.lookup(model)
@@ -103,19 +111,18 @@ LOCAL_TEMPERATURE = 0.0
 # A retry at 0 repeats the failed answer word for word (the 1.5B added 20+5+600+60 = 745 in
 # three retries told "expected 685"); at 0.7 it answered 685 in 4 of 4 samples.
 LOCAL_RETRY_TEMPERATURE = 0.7
-# In 16 repair rounds of the 1.5B on GSM8K (4 loops of 4 replies) not one plan became valid, and
-# each round cost about two minutes; with one repair allowed, 15 more rounds in runs r32-r36 and
-# the eval rerun (GSM8K and HumanEval) gave no valid plan either. The one-node fallback plan is
-# the better use of the time (its answers were right as often as planned ones: 4/8 vs. 7/16).
+# In 31 repair rounds of the 1.5B on GSM8K and HumanEval not one plan became valid, and each
+# round cost about two minutes. The one-node fallback plan is the better use of the time (its
+# answers were right as often as planned ones, 4/8 vs. 7/16; docs/decisions.md, D01).
 LOCAL_PLAN_REPAIRS = 0
 # In every recorded 1.5B run that replanned (6 tasks, 3-5 plans each) the replans cost 535-1,983 s
 # and gave no right answer; the two that ended verified were wrong. One replan stays, the tail goes.
 LOCAL_MAX_ITERATIONS = 2
 # The whole task as one node (`LLMPlanner(max_nodes=1)`: no planner call). On GSM8K 0-19 the
-# 1.5B's plans of 2-3 nodes were right 3 of 12 times (r54; r48: 4 of 12) where react was right on
-# 7 of the same 12; the one-node plan 5 of 8 (both runs). Each node is one more place for a small
-# model to slip (an extraction node's labels misled the final node), and one more call. Earlier
-# (r27-r38): plans of 4+ nodes right 3 times in 14. `--max-nodes 3` gives the planner back.
+# 1.5B's plans of 2-3 nodes were right 3 of 12 times (4 of 12 in an earlier run) where react was
+# right on 7 of the same 12; the one-node plan 5 of 8 (both runs). Each node is one more place
+# for a small model to slip (an extraction node's labels misled the final node), and one more
+# call. `--max-nodes 3` gives the planner back (docs/decisions.md, D02).
 LOCAL_MAX_NODES = 1
 
 
@@ -175,6 +182,44 @@ def _own_server_token(url: str | None) -> str | None:
     return info.token if info else None
 
 
+def _remote_target(
+    name: str, url: str | None, token: str | None
+) -> tuple[str | None, str, str | None, bool]:
+    """(base URL, model name there, API key, whether it is verimap's own server) for a role's
+    model `name`. At a configured endpoint a name is its own, slashes and all; without one, a
+    `provider/model` name chooses the endpoint and its key (None: OPENAI_BASE_URL, else OpenAI,
+    keyed by OPENAI_API_KEY)."""
+    if url:
+        return url, name, token, token is not None
+    try:
+        target = providers.resolve(name)
+    except providers.UnknownProvider as e:
+        raise ModelError(str(e)) from None
+    if target is None:
+        return None, name, None, False
+    if target.base_url is None:
+        raise ModelError(
+            f"{name!r}: the local server runs one model for every role; give it alone as "
+            f"--model {name}, or give the other roles' models an endpoint"
+        )
+    key = providers.NO_KEY if target.key_env is None else getenv(target.key_env)
+    if key is None:
+        raise ModelError(f"{name!r} needs an API key for {target.provider}: set {target.key_env}")
+    return target.base_url, target.model, key, False
+
+
+def _max_tokens_param() -> str:
+    """`VERIMAP_MAX_TOKENS_PARAM`: the field a reply's token limit is sent in (auto: by endpoint
+    and model, `verimap.llm.providers.token_limit_field`)."""
+    chosen = getenv("VERIMAP_MAX_TOKENS_PARAM", "auto")
+    if chosen not in providers.MAX_TOKENS_PARAMS:
+        raise ModelError(
+            f"VERIMAP_MAX_TOKENS_PARAM={chosen!r}; choose one of "
+            f"{', '.join(providers.MAX_TOKENS_PARAMS)}"
+        )
+    return chosen
+
+
 @asynccontextmanager
 async def connect(
     model: str | None = None,
@@ -187,17 +232,34 @@ async def connect(
     *,
     dialect: str | None = None,
     startup_timeout: float = 180.0,
+    cache: str = "off",
+    cache_dir: Path | str | None = None,
+    max_connections: int | None = None,
 ) -> AsyncIterator[dict[str, Model]]:
     """Yield `{"planner", "executor", "judge"}` models for one command.
 
-    Remote: one `OpenAIModel` per role on the configured endpoint. Local: one
-    model on the local server shared by all roles (one server runs one model);
-    a server that dies mid-run is restarted once on the next failed call.
+    Remote: one `OpenAIModel` per model name and endpoint (a `provider/model` name chooses
+    its endpoint when none is configured). Local: one model on the local server shared by all
+    roles (one server runs one model); a server that dies mid-run is restarted once on the
+    next failed call. `cache` (off, on, sampled) keeps replies in `cache_dir`
+    (`verimap.llm.cache`); `max_connections` caps the requests in flight per endpoint.
     """
     chosen = dialect or getenv("VERIMAP_DIALECT", "auto")
     if chosen not in DIALECTS:
         raise ModelError(f"unknown dialect {chosen!r}; choose one of {', '.join(DIALECTS)}")
-    speaks = cast(Dialect, chosen)
+    if cache not in CACHE_MODES:
+        raise ModelError(f"unknown cache mode {cache!r}; choose one of {', '.join(CACHE_MODES)}")
+    common: dict[str, Any] = {
+        "dialect": cast(Dialect, chosen),
+        "max_connections": max_connections,
+        "max_tokens_param": _max_tokens_param(),
+    }
+
+    def cached(m: OpenAIModel, endpoint: str | None = None) -> Model:
+        if cache == "off":
+            return m
+        return CachedModel(m, cache_dir, sampled=cache == "sampled", endpoint=endpoint)
+
     if model_file is None and is_remote(model, base_url):
         url = base_url or getenv("OPENAI_BASE_URL")
         names = {
@@ -206,16 +268,16 @@ async def connect(
             JUDGE: judge_model or model or REMOTE_DEFAULTS[JUDGE],
         }
         token = await asyncio.to_thread(_own_server_token, url)
-        cache: dict[str, OpenAIModel] = {}
-        for n in names.values():
-            if n not in cache:
-                cache[n] = OpenAIModel(
-                    n, base_url=url, dialect=speaks, api_key=token, local=token is not None
-                )
+        where = {role: _remote_target(n, url, token) for role, n in names.items()}
+        made: dict[tuple[str | None, str], OpenAIModel] = {}
+        for at, name, key, own in where.values():
+            if (at, name) not in made:
+                made[(at, name)] = OpenAIModel(name, base_url=at, api_key=key, local=own, **common)
+        wrapped = {k: cached(m) for k, m in made.items()}
         try:
-            yield {role: cache[n] for role, n in names.items()}
+            yield {role: wrapped[(at, name)] for role, (at, name, _, _) in where.items()}
         finally:
-            for m in cache.values():
+            for m in made.values():
                 await m.aclose()
         return
 
@@ -267,14 +329,17 @@ async def connect(
         info.alias,
         base_url=info.base_url,
         api_key=info.token,
-        dialect=speaks,
         local=True,
         max_retries=3,
         on_unreachable=recover,
         max_tokens_cap=local_max_tokens(),
+        **common,
     )
+    # The server's port changes with every start; the model it serves names it for the cache.
+    size = choice.model_file.stat().st_size if choice.model_file.is_file() else 0
+    served = cached(local_model, endpoint=f"local/{choice.alias}/{size}")
     try:
-        yield {PLANNER: local_model, EXECUTOR: local_model, JUDGE: local_model}
+        yield {PLANNER: served, EXECUTOR: served, JUDGE: served}
     finally:
         await local_model.aclose()
         final = state["info"]

@@ -146,12 +146,15 @@ def best_unverified(
     "last"); else the outputs of its deepest verified ancestor."""
     final = plan.final_node().id
     rep = reports.get(final)
-    if rep is not None and rep.iteration == iteration and rep.outputs:
-        if mode == "last":
-            return dict(rep.outputs)
+    if rep is not None and rep.iteration == iteration and (rep.outputs or rep.attempts):
+        # A node cut off mid-way (a budget) has attempts but no outputs yet: they still count.
         typed = [a for a in rep.attempts if a.outputs and a.error is None]
+        if mode == "last":
+            return dict(rep.outputs or (typed[-1].outputs if typed else None) or {}) or None
         answers = [a.outputs or {} for a in typed if a.passed] or [a.outputs or {} for a in typed]
-        return plurality(answers)[0] if answers else dict(rep.outputs)
+        if answers:
+            return plurality(answers)[0]
+        return dict(rep.outputs) if rep.outputs else None
     for aid in reversed(plan.topological_order()):
         arep = reports.get(aid)
         if aid in plan.ancestors(final) and arep and arep.status in DONE and arep.outputs:

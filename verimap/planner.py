@@ -147,7 +147,7 @@ class LLMPlanner:
         sent back like any invalid one (None: no cap, as the paper). 1 means the whole task as
         one node (`fallback.whole_task_plan`, with the checks its kind gives for free), without
         a model call: told so, the local 1.5B still wrote 2-5 nodes, and with the cap in its
-        grammar it wrote its first step as the whole plan (r49-r51)."""
+        grammar it wrote its first step as the whole plan (docs/decisions.md, D03)."""
         self.model = model
         self.think_first = think_first
         self.think_max_tokens = think_max_tokens
@@ -464,7 +464,8 @@ class LLMPlanner:
 
     def _one_node(self, task: str) -> Plan:
         """Recorded like a fallback: its VFs are built in, so they are not sent to a model for
-        repair (asked to repair `is_number`, the 1.5B wrote `answer == 5`, r56)."""
+        repair (asked to repair `is_number`, the 1.5B wrote `answer == 5`; docs/decisions.md,
+        D04)."""
         plan = whole_task_plan(task, self.domain, with_vfs=self.write_vfs)
         plan.fallback_reason = "the whole task as one node (max_nodes=1): no planner call"
         return plan

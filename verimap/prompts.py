@@ -117,7 +117,7 @@ Fix every problem and reply with the whole corrected plan as one JSON object."""
 
 # The text-only executor's (the paper's MAP) system prompt. The structured executor has none: on
 # the 1.5B this persona with "for arithmetic always use a tool" solved 9 of GSM8K 70-89, the
-# task first and the guidance last in one user turn 14 (benchmarks/small_model.py, r41).
+# task first and the guidance last in one user turn 14 (docs/decisions.md, D05).
 EXECUTOR_SYSTEM = """\
 You are an executor agent. Solve exactly the subtask you are given, using only its inputs. \
 Think step by step in plain text; use tools when they help (for arithmetic always use a tool). \
@@ -150,13 +150,14 @@ EXECUTOR_CLOSING = (
 
 # A node whose one output is code gets the request the bare model answers best, not a reasoning
 # prompt: as a one-node agent on HumanEval 110-114 the 1.5B passed 1 with "Think step by step"
-# (numbered-step code), 3 with this (r43, r47; the bare model 4).
+# (numbered-step code), 3 with this; the bare model 4 (docs/decisions.md, D07).
 EXECUTOR_CODE_CLOSING = (
     "Reply with the complete code (with any imports it needs) in one ```python code block."
 )
 
 # A retry of such a node first says why its code failed (self-debugging): asked only for the code
-# again, the 1.5B sent back the same wrong function on every retry of HumanEval 6, 10 and 19 (r48).
+# again, the 1.5B sent back the same wrong function on every retry of HumanEval 6, 10 and 19
+# (docs/decisions.md, D08).
 EXECUTOR_CODE_RETRY_CLOSING = (
     "First say in two or three sentences why the previous code fails the check above, then reply "
     "with the corrected complete code (with any imports it needs) in one ```python code block."
@@ -164,8 +165,8 @@ EXECUTOR_CODE_RETRY_CLOSING = (
 
 # For a node whose result another node takes further. The 0.5B, given the whole task to extract two
 # numbers from, solved the task and gave its total as the price. As a one-node agent (react) the
-# 1.5B solved 11 of GSM8K 70-89 with this sentence and 14 without (r44, r41v2), so a plan's final
-# node goes without it.
+# 1.5B solved 11 of GSM8K 70-89 with this sentence and 14 without, so a plan's final node goes
+# without it (docs/decisions.md, D06).
 EXECUTOR_PART = "Do exactly this subtask, nothing more, using only the inputs above. "
 
 # What a model that wrote a tool call into its text hears back (`agent.inline_tool_call`).

@@ -34,7 +34,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from verimap.env import getenv, getenv_float, getenv_int
-from verimap.evals.tasksets import EvalTask, get_benchmark
+from verimap.evals.tasksets import Benchmark, EvalTask, get_benchmark
 from verimap.llm.base import (
     ExecuteCall,
     JudgeCall,
@@ -290,10 +290,15 @@ class Throttled:
             return await self.model.request(req)
 
 
+def _is_code(task: EvalTask) -> bool:
+    """HumanEval's tasks, and a custom benchmark's scored by tests."""
+    return task.benchmark == "humaneval" or "entry_point" in task.meta
+
+
 def _answer_for(task: EvalTask, wrong: bool) -> Any:
     if task.benchmark == "gsm8k":
         return str(int(float(task.gold)) + 1) if wrong else f"The answer is {task.gold}."
-    if task.benchmark == "humaneval":
+    if _is_code(task):
         body = "    return None\n" if wrong else task.meta.get("solution", "")
         return f"```python\n{task.meta['prompt']}{body}```"
     return (
@@ -316,7 +321,7 @@ def _plan(task: EvalTask) -> dict[str, Any]:
     """One node for the whole task; its output is code for a code task, as the planner's answer
     types demand (`PLAN_ANSWER_TYPES`). The executor double answers under the names its
     request asks for, so other plans (react's one node) work too."""
-    name, kind = ("code", "code") if task.benchmark == "humaneval" else ("answer", "string")
+    name, kind = ("code", "code") if _is_code(task) else ("answer", "string")
     return {"nodes": [{
         "id": "solve", "name": "Solve", "instruction": "Solve the task and give the final answer.",
         "inputs": [USER_TASK], "outputs": {name: kind}, "verification": [
@@ -408,7 +413,7 @@ def _executed(p: ExecuteCall, answer: Any) -> ModelResponse:
 
 
 def oracle_factory(
-    benchmark: str,
+    benchmark: str | Benchmark,
     data_dir: str | None = None,
     *,
     latency_s: float | None = None,
@@ -416,14 +421,16 @@ def oracle_factory(
     max_in_flight: int | None = None,
 ) -> dict[str, Any]:
     """`oracle_models` for a benchmark: `verimap eval --models-factory
-    verimap.testing:oracle_factory` (tests only). Latency and wrong answers not given come from
+    verimap.testing:oracle_factory` (tests only), by name or, for a custom benchmark, the
+    benchmark itself. Latency and wrong answers not given come from
     VERIMAP_DOUBLE_LATENCY / VERIMAP_DOUBLE_WRONG_EVERY."""
     if latency_s is None:
         latency_s = getenv_float("VERIMAP_DOUBLE_LATENCY", 0.0)
     if wrong_every is None:
         wrong_every = getenv_int("VERIMAP_DOUBLE_WRONG_EVERY", 0)
+    bench = benchmark if isinstance(benchmark, Benchmark) else get_benchmark(benchmark, data_dir)
     return oracle_models(
-        get_benchmark(benchmark, data_dir).tasks(),
+        bench.tasks(),
         latency_s=latency_s,
         wrong_every=wrong_every,
         max_in_flight=max_in_flight,

@@ -100,7 +100,8 @@ class ToolRegistry:
         if not isinstance(arguments, dict):
             return "error: arguments must be a JSON object"
         # Small models add arguments a tool does not take ("operation": "evaluate"); refused, the
-        # 1.5B sent the same call 20 times (GSM8K/1, r53). They are left out and named instead.
+        # 1.5B sent the same call 20 times. They are left out and named instead (docs/decisions.md,
+        # D11).
         known = tool.parameters.get("properties")
         extra = sorted(set(arguments) - set(known)) if isinstance(known, dict) else []
         if extra and tool.parameters.get("additionalProperties") is False:

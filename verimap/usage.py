@@ -32,25 +32,36 @@ class Price(BaseModel):
 
 
 class Usage(BaseModel):
+    """What model calls used. `calls` are requests sent to an endpoint (failed attempts too), and
+    the tokens and cost are what the endpoint counted for them; `cached_tokens` are prompt tokens
+    the endpoint served from its own prompt cache, still sent and billed (at its cached rate).
+
+    Replies answered from verimap's disk cache (`verimap.llm.cache`) reach no endpoint: they are
+    `cached_calls`, never `calls`, and what the recorded reply had cost is `saved_*`, never
+    added to the tokens and cost above."""
+
     calls: int = 0
     failed_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
     cost: float = 0.0
+    cached_calls: int = 0
+    saved_prompt_tokens: int = 0
+    saved_completion_tokens: int = 0
+    saved_cost: float = 0.0
 
     @property
     def total_tokens(self) -> int:
         return self.prompt_tokens + self.completion_tokens
 
+    @property
+    def saved_tokens(self) -> int:
+        return self.saved_prompt_tokens + self.saved_completion_tokens
+
     def __add__(self, other: Usage) -> Usage:
-        return Usage(
-            calls=self.calls + other.calls,
-            failed_calls=self.failed_calls + other.failed_calls,
-            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
-            completion_tokens=self.completion_tokens + other.completion_tokens,
-            cached_tokens=self.cached_tokens + other.cached_tokens,
-            cost=self.cost + other.cost,
+        return Usage.model_validate(
+            {k: getattr(self, k) + getattr(other, k) for k in Usage.model_fields}
         )
 
 

@@ -141,7 +141,7 @@ class Verifier:
         return cls(
             sandbox, judge_model, mode=config.verification, threshold=threshold,
             vf_timeout_s=config.vf_timeout_s,
-            settings=JUDGE_SETTINGS.replace(temperature=config.temperature),
+            settings=JUDGE_SETTINGS.replace(temperature=config.temperature, seed=config.seed),
             full_feedback=config.full_feedback, batch_judge=config.batch_judge,
             tools=tools if config.judge_tools else None,
             checks=[get_check(n) for n in config.checks],

@@ -40,13 +40,15 @@ def build(
     tools = tools if tools is not None else default_tools(sandbox)
     planner = planner or LLMPlanner(
         models["planner"], tools, demo=demo,
-        settings=PLANNER_SETTINGS.replace(temperature=config.temperature),
+        settings=PLANNER_SETTINGS.replace(temperature=config.temperature, seed=config.seed),
         write_vfs=config.verification == "full", think_first=config.plan_reasoning,
         max_repairs=config.plan_repairs, max_nodes=config.max_nodes,
     )  # fmt: skip
     executor = Executor(
         models["executor"], tools, max_steps=config.executor_max_steps,
-        settings=EXECUTOR_SETTINGS.replace(temperature=config.temperature, top_p=config.top_p),
+        settings=EXECUTOR_SETTINGS.replace(
+            temperature=config.temperature, top_p=config.top_p, seed=config.seed
+        ),
         retry_temperature=config.retry_temperature,
         structured_io=config.structured_io,
     )  # fmt: skip

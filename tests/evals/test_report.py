@@ -7,12 +7,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from verimap.evals import stats
 from verimap.evals.report import (
     load_records,
     render,
     report_dirs,
+    risk_coverage_cell,
     table_accuracy,
     table_cost,
+    table_summary,
     table_verification,
     table_vfs,
 )
@@ -165,6 +168,132 @@ def test_multihoprag_question_types():
     text = render(recs)
     assert "| Method | null_query | temporal_query |" in text
     assert "| verimap | 50.0 (n=2) | 100.0 (n=1) |" in text
+
+
+# -- accuracy and verification (the first table) ------------------------------------------------
+
+# 10 GSM8K tasks: 0-3 verified and right, 4 verified and wrong, 5-6 right but not verified,
+# 7-9 wrong and not verified. So 6 right, 5 verified of which 4 right.
+RIGHT = [True, True, True, True, False, True, True, False, False, False]
+VERIFIED = [True] * 5 + [False] * 5
+
+
+def ten(method="verimap"):
+    return [
+        rec(method, "gsm8k", 0, i, c, v)
+        for i, (c, v) in enumerate(zip(RIGHT, VERIFIED, strict=True))
+    ]
+
+
+def summary_rows(records):
+    lines = table_summary(records).splitlines()
+    return {ln.split("|")[1].strip(): [c.strip() for c in ln.strip("|").split("|")]
+            for ln in lines[2:]}  # fmt: skip
+
+
+def test_accuracy_and_verification_against_hand_computed_wilson_bounds():
+    """Wilson 95%, z = 1.95996, z^2 = 3.84146, bounds = (centre -/+ half) with
+    denom = 1 + z^2/n, centre = (p + z^2/(2n)) / denom, half = z sqrt(p(1-p)/n + z^2/(4n^2)) / denom.
+
+    accuracy 6/10: p = 0.6, denom = 1.384146; centre = (0.6 + 0.192073) / 1.384146 = 0.572247;
+    half = 1.959964 * sqrt(0.024 + 0.0096037) / 1.384146 = 1.959964 * 0.183313 / 1.384146
+    = 0.259576; interval [0.312671, 0.831823] -> 60.0 [31.3, 83.2].
+
+    precision 4/5 (verified and right / verified): p = 0.8, denom = 1.768292;
+    centre = (0.8 + 0.384146) / 1.768292 = 0.669658; half = 1.959964 * sqrt(0.032 + 0.0384146)
+    / 1.768292 = 1.959964 * 0.265358 / 1.768292 = 0.294127; interval [0.375531, 0.963785]
+    -> 80.0 [37.6, 96.4].
+
+    coverage 5/10 = 50.0; FP = verified and wrong = 1 (task 4); FN = right and not verified = 2
+    (tasks 5, 6). Risk-coverage: verified first (tasks 0-4, 1 wrong: 20% risk at 50%), then
+    all (4 wrong of 10: 40% risk at 100%)."""
+    row = summary_rows(ten())["verimap"]
+    assert row == [
+        "verimap", "GSM8K", "10", "60.0 [31.3, 83.2]", "5", "80.0 [37.6, 96.4]", "50.0",
+        "1 / 2", "0% → –, 50% → 20% risk, 100% → 40% risk",
+    ]  # fmt: skip
+
+
+def test_the_header_names_every_column():
+    header = table_summary(ten()).splitlines()[0]
+    assert header == (
+        "| Method | Benchmark | Tasks | Accuracy % [95% CI] | Verified | "
+        "Verified precision % [95% CI] | Coverage % | FP / FN | Risk–coverage |"
+    )
+
+
+def test_a_method_without_checks_verifies_nothing_whatever_its_records_say():
+    """react's records say `verified: true` (issue 40); nothing checked them, so every
+    verification cell is "–", and its curve is the one point "answer all"."""
+    react = [{**r, "verified": True} for r in ten("react")]
+    row = summary_rows(react)["react"]
+    assert row[3] == "60.0 [31.3, 83.2]"
+    assert row[4:8] == ["–", "–", "–", "–"]
+    assert row[8] == "0% → –, 100% → 40% risk"
+
+
+def test_a_method_with_checks_that_verified_nothing_has_no_precision():
+    row = summary_rows([{**r, "verified": False} for r in ten()])["verimap"]
+    assert row[4:8] == ["0", "–", "0.0", "0 / 6"]
+    assert row[8] == "0% → –, 100% → 40% risk"
+
+
+def test_false_positives_and_negatives_agree_with_table_4():
+    assert "| verimap | GSM8K | 10 | 5 | 1 (10.0%) | 2 (20.0%) |" in table_verification(ten())
+
+
+def test_every_figure_is_the_stats_module_s():
+    """No second implementation: with confidences (a vote share) the cell is the stats
+    module's curve, one point per rank. By hand: verified first, by confidence: task 0 (1.0,
+    right) 10% -> 0%; tasks 1-2 (0.8, right) 30% -> 0%; tasks 3-4 (0.6, one wrong) 50% -> 20%;
+    then the unverified: task 5 (1.0, right) 60% -> 1/6; task 8 (0.6, wrong) 70% -> 2/7;
+    tasks 6, 7, 9 (0.4, two wrong) 100% -> 4/10."""
+    recs = ten()
+    for r, c in zip(recs, [1.0, 0.8, 0.8, 0.6, 0.6, 1.0, 0.4, 0.4, 0.6, 0.4], strict=True):
+        r["meta"] = {"confidence": c}
+    row = summary_rows(recs)["verimap"]
+    assert row[8] == (
+        "0% → –, 10% → 0% risk, 30% → 0% risk, 50% → 20% risk, 60% → 16.7% risk, "
+        "70% → 28.6% risk, 100% → 40% risk"
+    )
+    assert row[8] == risk_coverage_cell(stats.risk_coverage_curve(recs))
+    v = stats.verification_metrics(recs)
+    assert row[5] == f"80.0 [{100 * v.precision.low:.1f}, {100 * v.precision.high:.1f}]"
+
+
+def test_a_long_curve_is_thinned_to_its_ends_and_says_so():
+    points = [stats.RiskPoint(i / 20, None if i == 0 else 0.5, i, i // 2) for i in range(21)]
+    cell = risk_coverage_cell(points, limit=5)
+    assert cell == (
+        "0% → –, 25% → 50% risk, 50% → 50% risk, 75% → 50% risk, 100% → 50% risk (5 of 21 points)"
+    )
+    assert risk_coverage_cell(points[:3], limit=5).count("→") == 3
+
+
+def test_rows_follow_the_presets_order_then_the_benchmarks():
+    recs = [rec(m, b, 0, 0, True) for m in ("verimap", "react") for b in ("humaneval", "gsm8k")]
+    rows = table_summary(recs).splitlines()[2:]
+    assert [tuple(c.strip() for c in r.split("|")[1:3]) for r in rows] == [
+        ("react", "GSM8K"), ("react", "HumanEval"), ("verimap", "GSM8K"), ("verimap", "HumanEval"),
+    ]  # fmt: skip
+
+
+def test_the_report_opens_with_the_table_and_keeps_the_paper_s(tmp_path):
+    from click.testing import CliRunner
+
+    from verimap.cli import main
+
+    d = tmp_path / "run"
+    d.mkdir()
+    for r in ten():
+        ResultsLog(d / RESULTS).append(r)
+    out = CliRunner().invoke(main, ["eval", "report", str(d)])
+    assert out.exit_code == 0, out.output
+    text = out.output
+    first = text.index("## Accuracy and verification")
+    assert first < text.index("(paper Table 1)") < text.index("(paper Table 4)")
+    assert "| verimap | GSM8K | 10 | 60.0 [31.3, 83.2] | 5 | 80.0 [37.6, 96.4] |" in text
+    assert "Wilson 95% intervals" in text
 
 
 # -- directories with lines no verimap run wrote ----------------------------------------------

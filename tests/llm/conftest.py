@@ -53,12 +53,16 @@ def error(status: int, message: str) -> Reply:
 
 
 class ScriptedHTTPServer:
-    """Serves `replies` in order (the last one repeats) and records each request body and headers."""
+    """Serves `replies` in order (the last one repeats) and records each request body and headers,
+    and the most requests it held at once (`max_in_flight`)."""
 
     def __init__(self) -> None:
         self.replies: list[Reply] = []
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -67,12 +71,20 @@ class ScriptedHTTPServer:
 
             def do_POST(self) -> None:
                 n = int(self.headers.get("content-length", 0))
-                outer.requests.append(json.loads(self.rfile.read(n) or b"{}"))
-                outer.headers.append(dict(self.headers))
-                i = len(outer.requests) - 1
+                body = json.loads(self.rfile.read(n) or b"{}")
+                with outer._lock:
+                    outer.requests.append(body)
+                    outer.headers.append(dict(self.headers))
+                    i = len(outer.requests) - 1
+                    outer.in_flight += 1
+                    outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
                 reply = outer.replies[min(i, len(outer.replies) - 1)]
-                if reply.delay:
-                    time.sleep(reply.delay)
+                try:
+                    if reply.delay:
+                        time.sleep(reply.delay)
+                finally:
+                    with outer._lock:
+                        outer.in_flight -= 1
                 data = json.dumps(reply.body or {}).encode()
                 try:
                     self.send_response(reply.status)

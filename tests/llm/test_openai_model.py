@@ -49,7 +49,7 @@ async def test_backoff_grows_and_honours_retry_after(http_server):
     await OpenAIModel("m", base_url=http_server.url, api_key="k", backoff_max=5).request(ask())
     assert time.monotonic() - t0 >= 0.3
     m = fast("http://x", backoff_base=1.0, backoff_max=100.0)
-    delays = [m._delay(i, None) for i in range(4)]
+    delays = [m.retry_policy.backoff(i) for i in range(4)]
     assert all(0.75 * 2**i <= d <= 1.25 * 2**i for i, d in enumerate(delays))
 
 

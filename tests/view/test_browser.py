@@ -78,6 +78,9 @@ def test_report_renders_offline_and_hostile_scripts_stay_inert(browser, report_f
     assert box["width"] > 20 and box["height"] > 20
     plot = browser.find_element(By.CSS_SELECTOR, ".plot svg")
     assert plot.size["width"] > 100
+    risk = browser.find_element(By.CSS_SELECTOR, ".risk-plot svg")
+    assert risk.size["width"] > 100 and risk.size["height"] > 60
+    assert browser.find_elements(By.CSS_SELECTOR, "table.summary tbody tr")
 
     # only file:/data: URLs were ever loaded
     resources = browser.execute_script(

@@ -239,6 +239,7 @@ def test_any_lines_into_view_give_a_page_naming_every_bad_line(tmp_path_factory,
                                                                config, results, trace):  # fmt: skip
     need_dot()
     monkeypatch.setattr("verimap.view.report._points", lambda records: [])  # no plot: slow
+    monkeypatch.setattr("verimap.view.report.risk_plots", lambda records: [])
     d = tmp_path_factory.mktemp("run")
     (d / "config.json").write_bytes(config)
     (d / "results.jsonl").write_bytes(b"".join(raw + b"\n" for raw, _ in results))

@@ -42,7 +42,9 @@ _LATEX_OPS = (
     (r"\neq", " ≠ "),
     (r"\leq", " ≤ "),
     (r"\geq", " ≥ "),
-    (r"\%", "%"),  # else dropped as a command: `20\% \times 20 = 0.20 \times 20` read 20 * 20 (r56)
+    # Else dropped as a command: `20\% \times 20 = 0.20 \times 20` read 20 * 20 and failed a
+    # right answer (docs/decisions.md, D12).
+    (r"\%", "%"),
 )
 _UNICODE_OPS = str.maketrans({"×": "*", "÷": "/", "−": "-", "·": "*", "∗": "*"})
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+|\\.")

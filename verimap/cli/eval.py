@@ -30,7 +30,17 @@ from verimap.cli import (
     with_cross_check,
 )
 from verimap.cli.cluster import ray_options, run_on_ray
+from verimap.cli.eval_benchmark import (
+    BENCHMARK_HELP,
+    BENCHMARK_METAVAR,
+    LIMIT_HELP,
+    LimitRange,
+    benchmark_options,
+    factory_benchmark,
+    open_benchmark,
+)
 from verimap.cli.eval_config import SampleSize, limit_or_sample, load_config_file, load_factory
+from verimap.cli.model_calls import CALL_KEYS, model_call_options
 from verimap.cli.tracing import otel_option, otel_spans
 from verimap.methods.presets import METHODS, method_config
 
@@ -42,6 +52,7 @@ ENDPOINT_KEYS = (
     "base_url",
     "keep_server",
     "model_file",
+    *CALL_KEYS,
 )
 RUN_CONFIG_FLAGS = ("max_retries", "max_iterations", "max_nodes", "temperature", "top_p")
 
@@ -53,12 +64,7 @@ RUN_CONFIG_FLAGS = ("max_retries", "max_iterations", "max_nodes", "temperature",
     type=click.Path(dir_okay=False),
     help="YAML/TOML/JSON config (flags override it).",
 )
-@click.option(
-    "--benchmark",
-    "-b",
-    type=click.Choice(["gsm8k", "humaneval", "multihoprag"]),
-    help="Benchmark to run.",
-)
+@click.option("--benchmark", "-b", metavar=BENCHMARK_METAVAR, help=BENCHMARK_HELP)
 @click.option(
     "--method",
     "-m",
@@ -69,7 +75,8 @@ RUN_CONFIG_FLAGS = ("max_retries", "max_iterations", "max_nodes", "temperature",
     "(bare, sc, program) (docs/eval.md).",
 )
 @samples_option
-@click.option("--limit", "-n", type=click.IntRange(min=1), default=None, help="First N tasks only.")
+@click.option("--limit", "-n", type=LimitRange(), default=None, help=LIMIT_HELP)
+@benchmark_options
 @click.option(
     "--sample",
     type=SampleSize(),
@@ -135,6 +142,7 @@ RUN_CONFIG_FLAGS = ("max_retries", "max_iterations", "max_nodes", "temperature",
 @otel_option
 @ray_options
 @endpoint_options
+@model_call_options
 @click.pass_context
 def eval_(ctx: click.Context, **kw: Any) -> None:
     """Run BENCHMARK with METHOD and print the result tables (or use a subcommand)."""
@@ -162,7 +170,7 @@ def eval_(ctx: click.Context, **kw: Any) -> None:
     limit_or_sample(kw, from_config)
     if not kw.get("benchmark"):
         raise click.UsageError(
-            "choose a benchmark: --benchmark gsm8k|humaneval|multihoprag (or --config FILE)"
+            "choose a benchmark: --benchmark gsm8k|humaneval|multihoprag|FILE (or --config FILE)"
         )
     if kw.get("method") not in METHODS:
         raise click.UsageError(
@@ -253,7 +261,6 @@ def run_command(**kw: Any) -> int:
     from verimap.evals.report import report_dirs
     from verimap.evals.retrieval import RetrievalUnavailable
     from verimap.evals.runner import RunDirError, preflight, run_eval
-    from verimap.evals.tasksets import get_benchmark
     from verimap.events import EventBus
     from verimap.llm.base import ModelError
     from verimap.local.server import ServerError
@@ -261,7 +268,8 @@ def run_command(**kw: Any) -> int:
     from verimap.sandbox import get_sandbox
     from verimap.sandbox.base import SandboxUnavailable
 
-    bench_name, method = kw["benchmark"], kw["method"]
+    bench = open_benchmark(kw)  # built-in, file, datasets directory or FILE.py@FUNCTION
+    bench_name, method = bench.name, kw["method"]
     out = Path(kw.get("out") or Path("runs") / f"{bench_name}-{method}")
     run_config = dict(kw.get("run_config") or {})
     for k in RUN_CONFIG_FLAGS:
@@ -269,10 +277,6 @@ def run_command(**kw: Any) -> int:
             run_config[k] = kw[k]
     if run_config.get("max_nodes") == 0:
         run_config["max_nodes"] = None
-    try:
-        bench = get_benchmark(bench_name, kw.get("data_dir"))
-    except DataError as e:
-        raise click.ClickException(str(e)) from None
     if bench.source.is_sample:
         click.echo(
             f"note: using the committed {bench_name} sample in {bench.source.root}", err=True
@@ -317,6 +321,7 @@ def run_command(**kw: Any) -> int:
             limit=kw.get("limit"),
             sample=kw.get("sample"),
             seed=kw.get("seed"),
+            sample_ids=kw.get("sample_ids"),
             max_concurrency=concurrency or 4,
             resume=bool(kw.get("resume")),
             config=run_config,
@@ -332,7 +337,8 @@ def run_command(**kw: Any) -> int:
             sandbox = _own_sandbox(get_sandbox, kw.get("sandbox_kind") or "auto")
         async with sandbox:
             if kw.get("models_factory"):
-                models = load_factory(kw["models_factory"])(bench_name, kw.get("data_dir"))
+                factory = load_factory(kw["models_factory"])
+                models = factory(factory_benchmark(bench), kw.get("data_dir"))
                 return await run_eval(bench, method, models, sandbox, out, **common)
             from verimap.endpoint import connect
 
@@ -385,7 +391,9 @@ def run_command(**kw: Any) -> int:
     help="Also write the markdown here.",
 )
 def report(dirs: tuple[str, ...], output: str | None) -> None:
-    """Print the paper-style tables for one or more eval output DIRS."""
+    """Print the tables for one or more eval output DIRS: first accuracy and verification per
+    method (95% CIs, verified precision, coverage, false positives and negatives, the
+    risk–coverage points), then the paper-style tables."""
     from verimap.evals.report import report_dirs
     from verimap.evals.runner import RunDirError
 
@@ -414,7 +422,7 @@ INSPECT_MISSING = (
 def export(dirs: tuple[Path, ...], fmt: str, out: Path | None) -> None:
     """Write one log per eval run DIR (benchmark x method) for another tool to browse.
 
-    A DIR holding run directories (runs/bench-r28) stands for all of them. Each task and run is
+    A DIR holding run directories (runs/bench-1) stands for all of them. Each task and run is
     a sample scored C or I; tasks in errors.jsonl that no run scored are errored samples."""
     import importlib.util
 

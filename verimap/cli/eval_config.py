@@ -11,6 +11,8 @@ from typing import Any
 
 import click
 
+from verimap.cli.eval_benchmark import expand_config_benchmark
+
 # Settings a config file may not hold: `models_factory` names Python code to import and
 # run, and a config file (shared, checked in, downloaded) is not trusted to run code.
 CLI_ONLY = {
@@ -47,6 +49,7 @@ def load_config_file(path: str | Path, known: Collection[str] | None = None) -> 
         key = str(k).replace("-", "_")
         key = f"{key}_model" if key in ROLES else key
         flat[key], spelled[key] = v, f"models.{k}"
+    expand_config_benchmark(flat, spelled, p)  # `benchmark:` as a mapping: a file's field map
     if "sandbox" in flat:
         flat["sandbox_kind"] = flat.pop("sandbox")
         spelled["sandbox_kind"] = spelled.pop("sandbox")

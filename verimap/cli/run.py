@@ -20,6 +20,7 @@ from verimap.cli import (
     warn_idle_cross_check,
     with_cross_check,
 )
+from verimap.cli.model_calls import cache_line, model_call_options
 from verimap.cli.tracing import otel_option, otel_spans
 from verimap.config import Budget, RunConfig
 from verimap.env import getenv
@@ -85,6 +86,8 @@ def print_result(result: RunResult, *, console=None) -> None:
     u = result.usage.total
     console.print(f"usage: {u.calls} calls ({u.failed_calls} failed), {u.prompt_tokens} prompt + "
                   f"{u.completion_tokens} completion tokens, ${u.cost:.4f}")  # fmt: skip
+    if cached := cache_line(u):
+        console.print(cached, markup=False)
     if result.fallback_iterations:
         console.print(f"fallback plan in iteration(s): {result.fallback_iterations}")
     if result.dropped_vfs:
@@ -184,6 +187,7 @@ def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
 @click.option("--quiet", "-q", is_flag=True, help="Do not narrate the run's steps on stderr.")
 @otel_option
+@model_call_options
 def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: int, sequential: bool, no_reuse: bool,
         fail_accepted: bool, max_nodes: int | None, cross_check: bool | None, verification: str, plan_file: Path | None, method: str | None, samples: int | None,
         sandbox_kind: str, trace_dir: Path | None,

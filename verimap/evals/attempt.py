@@ -215,6 +215,7 @@ def method_solver(
 
     if models is None:
         raise ValueError("no models given: pass models (planner, executor, judge) or a solver")
+    bench.use_models(models)  # a judge scorer asks the run's judge
 
     async def solve(task: EvalTask, run: int, trace_path: Path) -> Any:
         bus = events

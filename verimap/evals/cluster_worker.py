@@ -132,7 +132,9 @@ class EvalWorker:
             get_sandbox(spec.sandbox, shared=False)
         )
         if spec.models_factory is not None:
-            models = _factory(spec.models_factory)(spec.bench.name, spec.data_dir)
+            # A custom benchmark has no name to be opened by: the factory gets it whole.
+            named = spec.bench if spec.bench.identity() else spec.bench.name
+            models = _factory(spec.models_factory)(named, spec.data_dir)
         else:
             from verimap.endpoint import connect
 

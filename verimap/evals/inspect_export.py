@@ -77,7 +77,7 @@ class Exported:
 
 def run_dirs(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
     """Eval run directories among `paths`; a directory holding run directories stands for all
-    of them (`runs/bench-r28`), as it does for `verimap view`."""
+    of them (`runs/bench-1`), as it does for `verimap view`."""
     found: list[Path] = []
     for raw in paths:
         p = Path(raw)

@@ -1,5 +1,8 @@
 """Markdown tables shaped like the paper's, from one or more eval directories.
 
+- Accuracy and verification: per method and benchmark, accuracy and verified precision with
+  Wilson 95% intervals, coverage, false positives and negatives, and the risk–coverage points,
+  every figure from `verimap.evals.stats` (which `verimap eval compare` uses too).
 - Table 1: accuracy, mean ± sample std over runs, methods x benchmarks.
 - Table 7: average iterations and retries per task.
 - Fig. 2 / 9: cost (and tokens) per task by role: planner, executor, verifier (judge).
@@ -20,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verimap.evals import stats
+from verimap.evals.report_cache import cache_section
 from verimap.evals.runner import CONFIG, ERRORS, RESULTS, RunDirError, unscored_errors
 from verimap.methods.presets import METHODS
 from verimap.trace_files import read_json_object, read_results
@@ -240,6 +245,91 @@ def table_verification(records: Sequence[dict[str, Any]]) -> str:
     )
 
 
+# A risk–coverage cell lists at most this many points; a method recording many distinct
+# confidences would otherwise fill a line (the page's plot draws them all).
+MAX_CURVE_POINTS = 7
+SUMMARY_NOTE = (
+    "Tasks: task × run. Accuracy and verified precision (the share of verified answers that "
+    "are right) with Wilson 95% intervals; coverage: the share of tasks verified. False "
+    "positive: verified but wrong; false negative: right but not verified (as in Table 4). "
+    "Risk–coverage: answering only the tasks ranked first (verified, then by a recorded "
+    "confidence), the share of them that is wrong. –: the method has no checks, so it "
+    "verifies nothing. With several runs the intervals treat runs as independent, which they "
+    "are not: read them as optimistic."
+)
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f}"
+
+
+def _with_ci(p: stats.Proportion | None) -> str:
+    """`60.0 [31.3, 83.2]`: the percentage and its interval; "–" when nothing was measured."""
+    if p is None or p.value is None:
+        return "–"
+    return f"{_pct(p.value)} [{_pct(p.low)}, {_pct(p.high)}]"
+
+
+def _pct_short(x: float) -> str:
+    """50%, 33.3%: a curve's cell is read at a glance, so whole percentages lose their .0."""
+    return f"{100 * x:.1f}".removesuffix(".0") + "%"
+
+
+def _thin(points: Sequence[stats.RiskPoint], limit: int) -> list[stats.RiskPoint]:
+    """At most `limit` points, evenly spread, keeping the first (coverage 0) and the last (all)."""
+    if len(points) <= limit:
+        return list(points)
+    step = (len(points) - 1) / (limit - 1)
+    return [points[round(i * step)] for i in range(limit)]
+
+
+def risk_coverage_cell(points: Sequence[stats.RiskPoint], limit: int = MAX_CURVE_POINTS) -> str:
+    """`0% → –, 50% → 20% risk, 100% → 40% risk`: coverage → risk at each point of the curve."""
+    shown = _thin(points, limit)
+    cells = [
+        f"{_pct_short(p.coverage)} → " + ("–" if p.risk is None else f"{_pct_short(p.risk)} risk")
+        for p in shown
+    ]
+    more = f" ({len(shown)} of {len(points)} points)" if len(shown) < len(points) else ""
+    return ", ".join(cells) + more
+
+
+def summary_row(method: str, bench: str, recs: Sequence[dict[str, Any]]) -> list[str]:
+    """One row of the accuracy-and-verification table. A method with no checks shows "–"
+    where a verified count would be: its records may say verified, but nothing checked them."""
+    v = stats.verification_metrics(recs)
+    checked = [
+        str(v.coverage.k),
+        _with_ci(v.precision),
+        _pct(v.coverage.value or 0.0),
+        f"{v.false_positives} / {v.false_negatives}",
+    ]
+    return [
+        method,
+        BENCH_TITLE.get(bench, bench),
+        str(v.tasks),
+        _with_ci(v.accuracy),
+        *(checked if v.has_checks else ["–"] * len(checked)),
+        risk_coverage_cell(stats.risk_coverage_curve(recs)),
+    ]
+
+
+def table_summary(records: Sequence[dict[str, Any]]) -> str:
+    """Accuracy and verification per method and benchmark, methods in the presets' order."""
+    g = _group(records)
+    rows = [
+        summary_row(m, b, g[(m, b)])
+        for m in _method_order(m for m, _ in g)
+        for b in _bench_order(b for _, b in g)
+        if (m, b) in g
+    ]
+    return _table(
+        ["Method", "Benchmark", "Tasks", "Accuracy % [95% CI]", "Verified",
+         "Verified precision % [95% CI]", "Coverage %", "FP / FN", "Risk–coverage"],
+        rows,
+    )  # fmt: skip
+
+
 def table_question_types(records: Sequence[dict[str, Any]]) -> str:
     """MultiHopRAG accuracy (%) by question type, pooled over runs."""
     cells: dict[tuple[str, str], list[bool]] = defaultdict(list)
@@ -267,12 +357,16 @@ def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> st
     if models:
         parts.append("Models: " + ", ".join(models))
     parts += [
+        "## Accuracy and verification",
+        SUMMARY_NOTE,
+        table_summary(records),
         "## Accuracy (%), mean ± std over runs (paper Table 1)",
         table_accuracy(records),
         "## Iterations and retries per task (paper Table 7)",
         table_iterations(records),
         "## Cost and tokens per task by role (paper Fig. 2 / 9)",
         table_cost(records),
+        *cache_section(records),
         "## Verification functions (paper Table 3)",
         "VF calls / task: VF executions in a run (Python VFs run, NL criteria judged), which is "
         "what the paper's Table 3 counts. VFs written / plan: VFs in the planner's plans, whether "

@@ -32,8 +32,9 @@ MARK = "verimap_eval"
 LAYOUT = 1
 # What config.json had before the marker: older directories stay usable.
 _OLD_FIELDS = ("benchmark", "method", "run_config")
-# The settings a resume must share with the run it continues.
-_SAME = ("benchmark", "method", "sample", "seed")
+# The settings a resume must share with the run it continues (a custom benchmark's file and
+# field map are its `benchmark_source`; a range or ids chosen, its `selection`).
+_SAME = ("benchmark", "benchmark_source", "method", "sample", "seed", "selection")
 
 
 class RunDirError(VerimapError, RuntimeError):

@@ -25,7 +25,7 @@ import asyncio
 import os
 import sys
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -56,7 +56,7 @@ from verimap.evals.run_dir import (
     unscored_errors,
     write_config,
 )
-from verimap.evals.sampling import sample_digest, select_tasks
+from verimap.evals.sampling import select_tasks, selection_record
 from verimap.evals.tasksets import Benchmark, EvalTask
 from verimap.events import EventBus
 from verimap.llm.base import Model
@@ -110,18 +110,21 @@ Dispatch = Callable[[EvalTask, int], Awaitable[Attempt]]
 
 
 def _selection(
-    bench: Benchmark, limit: int | None, sample: int | str | None, seed: int | None
+    bench: Benchmark,
+    limit: int | str | None,
+    sample: int | str | None,
+    seed: int | None,
+    ids: Sequence[str] | None = None,
 ) -> tuple[list[EvalTask], dict[str, Any]]:
-    """The tasks to run, and how a sample was drawn (for config.json; empty without one)."""
+    """The tasks to run, and what config.json keeps of how they were chosen (a sample, a range,
+    ids) and of a custom benchmark's source, for a resume to check."""
     everything = bench.tasks()
-    tasks = select_tasks(everything, limit=limit, sample=sample, seed=seed)
-    sampled = (
-        {"sample": len(tasks), "sample_of": len(everything), "sample_rule": str(sample),
-         "seed": 0 if seed is None else seed, "sample_digest": sample_digest(tasks)}
-        if sample is not None
-        else {}
-    )  # fmt: skip
-    return tasks, sampled
+    picked: dict[str, Any] = dict(limit=limit, sample=sample, seed=seed, ids=ids)
+    tasks = select_tasks(everything, **picked)
+    chosen = selection_record(tasks, len(everything), **picked)
+    if source := bench.identity():
+        chosen["benchmark_source"] = source
+    return tasks, chosen
 
 
 def preflight(
@@ -129,16 +132,17 @@ def preflight(
     method: str,
     out_dir: str | os.PathLike[str],
     *,
-    limit: int | None = None,
+    limit: int | str | None = None,
     sample: int | str | None = None,
     seed: int | None = None,
+    sample_ids: Sequence[str] | None = None,
     resume: bool = False,
     **ignored: Any,
 ) -> None:
     """What `run_eval` checks of its directory first, for a caller with costly work to do
     before it (a cluster's workers to start): refused now rather than after that work. Takes
     `run_eval`'s keyword arguments and ignores those that do not matter here."""
-    _, sampled = _selection(bench, limit, sample, seed)
+    _, sampled = _selection(bench, limit, sample, seed, sample_ids)
     check_run_dir(Path(out_dir), {"benchmark": bench.name, "method": method, **sampled}, resume)
 
 
@@ -170,9 +174,10 @@ async def run_eval(
     out_dir: str | os.PathLike[str],
     *,
     runs: int = 1,
-    limit: int | None = None,
+    limit: int | str | None = None,
     sample: int | str | None = None,
     seed: int | None = None,
+    sample_ids: Sequence[str] | None = None,
     max_concurrency: int = 4,
     resume: bool = False,
     config: RunConfig | dict[str, Any] | None = None,
@@ -183,8 +188,9 @@ async def run_eval(
     dispatch: Dispatch | None = None,
     samples: int | None = None,
 ) -> EvalOutcome:
-    """Run `runs` x the first `limit` tasks, or x a seeded random `sample` of them (an int, or
-    "paper": see `paper_sample_size`); see the module docstring for the guarantees.
+    """Run `runs` x the first `limit` tasks (or the range `limit` = "A:B"), x a seeded random
+    `sample` of them (an int, or "paper": see `paper_sample_size`), or x the tasks with
+    `sample_ids`; see the module docstring for the guarantees.
 
     With a `solver`, `method` may name something that is no preset (a bare-model baseline beside
     the methods): its records, traces and errors then land in the same layout, and its
@@ -208,7 +214,7 @@ async def run_eval(
             raise ValueError("no sandbox given: pass a sandbox, a solver or a dispatch")
         if models is None:
             raise ValueError("no models given: pass models (planner, executor, judge) or a solver")
-    tasks, sampled = _selection(bench, limit, sample, seed)
+    tasks, sampled = _selection(bench, limit, sample, seed, sample_ids)
     run_cfg = {
         "benchmark": bench.name,
         "method": method,

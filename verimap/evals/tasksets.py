@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import abc
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from verimap.evals import data as d
 from verimap.evals.scoring import Score, score_gsm8k, score_humaneval, score_multihoprag
@@ -25,8 +26,13 @@ class EvalTask:
 
 
 class Benchmark(abc.ABC):
-    name: ClassVar[str]
-    domain: ClassVar[str]
+    """A task set: its `name`, its `domain` (math | programming | qa: what the planner is shown
+    and which answer type a plan must end in), where its data came from (`source`), its tasks,
+    tools and scorer. The built-in ones are below; `verimap.evals.custom` makes one of a file."""
+
+    name: str
+    domain: str
+    source: d.DataSource
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None):
         self.source = d.resolve(self.name, data_dir)
@@ -43,6 +49,14 @@ class Benchmark(abc.ABC):
 
     def prepare(self) -> None:  # noqa: B027
         """Build what every task shares (the search index) before tasks start."""
+
+    def identity(self) -> dict[str, Any]:
+        """What a resumed run must find unchanged besides the name (a custom benchmark's file
+        and field map); the built-in ones are their name."""
+        return {}
+
+    def use_models(self, models: Mapping[str, Any]) -> None:  # noqa: B027
+        """Take the run's models, for a scorer that asks one (a custom benchmark's judge)."""
 
 
 class GSM8K(Benchmark):

@@ -112,6 +112,10 @@ class GenerationSettings(BaseModel):
     max_tokens: int | None = None
     # Texts that end the reply where they would begin (at most 4, the OpenAI API's limit).
     stop: tuple[str, ...] | None = Field(default=None, max_length=4)
+    # The sampler's seed, sent as the request's `seed` (endpoints that take one repeat a sample
+    # for it, as far as they can). A request repeated word for word is sent seed + k the k-th
+    # time (`OpenAIModel`), so a seed makes a run repeatable without making its samples alike.
+    seed: int | None = None
 
     def replace(self, **changes: Any) -> GenerationSettings:
         """A copy with `changes`, validated (unlike `model_copy(update=...)`)."""

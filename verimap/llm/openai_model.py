@@ -13,25 +13,39 @@ a *dialect*:
 to the llama.cpp form, then to plain JSON mode) and remembers the choice.
 
 Retries are done here (not by the SDK) so that every failed attempt is counted
-in the returned usage: budgets must see calls that failed.
+in the returned usage: budgets must see calls that failed. When and how long they wait is
+`verimap.llm.retries`' business; how many requests may be in flight at one endpoint,
+`verimap.llm.limits`'; the field a reply's token limit goes in, `verimap.llm.providers`'.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import json
-import random
+import logging
 import re
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any, Literal
 
 import openai
 from openai import AsyncOpenAI
 
-from verimap.env import getenv
+from verimap.env import EnvError, getenv
+from verimap.llm import limits
 from verimap.llm.base import ModelError, ModelRequest, ModelResponse, ToolCall, to_openai
+from verimap.llm.providers import (
+    NO_KEY,
+    MaxTokensParam,
+    other_field_if_refused,
+    token_limit_field,
+)
+from verimap.llm.retries import GiveUp, Retries, RetryPolicy, max_wait_from_env, server_wait
 from verimap.redaction import add_secret, add_url, endpoint_name, redact
 from verimap.usage import Price, Usage, cost_of, price_known
+
+log = logging.getLogger(__name__)
 
 Dialect = Literal["auto", "openai", "llamacpp", "json_mode"]
 DIALECTS: tuple[str, ...] = ("auto", "openai", "llamacpp", "json_mode")
@@ -46,7 +60,8 @@ _UNSUPPORTED = re.compile(
     re.I,
 )
 _FALLBACK_ORDER = {"openai": "llamacpp", "llamacpp": "json_mode"}
-_NO_KEY = "sk-no-key-required"
+# Waits shorter than this pass without a note: a note per sub-second backoff is noise.
+_NOTE_WAIT_S = 1.0
 
 
 def response_format_for(dialect: str, schema: dict[str, Any], name: str) -> dict[str, Any]:
@@ -124,7 +139,15 @@ def parse_text_tool_calls(content: str, tool_names: set[str]) -> list[ToolCall]:
 
 
 class OpenAIModel:
-    """An OpenAI-compatible chat endpoint as a verimap `Model`."""
+    """An OpenAI-compatible chat endpoint as a verimap `Model`.
+
+    Retries: `max_retries` for server errors, timeouts and an unreachable endpoint,
+    `max_rate_limit_retries` for 429s; a `Retry-After` (or `retry-after-ms`) is honoured up to
+    `max_retry_wait` seconds (default `VERIMAP_MAX_RETRY_WAIT`, else 60), and one request waits
+    at most `retry_budget` seconds in all. `sleep` does the waiting (tests pass their own).
+    `max_connections`: requests in flight at this endpoint, shared with every model on it
+    (default 1 for verimap's local server, 16 elsewhere). `max_tokens_param`: the field a
+    reply's token limit is sent in (`auto`: see `providers.token_limit_field`)."""
 
     # For telemetry (OpenTelemetry's gen_ai.provider.name): the API spoken, whoever serves it.
     provider = "openai"
@@ -146,9 +169,17 @@ class OpenAIModel:
         on_unreachable: Recover | None = None,
         extra_body: dict[str, Any] | None = None,
         max_tokens_cap: int | None = None,
+        max_rate_limit_retries: int = 12,
+        max_retry_wait: float | None = None,
+        retry_budget: float = 300.0,
+        max_connections: int | None = None,
+        max_tokens_param: MaxTokensParam = "auto",
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ):
         if dialect not in DIALECTS:
             raise ValueError(f"unknown dialect {dialect!r}; choose one of {', '.join(DIALECTS)}")
+        if max_connections is not None and max_connections < 1:
+            raise ValueError(f"max_connections must be at least 1, got {max_connections}")
         self.name = model
         self.supports_tools = supports_tools
         self.base_url = base_url or getenv("OPENAI_BASE_URL", "https://api.openai.com/v1")
@@ -156,10 +187,29 @@ class OpenAIModel:
         self.requested_dialect: str = dialect
         # The dialect in use; "auto" resolves on the first structured request.
         self.dialect: str = "llamacpp" if dialect == "auto" and local else dialect
-        self.max_retries = max_retries
+        try:
+            max_wait = max_wait_from_env() if max_retry_wait is None else max_retry_wait
+        except EnvError as e:
+            raise ModelError(str(e)) from None
+        self.retry_policy = RetryPolicy(
+            max_retries=max_retries,
+            max_rate_limit_retries=max_rate_limit_retries,
+            max_wait=max_wait,
+            budget=retry_budget,
+            backoff_base=backoff_base,
+            backoff_max=backoff_max,
+        )
         self.max_tokens_cap = max_tokens_cap
-        self.backoff_base = backoff_base
-        self.backoff_max = backoff_max
+        self.requested_max_tokens_param: str = max_tokens_param
+        # The field in use; "auto" is resolved now and corrected on the endpoint's refusal.
+        self.token_limit_field = token_limit_field(max_tokens_param, self.base_url, model)
+        self._field_corrected = False
+        self.max_connections = max_connections or limits.default_max_connections(local)
+        # The endpoint as it was first given: a restarted local server keeps its slots.
+        self._slots_key = limits.endpoint_key(self.base_url)
+        self._sleep = sleep
+        # How often each seeded request was sent (by digest): its k-th repeat gets seed + k.
+        self._seeded: dict[str, int] = {}
         self.prices = prices
         self.local = local
         self.on_unreachable = on_unreachable
@@ -169,13 +219,13 @@ class OpenAIModel:
         # the user's endpoint, and a process that took the local server's port would receive it.
         key = api_key if local else api_key or getenv("OPENAI_API_KEY")
         if key is None and (local or "api.openai.com" not in self.base_url):
-            key = _NO_KEY  # self-hosted servers (llama.cpp, vLLM, Ollama) usually need none
+            key = NO_KEY  # self-hosted servers (llama.cpp, vLLM, Ollama) usually need none
         if key is None:
             raise ModelError(
                 f"no API key for {endpoint_name(self.base_url)}: set OPENAI_API_KEY, or use the local model "
                 "(unset OPENAI_BASE_URL and run without --model/--base-url)"
             )
-        if key != _NO_KEY:
+        if key != NO_KEY:
             add_secret(key)
         self._key = key
         self._client = self._make_client()
@@ -223,7 +273,7 @@ class OpenAIModel:
         self._retired.append(self._client)  # requests in flight keep it until aclose()
         self._client = self._make_client()
 
-    def _kwargs(self, req: ModelRequest, dialect: str) -> dict[str, Any]:
+    def _kwargs(self, req: ModelRequest, dialect: str, seed: int | None = None) -> dict[str, Any]:
         kw: dict[str, Any] = {"model": self.name, "messages": to_openai(req.messages)}
         if req.tools:
             kw["tools"] = req.tools
@@ -245,9 +295,11 @@ class OpenAIModel:
             kw["temperature"] = settings.temperature
         if settings.top_p is not None:
             kw["top_p"] = settings.top_p
-        limits = [n for n in (settings.max_tokens, self.max_tokens_cap) if n is not None]
-        if limits:
-            kw["max_tokens"] = min(limits)
+        caps = [n for n in (settings.max_tokens, self.max_tokens_cap) if n is not None]
+        if caps:
+            kw[self.token_limit_field] = min(caps)
+        if seed is not None:
+            kw["seed"] = seed
         if settings.stop:
             kw["stop"] = list(settings.stop)
         if self.extra_body:
@@ -255,40 +307,38 @@ class OpenAIModel:
         return kw
 
     async def request(self, req: ModelRequest) -> ModelResponse:
+        retries = Retries(self.retry_policy)
         attempts = 0
         failures = 0
-        delay_i = 0
         recovered = False
+        seed = self._seed(req)
         while True:
-            dialect = self.dialect
+            dialect, field = self.dialect, self.token_limit_field
             attempts += 1
             try:
-                resp = await self._client.chat.completions.create(**self._kwargs(req, dialect))
+                async with self._slot():
+                    resp = await self._client.chat.completions.create(
+                        **self._kwargs(req, dialect, seed)
+                    )
             except openai.APIStatusError as e:
                 failures += 1
                 body = _error_text(e)
-                if (
-                    req.response_schema is not None
-                    and self.requested_dialect == "auto"
-                    and e.status_code in (400, 422, 500)
-                    and _UNSUPPORTED.search(body)
-                ):
-                    nxt = _FALLBACK_ORDER.get("openai" if dialect == "auto" else dialect)
-                    if nxt is not None:
-                        self.dialect = nxt
-                        continue
+                if self._adapt(req, dialect, field, e.status_code, body):
+                    continue
                 retryable = e.status_code in (408, 409, 429) or (
                     e.status_code >= 500 and "validation error" not in body
                 )
-                if not retryable or delay_i >= self.max_retries:
-                    raise self._error(
-                        f"{endpoint_name(self.base_url)} answered HTTP {e.status_code}: "
-                        f"{redact(body)[:500]}",
-                        attempts,
-                        failures,
-                    ) from e
-                await asyncio.sleep(self._delay(delay_i, e))
-                delay_i += 1
+                what = f"{endpoint_name(self.base_url)} answered HTTP {e.status_code}"
+                failed = f"{what}: {redact(body)[:500]}"
+                if not retryable:
+                    raise self._error(failed, attempts, failures) from e
+                asked = server_wait(e.response.headers if e.response is not None else None)
+                try:
+                    wait = retries.next_wait(rate_limited=e.status_code == 429, asked=asked)
+                except GiveUp as stop:
+                    why = f" (not retried: {stop.reason})" if stop.reason else ""
+                    raise self._error(failed + why, attempts, failures) from e
+                await self._wait(wait, what, asked is not None, retries.retries)
                 continue
             except openai.APIConnectionError as e:  # includes timeouts
                 failures += 1
@@ -308,31 +358,73 @@ class OpenAIModel:
                         if new_url != self.base_url:
                             self.set_base_url(new_url)
                         continue
-                if delay_i >= self.max_retries:
-                    what = "timed out" if timed_out else "is unreachable"
+                what = "timed out" if timed_out else "is unreachable"
+                try:
+                    wait = retries.next_wait(rate_limited=False, asked=None)
+                except GiveUp as stop:
+                    why = f"; {stop.reason}" if stop.reason else ""
                     raise self._error(
                         f"the model endpoint {endpoint_name(self.base_url)} {what} after {attempts} "
-                        f"attempts ({e})",
+                        f"attempts ({e}){why}",
                         attempts,
                         failures,
                     ) from e
-                await asyncio.sleep(self._delay(delay_i, None))
-                delay_i += 1
+                await self._wait(
+                    wait, f"{endpoint_name(self.base_url)} {what}", False, retries.retries
+                )
                 continue
             if dialect == "auto":
                 self.dialect = "openai" if req.response_schema is not None else "auto"
             return self._to_response(resp, req, attempts, failures)
 
-    def _delay(self, i: int, err: openai.APIStatusError | None) -> float:
-        if err is not None:
-            ra = err.response.headers.get("retry-after") if err.response is not None else None
-            try:
-                if ra is not None:
-                    return min(float(ra), self.backoff_max)
-            except ValueError:
-                pass
-        d = min(self.backoff_base * (2**i), self.backoff_max)
-        return d * (0.75 + random.random() / 2)
+    @contextlib.asynccontextmanager
+    async def _slot(self) -> AsyncIterator[None]:
+        """One of the endpoint's connections, held for one HTTP attempt (never while waiting
+        to retry)."""
+        async with limits.slots(self._slots_key, self.max_connections):
+            yield
+
+    def _seed(self, req: ModelRequest) -> int | None:
+        """The seed to send: the request's, plus how often this very request was sent before,
+        so a repeated request (a vote's samples, a fresh reference) is a fresh sample."""
+        seed = req.settings.seed
+        if seed is None:
+            return None
+        digest = hashlib.sha256(req.model_dump_json().encode()).hexdigest()
+        k = self._seeded.get(digest, 0)
+        self._seeded[digest] = k + 1
+        return seed + k
+
+    def _adapt(self, req: ModelRequest, dialect: str, field: str, status: int, body: str) -> bool:
+        """Whether the endpoint refused the request's shape, not its content, and the request
+        was reshaped to try again at once: the reply limit's `field`, or the JSON `dialect`
+        (both as sent; a request in flight meanwhile may have corrected them already)."""
+        sent_limit = req.settings.max_tokens is not None or self.max_tokens_cap is not None
+        auto_field = self.requested_max_tokens_param == "auto"
+        if status in (400, 422) and sent_limit and auto_field:
+            other = other_field_if_refused(field, body)
+            if other is not None and field != self.token_limit_field:
+                return True  # corrected by another request meanwhile
+            if other is not None and not self._field_corrected:
+                self.token_limit_field, self._field_corrected = other, True
+                return True
+        if (
+            req.response_schema is not None
+            and self.requested_dialect == "auto"
+            and status in (400, 422, 500)
+            and _UNSUPPORTED.search(body)
+        ):
+            nxt = _FALLBACK_ORDER.get("openai" if dialect == "auto" else dialect)
+            if nxt is not None:
+                self.dialect = nxt
+                return True
+        return False
+
+    async def _wait(self, seconds: float, what: str, asked: bool, retry: int) -> None:
+        if seconds >= _NOTE_WAIT_S:
+            how = "as it asked" if asked else "before retrying"
+            log.info("%s; waiting %.0f s %s (retry %d)", what, seconds, how, retry)
+        await self._sleep(seconds)
 
     def _error(self, msg: str, attempts: int, failures: int) -> ModelError:
         return ModelError(msg, usage=Usage(calls=attempts, failed_calls=failures))

@@ -77,7 +77,7 @@ class Baseline:
         self.trace_dir = Path(trace_dir) if trace_dir is not None else None
         # An attempt's settings, as verimap's executor gets them from the same config.
         self.settings = EXECUTOR_SETTINGS.replace(
-            temperature=self.config.temperature, top_p=self.config.top_p
+            temperature=self.config.temperature, top_p=self.config.top_p, seed=self.config.seed
         )
 
     def parameters(self) -> dict[str, Any]:

@@ -28,13 +28,14 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from verimap.evals import report as tables
 from verimap.evals.runner import CONFIG, RESULTS, RunDirError, unscored_errors
 from verimap.redaction import Redactor
 from verimap.trace_files import DEFAULT_MAX_CHARS, clip_deep, clip_text, trace_path
-from verimap.view.svg import Dag, DagNode, Point, ViewError, render_dags, scatter_svg
+from verimap.view.curves import MAX_RISK_PLOTS, Plots, RiskPlot, draw_plots, risk_plots
+from verimap.view.svg import Dag, DagNode, Point, ViewError, render_dags
 from verimap.view.trace import RunView, load_run, pretty, run_from_plans
 
 TEMPLATES = Path(__file__).with_name("templates")
@@ -42,6 +43,7 @@ TEMPLATES = Path(__file__).with_name("templates")
 MAX_TASKS = 2_000
 MAX_TABLE_ROWS = 200  # per table, and methods or benchmarks in the filters
 MAX_POINTS = 60  # method x benchmark points in the plot: the ones with the most tasks
+T = TypeVar("T")
 
 
 @dataclass
@@ -76,7 +78,11 @@ class Report:
     title: str
     inputs: list[str]
     evals: list[EvalSource] = field(default_factory=list)
+    # Accuracy and verification per method (`tables.table_summary`), first on the page.
+    summary: Table | None = None
     tables: list[Table] = field(default_factory=list)
+    risk_plots: list[RiskPlot] = field(default_factory=list)
+    hidden_risk_plots: int = 0
     scatter: str = ""
     scatter_by_cost: bool = False
     tasks: list[TaskEntry] = field(default_factory=list)
@@ -168,12 +174,17 @@ def _tables(records: list[dict[str, Any]]) -> list[Table]:
     ]
     if any((r.get("meta") or {}).get("question_type") for r in records):
         specs.append(("MultiHopRAG accuracy (%) by question type", tables.table_question_types, ""))
-    out = []
-    for title, fn, note in specs:
-        header, rows = _md_table(fn(records))
-        hidden = max(0, len(rows) - MAX_TABLE_ROWS)
-        out.append(Table(title, header, rows[:MAX_TABLE_ROWS], note, hidden))
-    return out
+    return [_table(title, fn(records), note) for title, fn, note in specs]
+
+
+def _table(title: str, markdown: str, note: str = "") -> Table:
+    header, rows = _md_table(markdown)
+    hidden = max(0, len(rows) - MAX_TABLE_ROWS)
+    return Table(title, header, rows[:MAX_TABLE_ROWS], note, hidden)
+
+
+def _summary(records: list[dict[str, Any]]) -> Table:
+    return _table("Accuracy and verification", tables.table_summary(records), tables.SUMMARY_NOTE)
 
 
 def _points(records: list[dict[str, Any]]) -> list[Point]:
@@ -268,10 +279,10 @@ def _entries(
     return entries
 
 
-def _in_background(fn: Callable[..., str], *args: Any) -> Callable[[], str]:
+def _in_background(fn: Callable[..., T], *args: Any) -> Callable[[], T]:
     """Run `fn(*args)` in a forked process while the caller goes on, where fork exists.
 
-    The scatter plot costs about a second, mostly matplotlib's import; on a big eval it
+    The plots cost about a second, mostly matplotlib's import; on a big eval it
     overlaps with reading the traces instead of adding to it."""
     if "fork" not in mp.get_all_start_methods():
         done = fn(*args)
@@ -279,7 +290,7 @@ def _in_background(fn: Callable[..., str], *args: Any) -> Callable[[], str]:
     pool = ProcessPoolExecutor(max_workers=1, mp_context=mp.get_context("fork"))
     future = pool.submit(fn, *args)
 
-    def result() -> str:
+    def result() -> T:
         try:
             return future.result()
         finally:
@@ -297,7 +308,8 @@ def build_report(
     loaded = [(d, *_load_records(d, max_chars, report.problems)) for d in evals]
     all_records = [r for _, _, recs in loaded for r in recs]
     points = _points(all_records) if all_records else []
-    scatter = _in_background(scatter_svg, points) if points else lambda: ""
+    risk = risk_plots(all_records)
+    plots = _in_background(draw_plots, points, risk[:MAX_RISK_PLOTS]) if points or risk else Plots
     for d, src, recs in loaded:
         report.evals.append(src)
         room = max(0, MAX_TASKS - len(report.tasks))
@@ -310,7 +322,9 @@ def build_report(
         report.runs.append(load_run(t, f"r{k}", max_chars=max_chars))
         report.problems += report.runs[-1].problems
     if all_records:
+        report.summary = _summary(all_records)
         report.tables = _tables(all_records)
+        report.hidden_risk_plots = max(0, len(risk) - MAX_RISK_PLOTS)
         report.scatter_by_cost = any(p.cost > 0 for p in points)
         methods = tables._method_order(r["method"] for r in all_records)
         benchmarks = tables._bench_order(r["benchmark"] for r in all_records)
@@ -322,7 +336,8 @@ def build_report(
     else:
         report.title = f"verimap runs ({len(report.runs)})"
     _draw(report)
-    report.scatter = scatter()
+    drawn = plots()
+    report.scatter, report.risk_plots = drawn.scatter, drawn.risk
     return report
 
 

@@ -1,5 +1,5 @@
-"""SVG for the report: plan DAGs laid out by Graphviz `dot`, the accuracy-vs-cost plot by
-matplotlib, and the sanitiser every SVG passes before it is inlined.
+"""SVG for the report: plan DAGs laid out by Graphviz `dot`, the accuracy-vs-cost and the
+risk–coverage plots by matplotlib, and the sanitiser every SVG passes before it is inlined.
 
 Node ids and names come from model-written plans, so they reach `dot` only as escaped,
 shortened labels of nodes named `n0`, `n1`, ...; and whatever `dot` or matplotlib emit
@@ -44,6 +44,7 @@ _ALLOWED_ATTRS = {
 _LOCAL_REF = re.compile(r"#[A-Za-z0-9_.:-]{1,200}")
 _URL = re.compile(r"url\(\s*([^)]*)\)", re.I)
 _UNSAFE_STYLE = re.compile(r"expression|@import|javascript:|\\|<", re.I)
+_QUOTES = "'\" "
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff]")
 
 
@@ -58,15 +59,34 @@ def _safe_value(name: str, value: str) -> str | None:
         if _UNSAFE_STYLE.search(value):
             return None
         for m in _URL.finditer(value):
-            if not _LOCAL_REF.fullmatch(m.group(1).strip("'\" ")):
+            if not _LOCAL_REF.fullmatch(m.group(1).strip(_QUOTES)):
                 return None
     return value
 
 
-def sanitize_svg(text: str, *, keep_ids: bool = False, titles: dict[str, str] | None = None) -> str:
+def _prefixed(name: str, value: str, prefix: str) -> str:
+    """`value` (already safe) with its id, or its references to ids, given `prefix`."""
+    if not prefix:
+        return value
+    if name == "id":
+        return prefix + value
+    if name == "href":
+        return "#" + prefix + value[1:]
+    return _URL.sub(lambda m: f"url(#{prefix}{m.group(1).strip(_QUOTES)[1:]})", value)
+
+
+def sanitize_svg(
+    text: str,
+    *,
+    keep_ids: bool = False,
+    id_prefix: str = "",
+    titles: dict[str, str] | None = None,
+) -> str:
     """`text` (an SVG document) re-serialised through the allow-list, as markup safe to inline
     in HTML. Ids are dropped unless `keep_ids` (dot's `node1`, `edge1` repeat in every graph
-    of a page); a `<title>` is kept only when `titles` maps its text, and gets the mapped text."""
+    of a page); `id_prefix` then goes before every kept id and every `#` reference, so two
+    matplotlib plots on one page (each with its `figure_1`) share none. A `<title>` is kept
+    only when `titles` maps its text, and gets the mapped text."""
     try:
         root = ET.fromstring(_CONTROL.sub("", text).encode("utf-8"))
     except ET.ParseError as e:
@@ -91,6 +111,7 @@ def sanitize_svg(text: str, *, keep_ids: bool = False, titles: dict[str, str] | 
                 continue
             safe = _safe_value(name, v)
             if safe is not None:
+                safe = _prefixed(name, safe, id_prefix)
                 attrs.append(f' {name}="{html.escape(safe, quote=True)}"')
         if tag == "a" and not any(a.startswith(" href=") for a in attrs):
             tag = "g"  # a link whose target was dropped is just a group
@@ -272,7 +293,35 @@ def _sanitized(doc: str, dag: Dag) -> str:
         return ""
 
 
-# -- accuracy vs cost ----------------------------------------------------------------------------
+# -- plots (matplotlib) ---------------------------------------------------------------------------
+
+
+def _pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend (no display), or a ViewError saying what to install."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise ViewError(
+            "matplotlib is not installed: pip install 'verimap[view]' (jinja2 and matplotlib)"
+        ) from None
+    return plt
+
+
+def _figure_svg(fig: Any, id_prefix: str = "") -> str:
+    """`fig` as sanitised inline SVG, without the dates and versions that make two runs differ."""
+    buf = io.StringIO()
+    fig.savefig(
+        buf, format="svg", metadata={"Creator": None, "Date": None, "Format": None, "Type": None}
+    )
+    text = buf.getvalue()
+    return sanitize_svg(text[text.find("<svg") :], keep_ids=True, id_prefix=id_prefix)
+
+
+# Text as paths: no font is needed where the page is opened; a fixed salt: the same ids each run.
+_RC = {"svg.fonttype": "path", "svg.hashsalt": "verimap"}
 
 
 @dataclass
@@ -289,21 +338,13 @@ def scatter_svg(points: Sequence[Point]) -> str:
     With no cost recorded (a local model is free) the x axis is tokens per task instead."""
     if not points:
         return ""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        raise ViewError(
-            "matplotlib is not installed: pip install 'verimap[view]' (jinja2 and matplotlib)"
-        ) from None
+    plt = _pyplot()
     by_cost = any(p.cost > 0 for p in points)
     methods = sorted({p.method for p in points})
     benches = sorted({p.benchmark for p in points})
     markers = "os^Dv<>P*X"
     colours = plt.get_cmap("tab10")
-    with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "verimap"}):
+    with plt.rc_context(_RC):
         fig, ax = plt.subplots(figsize=(6.4, 3.8))
         try:
             for p in points:
@@ -335,16 +376,50 @@ def scatter_svg(points: Sequence[Point]) -> str:
                                color="white", edgecolors="black", label=_plot_label(b))  # fmt: skip
                 ax.legend(fontsize=8, loc="best")
             fig.tight_layout()
-            buf = io.StringIO()
-            fig.savefig(
-                buf,
-                format="svg",
-                metadata={"Creator": None, "Date": None, "Format": None, "Type": None},
-            )
+            return _figure_svg(fig)
         finally:
             plt.close(fig)
-    text = buf.getvalue()
-    return sanitize_svg(text[text.find("<svg") :], keep_ids=True)
+
+
+# -- risk–coverage -----------------------------------------------------------------------------
+
+
+@dataclass
+class Curve:
+    """One method's risk–coverage curve on one benchmark, as fractions; `colour` indexes the
+    palette, so a method keeps its colour in every benchmark's plot."""
+
+    method: str
+    coverage: list[float]
+    risk: list[float]
+    colour: int = 0
+
+
+def risk_coverage_svg(curves: Sequence[Curve], id_prefix: str) -> str:
+    """Risk (the share of answered tasks that is wrong, 1 − precision) against coverage (the
+    share answered), one line per method: the lower a line lies, the more its ranking (verified
+    first) can be trusted. `id_prefix` keeps this plot's ids apart from the other plots'."""
+    if not curves:
+        return ""
+    plt = _pyplot()
+    colours = plt.get_cmap("tab10")
+    with plt.rc_context(_RC):
+        fig, ax = plt.subplots(figsize=(5.2, 3.4))
+        try:
+            for c in curves:
+                ax.plot([100 * x for x in c.coverage], [100 * y for y in c.risk], marker="o",
+                        markersize=4, linewidth=1.5, color=colours(c.colour % 10),
+                        label=_plot_label(c.method))  # fmt: skip
+            ax.set_xlabel("coverage (% of tasks answered)")
+            ax.set_ylabel("risk (% of answered wrong)")
+            ax.set_xlim(-3, 103)
+            ax.set_ylim(-3, 103)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=8, loc="upper left")
+            fig.tight_layout()
+            return _figure_svg(fig, id_prefix)
+        finally:
+            plt.close(fig)
 
 
 def _plot_label(text: Any) -> str:

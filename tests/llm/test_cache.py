@@ -1,0 +1,179 @@
+"""The disk cache of model calls, around the real client on a loopback endpoint."""
+
+from __future__ import annotations
+
+import json
+import logging
+import multiprocessing
+import stat
+
+import pytest
+
+from verimap.accounting import BudgetExceeded, Ledger, MeteredModel, ModelCall
+from verimap.config import Budget
+from verimap.llm.base import GenerationSettings, ModelError, ModelRequest, ModelResponse
+from verimap.llm.cache import CachedModel, CallStore, default_cache_dir, is_sampled
+from verimap.llm.openai_model import OpenAIModel
+from verimap.usage import Usage
+
+from .conftest import Reply, completion, error
+
+KEY = "sk-test-cache-key-9876"
+
+
+def ask(text: str = "hi", role: str = "executor", **settings) -> ModelRequest:
+    return ModelRequest(
+        messages=[{"role": "user", "content": text}],
+        settings=GenerationSettings(**settings),
+        role=role,
+    )
+
+
+def client(url: str, name: str = "m", key: str = KEY) -> OpenAIModel:
+    return OpenAIModel(name, base_url=url, api_key=key, max_retries=0)
+
+
+async def test_a_greedy_request_is_answered_from_disk_the_second_time(http_server, tmp_path):
+    http_server.replies = [Reply(body=completion("42", prompt=11, completion_tokens=4))]
+    m = CachedModel(client(http_server.url), tmp_path)
+    first = await m.request(ask(temperature=0))
+    again = await CachedModel(client(http_server.url), tmp_path).request(ask(temperature=0))
+    assert len(http_server.requests) == 1
+    assert (again.content, again.model, again.finish_reason) == ("42", "m", "stop")
+    assert (first.usage.calls, first.usage.prompt_tokens) == (1, 11)
+    assert again.usage == Usage(
+        cached_calls=1, saved_prompt_tokens=11, saved_completion_tokens=4, saved_cost=0.0
+    )
+
+
+async def test_the_key_is_the_request_and_the_endpoint_never_the_api_key(http_server, tmp_path):
+    http_server.replies = [Reply(body=completion())]
+    await CachedModel(client(http_server.url), tmp_path).request(ask(temperature=0))
+    other_key = CachedModel(client(http_server.url, key="sk-another-key-1234"), tmp_path)
+    await other_key.request(ask(temperature=0))
+    assert len(http_server.requests) == 1  # the same request at the same endpoint
+    differs = [
+        (client(http_server.url, name="m2"), ask(temperature=0)),
+        (client(http_server.url + "/other"), ask(temperature=0)),
+        (client(http_server.url), ask(temperature=0, max_tokens=9)),
+        (client(http_server.url), ask(role="judge", temperature=0)),
+        (client(http_server.url), ask("hello", temperature=0)),
+    ]
+    for model, req in differs:
+        await CachedModel(model, tmp_path).request(req)
+    assert len(http_server.requests) == 1 + len(differs)
+    files = list(tmp_path.rglob("*.json"))
+    assert len(files) == 1 + len(differs)
+    assert all(KEY not in f.read_text() for f in files)
+    assert stat.S_IMODE(files[0].stat().st_mode) == 0o600
+    assert stat.S_IMODE(files[0].parent.stat().st_mode) == 0o700
+
+
+def test_sampled_means_above_zero_or_left_to_the_endpoint():
+    assert is_sampled(ask()) and is_sampled(ask(temperature=0.7))
+    assert not is_sampled(ask(temperature=0)) and not is_sampled(ask(temperature=0, seed=3))
+
+
+async def test_sampled_requests_are_not_cached_unless_asked(http_server, tmp_path, caplog):
+    http_server.replies = [Reply(body=completion())]
+    m = CachedModel(client(http_server.url), tmp_path)
+    with caplog.at_level(logging.INFO, logger="verimap"):
+        for _ in range(2):
+            await m.request(ask(temperature=0.7))
+            await m.request(ask())  # the endpoint's default temperature: sampled
+    assert len(http_server.requests) == 4 and not list(tmp_path.rglob("*.json"))
+    assert caplog.text.count("are not cached; `--cache sampled` caches them too") <= 1
+
+
+async def test_with_sampled_a_re_run_replays_the_samples_in_order(http_server, tmp_path):
+    http_server.replies = [Reply(body=completion("a")), Reply(body=completion("b"))]
+    m = CachedModel(client(http_server.url), tmp_path, sampled=True)
+    first = [(await m.request(ask(temperature=0.7))).content for _ in range(2)]
+    assert first == ["a", "b"]  # repeats within a run stay distinct samples
+    rerun = CachedModel(client(http_server.url), tmp_path, sampled=True)
+    assert [(await rerun.request(ask(temperature=0.7))).content for _ in range(2)] == first
+    assert len(http_server.requests) == 2
+
+
+async def test_a_corrupt_entry_is_a_miss_reported_once_and_rewritten(http_server, tmp_path, caplog):
+    http_server.replies = [Reply(body=completion("fresh"))]
+    m = CachedModel(client(http_server.url), tmp_path)
+    path = m.store.path(m.key(ask(temperature=0)))
+    path.parent.mkdir(parents=True)
+    path.write_text('{"format": 1, "key": "trunc')
+    other = m.store.path(m.key(ask("other", temperature=0)))
+    other.parent.mkdir(parents=True, exist_ok=True)
+    other.write_text(json.dumps({"format": 1, "key": other.stem, "response": {"usage": "x"}}))
+    with caplog.at_level(logging.WARNING, logger="verimap"):
+        assert (await m.request(ask(temperature=0))).content == "fresh"
+        await m.request(ask("other", temperature=0))
+        path.write_text("garbage")
+        assert m.store.get(path.stem) is None
+    assert len(http_server.requests) == 2
+    assert caplog.text.count(f"cache entry {path} is unreadable") == 1
+    assert caplog.text.count(f"cache entry {other} is unreadable") == 1
+    path.unlink()
+    await m.request(ask(temperature=0))
+    assert m.store.get(path.stem) is not None  # rewritten with the fresh reply
+    hit = await m.request(ask(temperature=0))
+    assert hit.content == "fresh" and hit.usage.cached_calls == 1
+
+
+async def test_failed_calls_are_not_stored(http_server, tmp_path):
+    http_server.replies = [error(400, "bad request")]
+    m = CachedModel(client(http_server.url), tmp_path)
+    with pytest.raises(ModelError):
+        await m.request(ask(temperature=0))
+    assert not list(tmp_path.rglob("*.json"))
+
+
+async def test_a_metered_hit_is_no_call_but_budgets_count_it(http_server, tmp_path):
+    http_server.replies = [Reply(body=completion(prompt=10, completion_tokens=5))]
+    await CachedModel(client(http_server.url), tmp_path).request(ask(temperature=0))
+    heard: list[ModelCall] = []
+    ledger = Ledger(Budget(max_llm_calls=1), on_call=heard.append)
+    m = MeteredModel(CachedModel(client(http_server.url), tmp_path), ledger)
+    await m.request(ask(temperature=0))
+    total = ledger.usage.total
+    assert (total.calls, total.cached_calls, total.saved_tokens, total.total_tokens) == (
+        0,
+        1,
+        15,
+        0,
+    )
+    assert heard[0].cache_hit and heard[0].prompt_tokens == 0
+    with pytest.raises(BudgetExceeded, match="1 of 1 calls"):  # a re-run stops where it stopped
+        await m.request(ask("next", temperature=0))
+    assert len(http_server.requests) == 1
+
+
+def test_the_default_directory_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv("VERIMAP_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert default_cache_dir() == tmp_path / "xdg" / "verimap" / "calls"
+    monkeypatch.setenv("VERIMAP_CACHE_DIR", str(tmp_path / "own"))
+    assert default_cache_dir() == tmp_path / "own"
+
+
+def _write_many(root: str, n: int) -> None:
+    store = CallStore(root)
+    for i in range(n):
+        store.put("ab" * 32, ModelResponse(content=f"same key {i}"), {})
+        store.put(f"{i:02x}" + "c" * 62, ModelResponse(content=str(i)), {})
+
+
+def test_processes_writing_at_once_leave_only_whole_entries(tmp_path, caplog):
+    ctx = multiprocessing.get_context("fork")
+    procs = [ctx.Process(target=_write_many, args=(str(tmp_path), 60)) for _ in range(3)]
+    for p in procs:
+        p.start()
+    store = CallStore(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="verimap"):
+        seen = [store.get("ab" * 32) for _ in range(300)]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert all(r is None or r.content.startswith("same key") for r in seen)
+    assert "unreadable" not in caplog.text
+    assert not list(tmp_path.rglob(".tmp-*"))
+    assert len(list(tmp_path.rglob("*.json"))) == 61

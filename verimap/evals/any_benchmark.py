@@ -1,0 +1,43 @@
+"""Whatever `-b` names: a built-in benchmark, a file or `datasets` directory read through a
+field map, or `FILE.py@FUNCTION`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from verimap.evals.custom import FieldMap, load_file
+from verimap.evals.custom_code import is_python_spec, load_python
+from verimap.evals.data import DataError
+from verimap.evals.tasksets import BENCHMARKS, Benchmark, get_benchmark
+
+KNOWN = (
+    f"choose one of {', '.join(BENCHMARKS)}, or give a .jsonl, .csv, .tsv or .json file, a "
+    "directory written by Dataset.save_to_disk, or FILE.py@FUNCTION"
+)
+
+
+def open_benchmark(
+    spec: str, data_dir: str | None = None, fm: FieldMap | None = None, *, run_code: bool = True
+) -> Benchmark:
+    """A built-in benchmark by name, a file or `datasets` directory read through `fm`, or
+    (with `run_code`) what `FILE.py@FUNCTION` returns."""
+    fm = fm or FieldMap()
+    if spec in BENCHMARKS:
+        if given := fm.given():
+            raise DataError(f"{spec} has its own fields and scorer: {', '.join(given)} "
+                            "are for a file benchmark")  # fmt: skip
+        return get_benchmark(spec, data_dir)
+    if is_python_spec(spec):
+        if not run_code:
+            raise DataError(f"{spec!r} names Python code to run, which a config file may not: "
+                            "give it with -b on the command line")  # fmt: skip
+        if given := fm.given():
+            raise DataError(f"{spec}: the function says its tasks and scorer; drop "
+                            f"{', '.join(given)}")  # fmt: skip
+        return load_python(spec)
+    path = Path(spec).expanduser()
+    if not path.exists():
+        if path.suffix or "/" in spec or "@" in spec:
+            raise DataError(f"{spec}: no such file or directory")
+        raise DataError(f"unknown benchmark {spec!r}; {KNOWN}")
+    return load_file(path, fm)
