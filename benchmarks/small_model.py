@@ -49,9 +49,8 @@ from _common import (
     seconds,
 )
 
-from verimap.cli import log_to_stderr
+from verimap.cli import chosen_policies, log_to_stderr, under_policies, with_cross_check
 from verimap.config import RunConfig
-from verimap.endpoint import LOCAL_MAX_ITERATIONS, local_defaults
 from verimap.evals.attempt import Solver
 from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import EvalTask, get_benchmark
@@ -59,6 +58,7 @@ from verimap.llm.base import Model
 from verimap.methods.answers import BARE_PROMPTS, Kind
 from verimap.methods.baselines import Bare
 from verimap.methods.presets import METHODS, method_config
+from verimap.policies import SmallModel
 from verimap.result import RunResult
 from verimap.sandbox import KINDS
 from verimap.usage import EXECUTOR
@@ -224,9 +224,10 @@ def make_header(
 
 
 def cross_check(config: dict[str, Any]) -> str:
-    if not config.get("cross_check"):
-        return "off"
-    return f"by {config.get('cross_check_by', RunConfig.model_fields['cross_check_by'].default)}"
+    from verimap.check_names import AGREEMENT_CHECKS
+
+    on = [c for c in config.get("checks", []) if c in AGREEMENT_CHECKS]
+    return ", ".join(on) if on else "off"
 
 
 # ---- the run ------------------------------------------------------------------------------------
@@ -303,14 +304,12 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         sys.exit(f"unknown method(s) {', '.join(unknown)}; choose from bare, {', '.join(METHODS)}")
     runs_dir = Path(args.runs_dir or f"runs/bench-small-{time.strftime('%Y%m%d-%H%M%S')}")
-    config: dict[str, Any] = {
-        **local_defaults(model=args.model),
-        "max_retries": args.max_retries,
-        "max_iterations": args.max_iterations,
-        "agreement": args.agreement,
-    }
-    if args.cross_check is not None:
-        config["cross_check"] = args.cross_check
+    config: dict[str, Any] = under_policies(
+        {"max_retries": args.max_retries, "max_iterations": args.max_iterations,
+         "agreement": args.agreement},
+        chosen_policies(None, {"model": args.model}),
+    )  # fmt: skip
+    with_cross_check(config, args.cross_check)
     if args.fresh_code_retries is not None:
         config["fresh_code_retries"] = args.fresh_code_retries
     if args.max_nodes is not None:
@@ -361,7 +360,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--max-iterations",
         type=int,
-        default=LOCAL_MAX_ITERATIONS,
+        default=SmallModel().max_iterations,
         help="verimap's plans per task (the local-model default; the paper's is 5)",
     )
     p.add_argument(

@@ -19,7 +19,7 @@ comes from tasks anybody tuned on. The drawn ids are printed in the header and w
 run directory's config.json.
 
 Every method runs on the same tasks, one task at a time, against one local server and one
-sandbox started once, at the local-model rule `verimap eval` applies (`local_defaults`). Methods
+sandbox started once, under the policy `verimap eval` applies (the small-model one). Methods
 are interleaved: every method runs on a task before the next task starts, and the order of the
 methods rotates from task to task, so neither slow drift of the machine nor the server's prompt
 cache favours one of them. Each (benchmark, method) has its own run directory under --runs-dir
@@ -56,13 +56,13 @@ from _common import (
 )
 from _quality_tables import REACT, TITLES, VERIMAP, render, task_cell
 
-from verimap.cli import log_to_stderr
-from verimap.endpoint import local_defaults
+from verimap.cli import chosen_policies, log_to_stderr
 from verimap.evals.data import DataError
 from verimap.evals.run_dir import CONFIG, RESULTS, ResultsLog, RunDirError, check_run_dir
 from verimap.evals.runner import EvalOutcome, run_eval, task_key
 from verimap.evals.tasksets import Benchmark, EvalTask, get_benchmark
 from verimap.methods.presets import METHODS
+from verimap.policies import get_policies
 from verimap.sandbox import KINDS
 
 # The windows every earlier run measured (GSM8K 0-199, HumanEval 0-19 and 110-139): prompts and
@@ -318,8 +318,8 @@ def make_header(
         f"development windows ({dev}); in run order:{draws}\n"
         f"- compute: one task at a time on one local server and one `{args.sandbox}` sandbox, "
         "every method on a task before the next, the method order rotating task by task\n"
-        f"- settings: the local-model rule as `verimap eval` applies it (`local_defaults`): "
-        f"{', '.join(f'{k}={v}' for k, v in config.items()) or 'none (an endpoint)'}; "
+        f"- settings: the policies `verimap eval` applies (`verimap.policies`): "
+        f"{[p.record() for p in get_policies(config.get('policies'))] or 'none (an endpoint)'}; "
         "each method's own fixed settings on top (`verimap.methods.presets`)\n"
         f"- sc: k = **{args.samples}** samples per task; verimap's measured mean calls per task: "
         f"{calls_per_task(cells, VERIMAP)}\n"
@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     say(f"{len(pairs) - len(todo)} of {len(pairs)} (task, method) pairs already done")
     notes: dict[tuple[str, str], str] = {}
     command = sys.argv if argv is None else ["benchmarks/verification_quality.py", *argv]
-    config = local_defaults(model=args.model)
+    config: dict[str, Any] = {"policies": chosen_policies(None, {"model": args.model})}
     t0 = time.monotonic()
 
     async def work() -> None:

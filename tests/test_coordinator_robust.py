@@ -211,19 +211,6 @@ async def test_retries_sample_at_the_retry_temperature():
     assert temps == [0.0, 0.7, 0.7]
 
 
-def test_the_local_model_samples_retries_and_an_endpoint_keeps_its_defaults(monkeypatch):
-    from verimap.endpoint import local_defaults
-
-    for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(var, raising=False)
-    assert local_defaults() == {
-        "temperature": 0.0, "retry_temperature": 0.7, "plan_repairs": 0, "max_iterations": 2,
-        "max_nodes": 1, "checks": ["arithmetic", "answer_agreement", "code_agreement"],
-        "fresh_code_retries": True,
-    }  # fmt: skip
-    assert local_defaults(base_url="http://127.0.0.1:9/v1") == {}
-
-
 async def test_vfs_the_planner_dropped_are_in_the_result():
     noop = py("noop", "x = outputs['price']")
     bad = {"nodes": [node("ex", {"price": "number"}, [POSITIVE, noop])]}

@@ -84,7 +84,9 @@ async def test_a_typed_two_node_plan_gives_the_right_answer(local_models):
     the right total: the run verifies and its answer is 391, a number."""
     from verimap.fixed_planners import TemplatePlanner
 
-    config = RunConfig(max_retries=3, max_iterations=1, temperature=0, executor_max_steps=4)
+    config = RunConfig(
+        max_retries=3, max_iterations=1, temperature=0, executor_max_steps=4, policies=[]
+    )
     sandbox = process_sandbox()
     coord = verimap.build(local_models, sandbox, config=config, planner=TemplatePlanner(TYPED_PLAN))
     r = await coord.run("A shop sells pens at 17 dollars each. How much do 23 pens cost?")
@@ -101,6 +103,7 @@ async def test_full_run_terminates_with_a_complete_report(local_models, tmp_path
         max_iterations=2,
         temperature=0,
         budget=Budget(max_llm_calls=10, timeout_s=240),
+        policies=[],  # the planner, not the small-model policy's one-node plan
     )
     coord = verimap.build(local_models, sandbox, config=config, trace_dir=tmp_path)
     r = await coord.run(
@@ -145,14 +148,11 @@ async def test_the_independent_solution_is_a_program_the_sandbox_runs(local_mode
 
 
 async def test_the_default_local_path_answers_a_two_step_task_right_and_verified(local_models):
-    """The local rules as `verimap run` applies them: one node, greedy first attempt, and an
-    answer verified only when programs written independently for the task agree with it."""
-    from verimap.endpoint import local_defaults
-
+    """`verimap.build` on the local model applies the small-model policy, as `verimap run` does:
+    one node, greedy first attempt, and an answer verified only when programs written
+    independently for the task agree with it."""
     sandbox = process_sandbox()
-    config = RunConfig.model_validate(
-        {**local_defaults(), "budget": Budget(max_llm_calls=16, timeout_s=300)}
-    )
+    config = RunConfig(budget=Budget(max_llm_calls=16, timeout_s=300))
     coord = verimap.build(local_models, sandbox, config=config)
     try:
         r = await coord.run(
@@ -165,3 +165,4 @@ async def test_the_default_local_path_answers_a_two_step_task_right_and_verified
     assert r.status == "success" and r.answer == 8, (r.status, r.answer, r.error, checks)
     assert r.verified, r.unverified_reason
     assert checks["answer_agreement"] == "PASS"
+    assert r.plan_rules == ["1: one-node plan (small-model policy)"] and not r.fallback_iterations

@@ -41,13 +41,13 @@ def test_a_bad_number_names_the_variable(monkeypatch):
 
 @pytest.mark.parametrize("blank", BLANK)
 def test_blank_n_ctx_and_max_tokens_use_the_defaults(monkeypatch, blank):
-    from verimap.endpoint import local_max_tokens
     from verimap.local.server import DEFAULT_N_CTX, default_n_ctx
+    from verimap.policies.small_model import reply_cap
 
     monkeypatch.setenv("VERIMAP_N_CTX", blank)
     monkeypatch.setenv("VERIMAP_LOCAL_MAX_TOKENS", blank)
     assert default_n_ctx() == DEFAULT_N_CTX
-    assert local_max_tokens() == 1024
+    assert reply_cap() == 1024
 
 
 def test_a_non_numeric_n_ctx_is_a_server_error_naming_the_variable(monkeypatch):

@@ -27,6 +27,7 @@ EXAMPLES: list[ev.TypedEvent] = [
                              "outputs": {"x": "number"}, "verification": []}]}),
     ev.PlanInvalid(problems=["node 'a' has no verification functions"], reply="{}"),
     ev.PlanFallback(reason="no valid plan after 2 repairs"),
+    ev.PlanRule(rule="one-node plan (small-model policy)"),
     ev.VfVacuous(vf="positive"),
     ev.PlanKept(failed_node="a", error="the reply holds no JSON object"),
     ev.NodeStart(instruction="Compute x.", inputs={"USER_TASK": "t", "b.y": [1, 2]}),
@@ -61,7 +62,7 @@ EXAMPLES: list[ev.TypedEvent] = [
 
 def test_the_examples_cover_every_event_type():
     assert {type(e) for e in EXAMPLES} == set(ev.EVENT_TYPES.values())
-    assert len(ev.EVENT_TYPES) == 23
+    assert len(ev.EVENT_TYPES) == 24
 
 
 @pytest.mark.parametrize("event", EXAMPLES, ids=lambda e: e.type)

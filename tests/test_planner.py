@@ -685,7 +685,8 @@ async def test_a_one_node_cap_runs_the_whole_task_as_one_node_without_a_model_ca
     planner = LLMPlanner(m, max_nodes=1, domain=domain)
     plan = await planner.plan(task)
     assert [n.id for n in plan.nodes] == ["solve"] and list(plan.nodes[0].outputs) == [output]
-    assert "max_nodes=1" in plan.fallback_reason and plan.nodes[0].verification
+    assert plan.rule == "one-node plan (max_nodes=1)" and plan.fallback_reason is None
+    assert plan.nodes[0].verification
     failure = FailureContext(node_id="solve")
     assert (await planner.replan("t", plan, failure)).nodes[0].id == "solve"
     assert m.calls == 0

@@ -62,6 +62,7 @@ class _RunState:
         self.retries = 0
         self.iteration = 0
         self.fallbacks: list[int] = []
+        self.rules: list[str] = []
         self.dropped: list[str] = []
         # Feedback a node's next attempt starts from when its work runs again in a new iteration
         # (the plan kept, or a replan that hands the failed node's work back unchanged).
@@ -148,6 +149,7 @@ class Coordinator:
             run_id=st.run_id, task=st.task, status=status, final_node=final, final_output=final_output,
             nodes=st.reports, iterations=st.iteration, retries=st.retries, plans=list(st.plans), error=error,
             verified=why is None, unverified_reason=why, fallback_iterations=list(st.fallbacks),
+            plan_rules=list(st.rules),
             dropped_vfs=list(st.dropped), error_kind=error_kind,
         )  # fmt: skip
 
@@ -238,6 +240,10 @@ class Coordinator:
         """Record a fallback plan; find Python VFs that pass on null and on absurd outputs (they
         check nothing), send them back to the planner once, then drop those still vacuous."""
         st.dropped.extend(f"{st.iteration}:{d}" for d in plan.dropped_vfs)
+        if plan.rule is not None:
+            st.rules.append(f"{st.iteration}: {plan.rule}")
+            self._emit(st, ev.PlanRule(rule=plan.rule))
+            return plan  # its VFs are built in: nothing to probe or repair
         if plan.fallback_reason is not None:
             st.fallbacks.append(st.iteration)
             self._emit(st, ev.PlanFallback(reason=plan.fallback_reason))

@@ -21,8 +21,7 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from verimap.check_names import ANSWER_AGREEMENT, ARITHMETIC, CODE_AGREEMENT
-from verimap.env import EnvError, getenv, getenv_int
+from verimap.env import getenv
 from verimap.llm import providers
 from verimap.llm.base import Model, ModelError
 from verimap.llm.cache import CACHE_MODES, CachedModel
@@ -105,67 +104,15 @@ def is_remote(model: str | None, base_url: str | None) -> bool:
     return getenv("OPENAI_API_KEY") is not None
 
 
-# Measured on the bundled 1.5B: at temperature 0 it follows the demonstration and writes a
-# plan with VFs from the task's docstring; at the paper's 1.0 it wrote no valid plan.
-LOCAL_TEMPERATURE = 0.0
-# A retry at 0 repeats the failed answer word for word (the 1.5B added 20+5+600+60 = 745 in
-# three retries told "expected 685"); at 0.7 it answered 685 in 4 of 4 samples.
-LOCAL_RETRY_TEMPERATURE = 0.7
-# In 31 repair rounds of the 1.5B on GSM8K and HumanEval not one plan became valid, and each
-# round cost about two minutes. The one-node fallback plan is the better use of the time (its
-# answers were right as often as planned ones, 4/8 vs. 7/16; docs/decisions.md, D01).
-LOCAL_PLAN_REPAIRS = 0
-# In every recorded 1.5B run that replanned (6 tasks, 3-5 plans each) the replans cost 535-1,983 s
-# and gave no right answer; the two that ended verified were wrong. One replan stays, the tail goes.
-LOCAL_MAX_ITERATIONS = 2
-# The whole task as one node (`LLMPlanner(max_nodes=1)`: no planner call). On GSM8K 0-19 the
-# 1.5B's plans of 2-3 nodes were right 3 of 12 times (4 of 12 in an earlier run) where react was
-# right on 7 of the same 12; the one-node plan 5 of 8 (both runs). Each node is one more place
-# for a small model to slip (an extraction node's labels misled the final node), and one more
-# call. `--max-nodes 3` gives the planner back (docs/decisions.md, D02).
-LOCAL_MAX_NODES = 1
-
-
-# Checks that do not trust a small model's reasoning: its written arithmetic recomputed, and a
-# final answer confirmed only by independently written solutions (programs for a number, fresh
-# samples run on generated inputs for code). The shown-work check is left out: it rejected right
-# answers whose working it could not read, each rejection costing a whole attempt.
-LOCAL_CHECKS = (ARITHMETIC, ANSWER_AGREEMENT, CODE_AGREEMENT)
-
-
-def local_max_tokens() -> int:
-    """A cap on every local reply: a small model in a repetition loop runs to the cap at ~20 tok/s
-    on 2 cores (2,047 tokens took 2 min); the useful 1.5B replies measured were 236–521 tokens."""
-    try:
-        return max(64, getenv_int("VERIMAP_LOCAL_MAX_TOKENS", 1024))
-    except EnvError as e:
-        raise ModelError(str(e)) from None
-
-
 def default_temperature(
     model: str | None = None, base_url: str | None = None, model_file: Any = None, **_: Any
 ) -> float | None:
     """The sampling temperature to use when the user gave none: greedy for the small local
-    models, the endpoint's (or the method's) own default otherwise."""
-    return LOCAL_TEMPERATURE if model_file is not None or not is_remote(model, base_url) else None
+    models (the small-model policy's), the endpoint's (or the method's) own default otherwise."""
+    from verimap.policies.small_model import SmallModel
 
-
-def local_defaults(**endpoint: Any) -> dict[str, Any]:
-    """The one place the local-model rules live: greedy first attempts and plans, sampled
-    retries, no plan repair, one replan, one-node plans, answers confirmed by independent
-    solutions, code retries that alternate repair and a fresh start. Empty for an endpoint
-    (its own, or the method's, defaults apply)."""
-    if default_temperature(**endpoint) is None:
-        return {}
-    return {
-        "temperature": LOCAL_TEMPERATURE,
-        "retry_temperature": LOCAL_RETRY_TEMPERATURE,
-        "plan_repairs": LOCAL_PLAN_REPAIRS,
-        "max_iterations": LOCAL_MAX_ITERATIONS,
-        "max_nodes": LOCAL_MAX_NODES,
-        "checks": list(LOCAL_CHECKS),
-        "fresh_code_retries": True,
-    }
+    local = model_file is not None or not is_remote(model, base_url)
+    return SmallModel().temperature if local else None
 
 
 def _own_server_token(url: str | None) -> str | None:
@@ -332,7 +279,6 @@ async def connect(
         local=True,
         max_retries=3,
         on_unreachable=recover,
-        max_tokens_cap=local_max_tokens(),
         **common,
     )
     # The server's port changes with every start; the model it serves names it for the cache.

@@ -35,15 +35,14 @@ from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
 from verimap import accounting
 from verimap.usage import UsageByRole
 
-__all__ = [
-    "AGREEMENT", "ATTEMPT", "ATTEMPT_RESULT", "BUDGET", "CROSS_CHECK", "ERROR", "EVENT_TYPES",
-    "FINISH", "MODEL_CALL", "NODE_FINISH", "NODE_REUSED", "NODE_START", "PLAN", "PLAN_FALLBACK",
-    "PLAN_INVALID", "PLAN_KEPT", "REPLAN", "REPLIES", "RETRY", "RUN_START", "TOOL_CALL",
-    "VF_VACUOUS", "VF_VERDICT", "VOTE", "Agreement", "AnyEvent", "Attempt", "AttemptResult",
-    "BudgetExhausted", "CrossCheck", "Error", "Event", "Finish", "ModelCall", "NodeFinish",
-    "NodeReused", "NodeStart", "Plan", "PlanFallback", "PlanInvalid", "PlanKept", "Replan",
-    "Replies", "Retry", "RunStart", "ToolCall", "TypedEvent", "VfVacuous", "VfVerdict", "Vote",
-    "VoteGroup", "parse_event",
+__all__ = ["AGREEMENT", "ATTEMPT", "ATTEMPT_RESULT", "BUDGET", "CROSS_CHECK", "ERROR",
+    "EVENT_TYPES", "FINISH", "MODEL_CALL", "NODE_FINISH", "NODE_REUSED", "NODE_START", "PLAN",
+    "PLAN_FALLBACK", "PLAN_INVALID", "PLAN_KEPT", "PLAN_RULE", "REPLAN", "REPLIES", "RETRY",
+    "RUN_START", "TOOL_CALL", "VF_VACUOUS", "VF_VERDICT", "VOTE", "Agreement", "AnyEvent",
+    "Attempt", "AttemptResult", "BudgetExhausted", "CrossCheck", "Error", "Event", "Finish",
+    "ModelCall", "NodeFinish", "NodeReused", "NodeStart", "Plan", "PlanFallback",
+    "PlanInvalid", "PlanKept", "PlanRule", "Replan", "Replies", "Retry", "RunStart",
+    "ToolCall", "TypedEvent", "VfVacuous", "VfVerdict", "Vote", "VoteGroup", "parse_event"
 ]  # fmt: skip
 
 ENVELOPE = ("run_id", "ts", "node_id", "iteration", "attempt")
@@ -154,6 +153,8 @@ class RunStart(_Typed):
     # A baseline's name and parameters (`verimap.methods`); the coordinator sends none.
     method: str | None = None
     parameters: JSON | None = None
+    # The policies the run follows, each with its parameters (`verimap.policies`).
+    policies: list[JSON] | None = None
 
 
 class BudgetExhausted(_Typed):
@@ -212,6 +213,14 @@ class PlanFallback(_Typed):
 
     type: Literal["plan_fallback"] = "plan_fallback"
     reason: str
+
+
+class PlanRule(_Typed):
+    """The iteration runs a plan a rule made without a planner call (the small-model policy's
+    one-node plan), named so that nobody reads it as a fallback."""
+
+    type: Literal["plan_rule"] = "plan_rule"
+    rule: str
 
 
 class VfVacuous(_Typed):
@@ -402,7 +411,8 @@ class Vote(_Typed):
 
 
 TypedEvent = (
-    RunStart | Plan | PlanInvalid | PlanFallback | VfVacuous | PlanKept | NodeStart | NodeReused
+    RunStart | Plan | PlanInvalid | PlanFallback | PlanRule | VfVacuous | PlanKept | NodeStart
+    | NodeReused
     | Attempt | ToolCall | ModelCall | Agreement | CrossCheck | VfVerdict | AttemptResult | Retry
     | NodeFinish | Replan | BudgetExhausted | Error | Finish | Replies | Vote
 )  # fmt: skip
@@ -417,6 +427,7 @@ RUN_START = RunStart.TYPE
 PLAN = Plan.TYPE
 PLAN_INVALID = PlanInvalid.TYPE
 PLAN_FALLBACK = PlanFallback.TYPE
+PLAN_RULE = PlanRule.TYPE
 VF_VACUOUS = VfVacuous.TYPE
 PLAN_KEPT = PlanKept.TYPE
 NODE_START = NodeStart.TYPE

@@ -121,6 +121,10 @@ def _plan_fallback(s: LiveState, e: ev.PlanFallback) -> None:
     s.note = "no valid plan: the task runs as one node (fallback)"
 
 
+def _plan_rule(s: LiveState, e: ev.PlanRule) -> None:
+    s.note = clean(e.rule, 200)
+
+
 def _vf_vacuous(s: LiveState, e: ev.VfVacuous) -> None:
     s.note = clean(f"{e.node_id}: VF {e.vf} dropped, it passes on any output", 200)
 
@@ -205,6 +209,7 @@ _HANDLERS: dict[type[ev.AnyEvent], Callable[[LiveState, Any], None]] = {
     ev.Plan: _plan,
     ev.PlanInvalid: _plan_invalid,
     ev.PlanFallback: _plan_fallback,
+    ev.PlanRule: _plan_rule,
     ev.VfVacuous: _vf_vacuous,
     ev.PlanKept: _plan_kept,
     ev.NodeStart: _node_start,
@@ -274,6 +279,8 @@ def plain_line(e: ev.AnyEvent) -> str | None:
             return f"{where}plan kept: node {e.failed_node!r} gave no typed answer"
         case ev.PlanFallback():
             return f"{where}no valid plan: running the task as one node (fallback)"
+        case ev.PlanRule():
+            return f"{where}{clean(e.rule, 120)}"
         case ev.VfVacuous():
             return f"{where}{node}: vf {clean(e.vf, 60)} dropped: it passes on any output"
         case ev.BudgetExhausted():

@@ -182,6 +182,17 @@ class Plan(BaseModel):
     _fallback_reason: str | None = PrivateAttr(default=None)
     # VFs the planner dropped from this plan ("node.vf (why)"); not part of its JSON.
     _dropped_vfs: list[str] = PrivateAttr(default_factory=list)
+    # The rule that made this plan without a planner call ("one-node plan (small-model
+    # policy)"); None: the planner's (or a fallback's). Not part of its JSON.
+    _rule: str | None = PrivateAttr(default=None)
+
+    @property
+    def rule(self) -> str | None:
+        return self._rule
+
+    @rule.setter
+    def rule(self, rule: str | None) -> None:
+        self._rule = rule
 
     @property
     def dropped_vfs(self) -> list[str]:

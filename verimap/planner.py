@@ -124,6 +124,8 @@ class LLMPlanner:
         answer_types: tuple[str, ...] = (),
         task_examples: bool = True,
         max_nodes: int | None = None,
+        fix_plans: bool = True,
+        one_node_rule: str = "one-node plan (max_nodes=1)",
     ):
         """`write_vfs=False` plans without verification functions (the paper's MAP and MAP-V
         baselines): no VF rules in the prompt or the demonstration, none in the schema, and any
@@ -147,7 +149,10 @@ class LLMPlanner:
         sent back like any invalid one (None: no cap, as the paper). 1 means the whole task as
         one node (`fallback.whole_task_plan`, with the checks its kind gives for free), without
         a model call: told so, the local 1.5B still wrote 2-5 nodes, and with the cap in its
-        grammar it wrote its first step as the whole plan (docs/decisions.md, D03)."""
+        grammar it wrote its first step as the whole plan (docs/decisions.md, D03); the plan
+        names the rule that made it (`one_node_rule`), never a fallback that did not happen.
+        `fix_plans`: repair common mistakes of a model's plan before validating it
+        (`plan_fixes`; off: the paper's plans are taken as written)."""
         self.model = model
         self.think_first = think_first
         self.think_max_tokens = think_max_tokens
@@ -174,6 +179,8 @@ class LLMPlanner:
         self.answer_types = answer_types
         self.task_examples = task_examples
         self.max_nodes = max_nodes
+        self.fix_plans = fix_plans
+        self.one_node_rule = one_node_rule
 
     def system_prompt(self) -> str:
         tools = (
@@ -289,7 +296,8 @@ class LLMPlanner:
                         "never repeat a phrase"
                     ])  # fmt: skip
                 raw = extract_json(resp.content)
-                raw = fix_raw_plan(raw, self.answer_types)
+                if self.fix_plans:
+                    raw = fix_raw_plan(raw, self.answer_types)
                 if task is not None and self.write_vfs and self.task_examples:
                     raw = with_task_examples(raw, task, self.answer_types)
                 if not self.write_vfs:
@@ -463,11 +471,11 @@ class LLMPlanner:
             return fallback_plan(task, self.domain, reason=str(e), with_vfs=self.write_vfs)
 
     def _one_node(self, task: str) -> Plan:
-        """Recorded like a fallback: its VFs are built in, so they are not sent to a model for
+        """Made by a rule, not planned: its VFs are built in, so they are not sent to a model for
         repair (asked to repair `is_number`, the 1.5B wrote `answer == 5`; docs/decisions.md,
         D04)."""
         plan = whole_task_plan(task, self.domain, with_vfs=self.write_vfs)
-        plan.fallback_reason = "the whole task as one node (max_nodes=1): no planner call"
+        plan.rule = self.one_node_rule
         return plan
 
     async def repair(

@@ -148,6 +148,8 @@ class RunResult(BaseModel):
     # Plans that were the one-node fallback (iteration numbers), and VFs dropped from plans
     # ("iteration:node.vf (why)": vacuous, or a static problem the planner did not repair).
     fallback_iterations: list[int] = Field(default_factory=list)
+    # Plans a rule made without a planner call ("1: one-node plan (small-model policy)").
+    plan_rules: list[str] = Field(default_factory=list)
     dropped_vfs: list[str] = Field(default_factory=list)
     # Set when the run failed because of the machinery, not the method: an eval logs such a run
     # as an error to retry instead of scoring it, and `verimap run` exits with its own status.

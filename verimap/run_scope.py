@@ -24,6 +24,7 @@ from verimap.accounting import BudgetExceeded, Ledger
 from verimap.config import RunConfig
 from verimap.events import AnyEvent, EventBus, JsonlTraceWriter
 from verimap.llm.base import ModelError
+from verimap.policies import get_policies
 from verimap.result import RunResult
 from verimap.run_context import RunContext
 from verimap.sandbox.base import SandboxUnavailable
@@ -99,7 +100,10 @@ class RunScope:
         begun = time.monotonic()
         try:
             config = self.config.model_dump(mode="json")
-            at().emit(ev.RunStart(task=self.task, config=config, **dict(start or {})))
+            policies = [p.record() for p in get_policies(self.config.policies)]
+            at().emit(
+                ev.RunStart(task=self.task, config=config, policies=policies, **dict(start or {}))
+            )
             result = await self._guarded(body, ending, failures or {}, at)
             result.blame_infrastructure([*self.ledger.faults, *(faults() if faults else [])])
             if result.status == "budget_exhausted":

@@ -1,4 +1,5 @@
-"""`verimap.build`: a coordinator wired from models, with the paper's components."""
+"""`verimap.build`: a coordinator wired from models, with the paper's components and the
+policies the run follows (the small-model policy on the local model, as the CLI applies it)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from verimap.events import EventBus
 from verimap.executor import EXECUTOR_SETTINGS, Executor
 from verimap.llm.base import Model
 from verimap.planner import PLANNER_SETTINGS, LLMPlanner, Planner
+from verimap.policies import Policy, for_models, get_policies, planner_options, wrap_models
 from verimap.sandbox.base import Sandbox
 from verimap.tools import ToolRegistry, default_tools
 from verimap.verifier import Verifier
@@ -30,9 +32,10 @@ def build(
 ) -> Coordinator:
     """Wire a coordinator from models keyed planner/executor/judge (judge defaults to executor).
 
-    `tools` defaults to `calculator` plus `python` when a sandbox is given.
+    `tools` defaults to `calculator` plus `python` when a sandbox is given. A `config` that
+    names no policies gets the endpoint's (`verimap.policies.for_models`).
     """
-    config = config or RunConfig()
+    config, policies, models = with_policies(config or RunConfig(), models)
     if "executor" not in models:
         raise ValueError("build() needs an 'executor' model")
     if planner is None and "planner" not in models:
@@ -42,7 +45,7 @@ def build(
         models["planner"], tools, demo=demo,
         settings=PLANNER_SETTINGS.replace(temperature=config.temperature, seed=config.seed),
         write_vfs=config.verification == "full", think_first=config.plan_reasoning,
-        max_repairs=config.plan_repairs, max_nodes=config.max_nodes,
+        max_repairs=config.plan_repairs, max_nodes=config.max_nodes, **planner_options(policies),
     )  # fmt: skip
     executor = Executor(
         models["executor"], tools, max_steps=config.executor_max_steps,
@@ -56,3 +59,13 @@ def build(
         sandbox, models.get("judge", models["executor"]), config, threshold, tools
     )
     return Coordinator(planner, executor, verifier, config, events, trace_dir=trace_dir)
+
+
+def with_policies(
+    config: RunConfig, models: Mapping[str, Model]
+) -> tuple[RunConfig, list[Policy], dict[str, Model]]:
+    """`config` under its policies (the endpoint's when it names none), the policies, and the
+    models wrapped as they say."""
+    config = config.with_policies(for_models(models))
+    policies = get_policies(config.policies)
+    return config, policies, wrap_models(models, policies)

@@ -273,46 +273,38 @@ def test_progress_off_a_terminal_is_one_plain_line_per_task(tmp_path):
     assert "\x1b" not in r.output
 
 
-def test_local_model_rules_fill_only_what_the_user_left_unset(monkeypatch, capsys):
-    from verimap.cli.eval import _apply_local_defaults
+def test_the_endpoints_policy_fills_only_what_the_user_left_unset(monkeypatch, capsys):
+    from verimap.cli.eval import _apply_policies
 
     for var in ("OPENAI_API_KEY", "OPENAI_BASE_URL"):
         monkeypatch.delenv(var, raising=False)
     cfg: dict = {}
-    _apply_local_defaults("verimap", {}, cfg, None)
+    assert _apply_policies("verimap", {}, cfg, None, None) == ["small-model"]
     assert (cfg["max_iterations"], cfg["plan_repairs"], cfg["temperature"]) == (2, 0, 0.0)
-    assert cfg["max_nodes"] == 1
+    assert cfg["max_nodes"] == 1 and cfg["policies"] == ["small-model"]
+    assert "answer_agreement" in cfg["checks"]
     said = capsys.readouterr().err
-    assert "0 plan repairs; at most 2 plans per task" in said
-    assert "; the whole task as one node (--max-nodes overrides)" in said
-    assert "answer_agreement" in cfg["checks"] and "confirmed by independent solutions" in said
+    assert "the small-model policy applies" in said and "--policy none" in said
     mine = {"max_iterations": 5, "temperature": 1.0, "max_nodes": None}
-    _apply_local_defaults("map-v", {}, mine, None)
+    _apply_policies("map-v", {}, mine, None, None)
     assert mine == {
         "max_iterations": 5, "temperature": 1.0, "plan_repairs": 0, "max_nodes": None,
         "checks": ["arithmetic", "answer_agreement", "code_agreement"], "fresh_code_retries": True,
+        "policies": ["small-model"],
     }  # fmt: skip
-    said = capsys.readouterr().err
-    assert "at most 5 plans per task" in said and "nodes" not in said
-    assert "independent solutions" not in said  # map-v has no plan VFs to stand beside
-    paper = {"temperature": 1.0}
-    _apply_local_defaults("verimap", {}, paper, False)
-    assert paper == {
-        "temperature": 1.0, "plan_repairs": 0, "max_iterations": 2, "max_nodes": 1,
-        "checks": ["arithmetic"], "fresh_code_retries": True,
-    }  # fmt: skip
-    said = capsys.readouterr().err
-    assert "at most 2 plans per task" in said and "retries at" not in said
-    react: dict = {}
-    _apply_local_defaults("react", {}, react, None)
-    said = capsys.readouterr().err
-    assert "max_iterations" not in react and "plans per task" not in said and "nodes" not in said
-    assert "cross-check" not in said  # nothing said of a check react never runs
+    no_cross = {"temperature": 1.0}
+    _apply_policies("verimap", {}, no_cross, None, False)
+    assert no_cross["checks"] == ["arithmetic"] and "retry_temperature" not in no_cross
+    off: dict = {}
+    assert _apply_policies("verimap", {}, off, "none", None) == [] and off == {"policies": []}
+    paper: dict = {}
+    assert _apply_policies("verimap", {}, paper, "paper", None) == ["paper"]
+    assert paper["sequential"] is True and paper["checks"] == []
     remote: dict = {}
     assert (
-        _apply_local_defaults("verimap", {"base_url": "http://127.0.0.1:9/v1"}, remote, None) == {}
+        _apply_policies("verimap", {"base_url": "http://127.0.0.1:9/v1"}, remote, None, None) == []
     )
-    assert remote == {}
+    assert remote == {"policies": []}
 
 
 EVIL = """

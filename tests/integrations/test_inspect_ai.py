@@ -373,11 +373,15 @@ def test_math_answers_become_the_number_alone():
 
 
 def test_local_model_rules_apply_under_the_users_settings():
-    assert run_config("verimap", {"max_retries": 2}, local=False) == {"max_retries": 2}
+    from verimap.methods.presets import method_config
+
+    remote = run_config("verimap", {"max_retries": 2}, local=False)
+    assert remote == {"max_retries": 2, "policies": []}
     local = run_config("verimap", {"max_retries": 2}, local=True)
     assert local["max_retries"] == 2 and local["temperature"] == 0.0 and local["max_nodes"] == 1
-    assert local["max_iterations"] == 2
-    assert "max_iterations" not in run_config("map", None, local=True)  # map is one pass
+    assert local["max_iterations"] == 2 and local["policies"] == ["small-model"]
+    one_pass = method_config("map", run_config("map", None, local=True))
+    assert one_pass.max_iterations == 1  # map is one pass, whatever the policy says
     sampled = run_config("verimap", {"temperature": 0.5}, local=True)
     assert sampled["temperature"] == 0.5 and "retry_temperature" not in sampled
 

@@ -244,13 +244,13 @@ async def test_max_tokens_cap_bounds_every_request(http_server, monkeypatch):
     await fast(http_server.url).request(ask(settings=GenerationSettings(max_tokens=2048)))
     assert [r.get("max_tokens") for r in http_server.requests] == [1024, 100, 1024, 2048]
 
-    from verimap.endpoint import local_max_tokens
+    from verimap.policies.small_model import reply_cap
 
     monkeypatch.delenv("VERIMAP_LOCAL_MAX_TOKENS", raising=False)
-    assert local_max_tokens() == 1024
+    assert reply_cap() == 1024
     monkeypatch.setenv("VERIMAP_LOCAL_MAX_TOKENS", "lots")
     with pytest.raises(ModelError, match="VERIMAP_LOCAL_MAX_TOKENS"):
-        local_max_tokens()
+        reply_cap()
 
 
 @pytest.mark.parametrize("blank", ["", "  "])

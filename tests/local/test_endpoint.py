@@ -8,7 +8,6 @@ from click.testing import CliRunner
 
 from verimap.cli import endpoint_options
 from verimap.endpoint import (
-    LOCAL_TEMPERATURE,
     connect,
     default_temperature,
     is_remote,
@@ -16,6 +15,7 @@ from verimap.endpoint import (
 )
 from verimap.llm.base import ModelError
 from verimap.llm.openai_model import OpenAIModel
+from verimap.policies import SmallModel
 
 
 @pytest.fixture(autouse=True)
@@ -39,7 +39,7 @@ def test_local_unless_an_endpoint_is_configured(monkeypatch):
 
 
 def test_local_models_sample_greedily_unless_told_otherwise(monkeypatch, tmp_path):
-    assert default_temperature() == LOCAL_TEMPERATURE == 0.0
+    assert default_temperature() == SmallModel().temperature == 0.0
     assert default_temperature(model="0.5b") == 0.0
     assert default_temperature(model_file=tmp_path / "m.gguf") == 0.0
     assert default_temperature(model="gpt-4o-mini") is None
@@ -138,7 +138,7 @@ def test_blank_openai_variables_mean_the_local_model(monkeypatch, blank):
     monkeypatch.setenv("OPENAI_API_KEY", blank)
     monkeypatch.setenv("OPENAI_BASE_URL", blank)
     assert not is_remote(None, None)
-    assert default_temperature() == LOCAL_TEMPERATURE
+    assert default_temperature() == SmallModel().temperature
     assert is_remote("gpt-4o-mini", None)
 
 

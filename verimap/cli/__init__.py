@@ -105,6 +105,36 @@ max_nodes_option = click.option(
 )
 
 
+policy_option = click.option(
+    "--policy",
+    type=click.Choice(["small-model", "paper", "none"]),
+    default=None,
+    help="The rules the run follows beyond the core loop (docs/engine.md#policies): small-model, "
+    "paper (the paper's protocol exactly), or none [default: small-model on the local model, "
+    "none on an endpoint].",
+)
+
+
+def chosen_policies(policy: str | None, endpoint: dict[str, Any]) -> list[str]:
+    """The policies a command's run follows: `--policy`, else the endpoint's."""
+    if policy is not None:
+        return [] if policy == "none" else [policy]
+    from verimap.endpoint import is_remote
+
+    local = endpoint.get("model_file") is not None or not is_remote(
+        endpoint.get("model"), endpoint.get("base_url")
+    )
+    return ["small-model"] if local else []
+
+
+def under_policies(user: dict[str, Any], names: list[str]) -> dict[str, Any]:
+    """`user`'s settings with the policies' filling what it left unset, and the policies named
+    (so `verimap.build` does not choose again)."""
+    from verimap.policies import fill, get_policies
+
+    return {**fill(user, get_policies(names)), "policies": names}
+
+
 samples_option = click.option(
     "--samples",
     type=click.IntRange(min=1),

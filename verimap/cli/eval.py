@@ -21,11 +21,13 @@ from typing import Any
 import click
 
 from verimap.cli import (
-    cross_checks,
+    chosen_policies,
     endpoint_options,
     max_nodes_option,
+    policy_option,
     samples_option,
     sandbox_option,
+    under_policies,
     warn_idle_cross_check,
     with_cross_check,
 )
@@ -128,6 +130,7 @@ RUN_CONFIG_FLAGS = ("max_retries", "max_iterations", "max_nodes", "temperature",
     help="Override the method's iterations.",
 )
 @max_nodes_option
+@policy_option
 @click.option(
     "--cross-check/--no-cross-check",
     default=None,
@@ -206,44 +209,26 @@ def _drop_config_models_without_endpoint(endpoint: dict[str, Any], from_config: 
         )
 
 
-def _apply_local_defaults(
-    method: str, endpoint: dict[str, Any], run_config: dict[str, Any], cross_check: bool | None
-) -> dict[str, Any]:
-    """Fill `run_config` with the local-model rules the user left unset, say so on stderr, and
-    return them (empty for an endpoint). Plan repairs and iterations are not sampling settings:
-    they apply even when the user chose a temperature."""
-    from verimap.endpoint import local_defaults
+def _apply_policies(
+    method: str,
+    endpoint: dict[str, Any],
+    run_config: dict[str, Any],
+    policy: str | None,
+    cross_check: bool | None,
+) -> list[str]:
+    """Fill `run_config` with what the run's policies set where the user left it unset (the
+    endpoint's policies unless `--policy` or the config file names them), say so on stderr, and
+    return their names."""
+    from verimap.policies import get_policies
 
-    local = local_defaults(**endpoint)
-    if "max_iterations" not in METHODS[method].adjustable:
-        local.pop("max_iterations", None)
-    if not local:
-        return local
-    said = []
-    if "temperature" not in run_config:
-        run_config.update({k: v for k, v in local.items() if k not in run_config})
-        said.append(
-            f"temperature {local['temperature']}, retries at {local['retry_temperature']} (the "
-            "paper's 1.0 derails small models; --temperature overrides)"
-        )
-    for k in ("plan_repairs", "max_iterations", "max_nodes", "checks", "fresh_code_retries"):
-        if k in local:
-            run_config.setdefault(k, local[k])
+    names = run_config.get("policies")
+    if policy is not None or names is None:
+        names = chosen_policies(policy, endpoint)
+    run_config.update(under_policies(run_config, names))
     with_cross_check(run_config, cross_check)
-    said.append(f"{run_config['plan_repairs']} plan repairs")
-    if "max_iterations" in local:
-        said.append(
-            f"at most {run_config['max_iterations']} plans per task (--max-iterations overrides)"
-        )
-    if METHODS[method].planner == "llm" and run_config["max_nodes"] is not None:
-        cap = run_config["max_nodes"]
-        size = "the whole task as one node" if cap == 1 else f"plans of at most {cap} nodes"
-        said.append(f"{size} (--max-nodes overrides)")
-    with contextlib.suppress(ValueError):  # a bad config is reported when the run starts
-        if cross_checks(method_config(method, run_config)):
-            said.append("answers confirmed by independent solutions (--no-cross-check: off)")
-    click.echo(f"note: local model: {'; '.join(said)}", err=True)
-    return local
+    for p in get_policies(names):
+        click.echo(f"note: the {p.name} policy applies: {p.summary} (--policy none: off)", err=True)
+    return names
 
 
 def _own_sandbox(get_sandbox: Any, kind: str) -> Any:
@@ -292,15 +277,14 @@ def run_command(**kw: Any) -> int:
             f"note: {method} is one pass by definition; ignoring {', '.join(fixed)}", err=True
         )
     concurrency = kw.get("max_concurrency")
-    local = {}
     if not kw.get("models_factory"):
-        local = _apply_local_defaults(method, endpoint, run_config, kw.get("cross_check"))
-        if local and concurrency is None:
+        _apply_policies(method, endpoint, run_config, kw.get("policy"), kw.get("cross_check"))
+        if chosen_policies(None, endpoint) and concurrency is None:
             # The llama.cpp server answers one request at a time and keeps only the last
             # prompt's cache; interleaved tasks evict each other's prefixes and all run slower.
             concurrency = 1
             click.echo("note: local model: one task at a time (-c overrides)", err=True)
-    if not local:
+    else:
         with_cross_check(run_config, kw.get("cross_check"))
     if kw.get("cross_check"):
         with contextlib.suppress(ValueError):  # a bad config is reported when the run starts

@@ -13,10 +13,13 @@ from typing import Any
 import click
 
 from verimap.cli import (
+    chosen_policies,
     endpoint_options,
     max_nodes_option,
+    policy_option,
     samples_option,
     sandbox_option,
+    under_policies,
     warn_idle_cross_check,
     with_cross_check,
 )
@@ -90,6 +93,8 @@ def print_result(result: RunResult, *, console=None) -> None:
         console.print(cached, markup=False)
     if result.fallback_iterations:
         console.print(f"fallback plan in iteration(s): {result.fallback_iterations}")
+    for rule in result.plan_rules:
+        console.print(f"plan in iteration {for_console(rule)}")
     if result.dropped_vfs:
         console.print(
             for_console(f"VFs dropped: {', '.join(result.dropped_vfs)}"), markup=False, emoji=False
@@ -115,6 +120,19 @@ def result_json(result: RunResult) -> str:
     (an 8-bit CSI) are escaped here, so the text is safe on a terminal too."""
     text = json.dumps(redact(result.model_dump(mode="json")), indent=2, ensure_ascii=False)
     return _C1.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def _given_on_the_command_line() -> set[str]:
+    """The options the user wrote (a default is not a choice: a policy may set it)."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context()
+    names = {"no_reuse": "reuse_verified"}
+    return {
+        names.get(p.name, p.name)
+        for p in ctx.command.params
+        if p.name and ctx.get_parameter_source(p.name) is not ParameterSource.DEFAULT
+    }
 
 
 def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
@@ -161,6 +179,7 @@ def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
     "programs for a number, fresh samples run on generated inputs for code (more judge calls; "
     "beyond the paper) [default: on for the local model].",
 )
+@policy_option
 @click.option(
     "--verification",
     type=click.Choice(["full", "instruction", "none"]),
@@ -189,7 +208,7 @@ def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
 @otel_option
 @model_call_options
 def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: int, sequential: bool, no_reuse: bool,
-        fail_accepted: bool, max_nodes: int | None, cross_check: bool | None, verification: str, plan_file: Path | None, method: str | None, samples: int | None,
+        fail_accepted: bool, max_nodes: int | None, cross_check: bool | None, policy: str | None, verification: str, plan_file: Path | None, method: str | None, samples: int | None,
         sandbox_kind: str, trace_dir: Path | None,
         max_calls: int | None, max_tokens: int | None, max_cost: float | None, timeout: float | None,
         temperature: float | None, as_json: bool, quiet: bool, otel: bool, **endpoint: Any) -> None:  # fmt: skip
@@ -211,21 +230,22 @@ def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: i
     if method and plan_file:
         click.echo("error: --method and --plan-file exclude each other", err=True)
         sys.exit(EXIT_BAD_INPUT)
-    from verimap.endpoint import local_defaults
-
-    defaults: dict[str, Any] = local_defaults(**endpoint)
+    given = _given_on_the_command_line()
+    user: dict[str, Any] = {k: v for k, v in (
+        ("max_retries", max_retries), ("max_parallel", max_parallel), ("sequential", sequential),
+        ("reuse_verified", not no_reuse), ("fail_accepted", fail_accepted),
+        ("verification", verification),
+    ) if k in given}  # fmt: skip
     if temperature is not None:  # retries then sample at the same temperature
-        defaults.pop("retry_temperature", None)
-        defaults["temperature"] = temperature
+        user["temperature"] = temperature
     if max_iterations is not None:
-        defaults["max_iterations"] = max_iterations
+        user["max_iterations"] = max_iterations
     if max_nodes is not None:
-        defaults["max_nodes"] = max_nodes or None
-    with_cross_check(defaults, cross_check)
+        user["max_nodes"] = max_nodes or None
+    user = under_policies(user, chosen_policies(policy, endpoint))
+    with_cross_check(user, cross_check)
     config = RunConfig.model_validate({
-        "max_retries": max_retries, "max_parallel": max_parallel,
-        "sequential": sequential, "reuse_verified": not no_reuse, "fail_accepted": fail_accepted,
-        "verification": verification, **defaults,
+        **user,
         "budget": Budget(max_llm_calls=max_calls, max_tokens=max_tokens, max_cost=max_cost, timeout_s=timeout),
     })  # fmt: skip
     if cross_check and method:

@@ -11,7 +11,7 @@ verified answers (extra `inspect`; docs/inspect.md).
 else Inspect's model role of the same name (`--model-role planner=...`), else the eval's model
 (for the judge: the executor's). A role left with none (no `--model`) gets the model
 `verimap run` would use: the endpoint of OPENAI_BASE_URL/OPENAI_API_KEY, else verimap's local
-llama.cpp model with its local-model rules (`verimap.endpoint.local_defaults`), served to
+llama.cpp model with its small-model policy (`verimap.policies`), served to
 Inspect too (`inspect_served`). So every model call is an Inspect model event, and the run's
 plan, nodes and verdicts are info events and spans (`inspect_events`).
 
@@ -196,25 +196,19 @@ def _inspect_model(role: str, spec: RoleModel) -> InspectModelType | None:
 def run_config(
     method: str, config: RunConfig | Mapping[str, Any] | None, local: bool
 ) -> dict[str, Any]:
-    """The user's settings over the local-model rules when the local model serves a role, as
-    `verimap eval` applies them (a temperature given turns off the sampled retries too)."""
-    from verimap.endpoint import local_defaults
-    from verimap.methods.presets import get_method
+    """The user's settings under the run's policies: the small-model policy when the local
+    model serves a role and the user named none, as `verimap eval` applies it."""
+    from verimap.policies import fill, get_policies
 
     given = (
         config.model_dump(exclude_unset=True)
         if isinstance(config, RunConfig)
         else dict(config or {})
     )
-    if not local:
-        return given
-    rules = local_defaults()
-    if "max_iterations" not in get_method(method).adjustable:
-        rules.pop("max_iterations", None)
-    if "temperature" in given:
-        rules.pop("temperature", None)
-        rules.pop("retry_temperature", None)
-    return {**rules, **given}
+    names = given.get("policies")
+    if names is None:
+        names = ["small-model"] if local else []
+    return {**fill(given, get_policies(names)), "policies": names}
 
 
 def _sandbox(kind: str | Sandbox) -> Sandbox:

@@ -24,6 +24,7 @@ from typing import Any
 from verimap.config import RunConfig
 from verimap.fallback import whole_task_plan
 from verimap.llm.base import Model
+from verimap.policies import fill, for_models, get_policies, planner_options, wrap_models
 from verimap.sandbox.base import Sandbox
 from verimap.tools import ToolRegistry
 
@@ -88,14 +89,13 @@ def method_config(
     method: str | Method, base: RunConfig | dict[str, Any] | None = None
 ) -> RunConfig:
     """The method's RunConfig: paper defaults and the method's adjustable knobs, then `base`
-    (user settings), then the knobs that define the method."""
+    (user settings, filled by the policies it names), then the knobs that define the method."""
     m = get_method(method) if isinstance(method, str) else method
+    user = dict(base.model_dump(exclude_unset=True) if isinstance(base, RunConfig) else base or {})
+    user = fill(user, get_policies(user.get("policies")))
     data: dict[str, Any] = dict(PAPER_DEFAULTS)
     data.update({k: v for k, v in m.overrides.items() if k in m.adjustable})
-    if isinstance(base, RunConfig):
-        data.update(base.model_dump(exclude_unset=True))
-    elif base:
-        data.update(base)
+    data.update(user)
     data.update({k: v for k, v in m.overrides.items() if k not in m.adjustable})
     return RunConfig.model_validate(data)
 
@@ -142,7 +142,14 @@ def build_runner(
     missing = [r for r in needed if r not in models]
     if missing:
         raise ValueError(f"method {m.name!r} needs a model for role(s): {', '.join(missing)}")
-    cfg = method_config(m, config)
+    user = dict(
+        config.model_dump(exclude_unset=True) if isinstance(config, RunConfig) else config or {}
+    )
+    if user.get("policies") is None:
+        user["policies"] = for_models(models)
+    cfg = method_config(m, user)
+    policies = get_policies(cfg.policies)
+    models = wrap_models(models, policies)
     if m.planner == "baseline":
         return baseline(
             m.name, models, sandbox, domain=domain, config=cfg, events=events, samples=samples
@@ -159,6 +166,6 @@ def build_runner(
             settings=PLANNER_SETTINGS.replace(temperature=cfg.temperature),
             write_vfs=cfg.verification == "full", think_first=cfg.plan_reasoning,
             max_repairs=cfg.plan_repairs, answer_types=PLAN_ANSWER_TYPES.get(domain or "", ()),
-            max_nodes=cfg.max_nodes,
+            max_nodes=cfg.max_nodes, **planner_options(policies),
         )  # fmt: skip
     return build(models, sandbox, tools, cfg, planner=planner, events=events)

@@ -1,0 +1,113 @@
+"""Policies by name: what each sets, that the user's settings win, and that `verimap.build`
+applies the endpoint's policy as the CLI does."""
+
+import pytest
+
+import verimap
+from verimap.config import RunConfig
+from verimap.events import EventBus, RunStart
+from verimap.llm.base import GenerationSettings, ModelRequest, UserMessage
+from verimap.planner import LLMPlanner
+from verimap.policies import Paper, SmallModel, for_models, get_policies
+from verimap.policies.small_model import ReplyCap
+from verimap.testing import InProcessSandboxDouble, ScriptedModel
+
+
+def local(model: ScriptedModel) -> ScriptedModel:
+    """A test double that says it is the local model, as `OpenAIModel(local=True)` does."""
+    model.local = True  # type: ignore[attr-defined]
+    return model
+
+
+def test_the_small_model_policy_fills_what_the_user_left_unset():
+    cfg = RunConfig(max_retries=2).with_policies(["small-model"])
+    assert (cfg.temperature, cfg.retry_temperature, cfg.max_nodes, cfg.max_iterations) == (
+        0.0, 0.7, 1, 2,
+    )  # fmt: skip
+    assert cfg.max_retries == 2 and cfg.policies == ["small-model"]
+    assert cfg.checks == ["arithmetic", "answer_agreement", "code_agreement"]
+    # A temperature the user chose is theirs for retries too.
+    mine = RunConfig(temperature=0.5, max_nodes=3).with_policies(["small-model"])
+    assert (mine.temperature, mine.retry_temperature, mine.max_nodes) == (0.5, None, 3)
+    # A config that names its policies keeps them.
+    assert RunConfig(policies=[]).with_policies(["small-model"]).max_nodes is None
+
+
+def test_the_paper_policy_turns_every_beyond_paper_switch_off():
+    cfg = RunConfig().with_policies(["paper"])
+    assert cfg.sequential and not cfg.reuse_verified and cfg.checks == []
+    assert (cfg.temperature, cfg.top_p, cfg.vacuity_check, cfg.full_feedback) == (
+        1.0,
+        1.0,
+        False,
+        True,
+    )
+    assert Paper().planner_options() == {
+        "fallback": False,
+        "task_examples": False,
+        "fix_plans": False,
+    }
+
+
+def test_unknown_policies_are_refused_by_name():
+    with pytest.raises(ValueError, match="unknown policy 'fast'"):
+        RunConfig(policies=["fast"])
+    with pytest.raises(ValueError, match="the policies are: small-model, paper"):
+        get_policies(["fast"])
+
+
+def test_the_local_model_gets_the_small_model_policy_an_endpoint_none():
+    assert for_models({"executor": local(ScriptedModel(["{}"]))}) == ["small-model"]
+    assert for_models({"executor": ScriptedModel(["{}"])}) == []
+
+
+async def test_the_reply_cap_lowers_a_request_for_more_and_keeps_one_for_less():
+    model = ScriptedModel(["ok", "ok"])
+    capped = SmallModel(reply_tokens=100).wrap(model)
+    assert isinstance(capped, ReplyCap) and SmallModel(reply_tokens=100).wrap(capped) is capped
+    for asked in (4096, 50):
+        await capped.request(
+            ModelRequest(
+                messages=[UserMessage(content="hi")], settings=GenerationSettings(max_tokens=asked)
+            )
+        )
+    assert [r.settings.max_tokens for r in model.requests] == [100, 50]
+
+
+async def test_build_on_the_local_model_runs_the_small_model_policy_and_says_so():
+    model = local(ScriptedModel(['{"answer": 6}'] * 20))
+    bus, seen = EventBus(), []
+    bus.subscribe(seen.append)
+    coord = verimap.build(
+        {"executor": model, "planner": model}, InProcessSandboxDouble(), events=bus
+    )
+    r = await coord.run("What is 2 * 3?")
+    assert r.plans[0].rule == "one-node plan (small-model policy)" and r.plan_rules == [
+        "1: one-node plan (small-model policy)"
+    ]
+    assert r.fallback_iterations == []  # no fallback happened
+    (start,) = [e for e in seen if isinstance(e, RunStart)]
+    assert start.policies and start.policies[0]["name"] == "small-model"
+    assert start.policies[0]["max_nodes"] == 1
+    assert all(
+        q.settings.max_tokens is not None and q.settings.max_tokens <= 1024 for q in model.requests
+    )
+
+
+async def test_no_policy_on_the_local_model_when_the_config_says_none():
+    model = local(ScriptedModel(['{"nodes": []}'] * 8 + ['{"answer": 6}'] * 8))
+    coord = verimap.build({"executor": model, "planner": model}, InProcessSandboxDouble(),
+                          config=RunConfig(policies=[], plan_repairs=0))  # fmt: skip
+    r = await coord.run("What is 2 * 3?")
+    assert r.plan_rules == [] and r.fallback_iterations == [1]  # the planner was asked
+
+
+async def test_the_paper_policy_has_no_fallback_plan():
+    planner_model = ScriptedModel(['{"nodes": []}'] * 4)
+    coord = verimap.build(
+        {"executor": ScriptedModel(["{}"]), "planner": planner_model}, InProcessSandboxDouble(),
+        config=RunConfig(policies=["paper"]),
+    )  # fmt: skip
+    assert isinstance(coord.planner, LLMPlanner) and coord.planner.fallback is False
+    r = await coord.run("What is 2 * 3?")
+    assert r.status == "failed" and "planning failed" in (r.error or "")

@@ -1,0 +1,48 @@
+"""The paper policy: VeriMAP exactly as Xu et al. describe it (arXiv:2510.17109), with every
+beyond-paper switch off, so that `--policy paper` measures the paper's method and not ours.
+
+Nodes run one at a time in topological order and a replan restarts from the top; every VF runs
+(one judge exchange per natural-language VF, even after a Python VF failed); roles sample at
+1.0; a plan the planner cannot write ends the run (no fallback plan, no repair round, no
+automatic fixes of common mistakes, no checks injected into the final node, no built-in
+checks, no vacuity probe); a node's executor sees only the inputs its plan names.
+Deviations that remain are listed in docs/eval.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from verimap.policies.base import Policy
+
+NAME = "paper"
+
+
+class Paper(Policy):
+    name = NAME
+    summary = (
+        "the paper's protocol: sequential nodes, restart on replan, every VF judged, sampling "
+        "at 1.0, no fallback plans, plan repairs, plan fixes or built-in checks"
+    )
+
+    def settings(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "temperature": 1.0,
+            "top_p": 1.0,
+            "retry_temperature": None,
+            "sequential": True,
+            "reuse_verified": False,
+            "checks": [],
+            "vacuity_check": False,
+            "full_feedback": True,
+            "batch_judge": False,
+            "plan_repairs": 0,
+            "max_nodes": None,
+            "max_plan_repeats": None,
+            "fresh_code_retries": False,
+            "unverified_answer": "last",
+        }
+
+    def planner_options(self) -> dict[str, Any]:
+        return {"fallback": False, "task_examples": False, "fix_plans": False}

@@ -1,0 +1,112 @@
+"""The small-model policy: the rules that make the local 1.5B and 0.5B models usable.
+
+Each rule is measured (docs/decisions.md): greedy first attempts and sampled, explained retries;
+no plan repair and at most one replan; the whole task as one node, with no planner call; answers
+confirmed only by independently written solutions; code retries that alternate repair and a
+fresh start; and every reply capped, since a small model in a repetition loop runs to the cap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import Field, field_validator
+
+from verimap.check_names import ANSWER_AGREEMENT, ARITHMETIC, BUILTIN_CHECKS, CODE_AGREEMENT
+from verimap.env import EnvError, getenv_int
+from verimap.llm.base import Model, ModelError, ModelRequest, ModelResponse
+from verimap.policies.base import Policy
+
+NAME = "small-model"
+
+
+class SmallModel(Policy):
+    name = NAME
+    summary = (
+        "temperature 0 with retries at 0.7, no plan repair, at most 2 plans, the whole task as "
+        "one node, answers confirmed by independent solutions, code retries that alternate "
+        "repair and a fresh start, replies capped"
+    )
+    # At 0 the 1.5B follows the demonstration; at the paper's 1.0 it wrote no valid plan. A retry
+    # at 0 repeats its failed answer word for word; sampled at 0.7 it changes.
+    temperature: float = 0.0
+    retry_temperature: float = 0.7
+    # No repair round of the 1.5B ever made a plan valid, and each cost about two minutes (D01).
+    plan_repairs: int = 0
+    # Replans of the 1.5B cost 9-33 minutes a task and gave no right answer: one replan stays.
+    max_iterations: int = 2
+    # Each node is one more place for a small model to slip: the whole task as one node (D02).
+    max_nodes: int = 1
+    # Its reasoning is checked by what it does not write itself: recomputed arithmetic and
+    # solutions written apart (docs/checks.md).
+    checks: tuple[str, ...] = (ARITHMETIC, ANSWER_AGREEMENT, CODE_AGREEMENT)
+    fresh_code_retries: bool = True
+
+    @field_validator("checks")
+    @classmethod
+    def _known(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        unknown = [c for c in v if c not in BUILTIN_CHECKS]
+        if unknown:
+            raise ValueError(f"unknown check(s): {', '.join(unknown)}")
+        return v
+
+    # A repetition loop ran to a 2,048-token cap in 2 minutes; useful replies were 236-521.
+    reply_tokens: int = Field(default_factory=lambda: reply_cap())
+
+    def settings(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        # A temperature the user chose is theirs for retries too.
+        sampling = (
+            {} if "temperature" in given
+            else {"temperature": self.temperature, "retry_temperature": self.retry_temperature}
+        )  # fmt: skip
+        return {
+            **sampling,
+            "plan_repairs": self.plan_repairs,
+            "max_iterations": self.max_iterations,
+            "max_nodes": self.max_nodes,
+            "checks": list(self.checks),
+            "fresh_code_retries": self.fresh_code_retries,
+        }
+
+    def planner_options(self) -> dict[str, Any]:
+        return {"one_node_rule": f"one-node plan ({self.name} policy)"}
+
+    def wrap(self, model: Model) -> Model:
+        if isinstance(model, ReplyCap) and model.limit <= self.reply_tokens:
+            return model
+        return ReplyCap(model, self.reply_tokens)
+
+
+def reply_cap() -> int:
+    """`VERIMAP_LOCAL_MAX_TOKENS`, else 1,024 tokens; at least 64."""
+    try:
+        return max(64, getenv_int("VERIMAP_LOCAL_MAX_TOKENS", 1024))
+    except EnvError as e:
+        raise ModelError(str(e)) from None
+
+
+class ReplyCap:
+    """`model` with every reply capped at `limit` tokens (a request asking for fewer keeps its
+    own limit). Anything else is the inner model's."""
+
+    def __init__(self, model: Model, limit: int):
+        self.inner = model
+        self.limit = limit
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    async def request(self, req: ModelRequest) -> ModelResponse:
+        asked = req.settings.max_tokens
+        if asked is None or asked > self.limit:
+            req = req.model_copy(update={"settings": req.settings.replace(max_tokens=self.limit)})
+        return await self.inner.request(req)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            inner = self.__dict__["inner"]
+        except KeyError:
+            raise AttributeError(name) from None
+        return getattr(inner, name)
