@@ -111,3 +111,24 @@ async def test_the_paper_policy_has_no_fallback_plan():
     assert isinstance(coord.planner, LLMPlanner) and coord.planner.fallback is False
     r = await coord.run("What is 2 * 3?")
     assert r.status == "failed" and "planning failed" in (r.error or "")
+
+
+def test_under_the_paper_policy_map_v_hands_off_text_as_the_papers_map():
+    from verimap.methods.presets import method_config
+
+    map_v = method_config("map-v", {"policies": ["paper"]})
+    assert (map_v.structured_io, map_v.context_generations, map_v.sequential) == (False, 2, True)
+    verimap_ = method_config("verimap", {"policies": ["paper"]})
+    assert verimap_.structured_io and verimap_.checks == [] and not verimap_.reuse_verified
+
+
+def test_the_shipped_paper_configs_run_the_paper_policy():
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[2] / "eval"
+    configs = [p for p in root.glob("*/*.yaml") if p.parent.name != "examples"]
+    assert len(configs) == 18
+    for path in configs:
+        assert yaml.safe_load(path.read_text())["policy"] == "paper", path

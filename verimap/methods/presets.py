@@ -92,7 +92,10 @@ def method_config(
     (user settings, filled by the policies it names), then the knobs that define the method."""
     m = get_method(method) if isinstance(method, str) else method
     user = dict(base.model_dump(exclude_unset=True) if isinstance(base, RunConfig) else base or {})
-    user = fill(user, get_policies(user.get("policies")))
+    policies = get_policies(user.get("policies"))
+    user = fill(user, policies)
+    for policy in policies:
+        user = {**policy.for_method(m.name), **user}
     data: dict[str, Any] = dict(PAPER_DEFAULTS)
     data.update({k: v for k, v in m.overrides.items() if k in m.adjustable})
     data.update(user)

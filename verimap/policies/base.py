@@ -29,6 +29,10 @@ class Policy(BaseModel):
         the user set (a rule may depend on it)."""
         return {}
 
+    def for_method(self, method: str) -> dict[str, Any]:
+        """`RunConfig` fields this policy sets for one method, where the user left them unset."""
+        return {}
+
     def planner_options(self) -> dict[str, Any]:
         """Keyword arguments for `LLMPlanner` (fallback plans, plan fixes, injected checks)."""
         return {}

@@ -44,5 +44,12 @@ class Paper(Policy):
             "unverified_answer": "last",
         }
 
+    def for_method(self, method: str) -> dict[str, Any]:
+        # MAP-V is MAP plus generic verifiers (the paper's B.5): MAP's text hand-offs, with the
+        # parents' and grandparents' replies.
+        if method in ("map-v", "map-v-1it"):
+            return {"structured_io": False, "context_generations": 2}
+        return {}
+
     def planner_options(self) -> dict[str, Any]:
         return {"fallback": False, "task_examples": False, "fix_plans": False}
