@@ -184,3 +184,26 @@ def test_every_decision_a_comment_cites_exists():
         if d not in entries
     }
     assert cited == set()
+
+
+# The core loop and its parts: they know no policy (a policy is applied where a run is wired:
+# verimap.wiring, verimap.methods, the CLI), so no rule of a setting is woven into the loop.
+CORE = (
+    "verimap.coordinator", "verimap.run_scope", "verimap.run_context", "verimap.node_context",
+    "verimap.feedback", "verimap.verifier", "verimap.executor", "verimap.planner",
+    "verimap.plan", "verimap.plan_vfs", "verimap.result", "verimap.events",
+    "verimap.event_types", "verimap.config", "verimap.agent", "verimap.checks",
+)  # fmt: skip
+
+
+def test_the_core_never_imports_a_policy(graph):
+    core = [m for m in graph.modules if m.startswith(CORE)]
+    policies = [m for m in graph.modules if m.startswith("verimap.policies")]
+    assert core and policies
+    chains = [
+        chain
+        for m in core
+        for p in policies
+        if (chain := graph.find_shortest_chain(importer=m, imported=p)) is not None
+    ]
+    assert chains == []

@@ -1,5 +1,5 @@
 """Knobs of one run. The eval methods (react, map, map-v, verimap, *-1it) are presets of these,
-and policies (`verimap.policies`) fill the knobs a user leaves unset."""
+and the run's policies fill the knobs a user leaves unset (applied where the run is wired)."""
 
 from __future__ import annotations
 
@@ -91,8 +91,8 @@ class RunConfig(BaseModel):
     # endpoint's own). It makes sampled runs repeatable where the endpoint honours it.
     seed: int | None = None
     budget: Budget = Field(default_factory=Budget)
-    # Named bundles of rules beyond the core loop (`verimap.policies`): their settings fill what
-    # is left unset here. None: the endpoint decides (the small-model policy on the local model).
+    # The names of the policies the run follows (bundles of rules beyond the core loop, applied
+    # by `verimap.build`, which fills what is left unset here). None: the endpoint decides.
     policies: list[str] | None = None
 
     @model_validator(mode="after")
@@ -103,28 +103,6 @@ class RunConfig(BaseModel):
                 "use verification 'instruction' or 'none' with it"
             )
         return self
-
-    @field_validator("policies")
-    @classmethod
-    def _known_policies(cls, v: list[str] | None) -> list[str] | None:
-        from verimap.policies import POLICIES
-
-        unknown = [p for p in v or [] if p not in POLICIES]
-        if unknown:
-            raise ValueError(
-                f"unknown policy {', '.join(map(repr, unknown))}; the policies are: "
-                f"{', '.join(POLICIES)}"
-            )
-        return v
-
-    def with_policies(self, names: list[str]) -> RunConfig:
-        """This config under `names` (when it names none itself): each policy's settings fill
-        the fields the user left unset."""
-        from verimap.policies import fill, get_policies
-
-        names = self.policies if self.policies is not None else names
-        user = self.model_dump(include=self.model_fields_set)
-        return RunConfig.model_validate({**fill(user, get_policies(names)), "policies": names})
 
     @field_validator("checks")
     @classmethod

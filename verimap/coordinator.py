@@ -92,6 +92,7 @@ class Coordinator:
         events: EventBus | None = None,
         *,
         trace_dir: str | Path | None = None,
+        policies: list[dict[str, Any]] | None = None,
     ):
         self.planner = planner
         self.executor = executor
@@ -99,6 +100,8 @@ class Coordinator:
         self.config = config or RunConfig()
         self.events = events or EventBus()
         self.trace_dir = Path(trace_dir) if trace_dir is not None else None
+        # The policies the run follows, with their parameters, for its run_start event.
+        self.policies = policies or []
 
     # -- context and events ---------------------------------------------------
     @staticmethod
@@ -121,7 +124,7 @@ class Coordinator:
     ) -> RunResult:
         scope = RunScope(
             task, self.config, self.events, run_id=run_id, trace_path=trace_path,
-            trace_dir=self.trace_dir,
+            trace_dir=self.trace_dir, policies=self.policies,
         )  # fmt: skip
         st = _RunState(scope.run_id, task, scope.ctx)
         return await scope.run(

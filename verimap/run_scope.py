@@ -24,7 +24,6 @@ from verimap.accounting import BudgetExceeded, Ledger
 from verimap.config import RunConfig
 from verimap.events import AnyEvent, EventBus, JsonlTraceWriter
 from verimap.llm.base import ModelError
-from verimap.policies import get_policies
 from verimap.result import RunResult
 from verimap.run_context import RunContext
 from verimap.sandbox.base import SandboxUnavailable
@@ -58,9 +57,12 @@ class RunScope:
         run_id: str | None = None,
         trace_path: str | Path | None = None,
         trace_dir: str | Path | None = None,
+        policies: list[dict[str, Any]] | None = None,
     ):
         self.task = task
         self.config = config
+        # The policies the run follows, with their parameters (their `record()`).
+        self.policies = policies or []
         self.events = events
         self.run_id = run_id or new_run_id()
         self.ledger = Ledger(config.budget)
@@ -100,10 +102,9 @@ class RunScope:
         begun = time.monotonic()
         try:
             config = self.config.model_dump(mode="json")
-            policies = [p.record() for p in get_policies(self.config.policies)]
-            at().emit(
-                ev.RunStart(task=self.task, config=config, policies=policies, **dict(start or {}))
-            )
+            at().emit(ev.RunStart(
+                task=self.task, config=config, policies=self.policies, **dict(start or {})
+            ))  # fmt: skip
             result = await self._guarded(body, ending, failures or {}, at)
             result.blame_infrastructure([*self.ledger.faults, *(faults() if faults else [])])
             if result.status == "budget_exhausted":

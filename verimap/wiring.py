@@ -12,7 +12,7 @@ from verimap.events import EventBus
 from verimap.executor import EXECUTOR_SETTINGS, Executor
 from verimap.llm.base import Model
 from verimap.planner import PLANNER_SETTINGS, LLMPlanner, Planner
-from verimap.policies import Policy, for_models, get_policies, planner_options, wrap_models
+from verimap.policies import Policy, apply, for_models, get_policies, planner_options, wrap_models
 from verimap.sandbox.base import Sandbox
 from verimap.tools import ToolRegistry, default_tools
 from verimap.verifier import Verifier
@@ -58,14 +58,18 @@ def build(
     verifier = Verifier.from_config(
         sandbox, models.get("judge", models["executor"]), config, threshold, tools
     )
-    return Coordinator(planner, executor, verifier, config, events, trace_dir=trace_dir)
+    return Coordinator(
+        planner, executor, verifier, config, events, trace_dir=trace_dir,
+        policies=[p.record() for p in policies],
+    )  # fmt: skip
 
 
 def with_policies(
     config: RunConfig, models: Mapping[str, Model]
 ) -> tuple[RunConfig, list[Policy], dict[str, Model]]:
     """`config` under its policies (the endpoint's when it names none), the policies, and the
-    models wrapped as they say."""
-    config = config.with_policies(for_models(models))
+    models wrapped as they say. Here, where a run is wired, and never in the core loop: the
+    core knows no policy."""
+    config = apply(config, for_models(models))
     policies = get_policies(config.policies)
     return config, policies, wrap_models(models, policies)

@@ -8,7 +8,7 @@ from verimap.config import RunConfig
 from verimap.events import EventBus, RunStart
 from verimap.llm.base import GenerationSettings, ModelRequest, UserMessage
 from verimap.planner import LLMPlanner
-from verimap.policies import Paper, SmallModel, for_models, get_policies
+from verimap.policies import Paper, SmallModel, apply, for_models, get_policies
 from verimap.policies.small_model import ReplyCap
 from verimap.testing import InProcessSandboxDouble, ScriptedModel
 
@@ -20,21 +20,21 @@ def local(model: ScriptedModel) -> ScriptedModel:
 
 
 def test_the_small_model_policy_fills_what_the_user_left_unset():
-    cfg = RunConfig(max_retries=2).with_policies(["small-model"])
+    cfg = apply(RunConfig(max_retries=2), ["small-model"])
     assert (cfg.temperature, cfg.retry_temperature, cfg.max_nodes, cfg.max_iterations) == (
         0.0, 0.7, 1, 2,
     )  # fmt: skip
     assert cfg.max_retries == 2 and cfg.policies == ["small-model"]
     assert cfg.checks == ["arithmetic", "answer_agreement", "code_agreement"]
     # A temperature the user chose is theirs for retries too.
-    mine = RunConfig(temperature=0.5, max_nodes=3).with_policies(["small-model"])
+    mine = apply(RunConfig(temperature=0.5, max_nodes=3), ["small-model"])
     assert (mine.temperature, mine.retry_temperature, mine.max_nodes) == (0.5, None, 3)
     # A config that names its policies keeps them.
-    assert RunConfig(policies=[]).with_policies(["small-model"]).max_nodes is None
+    assert apply(RunConfig(policies=[]), ["small-model"]).max_nodes is None
 
 
 def test_the_paper_policy_turns_every_beyond_paper_switch_off():
-    cfg = RunConfig().with_policies(["paper"])
+    cfg = apply(RunConfig(), ["paper"])
     assert cfg.sequential and not cfg.reuse_verified and cfg.checks == []
     assert (cfg.temperature, cfg.top_p, cfg.vacuity_check, cfg.full_feedback) == (
         1.0,
@@ -51,7 +51,7 @@ def test_the_paper_policy_turns_every_beyond_paper_switch_off():
 
 def test_unknown_policies_are_refused_by_name():
     with pytest.raises(ValueError, match="unknown policy 'fast'"):
-        RunConfig(policies=["fast"])
+        apply(RunConfig(policies=["fast"]), [])
     with pytest.raises(ValueError, match="the policies are: small-model, paper"):
         get_policies(["fast"])
 

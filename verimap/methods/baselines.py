@@ -66,6 +66,7 @@ class Baseline:
         config: RunConfig | None = None,
         events: EventBus | None = None,
         trace_dir: str | Path | None = None,
+        policies: list[dict[str, Any]] | None = None,
     ):
         if kind not in KINDS:
             raise ValueError(f"unknown answer kind {kind!r}; known: {', '.join(KINDS)}")
@@ -75,6 +76,7 @@ class Baseline:
         self.config = config or RunConfig()
         self.events = events or EventBus()
         self.trace_dir = Path(trace_dir) if trace_dir is not None else None
+        self.policies = policies or []  # what the run follows, for its run_start event
         # An attempt's settings, as verimap's executor gets them from the same config.
         self.settings = EXECUTOR_SETTINGS.replace(
             temperature=self.config.temperature, top_p=self.config.top_p, seed=self.config.seed
@@ -89,7 +91,7 @@ class Baseline:
     ) -> RunResult:
         scope = RunScope(
             task, self.config, self.events, run_id=run_id, trace_path=trace_path,
-            trace_dir=self.trace_dir,
+            trace_dir=self.trace_dir, policies=self.policies,
         )  # fmt: skip
         return await scope.run(
             partial(self._solve, task, scope.ctx),
@@ -274,6 +276,7 @@ def baseline(
     events: EventBus | None = None,
     samples: int | None = None,
     trace_dir: str | Path | None = None,
+    policies: list[dict[str, Any]] | None = None,
 ) -> Baseline:
     """The baseline `name` ("bare", "sc" or "program") on the executor model, for tasks of
     `domain` (math: numbers, programming: code, qa: text; None: math). `samples` is sc's k
@@ -283,7 +286,7 @@ def baseline(
     if EXECUTOR not in models:
         raise ValueError(f"the {name} baseline needs an {EXECUTOR!r} model")
     kw: dict[str, Any] = dict(
-        kind=kind_of(domain), config=config, events=events, trace_dir=trace_dir
+        kind=kind_of(domain), config=config, events=events, trace_dir=trace_dir, policies=policies
     )
     if name == SelfConsistency.name and samples is not None:
         kw["samples"] = samples

@@ -155,8 +155,9 @@ def build_runner(
     models = wrap_models(models, policies)
     if m.planner == "baseline":
         return baseline(
-            m.name, models, sandbox, domain=domain, config=cfg, events=events, samples=samples
-        )
+            m.name, models, sandbox, domain=domain, config=cfg, events=events, samples=samples,
+            policies=[p.record() for p in policies],
+        )  # fmt: skip
     if m.planner == "react":
         planner: Any = (
             TemplatePlanner(partial(whole_task_plan, domain=domain, with_vfs=False))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from verimap.config import RunConfig
 from verimap.llm.base import Model
 from verimap.policies.base import Policy, fill
 from verimap.policies.paper import Paper
@@ -16,8 +17,8 @@ from verimap.policies.small_model import SmallModel
 
 POLICIES: dict[str, type[Policy]] = {SmallModel.name: SmallModel, Paper.name: Paper}
 
-__all__ = ["POLICIES", "Paper", "Policy", "SmallModel", "fill", "for_models", "get_policies",
-           "planner_options", "wrap_models"]  # fmt: skip
+__all__ = ["POLICIES", "Paper", "Policy", "SmallModel", "apply", "fill", "for_models",
+           "get_policies", "planner_options", "wrap_models"]  # fmt: skip
 
 
 def get_policies(names: list[str] | None) -> list[Policy]:
@@ -43,6 +44,14 @@ def wrap_models(models: Mapping[str, Model], policies: list[Policy]) -> dict[str
     for policy in policies:
         out = {role: policy.wrap(m) for role, m in out.items()}
     return out
+
+
+def apply(config: RunConfig, names: list[str]) -> RunConfig:
+    """`config` under its policies, or `names` when it names none: each policy's settings fill
+    the fields the user left unset, and the config names the policies."""
+    chosen = config.policies if config.policies is not None else names
+    user = config.model_dump(include=config.model_fields_set)
+    return RunConfig.model_validate({**fill(user, get_policies(chosen)), "policies": chosen})
 
 
 def planner_options(policies: list[Policy]) -> dict[str, Any]:
