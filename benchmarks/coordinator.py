@@ -20,11 +20,11 @@ import time
 
 import verimap
 from verimap.config import RunConfig
-from verimap.coordinator import Coordinator
-from verimap.executor import ExecutorOutput
-from verimap.fixed_planners import TemplatePlanner
+from verimap.core.coordinator import Coordinator
+from verimap.core.executor import ExecutorOutput
+from verimap.core.verifier import Verifier
+from verimap.planning.fixed_planners import TemplatePlanner
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld
-from verimap.verifier import Verifier
 
 LATENCY = 0.2
 

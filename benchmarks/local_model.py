@@ -18,16 +18,16 @@ import statistics
 import time
 
 from verimap.cli import log_to_stderr
+from verimap.core.executor import EXECUTOR_SETTINGS, Executor
 from verimap.endpoint import resolve_local
 from verimap.evals.data import load_gsm8k, resolve
 from verimap.evals.scoring import score_gsm8k
-from verimap.executor import EXECUTOR_SETTINGS, Executor
 from verimap.llm.base import GenerationSettings, ModelRequest, UserMessage
 from verimap.llm.openai_model import OpenAIModel
 from verimap.llm.structured import request_structured
 from verimap.local import server
-from verimap.plan import Node, plan_json_schema
-from verimap.planner import LLMPlanner
+from verimap.planning.plan import Node, plan_json_schema
+from verimap.planning.planner import LLMPlanner
 from verimap.tools import ToolRegistry, calculator_tool
 
 STORY = "Write a detailed, 300-word story about a lighthouse keeper and a storm."

@@ -26,7 +26,7 @@ from typing import Any
 from verimap import events as ev
 from verimap.evals.data import read_jsonl
 from verimap.methods.presets import PLAN_ANSWER_TYPES
-from verimap.planner import LLMPlanner, PlanningError
+from verimap.planning.planner import LLMPlanner, PlanningError
 from verimap.testing import ScriptedModel
 from verimap.trace_files import read_typed_events
 

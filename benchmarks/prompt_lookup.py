@@ -28,7 +28,7 @@ from verimap.evals.tasksets import get_benchmark
 from verimap.llm.base import ModelRequest
 from verimap.llm.openai_model import OpenAIModel
 from verimap.local import server
-from verimap.planner import LLMPlanner
+from verimap.planning.planner import LLMPlanner
 
 # A draft model makes llama-cpp-python 0.3.x write logits for every evaluated token, into a
 # buffer of n_batch rows unless `logits_all` sized it for n_ctx: prompts longer than n_batch

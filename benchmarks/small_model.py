@@ -51,6 +51,7 @@ from _common import (
 
 from verimap.cli import chosen_policies, log_to_stderr, under_policies, with_cross_check
 from verimap.config import RunConfig
+from verimap.core.result import RunResult
 from verimap.evals.attempt import Solver
 from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import EvalTask, get_benchmark
@@ -59,7 +60,6 @@ from verimap.methods.answers import BARE_PROMPTS, Kind
 from verimap.methods.baselines import Bare
 from verimap.methods.presets import METHODS, method_config
 from verimap.policies import SmallModel
-from verimap.result import RunResult
 from verimap.sandbox import KINDS
 from verimap.usage import EXECUTOR
 

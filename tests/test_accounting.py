@@ -173,7 +173,7 @@ async def test_a_call_cut_off_by_a_timeout_counts_as_failed_with_its_prompt_toke
 async def test_a_run_cut_off_mid_call_reports_the_role_it_was_calling():
     import verimap
     from verimap.config import RunConfig
-    from verimap.fixed_planners import TemplatePlanner
+    from verimap.planning.fixed_planners import TemplatePlanner
     from verimap.testing import InProcessSandboxDouble
 
     plan = {"nodes": [{"id": "a", "instruction": "do a", "inputs": ["USER_TASK"],

@@ -74,8 +74,9 @@ def test_no_module_imports_one_that_imports_it_back(graph):
 
 
 def test_no_package_imports_one_that_imports_it_back(graph):
-    """The floors: verimap.llm, verimap.sandbox, verimap.evals, verimap.view, ... and the
-    top-level modules form a DAG, so every arrow runs down."""
+    """The floors: verimap.llm, verimap.sandbox, verimap.planning, verimap.checks, verimap.core,
+    verimap.evals, verimap.view, ... and the top-level modules form a DAG, so every arrow runs
+    down."""
     assert _cycle(_edges(graph, 2)) == []
 
 
@@ -186,24 +187,34 @@ def test_every_decision_a_comment_cites_exists():
     assert cited == set()
 
 
-# The core loop and its parts: they know no policy (a policy is applied where a run is wired:
-# verimap.wiring, verimap.methods, the CLI), so no rule of a setting is woven into the loop.
+# The core loop and what it stands on: they know no policy (a policy is applied where a run is
+# wired: verimap.wiring, verimap.methods, the CLI), so no rule of a setting is woven into the loop.
 CORE = (
-    "verimap.coordinator", "verimap.run_scope", "verimap.run_context", "verimap.node_context",
-    "verimap.feedback", "verimap.verifier", "verimap.executor", "verimap.planner",
-    "verimap.plan", "verimap.plan_vfs", "verimap.result", "verimap.events",
-    "verimap.event_types", "verimap.config", "verimap.agent", "verimap.checks",
+    "verimap.core", "verimap.planning", "verimap.checks", "verimap.verdicts", "verimap.events",
+    "verimap.event_types", "verimap.config",
 )  # fmt: skip
 
 
-def test_the_core_never_imports_a_policy(graph):
-    core = [m for m in graph.modules if m.startswith(CORE)]
-    policies = [m for m in graph.modules if m.startswith("verimap.policies")]
-    assert core and policies
-    chains = [
+def _chains(graph: grimp.ImportGraph, importers: str | tuple[str, ...], imported: str) -> list:
+    """Every shortest import chain from a module under `importers` to one under `imported`."""
+    sources = [m for m in graph.modules if m.startswith(importers)]
+    targets = [m for m in graph.modules if m.startswith(imported)]
+    assert sources and targets
+    return [
         chain
-        for m in core
-        for p in policies
-        if (chain := graph.find_shortest_chain(importer=m, imported=p)) is not None
+        for m in sources
+        for t in targets
+        if (chain := graph.find_shortest_chain(importer=m, imported=t)) is not None
     ]
-    assert chains == []
+
+
+def test_the_core_never_imports_a_policy(graph):
+    assert _chains(graph, CORE, "verimap.policies") == []
+
+
+def test_planning_does_not_know_the_loop(graph):
+    """The planner writes plans for any loop: nothing in verimap.planning reaches the core, the
+    coordinator least of all. What a replan is told (`FailureContext`) is planning's own type,
+    which the coordinator fills in."""
+    assert _chains(graph, "verimap.planning", "verimap.core.coordinator") == []
+    assert _chains(graph, "verimap.planning", "verimap.core") == []

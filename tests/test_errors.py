@@ -8,8 +8,8 @@ from verimap.evals.runner import RunDirError
 from verimap.iotypes import TypeMismatch
 from verimap.llm.base import ModelError
 from verimap.local.server import ServerError
-from verimap.plan import PlanError
-from verimap.planner import PlanningError
+from verimap.planning.plan import PlanError
+from verimap.planning.planner import PlanningError
 from verimap.sandbox.base import SandboxUnavailable
 
 

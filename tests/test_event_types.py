@@ -11,11 +11,11 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from verimap import events as ev
+from verimap.core.run_context import RunContext
 from verimap.events import EventBus, JsonlTraceWriter, read_trace
-from verimap.result import VFVerdict
-from verimap.run_context import RunContext
 from verimap.trace_files import as_event, read_typed_events
 from verimap.usage import Usage, UsageByRole
+from verimap.verdicts import VFVerdict
 
 WIRE_KEYS = ["type", "run_id", "ts", "node_id", "iteration", "attempt", "data"]
 

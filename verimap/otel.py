@@ -33,8 +33,8 @@ from verimap.env import getenv
 from verimap.errors import VerimapError
 from verimap.events import AnyEvent
 from verimap.redaction import redact, secret_values
-from verimap.result import clip
 from verimap.usage import Usage
+from verimap.verdicts import clip
 
 # Longer texts (plans, outputs, tracebacks) are cut, keeping head and tail: collectors drop
 # or truncate huge attributes anyway, and the JSONL trace keeps the whole.

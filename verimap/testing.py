@@ -46,7 +46,7 @@ from verimap.llm.base import (
     ToolCall,
     UserMessage,
 )
-from verimap.plan import USER_TASK, Plan, parse_plan
+from verimap.planning.plan import USER_TASK, Plan, parse_plan
 from verimap.sandbox.base import ExecResult, Outcome, Sandbox
 from verimap.sandbox.policy import BYTECODE_MAGIC
 from verimap.sandbox.pooled import OUTPUT_LIMIT, vf_job

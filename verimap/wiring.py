@@ -7,15 +7,15 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from verimap.config import RunConfig
-from verimap.coordinator import Coordinator
+from verimap.core.coordinator import Coordinator
+from verimap.core.executor import EXECUTOR_SETTINGS, Executor
+from verimap.core.verifier import Verifier
 from verimap.events import EventBus
-from verimap.executor import EXECUTOR_SETTINGS, Executor
 from verimap.llm.base import Model
-from verimap.planner import PLANNER_SETTINGS, LLMPlanner, Planner
+from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner, Planner
 from verimap.policies import Policy, apply, for_models, get_policies, planner_options, wrap_models
 from verimap.sandbox.base import Sandbox
 from verimap.tools import ToolRegistry, default_tools
-from verimap.verifier import Verifier
 
 
 def build(

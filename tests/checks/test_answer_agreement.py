@@ -11,7 +11,7 @@ from verimap.checks.programs import number_in
 from verimap.config import RunConfig
 from verimap.events import CROSS_CHECK, EventBus
 from verimap.llm.base import ModelError
-from verimap.plan import parse_plan
+from verimap.planning.plan import parse_plan
 from verimap.sandbox.base import ExecResult, Outcome
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld
 

@@ -8,12 +8,12 @@ import verimap
 from verimap.checks import arithmetic, shown_work
 from verimap.checks.base import CheckTools, Submission
 from verimap.config import RunConfig
-from verimap.feedback import FailureContext
+from verimap.core.run_context import RunContext
 from verimap.llm.base import AssistantMessage, ToolCall, ToolMessage, UserMessage
-from verimap.plan import parse_plan
-from verimap.result import VerificationReport, VFVerdict
-from verimap.run_context import RunContext
+from verimap.planning.failure import FailureContext
+from verimap.planning.plan import parse_plan
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld
+from verimap.verdicts import VerificationReport, VFVerdict
 
 
 def claims(text: str) -> list[tuple[str, str]]:

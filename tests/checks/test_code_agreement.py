@@ -9,15 +9,15 @@ import pytest
 
 from verimap.checks.base import Check, CheckTools, Chooser, Submission
 from verimap.checks.code_agreement import CodeAgreement
+from verimap.core.run_context import RunContext
 from verimap.events import CROSS_CHECK
 from verimap.llm.base import SolveCall
 from verimap.llm.messages import GenerationSettings
-from verimap.plan import parse_plan
-from verimap.result import ABSTAINED
-from verimap.run_context import RunContext
+from verimap.planning.plan import parse_plan
 from verimap.sandbox.base import ExecResult, Outcome
 from verimap.testing import ScriptedModel
 from verimap.usage import JUDGE
+from verimap.verdicts import ABSTAINED
 
 TASK = '''Complete the following Python function.
 

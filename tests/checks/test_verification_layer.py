@@ -8,11 +8,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verimap.checks.base import CheckTools, Strength, Submission, verdict
-from verimap.plan import parse_plan
-from verimap.result import ABSTAINED, VFVerdict
-from verimap.run_context import RunContext
+from verimap.core.run_context import RunContext
+from verimap.core.verifier import Verifier
+from verimap.planning.plan import parse_plan
 from verimap.testing import InProcessSandboxDouble
-from verimap.verifier import Verifier
+from verimap.verdicts import ABSTAINED, VFVerdict
 
 OUTCOMES = ["PASS", "FAIL", ABSTAINED, None]
 

@@ -14,8 +14,8 @@ from verimap.evals.preferences import (
 )
 from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import get_benchmark
-from verimap.fallback import fallback_plan
 from verimap.llm.base import to_openai
+from verimap.planning.fallback import fallback_plan
 from verimap.testing import ScriptedModel, need, oracle_models
 
 from .conftest import SAMPLES

@@ -9,8 +9,8 @@ import pytest
 
 from verimap.llm.base import GenerationSettings, ModelRequest
 from verimap.llm.structured import request_structured
-from verimap.plan import Plan, plan_json_schema
-from verimap.planner import LLMPlanner
+from verimap.planning.plan import Plan, plan_json_schema
+from verimap.planning.planner import LLMPlanner
 
 pytestmark = pytest.mark.localmodel
 

@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from verimap.agent import tool_loop
+from verimap.core.agent import tool_loop
 from verimap.llm.base import (
     AssistantMessage,
     GenerationSettings,

@@ -7,7 +7,7 @@ import verimap
 from verimap.config import RunConfig
 from verimap.events import EventBus, RunStart
 from verimap.llm.base import GenerationSettings, ModelRequest, UserMessage
-from verimap.planner import LLMPlanner
+from verimap.planning.planner import LLMPlanner
 from verimap.policies import Paper, SmallModel, apply, for_models, get_policies
 from verimap.policies.small_model import ReplyCap
 from verimap.testing import InProcessSandboxDouble, ScriptedModel

@@ -28,11 +28,11 @@ from verimap.checks.programs import ProgramRun, write_program
 from verimap.events import CrossCheck
 from verimap.llm.base import ModelError
 from verimap.numbers import normalize_number
-from verimap.plan import Node
-from verimap.result import ABSTAINED, VFVerdict
+from verimap.planning.plan import Node
+from verimap.verdicts import ABSTAINED, VFVerdict
 
 if TYPE_CHECKING:
-    from verimap.run_context import RunContext
+    from verimap.core.run_context import RunContext
 
 Kind = Literal["attempt", "program"]
 

@@ -22,11 +22,11 @@ from pydantic import BaseModel
 from verimap.check_names import ARITHMETIC
 from verimap.checks.base import CheckTools, Strength, Submission
 from verimap.llm.messages import AssistantMessage, Message
-from verimap.result import VFVerdict
 from verimap.tools import THOUSANDS_SEP, CalculatorError, safe_eval
+from verimap.verdicts import VFVerdict
 
 if TYPE_CHECKING:
-    from verimap.run_context import RunContext
+    from verimap.core.run_context import RunContext
 
 NAME = ARITHMETIC
 

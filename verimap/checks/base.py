@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from verimap.llm.base import Model
 from verimap.llm.messages import GenerationSettings, Message
-from verimap.plan import Node
-from verimap.result import VFVerdict
+from verimap.planning.plan import Node
 from verimap.sandbox.base import Sandbox
+from verimap.verdicts import VFVerdict
 
 if TYPE_CHECKING:
-    from verimap.run_context import RunContext
+    from verimap.core.run_context import RunContext
 
 Strength = Literal["weak", "strong"]
 

@@ -43,17 +43,17 @@ from verimap.checks.behaviour import (
 )
 from verimap.checks.examples import RunExamples, code_output, run_examples
 from verimap.events import CrossCheck
-from verimap.executor import code_from_reply
+from verimap.iotypes import code_from_reply
 from verimap.llm.base import ModelError, ModelRequest, SolveCall
 from verimap.llm.messages import UserMessage
-from verimap.plan import Node
-from verimap.result import ABSTAINED, VFVerdict
+from verimap.planning.plan import Node
 from verimap.sandbox.base import Outcome
 from verimap.sandbox.policy import task_examples
 from verimap.usage import JUDGE
+from verimap.verdicts import ABSTAINED, VFVerdict
 
 if TYPE_CHECKING:
-    from verimap.run_context import RunContext
+    from verimap.core.run_context import RunContext
 
 REFERENCE_PROMPT = (
     "{task}\n\nWrite the complete Python function `{entry}` this task asks for: its signature "

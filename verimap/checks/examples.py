@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING
 from verimap import iotypes
 from verimap.check_names import RUN_EXAMPLES
 from verimap.checks.base import CheckTools, Strength, Submission, verdict
-from verimap.executor import output_type
-from verimap.result import ABSTAINED, VFVerdict
+from verimap.planning.plan import output_type
 from verimap.sandbox.base import Outcome
+from verimap.verdicts import ABSTAINED, VFVerdict
 
 if TYPE_CHECKING:
-    from verimap.run_context import RunContext
+    from verimap.core.run_context import RunContext
 
 # The VF the sandbox runs: the worker's `run_examples` helper, with the task and code as data.
 EXAMPLES_VF = "run_examples(outputs['code'], inputs['USER_TASK'])"

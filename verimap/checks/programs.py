@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from verimap.executor import code_from_reply
+from verimap.iotypes import code_from_reply
 from verimap.llm.base import Model, ModelRequest, SolveCall
 from verimap.llm.messages import AssistantMessage, GenerationSettings, Message, UserMessage
 from verimap.numbers import final_number

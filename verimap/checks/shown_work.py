@@ -17,11 +17,11 @@ from verimap.check_names import SHOWN_WORK
 from verimap.checks.arithmetic import _assistant_text, _show, normalise
 from verimap.checks.base import CheckTools, Strength, Submission
 from verimap.llm.messages import AssistantMessage, Message, ToolMessage
-from verimap.result import VFVerdict
 from verimap.tools import THOUSANDS_SEP
+from verimap.verdicts import VFVerdict
 
 if TYPE_CHECKING:
-    from verimap.run_context import RunContext
+    from verimap.core.run_context import RunContext
 
 WORKING = SHOWN_WORK
 _WORD_NAMES = (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from verimap.plan import Plan, PlanError, parse_plan, plan_json_schema, to_mermaid
+from verimap.planning.plan import Plan, PlanError, parse_plan, plan_json_schema, to_mermaid
 
 
 def load_plan_file(path: Path) -> Plan:

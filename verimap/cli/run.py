@@ -26,10 +26,10 @@ from verimap.cli import (
 from verimap.cli.model_calls import cache_line, model_call_options
 from verimap.cli.tracing import otel_option, otel_spans
 from verimap.config import Budget, RunConfig
+from verimap.core.result import RunResult
 from verimap.env import getenv
 from verimap.methods.presets import METHODS
 from verimap.redaction import for_console, redact
-from verimap.result import RunResult
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
 # The model endpoint or the sandbox failed: the run says nothing about the task or the method.
@@ -219,9 +219,9 @@ def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: i
     error (the model endpoint or the sandbox failed).
     """
     import verimap
-    from verimap.fixed_planners import TemplatePlanner
     from verimap.llm.base import ModelError
-    from verimap.plan import PlanError
+    from verimap.planning.fixed_planners import TemplatePlanner
+    from verimap.planning.plan import PlanError
     from verimap.sandbox.base import SandboxUnavailable
 
     if not task.strip():

@@ -11,9 +11,9 @@ from typing import Any
 import click
 
 from verimap.cli import endpoint_options, sandbox_option
+from verimap.core.verifier import Verifier
 from verimap.llm.base import ModelError
-from verimap.plan import USER_TASK, PlanError, parse_plan
-from verimap.verifier import Verifier
+from verimap.planning.plan import USER_TASK, PlanError, parse_plan
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 

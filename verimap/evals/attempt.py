@@ -21,9 +21,9 @@ from pydantic import BaseModel, Field
 
 from verimap.evals.tasksets import Benchmark, EvalTask
 from verimap.events import EventBus
-from verimap.plan import LLMVF, PythonVF
-from verimap.result import SKIPPED
+from verimap.planning.plan import LLMVF, PythonVF
 from verimap.sandbox.base import Sandbox
+from verimap.verdicts import SKIPPED
 
 # (task, run index, trace path) -> RunResult
 Solver = Callable[[EvalTask, int, Any], Awaitable[Any]]

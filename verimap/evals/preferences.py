@@ -42,11 +42,11 @@ from verimap.evals.data import DataError
 from verimap.evals.runner import CONFIG, RESULTS
 from verimap.evals.tasksets import BENCHMARKS, get_benchmark
 from verimap.evals.tools import math_tools, programming_tools, qa_tools
-from verimap.fallback import fallback_plan
 from verimap.llm.base import AssistantMessage, Model, to_openai
 from verimap.methods.presets import METHODS
-from verimap.plan import PlanError, parse_plan
-from verimap.planner import LLMPlanner
+from verimap.planning.fallback import fallback_plan
+from verimap.planning.plan import PlanError, parse_plan
+from verimap.planning.planner import LLMPlanner
 from verimap.redaction import redact, secret_values
 from verimap.sandbox.base import Sandbox
 from verimap.tools import ToolRegistry

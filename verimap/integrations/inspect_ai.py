@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from verimap.config import RunConfig
+from verimap.core.result import RunResult
 from verimap.events import EventBus
 from verimap.integrations import missing_extra
 from verimap.integrations.completions import completion
@@ -42,7 +43,6 @@ from verimap.integrations.inspect_model import InspectModel
 from verimap.integrations.inspect_served import serve
 from verimap.integrations.shared_models import shared_models
 from verimap.llm.base import Model, ModelError
-from verimap.result import RunResult
 from verimap.sandbox.base import Sandbox
 from verimap.tools import ToolRegistry
 from verimap.usage import EXECUTOR, JUDGE, PLANNER, ROLES

@@ -13,7 +13,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
-from verimap.executor import code_from_reply
+from verimap.iotypes import code_from_reply
 from verimap.numbers import final_number
 
 Kind = Literal["number", "code", "text"]

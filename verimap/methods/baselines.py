@@ -31,17 +31,18 @@ from verimap.checks.behaviour import (
 )
 from verimap.checks.programs import write_program
 from verimap.config import RunConfig
+from verimap.core.executor import EXECUTOR_SETTINGS
+from verimap.core.result import ErrorKind, RunResult, RunStatus
+from verimap.core.run_context import RunContext
+from verimap.core.run_scope import RunScope
 from verimap.events import EventBus
-from verimap.executor import EXECUTOR_SETTINGS
 from verimap.llm.base import Model, ModelRequest, SolveCall
 from verimap.llm.messages import GenerationSettings, UserMessage
 from verimap.methods.answers import KINDS, WHAT, Kind, as_number, bare_prompt, kind_of, read_answer
 from verimap.methods.votes import Vote, by_clusters, by_code_text, by_text, by_value
-from verimap.result import ErrorKind, RunResult, RunStatus, clip
-from verimap.run_context import RunContext
-from verimap.run_scope import RunScope
 from verimap.sandbox.base import Sandbox, SandboxUnavailable
 from verimap.usage import EXECUTOR
+from verimap.verdicts import clip
 
 UNVERIFIED = "the method runs no verification"
 # How much of each reply the trace keeps.

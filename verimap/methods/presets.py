@@ -22,8 +22,8 @@ from functools import partial
 from typing import Any
 
 from verimap.config import RunConfig
-from verimap.fallback import whole_task_plan
 from verimap.llm.base import Model
+from verimap.planning.fallback import whole_task_plan
 from verimap.policies import fill, for_models, get_policies, planner_options, wrap_models
 from verimap.sandbox.base import Sandbox
 from verimap.tools import ToolRegistry
@@ -135,9 +135,9 @@ def build_runner(
     """What runs a task with `method`: a Coordinator (models keyed planner/executor/judge; judge
     defaults to the executor's model, as in `verimap.build`), or a baseline on the executor's
     model (`samples`: sc's k). Both answer `run(task, trace_path=...)` with a RunResult."""
-    from verimap.fixed_planners import TemplatePlanner
     from verimap.methods.baselines import baseline
-    from verimap.planner import PLANNER_SETTINGS, LLMPlanner
+    from verimap.planning.fixed_planners import TemplatePlanner
+    from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner
     from verimap.wiring import build
 
     m = get_method(method) if isinstance(method, str) else method

@@ -1,0 +1,80 @@
+import json
+
+import pytest
+
+from verimap.core import prompts
+from verimap.core.agent import inline_tool_call, tool_loop
+from verimap.llm.base import UserMessage
+from verimap.testing import ScriptedModel, tool_call_reply
+from verimap.tools import ToolRegistry, default_tools
+
+TOOLS = default_tools()
+PENS = (
+    "5. Call the calculator:\n   ```json\n"
+    '   {"name": "calculator", "arguments": {"expression": "17 * 23"}}\n'
+    "   ```\n\n6. The calculator returns $401."
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        (PENS, ("calculator", {"expression": "17 * 23"}, "   ```")),
+        ('<tool_call>\n{"name": "calculator", "arguments": {"expression": "2+2"}}\n</tool_call> 5',
+         ("calculator", {"expression": "2+2"}, "</tool_call>")),
+        ('I compute {"name": "calculator", "parameters": {"expression": "1+1"}} = 3',
+         ("calculator", {"expression": "1+1"}, "}}")),
+        ('{"name": "search", "arguments": {"q": "x"}}', None),  # not a tool it has
+        ('{"name": "calculator", "arguments": "17 * 23"}', None),  # arguments not an object
+        ('{"name": "calculator", "arguments": {"expression": "1+', None),  # cut off
+        ('```json\n{"answer": 401}\n```', None),  # an answer, not a call
+    ],
+)  # fmt: skip
+def test_a_tool_call_written_as_text_is_found_and_the_reply_cut_after_it(text, found):
+    got = inline_tool_call(text, TOOLS)
+    if found is None:
+        assert got is None
+        return
+    tool, args, end = got
+    assert (tool, json.loads(args)) == found[:2] and text[:end].endswith(found[2])
+    assert "401" not in text[:end] and "= 3" not in text[:end]
+
+
+async def test_the_loop_runs_a_call_written_as_text_and_the_model_goes_on_from_the_real_result():
+    heard = []
+    model = ScriptedModel([PENS, "So 23 pens cost 391 dollars."], supports_tools=True)
+    messages = [UserMessage(content="How much do 23 pens at $17 cost?")]
+    done = await tool_loop(
+        model, TOOLS, messages, role="executor", max_steps=4,
+        on_tool_call=lambda tool, args, result, s: heard.append((tool, json.loads(args), result)),
+    )  # fmt: skip
+    assert done.answered and done.tool_calls == 1 and done.text.endswith("391 dollars.")
+    assert heard == [("calculator", {"expression": "17 * 23"}, "391")]
+    second = [m.content for m in model.requests[1].messages]
+    assert "401" not in second[1] and second[1].rstrip().endswith("```")
+    assert second[2].startswith("Result of calculator: 391")
+
+
+async def test_without_tools_nothing_is_run():
+    model = ScriptedModel([PENS])
+    done = await tool_loop(
+        model, ToolRegistry(), [UserMessage(content="t")], role="executor", max_steps=3
+    )
+    assert done.tool_calls == 0 and done.steps == 1 and "401" in done.text
+
+
+@pytest.mark.parametrize("api", [True, False])
+async def test_a_repeated_tool_call_is_not_run_again_and_ends_the_loop(api):
+    """A small model stuck on one call would spend every step on it."""
+    heard = []
+    same = {"expression": "2 + 1"}
+    reply = tool_call_reply("calculator", same) if api else PENS.replace("17 * 23", "2 + 1")
+    model = ScriptedModel([reply] * 5, supports_tools=api)
+    messages = [UserMessage(content="t")]
+    done = await tool_loop(
+        model, TOOLS, messages, role="executor", max_steps=10,
+        on_tool_call=lambda *call: heard.append(call[:3]),
+    )  # fmt: skip
+    assert (done.steps, done.tool_calls, done.answered) == (2, 1, False)
+    assert heard == [("calculator", json.dumps(same), "3")]
+    assert messages[-1].content == prompts.REPEATED_TOOL_CALL

@@ -1,0 +1,176 @@
+"""What a node sees: its input values, what it hears from ancestors, and, when it fails, what
+the planner is told. Pure functions of the plan and the values so far, so the coordinator's
+scheduling stays apart from what it hands each agent."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Mapping
+from typing import Any
+
+from verimap import iotypes
+from verimap.config import RunConfig
+from verimap.core.executor import TEXT_OUTPUT
+from verimap.core.result import NodeReport
+from verimap.planning.failure import AncestorContext, FailureContext
+from verimap.planning.plan import USER_TASK, Node, Plan
+
+
+def resolve_inputs(
+    node: Node, task: str, values: Mapping[str, Mapping[str, Any]]
+) -> dict[str, Any]:
+    """Input values keyed by their reference (`USER_TASK`, `n1.total`), plus the bare variable
+    name (`total`) when exactly one input has it, for friendlier VF code."""
+    out: dict[str, Any] = {}
+    for ref in node.inputs:
+        if ref == USER_TASK:
+            out[ref] = task
+        else:
+            src, var = ref.split(".", 1)
+            out[ref] = values.get(src, {}).get(var)
+    counts = Counter(r.split(".", 1)[1] for r in node.inputs if r != USER_TASK)
+    for ref in node.inputs:
+        if ref != USER_TASK:
+            var = ref.split(".", 1)[1]
+            if counts[var] == 1 and var not in out:
+                out[var] = out[ref]
+    return out
+
+
+def content_key(node: Node, inputs: Mapping[str, Any], context: Mapping[str, Any] | None) -> str:
+    """Identity of a node's work: same key, same job (so a verified result can be reused)."""
+    blob = json.dumps(
+        {
+            "instruction": node.instruction,
+            "inputs": {r: inputs.get(r) for r in node.inputs},
+            "outputs": node.outputs,
+            "vfs": [v.model_dump() for v in node.verification],
+            "context": context or {},
+        },
+        sort_keys=True,
+        default=str,
+    )
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+def structured_context(
+    plan: Plan, node: Node, values: Mapping[str, Mapping[str, Any]], generations: int
+) -> dict[str, Any] | None:
+    """Named outputs of ancestors beyond the parents, `generations` back (1: none)."""
+    if generations <= 1:
+        return None
+    parents = set(node.parent_ids())
+    ctx = {}
+    for aid in plan.ancestors(node.id, generations):
+        if aid not in parents and aid in values:
+            for var, val in values[aid].items():
+                ctx[f"{aid}.{var}"] = val
+    return ctx or None
+
+
+def text_context(
+    plan: Plan, node: Node, values: Mapping[str, Mapping[str, Any]], generations: int
+) -> dict[str, Any] | None:
+    """What a text-only executor hears from other agents: each ancestor's instruction and
+    reply, parents included, nearest first; never a named value."""
+    ctx: dict[str, Any] = {}
+    for generation in range(1, generations + 1):
+        for aid in plan.ancestors(node.id, generation):
+            if aid not in ctx and aid in values:
+                ctx[aid] = {
+                    "generation": generation,
+                    "instruction": plan.node(aid).instruction,
+                    "text": values[aid].get(TEXT_OUTPUT),
+                }
+    return ctx or None
+
+
+def failure_context(
+    plan: Plan,
+    node: Node,
+    inputs: dict[str, Any],
+    report: NodeReport,
+    iteration: int,
+    reports: Mapping[str, NodeReport],
+    status: Mapping[str, str],
+) -> FailureContext:
+    """The failed node's last attempt of this iteration, its last judged verdicts, and two
+    generations of ancestors with their outputs."""
+    cur = [a for a in report.attempts if a.iteration == iteration]
+    last = cur[-1] if cur else None
+    judged = [a for a in cur if a.verdicts]
+    ancestors = []
+    for aid in plan.ancestors(node.id, 2):
+        arep = reports.get(aid)
+        ancestors.append(AncestorContext(
+            node_id=aid, instruction=plan.node(aid).instruction,
+            outputs=arep.outputs if arep else None, status=status.get(aid, ""),
+        ))  # fmt: skip
+    return FailureContext(
+        node_id=node.id, instruction=node.instruction, inputs=inputs,
+        outputs=last.outputs if last else None, error=last.error if last else None,
+        verdicts=judged[-1].verdicts if judged else [], attempts=len(cur), ancestors=ancestors,
+    )  # fmt: skip
+
+
+def _canonical(value: Any) -> Any:
+    """Equal answers compare equal: 84.0 is 84, whatever the container."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def plurality(answers: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
+    """The answer given most often and how often; the earliest on a tie."""
+    keys = [json.dumps(_canonical(a), sort_keys=True, default=str) for a in answers]
+    counts = Counter(keys)
+    top = max(counts.values())
+    return dict(answers[next(i for i, k in enumerate(keys) if counts[k] == top)]), top
+
+
+# Node statuses whose outputs later nodes may use.
+DONE = ("verified", "reused", "fail-accepted")
+
+
+def best_unverified(
+    plan: Plan, reports: Mapping[str, NodeReport], iteration: int, mode: str = "plurality"
+) -> dict[str, Any] | None:
+    """The final node's answer that most of its well-typed attempts gave (the first on a tie,
+    so a greedy first attempt wins against scattered samples), or its last outputs (`mode`
+    "last"); else the outputs of its deepest verified ancestor."""
+    final = plan.final_node().id
+    rep = reports.get(final)
+    if rep is not None and rep.iteration == iteration and (rep.outputs or rep.attempts):
+        # A node cut off mid-way (a budget) has attempts but no outputs yet: they still count.
+        typed = [a for a in rep.attempts if a.outputs and a.error is None]
+        if mode == "last":
+            return dict(rep.outputs or (typed[-1].outputs if typed else None) or {}) or None
+        answers = [a.outputs or {} for a in typed if a.passed] or [a.outputs or {} for a in typed]
+        if answers:
+            return plurality(answers)[0]
+        return dict(rep.outputs) if rep.outputs else None
+    for aid in reversed(plan.topological_order()):
+        arep = reports.get(aid)
+        if aid in plan.ancestors(final) and arep and arep.status in DONE and arep.outputs:
+            return dict(arep.outputs)
+    return None
+
+
+_VOTABLE = ("number", "integer", "boolean")
+
+
+def votes_needed(node: Node, final: bool, cfg: RunConfig) -> int:
+    """How many VF-passing attempts must give the same answer: `agreement` for a `final` node
+    whose outputs can be compared for equality (numbers, integers, booleans), else 1."""
+    if cfg.agreement <= 1 or cfg.verification == "none" or not final:
+        return 1
+    types = [iotypes.canonical(node.output_type(o)) for o in node.outputs]
+    if not types or any(t not in _VOTABLE for t in types):
+        return 1
+    return cfg.agreement

@@ -1,0 +1,46 @@
+"""Python VFs that no answer can fail: found before a plan runs, sent back once, then dropped.
+
+A VF that passes on null outputs of the declared types and on absurd ones checks nothing, yet
+it counts as verification. Small models write them often (a bare comparison, a check of a
+constant); the planner gets one chance to make each check something, and what is still
+vacuous after that is dropped and recorded, never silently kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from verimap.core.verifier import Verifier
+from verimap.planning.plan import Plan, PlanError
+from verimap.planning.planner import PlanningError
+
+Repair = Callable[[Plan, list[str]], Awaitable[Plan]]
+
+
+async def without_vacuous_vfs(
+    plan: Plan, task: str, verifier: Verifier, repair: Repair | None
+) -> tuple[Plan, list[tuple[str, str]]]:
+    """The plan to run, and the (node, VF) pairs dropped from it as vacuous."""
+    found = await verifier.vacuous_vfs(plan, task)
+    if found and repair is not None:
+        problems = [
+            f"node {nid!r}: python VF {name!r} passes on empty outputs and on absurd ones, so it "
+            "checks nothing; make it check what every correct answer must satisfy"
+            for nid, name in found
+        ]
+        try:
+            repaired: Plan | None = await repair(plan, problems)
+        except (PlanningError, PlanError):
+            repaired = None
+        if repaired is not None and repaired.fallback_reason is None:
+            plan, found = repaired, await verifier.vacuous_vfs(repaired, task)
+    if not found:
+        return plan, []
+    drop: dict[str, set[str]] = {}
+    for nid, name in found:
+        drop.setdefault(nid, set()).add(name)
+    plan = plan.model_copy(deep=True)
+    for node in plan.nodes:
+        if node.id in drop:
+            node.verification = [v for v in node.verification if v.name not in drop[node.id]]
+    return plan, found

@@ -1,0 +1,499 @@
+"""The verifier: runs a node's verification functions on its outputs.
+
+Python VFs run in the sandbox; natural-language VFs go to the judge model, which
+first reasons in free text, as a ReAct agent with the executor's tools when it has
+them (the paper's verifier), and then gives a schema-constrained `{passed,
+explanation}` verdict in a last call (small models judge badly when forced to
+reason inside JSON). A node passes on the strict AND of its VFs, or, when a
+`threshold` is set, when the weighted share of passing VFs reaches it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, Field, model_validator
+
+from verimap import iotypes
+from verimap.accounting import BudgetExceeded
+from verimap.checks.base import Check, CheckTools, Chooser, Submission
+from verimap.checks.strength import perturbations
+from verimap.config import RunConfig
+from verimap.core import prompts
+from verimap.core.agent import flatten_tool_messages, react_protocol, tool_loop, uses_tool_api
+from verimap.llm.base import (
+    AssistantMessage,
+    GenerationSettings,
+    JudgeCall,
+    Message,
+    Model,
+    ModelError,
+    ModelRequest,
+    SystemMessage,
+    UserMessage,
+)
+from verimap.llm.messages import Message as TranscriptMessage
+from verimap.llm.structured import StructuredOutputError, request_structured
+from verimap.planning.plan import LLMVF, USER_TASK, CheckVF, Node, Plan, PythonVF
+from verimap.sandbox.base import Outcome, Sandbox
+from verimap.tools import ToolRegistry
+from verimap.usage import JUDGE
+from verimap.verdicts import SKIPPED, VerificationReport, VFVerdict
+
+if TYPE_CHECKING:
+    from verimap.core.run_context import RunContext
+
+VerificationMode = Literal["full", "instruction", "none"]
+
+
+class JudgeVerdict(BaseModel):
+    passed: bool
+    explanation: str = Field(default="", description="why; required when passed is false")
+
+    @model_validator(mode="after")
+    def _explain_fail(self) -> JudgeVerdict:
+        if not self.passed and not self.explanation.strip():
+            raise ValueError("explanation is required when passed is false")
+        return self
+
+
+JUDGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"passed": {"type": "boolean"}, "explanation": {"type": "string"}},
+    "required": ["passed", "explanation"],
+    "additionalProperties": False,
+}
+
+
+def _dumps(v: Any) -> str:
+    return json.dumps(v, indent=2, ensure_ascii=False, default=str)
+
+
+# What a judge samples with unless a run's config says otherwise.
+JUDGE_SETTINGS = GenerationSettings(temperature=0.0, max_tokens=1024)
+
+
+class Verifier:
+    def __init__(
+        self,
+        sandbox: Sandbox | None,
+        judge_model: Model | None = None,
+        mode: VerificationMode = "full",
+        threshold: float | None = None,
+        *,
+        vf_timeout_s: float = 10.0,
+        settings: GenerationSettings = JUDGE_SETTINGS,
+        judge_reasoning: bool = True,
+        full_feedback: bool = False,
+        batch_judge: bool = True,
+        tools: ToolRegistry | None = None,
+        judge_max_steps: int = 6,
+        checks: Sequence[Check] = (),
+        retry_temperature: float | None = None,
+    ):
+        """`full_feedback`: ask the judge even when a Python VF has already failed the attempt
+        (the paper runs every VF; the verdict is the same under strict AND). `batch_judge`: judge
+        all of a node's natural-language VFs in one exchange, which reads the node's inputs and
+        outputs once instead of once per criterion (the paper asks once per VF). `tools`: the
+        judge reasons as a ReAct agent with them (the paper's verifier), up to `judge_max_steps`
+        replies, before it gives its verdict; without tools it reasons in one reply. `checks`:
+        built-in checks run beside every node's VFs where they apply (a plan may ask for more
+        by name); `retry_temperature`: what their independent solutions after the first are
+        sampled at."""
+        if threshold is not None and not 0 <= threshold <= 1:
+            raise ValueError(f"threshold must be within [0, 1], got {threshold}")
+        self.sandbox = sandbox
+        self.judge_model = judge_model
+        self.mode = mode
+        self.threshold = threshold
+        self.vf_timeout_s = vf_timeout_s
+        self.settings = settings
+        self.judge_reasoning = judge_reasoning
+        self.full_feedback = full_feedback
+        self.batch_judge = batch_judge
+        self.tools = tools if tools is not None else ToolRegistry()
+        self.judge_max_steps = judge_max_steps
+        self.checks = list(checks)
+        self.retry_temperature = retry_temperature
+
+    @property
+    def check_tools(self) -> CheckTools:
+        return CheckTools(
+            sandbox=self.sandbox, model=self.judge_model, settings=self.settings,
+            retry_temperature=self.retry_temperature, timeout_s=self.vf_timeout_s,
+        )  # fmt: skip
+
+    @classmethod
+    def from_config(
+        cls,
+        sandbox: Sandbox | None,
+        judge_model: Model | None,
+        config: RunConfig,
+        threshold: float | None = None,
+        tools: ToolRegistry | None = None,
+    ) -> Verifier:
+        """The verifier a run's config asks for: one place where the config's knobs (sampling
+        included: the judge samples like every other role) reach the verifier."""
+        from verimap.checks.registry import get_check
+
+        return cls(
+            sandbox, judge_model, mode=config.verification, threshold=threshold,
+            vf_timeout_s=config.vf_timeout_s,
+            settings=JUDGE_SETTINGS.replace(temperature=config.temperature, seed=config.seed),
+            full_feedback=config.full_feedback, batch_judge=config.batch_judge,
+            tools=tools if config.judge_tools else None,
+            checks=[get_check(n) for n in config.checks],
+            retry_temperature=config.retry_temperature,
+        )  # fmt: skip
+
+    def vfs_for(self, node: Node) -> list[PythonVF | LLMVF | CheckVF]:
+        if self.mode == "none":
+            return []
+        if self.mode == "instruction":
+            return [
+                LLMVF(
+                    name="instruction",
+                    content=prompts.INSTRUCTION_CRITERION.format(instruction=node.instruction),
+                )
+            ]
+        return list(node.verification)
+
+    def checks_for(self, sub: Submission) -> list[Check]:
+        """The checks that run on this attempt: those its plan asks for by name (the verifier's
+        own instance when it has one, so its settings hold), then the configured ones, each
+        once and only where it applies. None without the plan's VFs (react, map, map-v)."""
+        if self.mode != "full":
+            return []
+        from verimap.checks.registry import get_check
+
+        mine = {c.name: c for c in self.checks}
+        asked = [v.check for v in sub.node.verification if isinstance(v, CheckVF)]
+        chosen = [mine.get(n) or get_check(n) for n in dict.fromkeys(asked)]
+        chosen += [c for c in self.checks if c.name not in asked]
+        return [c for c in chosen if c.applies(sub)]
+
+    async def verify(
+        self,
+        node: Node,
+        inputs: dict[str, Any],
+        outputs: dict[str, Any],
+        *,
+        ctx: RunContext | None = None,
+        task: str | None = None,
+        transcript: Sequence[TranscriptMessage] = (),
+        final: bool = False,
+    ) -> VerificationReport:
+        """Every verdict on one attempt, under strict AND: Python VFs and cheap checks first;
+        when one fails the verdict is decided, and the judge and the checks that call a model
+        (the slow, costly part) are not asked unless `full_feedback` is set. Model calls are
+        charged to `ctx`'s ledger, as calls of its node and attempt. On the final node, each
+        passing Python VF is probed for strength (does it fail a nearby wrong answer?)."""
+        from verimap.core.run_context import RunContext
+
+        ctx = ctx if ctx is not None else RunContext()
+        task = task if task is not None else str(inputs.get(USER_TASK, ""))
+        sub = Submission(task, node, inputs, outputs, tuple(transcript), final)
+        vfs = self.vfs_for(node)
+        python = [v for v in vfs if isinstance(v, PythonVF)]
+        judged = [v for v in vfs if isinstance(v, LLMVF)]
+        checks = self.checks_for(sub)
+        costly = [c for c in checks if c.disputes]
+        first = await self._gather(node, python, inputs, outputs, ctx)
+        first += await self._run_checks([c for c in checks if not c.disputes], sub, ctx)
+        decided = (
+            self.threshold is None
+            and not self.full_feedback
+            and any(not v.passed and v.judged for v in first)
+        )
+        if judged and decided:
+            rest = [
+                VFVerdict(name=v.name, type="llm", outcome=SKIPPED, weight=v.weight,
+                          message="not judged: a Python VF or a check already failed this attempt")
+                for v in judged
+            ]  # fmt: skip
+        elif self.batch_judge and len(judged) > 1 and self.judge_model is not None:
+            rest = await self.run_judge_many(node, judged, inputs, outputs, ctx=ctx)
+        else:
+            rest = await self._gather(node, judged, inputs, outputs, ctx)
+        if not decided and all(v.passed or not v.judged for v in rest):
+            rest += await self._run_checks(costly, sub, ctx)
+        if final:
+            first = await self._with_strength(first, python, inputs, outputs)
+        order = {v.name: i for i, v in enumerate(vfs)}
+        verdicts = sorted([*first, *rest], key=lambda v: order.get(v.name, len(order)))
+        return self.aggregate(verdicts)
+
+    async def _run_checks(
+        self, checks: Sequence[Check], sub: Submission, ctx: RunContext
+    ) -> list[VFVerdict]:
+        """The checks' verdicts, one after another: the costly ones share a run's state (the
+        independent solutions drawn so far), and the cheap ones are quick."""
+        out = []
+        for check in checks:
+            found = await check.check(sub, self.check_tools, ctx)
+            if found is not None:
+                out.append(found)
+        return out
+
+    async def _with_strength(
+        self, verdicts: list[VFVerdict], vfs: Sequence[PythonVF], inputs: dict, outputs: dict
+    ) -> list[VFVerdict]:
+        """Each passing Python VF marked strong when it fails a nearby wrong answer, else weak."""
+        code = {vf.name: vf for vf in vfs}
+        nearby = perturbations(outputs)
+        out = []
+        for v in verdicts:
+            vf = code.get(v.name)
+            if vf is not None and v.type == "python" and v.passed:
+                probes = await asyncio.gather(*(self.run_python(vf, inputs, o) for o in nearby))
+                strong = any(p.outcome == "FAIL" for p in probes)
+                v = v.model_copy(update={"strength": "strong" if strong else "weak"})
+            out.append(v)
+        return out
+
+    def disputes(self, report: VerificationReport) -> list[str] | None:
+        """The checks that disputed an answer every other verdict passed (None if something
+        else failed it, or nothing did): the answer stands, unconfirmed."""
+        disputing = {c.name for c in self.checks if c.disputes}
+        names = [v.name for v in report.failures]
+        if names and all(v.type == "check" and v.name in disputing for v in report.failures):
+            return names
+        return None
+
+    def choose(
+        self, node: Node, candidates: list[dict[str, Any]], ctx: RunContext | None
+    ) -> dict[str, Any] | None:
+        """The answer a disputing check keeps when no attempt was confirmed, if one knows."""
+        if ctx is None:
+            return None
+        for check in self.checks:
+            if check.disputes and isinstance(check, Chooser):
+                picked = check.choose(node, candidates, ctx)
+                if picked is not None:
+                    return picked
+        return None
+
+    async def _gather(
+        self,
+        node: Node,
+        vfs: Sequence[PythonVF | LLMVF],
+        inputs: dict,
+        outputs: dict,
+        ctx: RunContext | None = None,
+    ) -> list[VFVerdict]:
+        verdicts = await asyncio.gather(
+            *(self._run_one(node, vf, inputs, outputs, ctx) for vf in vfs), return_exceptions=True
+        )
+        out: list[VFVerdict] = []
+        for v in verdicts:
+            if isinstance(v, BaseException):
+                raise v
+            out.append(v)
+        return out
+
+    async def vacuous_vfs(self, plan: Plan, task: str) -> list[tuple[str, str]]:
+        """(node, VF) of every Python VF that passes both on null outputs of the declared types
+        (0, "", [], ...) and on absurd ones (-987654.321, "zq xq zq"): whatever it checks, no
+        answer can fail it. Inputs hold ordinary values of their producers' types."""
+        if self.sandbox is None:
+            return []
+        probes = []
+        for node in plan.nodes:
+            inputs: dict[str, Any] = {}
+            for ref in node.inputs:
+                if ref == USER_TASK:
+                    inputs[ref] = task
+                elif "." in ref:
+                    src, var = ref.split(".", 1)
+                    spec = plan.by_id[src].output_type(var) if src in plan.by_id else iotypes.ANY
+                    inputs[ref] = inputs.setdefault(var, iotypes.plausible_value(spec))
+            for vf in node.verification:
+                if isinstance(vf, PythonVF):
+                    for make in (iotypes.null_value, iotypes.absurd_value):
+                        outs = {o: make(t) for o, t in node.outputs.items()}
+                        probes.append((node.id, vf, inputs, outs))
+        results = await asyncio.gather(
+            *(self.run_python(vf, i, o) for _, vf, i, o in probes), return_exceptions=True
+        )
+        passed: dict[tuple[str, str], int] = {}
+        for (nid, vf, _, _), r in zip(probes, results, strict=True):
+            if isinstance(r, VFVerdict) and r.passed:
+                passed[(nid, vf.name)] = passed.get((nid, vf.name), 0) + 1
+        return [k for k, n in passed.items() if n == 2]
+
+    def aggregate(self, verdicts: list[VFVerdict]) -> VerificationReport:
+        counted = [v for v in verdicts if v.judged]
+        total = sum(v.weight for v in counted)
+        score = sum(v.weight for v in counted if v.passed) / total if total else 1.0
+        if self.threshold is None:
+            passed = all(v.passed or not v.judged for v in verdicts)
+        else:
+            passed = score >= self.threshold - 1e-12
+        return VerificationReport(passed=passed, verdicts=verdicts, score=score)
+
+    async def _run_one(
+        self,
+        node: Node,
+        vf: PythonVF | LLMVF,
+        inputs: dict,
+        outputs: dict,
+        ctx: RunContext | None = None,
+    ) -> VFVerdict:
+        if isinstance(vf, PythonVF):
+            return await self.run_python(vf, inputs, outputs)
+        return await self.run_judge(node, vf, inputs, outputs, ctx=ctx)
+
+    async def run_python(self, vf: PythonVF, inputs: dict, outputs: dict) -> VFVerdict:
+        if self.sandbox is None:
+            return VFVerdict(name=vf.name, type="python", outcome=Outcome.SANDBOX_ERROR.value,
+                             message="no sandbox configured for Python VFs", weight=vf.weight)  # fmt: skip
+        try:
+            res = await self.sandbox.run_vf(vf.code, inputs, outputs, timeout=self.vf_timeout_s)
+        except Exception as e:
+            return VFVerdict(name=vf.name, type="python", outcome=Outcome.SANDBOX_ERROR.value,
+                             message=f"{type(e).__name__}: {e}", weight=vf.weight)  # fmt: skip
+        return VFVerdict(
+            name=vf.name,
+            type="python",
+            outcome=res.outcome.value,
+            message=res.message,
+            traceback=res.traceback,
+            weight=vf.weight,
+        )
+
+    async def _ask_judge(
+        self,
+        messages: list[Message],
+        final: str,
+        schema: Any,
+        name: str,
+        purpose: JudgeCall,
+        ctx: RunContext | None = None,
+    ) -> Any:
+        """Think in free text, then answer in the schema (small models judge badly when made to
+        reason inside JSON). Model and format failures propagate to the caller."""
+        if self.judge_model is None:  # the callers answer without a judge before asking
+            raise ValueError("no judge model configured")
+        model = ctx.model(self.judge_model) if ctx is not None else self.judge_model
+        tools = None
+        if self.judge_reasoning and len(self.tools):
+            system = messages[0].content + prompts.JUDGE_TOOLS + react_protocol(model, self.tools)
+            loop = await tool_loop(
+                model, self.tools, [SystemMessage(content=system), *messages[1:]],
+                role=JUDGE, max_steps=self.judge_max_steps, settings=self.settings,
+                purpose=purpose,
+            )  # fmt: skip
+            messages = [*flatten_tool_messages(loop.messages), UserMessage(content=final)]
+            tools = self.tools.openai_specs() if uses_tool_api(model, self.tools) else None
+        elif self.judge_reasoning:
+            thought = await model.request(
+                ModelRequest(messages=messages, role=JUDGE, settings=self.settings, purpose=purpose)
+            )
+            messages = [
+                *messages,
+                AssistantMessage(content=thought.content or ""),
+                UserMessage(content=final),
+            ]
+        value, _ = await request_structured(
+            model, messages, schema, role=JUDGE, schema_name=name,
+            settings=self.settings, tools=tools,
+            purpose=purpose.model_copy(update={"final_call": True}),
+        )  # fmt: skip
+        return value
+
+    async def run_judge_many(
+        self,
+        node: Node,
+        vfs: list[LLMVF],
+        inputs: dict,
+        outputs: dict,
+        *,
+        ctx: RunContext | None = None,
+    ) -> list[VFVerdict]:
+        """All of a node's criteria in one exchange, one verdict each: the prompt (instruction,
+        inputs, outputs) is read once, and a criterion can still fail on its own."""
+        names = [vf.name for vf in vfs]
+        schema = {
+            "type": "object",
+            "properties": dict.fromkeys(names, JUDGE_SCHEMA),
+            "required": names,
+            "additionalProperties": False,
+        }
+        criteria = "\n".join(f"- {vf.name}: {vf.content}" for vf in vfs)
+        messages: list[Message] = [
+            SystemMessage(content=prompts.JUDGE_SYSTEM_MANY),
+            UserMessage(content=prompts.JUDGE_USER_MANY.format(
+                instruction=node.instruction, inputs=_dumps(inputs), outputs=_dumps(outputs),
+                criteria=criteria)),
+        ]  # fmt: skip
+        final = prompts.JUDGE_FINAL_MANY.format(names=", ".join(json.dumps(n) for n in names))
+        purpose = _judging(node, vfs, outputs)
+        try:
+            value = await self._ask_judge(messages, final, schema, "verdicts", purpose, ctx)
+        except BudgetExceeded:
+            raise
+        except (ModelError, StructuredOutputError) as e:
+            return [
+                VFVerdict(name=vf.name, type="llm", outcome="ERROR",
+                          message=f"judge failed: {e}", weight=vf.weight)
+                for vf in vfs
+            ]  # fmt: skip
+        return [_verdict(vf, bool(value[vf.name]["passed"]), value[vf.name]["explanation"])
+                for vf in vfs]  # fmt: skip
+
+    async def run_judge(
+        self,
+        node: Node,
+        vf: LLMVF,
+        inputs: dict,
+        outputs: dict,
+        *,
+        ctx: RunContext | None = None,
+    ) -> VFVerdict:
+        if self.judge_model is None:
+            return VFVerdict(name=vf.name, type="llm", outcome="ERROR",
+                             message="no judge model configured for natural-language VFs", weight=vf.weight)  # fmt: skip
+        messages: list[Message] = [
+            SystemMessage(content=prompts.JUDGE_SYSTEM),
+            UserMessage(
+                content=prompts.JUDGE_USER.format(
+                    instruction=node.instruction,
+                    inputs=_dumps(inputs),
+                    outputs=_dumps(outputs),
+                    criterion=vf.content,
+                )
+            ),
+        ]
+        try:
+            verdict = await self._ask_judge(
+                messages, prompts.JUDGE_FINAL, JudgeVerdict, "verdict",
+                _judging(node, [vf], outputs), ctx,
+            )  # fmt: skip
+        except BudgetExceeded:
+            raise
+        except (ModelError, StructuredOutputError) as e:
+            return VFVerdict(name=vf.name, type="llm", outcome="ERROR",
+                             message=f"judge failed: {e}", weight=vf.weight)  # fmt: skip
+        return _verdict(vf, verdict.passed, verdict.explanation)
+
+
+def _judging(node: Node, vfs: Sequence[LLMVF], outputs: dict) -> JudgeCall:
+    return JudgeCall(node_id=node.id, criteria={v.name: v.content for v in vfs}, outputs=outputs)
+
+
+def _verdict(vf: LLMVF, passed: bool, explanation: str) -> VFVerdict:
+    explanation = explanation.strip()
+    if not passed and not explanation:
+        explanation = "(the judge gave no reason)"
+    return VFVerdict(
+        name=vf.name,
+        type="llm",
+        outcome="PASS" if passed else "FAIL",
+        message="" if passed else explanation.splitlines()[0][:300],
+        explanation=explanation,
+        weight=vf.weight,
+        strength="strong",
+    )

@@ -1,0 +1,92 @@
+"""A node's verification functions as a plan writes them: Python assertions for the sandbox,
+natural-language criteria for the judge, and built-in checks asked for by name."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+
+from verimap.check_names import BUILTIN_CHECKS
+from verimap.planning.vfcheck import normalize_code
+
+__all__ = ["LLMVF", "VF", "CheckVF", "PythonVF"]
+
+
+def _require_type(schema: dict[str, Any]) -> None:
+    """Schema-constrained models must always write `type`: it is what tells the VF kinds apart."""
+    schema["required"] = ["name", "type", *(r for r in schema.get("required", []) if r != "name")]
+
+
+class PythonVF(BaseModel):
+    """Python checked in the sandbox with `inputs` and `outputs` in scope.
+
+    The code either asserts at top level or defines `verify(inputs, outputs)`;
+    a `verify` that returns `False` fails too.
+    """
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_require_type)
+    name: str = Field(min_length=1)
+    type: Literal["python"] = "python"
+    code: str
+    weight: float = Field(default=1.0, ge=0)
+
+    @field_validator("code")
+    @classmethod
+    def _normalize(cls, v: str) -> str:
+        return normalize_code(v)
+
+
+class LLMVF(BaseModel):
+    """A natural-language criterion for the judge model."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_require_type)
+    name: str = Field(min_length=1)
+    type: Literal["llm"] = "llm"
+    content: str = Field(min_length=1)
+    weight: float = Field(default=1.0, ge=0)
+
+
+class CheckVF(BaseModel):
+    """A built-in check asked for by name (`verimap.check_names`): a planner that cannot write
+    a strong Python VF can still choose one, so the plan decides how each node is verified."""
+
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_require_type)
+    name: str = Field(min_length=1)
+    type: Literal["check"] = "check"
+    check: str = Field(json_schema_extra={"enum": list(BUILTIN_CHECKS)})
+    weight: float = Field(default=1.0, ge=0)
+
+    @field_validator("check")
+    @classmethod
+    def _known(cls, v: str) -> str:
+        if v not in BUILTIN_CHECKS:
+            raise ValueError(f"unknown check {v!r}; choose one of {', '.join(BUILTIN_CHECKS)}")
+        return v
+
+
+def _vf_kind(v: Any) -> str | None:
+    """The VF's kind: its `type`, or, when a hand-written plan leaves it out, its body's key."""
+    get = v.get if isinstance(v, dict) else lambda k, d=None: getattr(v, k, d)
+    kind = get("type")
+    if kind is None:
+        kind = (
+            "python" if get("code") is not None
+            else "llm" if get("content") is not None
+            else "check" if get("check") is not None
+            else None
+        )  # fmt: skip
+    return kind
+
+
+VF = Annotated[
+    Annotated[PythonVF, Tag("python")]
+    | Annotated[LLMVF, Tag("llm")]
+    | Annotated[CheckVF, Tag("check")],
+    Discriminator(
+        _vf_kind,
+        custom_error_type="vf_type",
+        custom_error_message='a VF needs "type": "python" (with "code"), "llm" (with "content") '
+        'or "check" (with "check", the name of a built-in check)',
+    ),
+]
