@@ -19,6 +19,7 @@ import time
 
 from verimap.cli import log_to_stderr
 from verimap.core.executor import EXECUTOR_SETTINGS, Executor
+from verimap.core.run_context import RunContext
 from verimap.endpoint import resolve_local
 from verimap.evals.data import load_gsm8k, resolve
 from verimap.evals.scoring import score_gsm8k
@@ -62,7 +63,7 @@ async def executor_run(m: OpenAIModel, items, tools: bool) -> dict[str, float]:
     correct, steps, calls, secs, errors = 0, [], [], [], 0
     for it in items:
         t0 = time.monotonic()
-        out = await ex.execute(node, {"USER_TASK": it.question})
+        out = await ex.execute(node, {"USER_TASK": it.question}, ctx=RunContext())
         secs.append(time.monotonic() - t0)
         print(
             f"  tools={tools} steps={out.steps} calls={out.tool_calls} {secs[-1]:.0f}s ok={out.ok}",

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from verimap import events as ev
+from verimap.core.run_context import RunContext
 from verimap.evals.data import read_jsonl
 from verimap.methods.presets import PLAN_ANSWER_TYPES
 from verimap.planning.planner import LLMPlanner, PlanningError
@@ -73,7 +74,7 @@ async def replay(item: dict[str, Any]) -> list[str]:
         answer_types=PLAN_ANSWER_TYPES[item["domain"]],
     )  # fmt: skip
     try:
-        await planner.plan(item["task"])
+        await planner.plan(item["task"], ctx=RunContext())
     except PlanningError as e:
         return [str(p) for p in e.problems]
     return []

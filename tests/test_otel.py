@@ -117,7 +117,7 @@ async def test_span_tree_of_a_replanned_run(spans, exporter, monkeypatch):
     assert (it1.name, it2.name) == ("iteration 1", "iteration 2")
     assert [s.name for s in children(it1, got, "node")] == ["node a"]
     assert [s.name for s in children(it2, got, "node")] == ["node a2", "node b"]
-    assert it2.attributes["verimap.planning.plan.nodes"] == ("a2", "b")
+    assert it2.attributes["verimap.plan.nodes"] == ("a2", "b")
 
     (a,) = children(it1, got, "node")
     assert a.status.status_code == StatusCode.ERROR and a.attributes["verimap.status"] == "failed"

@@ -45,7 +45,9 @@ NODE = parse_plan(
 def verify(checks, node=NODE, outputs=None, final=True, sandbox=None):
     verifier = Verifier(sandbox, None, checks=checks)
     return asyncio.run(
-        verifier.verify(node, {"USER_TASK": "t"}, outputs or {"a": 1}, task="t", final=final)
+        verifier.verify(
+            node, {"USER_TASK": "t"}, outputs or {"a": 1}, task="t", final=final, ctx=RunContext()
+        )
     )
 
 

@@ -6,6 +6,7 @@ import pytest
 import verimap
 from verimap.config import Budget, RunConfig
 from verimap.core.executor import ExecutorOutput
+from verimap.core.run_context import RunContext
 from verimap.events import read_trace
 from verimap.llm.messages import AssistantMessage, UserMessage
 from verimap.picture import run_to_mermaid
@@ -293,7 +294,7 @@ async def test_eval_presets_end_to_end(method, config, planner):
         judge,
     )
     if planner is not None:
-        world.plans = [await planner.plan("t")]
+        world.plans = [await planner.plan("t", ctx=RunContext())]
     r = await verimap.build(
         world.models(), InProcessSandboxDouble(), config=config, planner=planner
     ).run("2+3?")
@@ -310,10 +311,10 @@ async def test_eval_presets_end_to_end(method, config, planner):
 
 async def test_broken_custom_components_still_yield_a_report(tmp_path):
     class BrokenPlanner:
-        async def plan(self, task):
+        async def plan(self, task, *, ctx):
             raise RuntimeError("planner bug")
 
-        async def replan(self, task, previous, failure):
+        async def replan(self, task, previous, failure, *, ctx):
             raise AssertionError
 
     m = ScriptedModel([])
@@ -343,10 +344,10 @@ async def test_rejected_plans_are_events():
 
 async def test_a_stray_timeout_error_is_not_mistaken_for_the_budget():
     class TimingOutPlanner:
-        async def plan(self, task):
+        async def plan(self, task, *, ctx):
             raise TimeoutError("socket read")
 
-        async def replan(self, task, previous, failure):
+        async def replan(self, task, previous, failure, *, ctx):
             raise AssertionError
 
     cfg = RunConfig(budget=Budget(timeout_s=30))

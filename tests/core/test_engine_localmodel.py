@@ -8,6 +8,7 @@ import pytest
 import verimap
 from verimap.config import Budget, RunConfig
 from verimap.core.executor import EXECUTOR_SETTINGS, Executor
+from verimap.core.run_context import RunContext
 from verimap.core.verifier import Verifier
 from verimap.planning.plan import Node
 from verimap.sandbox import get_sandbox
@@ -26,7 +27,7 @@ async def test_executor_returns_exactly_the_declared_outputs(local_model):
     node = Node(id="add", instruction="Add a and b.", inputs=["n1.a", "n1.b"], outputs=["total"])
     out = await Executor(
         local_model, default_tools(), max_steps=3, settings=EXECUTOR_SETTINGS.replace(temperature=0)
-    ).execute(node, {"n1.a": 19, "n1.b": 23})
+    ).execute(node, {"n1.a": 19, "n1.b": 23}, ctx=RunContext())
     assert out.error is None, out.error
     assert set(out.outputs) == {"total"}
 
@@ -41,12 +42,12 @@ async def test_the_judge_fails_a_wrong_answer_and_passes_the_right_one(default_l
         verification=[{"name": "is_paris", "type": "llm", "content": "city is Paris"}],
     )
     rep = await Verifier(None, default_local_model).verify(
-        node, {"USER_TASK": "capital of France?"}, {"city": "Berlin"}
+        node, {"USER_TASK": "capital of France?"}, {"city": "Berlin"}, ctx=RunContext()
     )
     v = rep.verdicts[0]
     assert v.outcome == "FAIL" and v.type == "llm" and v.explanation.strip()
     right = await Verifier(None, default_local_model).verify(
-        node, {"USER_TASK": "capital of France?"}, {"city": "Paris"}
+        node, {"USER_TASK": "capital of France?"}, {"city": "Paris"}, ctx=RunContext()
     )
     assert right.verdicts[0].outcome == "PASS"
 

@@ -25,7 +25,7 @@ async def test_tool_api_loop_then_structured_final_call():
         '{"product": 42}',
     ]
     m = ScriptedModel(replies)
-    out = await Executor(m, default_tools()).execute(NODE, INPUTS)
+    out = await Executor(m, default_tools()).execute(NODE, INPUTS, ctx=RunContext())
     assert out.ok and out.outputs == {"product": 42} and out.tool_calls == 1
     first, second, final = m.requests
     assert first.tools and first.tools[0]["function"]["name"] == "calculator"
@@ -50,7 +50,7 @@ async def test_tool_api_loop_then_structured_final_call():
 
 async def test_sees_only_instruction_and_named_inputs():
     m = ScriptedModel(['{"product": 42}'])
-    await Executor(m).execute(NODE, {**INPUTS, "USER_TASK": "SECRET GLOBAL TASK"})
+    await Executor(m).execute(NODE, {**INPUTS, "USER_TASK": "SECRET GLOBAL TASK"}, ctx=RunContext())
     prompt = json.dumps(to_openai(m.requests[0].messages))
     assert (
         "SECRET GLOBAL TASK" not in prompt
@@ -115,8 +115,8 @@ def test_a_code_node_is_asked_for_one_code_block_and_others_to_reason():
 
 async def test_only_a_node_that_is_not_the_plans_answer_is_told_to_do_just_its_part():
     m = ScriptedModel(['{"product": 42}', '{"product": 42}'])
-    await Executor(m).execute(NODE, INPUTS)
-    await Executor(m).execute(NODE, INPUTS, final=False)
+    await Executor(m).execute(NODE, INPUTS, ctx=RunContext())
+    await Executor(m).execute(NODE, INPUTS, final=False, ctx=RunContext())
     final, part = (r.messages[0].content for r in m.requests)
     assert "nothing more" not in final
     assert "Do exactly this subtask, nothing more" in part
@@ -145,20 +145,20 @@ async def test_every_executor_request_carries_its_node_inputs_and_outputs_as_its
 
 async def test_a_text_only_executor_asks_for_no_named_outputs():
     m = ScriptedModel(["The product is 42."])
-    await Executor(m, structured_io=False).execute(NODE, INPUTS)
+    await Executor(m, structured_io=False).execute(NODE, INPUTS, ctx=RunContext())
     assert m.requests[0].purpose == ExecuteCall(node_id="c", inputs={"n1.a": 6, "n1.b": 7})
 
 
 async def test_user_task_is_shown_when_taken():
     node = Node(id="s", instruction="solve", inputs=["USER_TASK"], outputs=["answer"])
     m = ScriptedModel(['{"answer": 1}'])
-    await Executor(m).execute(node, {"USER_TASK": "THE TASK"})
+    await Executor(m).execute(node, {"USER_TASK": "THE TASK"}, ctx=RunContext())
     assert "THE TASK" in m.requests[0].messages[-1].content
 
 
 async def test_missing_and_extra_keys_fail_with_precise_message():
     m = ScriptedModel(["thinking...", '{"prod": 42}', '{"prod": 42, "note": "x"}'])
-    out = await Executor(m, max_repairs=1).execute(NODE, INPUTS)
+    out = await Executor(m, max_repairs=1).execute(NODE, INPUTS, ctx=RunContext())
     assert not out.ok
     assert (
         out.error
@@ -174,7 +174,7 @@ async def test_react_fallback_for_models_without_tools():
         '{"product": 42}',
     ]
     m = ScriptedModel(replies, supports_tools=False)
-    out = await Executor(m, default_tools()).execute(NODE, INPUTS)
+    out = await Executor(m, default_tools()).execute(NODE, INPUTS, ctx=RunContext())
     assert out.outputs == {"product": 42} and out.tool_calls == 1
     assert m.requests[0].tools is None and "Action Input" in m.requests[0].messages[0].content
     assert m.requests[1].messages[-1].content == "Observation: 42"
@@ -195,7 +195,7 @@ async def test_step_cap_stops_tool_loop():
             else tool_call_reply("calculator", {"expression": f"{len(r.messages)}"})
         )
     )
-    out = await Executor(m, default_tools(), max_steps=3).execute(NODE, INPUTS)
+    out = await Executor(m, default_tools(), max_steps=3).execute(NODE, INPUTS, ctx=RunContext())
     assert out.steps == 3 and out.tool_calls == 3 and out.outputs == {"product": 1}
     assert "limit of 3 steps" in m.requests[-1].messages[-2].content
 
@@ -209,7 +209,7 @@ async def test_retry_prompt_holds_previous_output_and_tracebacks():
         ],
     )  # fmt: skip
     m = ScriptedModel(['{"product": 42}'])
-    await Executor(m).execute(NODE, INPUTS, fb)
+    await Executor(m).execute(NODE, INPUTS, fb, ctx=RunContext())
     user = m.requests[0].messages[-1].content
     assert (
         '{"product": 41}' in user
@@ -220,13 +220,15 @@ async def test_retry_prompt_holds_previous_output_and_tracebacks():
 
 async def test_context_of_ancestors_is_shown():
     m = ScriptedModel(['{"product": 42}'])
-    await Executor(m).execute(NODE, INPUTS, context={"n0.raw": "grandparent value"})
+    await Executor(m).execute(
+        NODE, INPUTS, context={"n0.raw": "grandparent value"}, ctx=RunContext()
+    )
     assert "grandparent value" in m.requests[0].messages[-1].content
 
 
 async def test_empty_reply_content_never_none():
     m = ScriptedModel([ModelResponse(content="", tool_calls=[]), '{"product": 3}'])
-    out = await Executor(m).execute(NODE, INPUTS)
+    out = await Executor(m).execute(NODE, INPUTS, ctx=RunContext())
     assert out.outputs == {"product": 3}
     assert all(msg.content is not None for msg in m.requests[-1].messages)
 
@@ -249,7 +251,7 @@ def test_outputs_named_as_source_code_must_be_strings():
 async def test_text_only_executor_replies_as_written_without_a_structured_call():
     m = ScriptedModel([tool_call_reply("calculator", {"expression": "6*7"}), "6 times 7 is 42."])
     ex = Executor(m, default_tools(), structured_io=False)
-    out = await ex.execute(NODE, INPUTS, context={"n1": {"generation": 1, "instruction": "Find a and b.", "text": "a is 6, b is 7"}})  # fmt: skip
+    out = await ex.execute(NODE, INPUTS, context={"n1": {"generation": 1, "instruction": "Find a and b.", "text": "a is 6, b is 7"}}, ctx=RunContext())  # fmt: skip
     assert out.ok and out.outputs == {"text": "6 times 7 is 42."} and out.tool_calls == 1
     assert m.calls == 2 and all(r.response_schema is None for r in m.requests)
     user = m.requests[0].messages[1].content
@@ -259,16 +261,22 @@ async def test_text_only_executor_replies_as_written_without_a_structured_call()
 
 async def test_text_only_executor_takes_the_react_final_answer_and_asks_after_the_step_limit():
     m = ScriptedModel(["Thought: easy\nFinal Answer: 42"], supports_tools=False)
-    out = await Executor(m, default_tools(), structured_io=False).execute(NODE, INPUTS)
+    out = await Executor(m, default_tools(), structured_io=False).execute(
+        NODE, INPUTS, ctx=RunContext()
+    )
     assert out.outputs == {"text": "42"}
     m = ScriptedModel(
         lambda r: (
             "It is 1." if r.tools is None else tool_call_reply("calculator", {"expression": "1"})
         )
     )
-    out = await Executor(m, default_tools(), max_steps=2, structured_io=False).execute(NODE, INPUTS)
+    out = await Executor(m, default_tools(), max_steps=2, structured_io=False).execute(
+        NODE, INPUTS, ctx=RunContext()
+    )
     assert out.outputs == {"text": "It is 1."} and m.calls == 3 and m.requests[-1].tools is None
-    empty = await Executor(ScriptedModel(["  "]), structured_io=False).execute(NODE, INPUTS)
+    empty = await Executor(ScriptedModel(["  "]), structured_io=False).execute(
+        NODE, INPUTS, ctx=RunContext()
+    )
     assert not empty.ok and empty.error == "the executor gave an empty reply"
 
 
@@ -288,7 +296,7 @@ async def test_a_code_output_is_taken_from_the_replys_fenced_block_without_anoth
         "```python\nprint(f(1))\n```"
     )
     m = ScriptedModel([reply])
-    out = await Executor(m).execute(CODE_NODE, {"USER_TASK": "t"})
+    out = await Executor(m).execute(CODE_NODE, {"USER_TASK": "t"}, ctx=RunContext())
     assert out.ok and m.calls == 1
     assert out.outputs == {"code": 'def f(x):\n    """Add one."""\n    return x + 1\n'}
 
@@ -318,7 +326,7 @@ def test_a_docstring_copied_with_json_escapes_still_gives_the_code():
 async def test_a_stub_or_broken_block_is_no_code_answer_and_the_final_call_asks_for_it():
     reply = '```python\ndef f(x):\n    """Add one."""\n    ...\n```\n```python\ndef f(x:\n```'
     m = ScriptedModel([reply, {"code": "def f(x):\n    return x + 1\n"}])
-    out = await Executor(m).execute(CODE_NODE, {"USER_TASK": "t"})
+    out = await Executor(m).execute(CODE_NODE, {"USER_TASK": "t"}, ctx=RunContext())
     assert out.ok and m.calls == 2 and "return x + 1" in out.outputs["code"]
     assert m.requests[1].response_schema["required"] == ["code"]
 
@@ -329,7 +337,7 @@ async def test_a_reply_ending_with_the_outputs_object_takes_one_call():
         'A wrong guess would be {"product": 13} but checking again:\n{"product": 42}'
     )
     m = ScriptedModel([reply])
-    out = await Executor(m).execute(NODE, INPUTS)
+    out = await Executor(m).execute(NODE, INPUTS, ctx=RunContext())
     assert out.ok and out.outputs == {"product": 42} and m.calls == 1
 
 

@@ -9,7 +9,9 @@ import pytest
 import verimap
 from verimap.accounting import BudgetExceeded, MeteredModel
 from verimap.config import Budget, RunConfig
-from verimap.core.run_context import RunContext, with_ctx
+from verimap.core.executor import Executor
+from verimap.core.run_context import MissingContext, RunContext, require_ctx
+from verimap.core.verifier import Verifier
 from verimap.events import MODEL_CALL, PLAN_INVALID, Event, EventBus, PlanInvalid, read_trace
 from verimap.llm.base import ModelError, ModelRequest
 from verimap.planning.plan import parse_plan
@@ -113,12 +115,12 @@ async def test_a_custom_planner_with_a_context_reports_and_meters_through_it(tmp
     plan = parse_plan({"nodes": [n("a", vfs=[pos("x")])]})
 
     class ContextPlanner:
-        async def plan(self, task, *, ctx=None):
+        async def plan(self, task, *, ctx):
             await ctx.model(model).request(ModelRequest(messages=[], role="planner"))
             ctx.emit(PlanInvalid(problems=["my own check"], reply=""))
             return plan
 
-        async def replan(self, task, previous, failure, *, ctx=None):
+        async def replan(self, task, previous, failure, *, ctx):
             return plan
 
     class OldPlanner:  # the protocol as it was: no ctx
@@ -136,8 +138,8 @@ async def test_a_custom_planner_with_a_context_reports_and_meters_through_it(tmp
     trace = read_trace(r.trace_path)
     assert [e.data["problems"] for e in trace if e.type == PLAN_INVALID] == [["my own check"]]
     assert r.usage.roles["planner"].calls == 1 and r.status == "success"
-    r = await verimap.build(executor, sandbox, planner=OldPlanner()).run("t")
-    assert r.status == "success" and "planner" not in r.usage.roles
+    with pytest.raises(MissingContext, match=r"planner OldPlanner\.plan takes no `ctx` keyword"):
+        verimap.build(executor, sandbox, planner=OldPlanner())
 
 
 async def test_the_context_charges_failed_calls_and_enforces_the_budget():
@@ -163,26 +165,35 @@ def test_child_contexts_leave_their_parent_alone():
     attempt = run.for_iteration(2).for_attempt("a", 1)
     assert (run.iteration, run.node_id, run.attempt) == (None, None, None)
     assert (attempt.iteration, attempt.node_id, attempt.attempt) == (2, "a", 1)
-    assert attempt.ledger is run.ledger and attempt.settings is run.settings
+    assert attempt.ledger is run.ledger and attempt.memo is run.memo
     assert attempt.for_iteration(3).node_id is None
     with pytest.raises(dataclasses.FrozenInstanceError):
         attempt.node_id = "b"  # type: ignore[misc]
 
 
-async def test_with_ctx_passes_the_context_only_to_methods_that_take_it():
-    ctx = RunContext()
+def test_a_component_without_ctx_is_refused_when_the_coordinator_is_built():
+    """Every method the coordinator calls takes `ctx`: one that does not is named with the fix,
+    not left to fail mid-run with "unexpected keyword argument"."""
+    model = ScriptedModel(["{}"])
 
-    class Both:
-        async def new(self, x, *, ctx=None):
-            return ctx
+    class Keywords:  # **kwargs takes ctx too
+        async def execute(self, node, inputs, **kw):
+            return kw["ctx"]
 
-        async def old(self, x):
-            return x
+    class NoCtx:
+        async def execute(self, node, inputs):
+            return None
 
-        async def kw(self, x, **kw):
-            return kw.get("ctx")
+        async def plan(self, task):
+            return None
 
-    b = Both()
-    assert await with_ctx(b.new, 1, ctx=ctx) is ctx
-    assert await with_ctx(b.old, 1, ctx=ctx) == 1
-    assert await with_ctx(b.kw, 1, ctx=ctx) is ctx
+    require_ctx("executor", Keywords())
+    require_ctx("executor", Executor(model))
+    require_ctx("verifier", Verifier(InProcessSandboxDouble(), model))
+    require_ctx("planner", verimap.TemplatePlanner.single_node())
+    with pytest.raises(MissingContext, match=r"executor NoCtx\.execute takes no `ctx` keyword"):
+        require_ctx("executor", NoCtx())
+    with pytest.raises(MissingContext, match=r"add `\*, ctx` to its signature"):
+        verimap.Coordinator(NoCtx(), Executor(model), Verifier(InProcessSandboxDouble(), model))
+    with pytest.raises(TypeError):  # MissingContext is a TypeError, as the call would have been
+        require_ctx("planner", NoCtx())

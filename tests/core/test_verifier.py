@@ -3,6 +3,7 @@ import warnings
 
 import pytest
 
+from verimap.core.run_context import RunContext
 from verimap.core.verifier import Verifier
 from verimap.llm.base import GenerationSettings, JudgeCall, to_openai
 from verimap.planning.plan import Node
@@ -39,7 +40,7 @@ def judge(passed: bool, explanation: str = "because"):
 
 async def test_python_verdicts_pass_fail_error():
     v = Verifier(InProcessSandboxDouble())
-    rep = await v.verify(mk([PY_OK, PY_FN, PY_ERR]), {"x": 2, "a.x": 2}, {"y": 5})
+    rep = await v.verify(mk([PY_OK, PY_FN, PY_ERR]), {"x": 2, "a.x": 2}, {"y": 5}, ctx=RunContext())
     out = {d.name: d for d in rep.verdicts}
     assert (
         out["ok"].outcome == "FAIL"
@@ -53,7 +54,7 @@ async def test_python_verdicts_pass_fail_error():
 
 async def test_verify_returning_false_fails():
     v = Verifier(InProcessSandboxDouble())
-    rep = await v.verify(mk([PY_FN]), {}, {"y": -1})
+    rep = await v.verify(mk([PY_FN]), {}, {"y": -1}, ctx=RunContext())
     assert (
         rep.verdicts[0].outcome == "FAIL" and "verify() returned False" in rep.verdicts[0].message
     )
@@ -61,7 +62,7 @@ async def test_verify_returning_false_fails():
 
 async def test_judge_reasons_in_free_text_then_structured_verdict():
     m = judge(False, "y should be 4, not 5")
-    rep = await Verifier(None, m).verify(mk([LLM]), {"x": 2}, {"y": 5})
+    rep = await Verifier(None, m).verify(mk([LLM]), {"x": 2}, {"y": 5}, ctx=RunContext())
     assert [r.response_schema is not None for r in m.requests] == [False, True]
     assert m.requests[1].messages[-2].content.startswith("Thinking")
     assert all(r.role == "judge" for r in m.requests)
@@ -80,14 +81,14 @@ async def test_judge_fail_without_explanation_is_repaired():
         ]
     )
     m = ScriptedModel(lambda r: next(replies))
-    rep = await Verifier(None, m).verify(mk([LLM]), {}, {"y": 1})
+    rep = await Verifier(None, m).verify(mk([LLM]), {}, {"y": 1}, ctx=RunContext())
     assert rep.verdicts[0].explanation == "wrong"
     assert "explanation is required" in m.requests[2].messages[-1].content
 
 
 async def test_judge_model_error_is_an_error_verdict():
     m = ScriptedModel([RuntimeError("server down")])
-    rep = await Verifier(None, m).verify(mk([LLM]), {}, {"y": 1})
+    rep = await Verifier(None, m).verify(mk([LLM]), {}, {"y": 1}, ctx=RunContext())
     assert (
         rep.verdicts[0].outcome == "ERROR"
         and "server down" in rep.verdicts[0].message
@@ -97,11 +98,11 @@ async def test_judge_model_error_is_an_error_verdict():
 
 async def test_modes_none_and_instruction():
     assert (
-        await Verifier(None, None, mode="none").verify(mk([PY_ERR]), {}, {"y": 1})
+        await Verifier(None, None, mode="none").verify(mk([PY_ERR]), {}, {"y": 1}, ctx=RunContext())
     ).verdicts == []
     m = judge(True)
     rep = await Verifier(None, m, mode="instruction").verify(
-        mk([PY_ERR], "add the numbers"), {}, {"y": 1}
+        mk([PY_ERR], "add the numbers"), {}, {"y": 1}, ctx=RunContext()
     )
     assert [d.name for d in rep.verdicts] == ["instruction"] and rep.passed
     assert "add the numbers" in m.requests[0].messages[1].content
@@ -111,9 +112,11 @@ async def test_weights_and_threshold():
     heavy = {**PY_FN, "weight": 3.0}
     failing = {**PY_OK, "weight": 1.0}
     node = mk([heavy, failing])
-    strict = await Verifier(InProcessSandboxDouble()).verify(node, {"x": 1}, {"y": 5})
+    strict = await Verifier(InProcessSandboxDouble()).verify(
+        node, {"x": 1}, {"y": 5}, ctx=RunContext()
+    )
     lenient = await Verifier(InProcessSandboxDouble(), threshold=0.7).verify(
-        node, {"x": 1}, {"y": 5}
+        node, {"x": 1}, {"y": 5}, ctx=RunContext()
     )
     assert not strict.passed and lenient.passed and lenient.score == pytest.approx(0.75)
     with pytest.raises(ValueError):
@@ -121,7 +124,9 @@ async def test_weights_and_threshold():
 
 
 async def test_missing_sandbox_or_judge_is_explicit():
-    rep = await Verifier(None, None, full_feedback=True).verify(mk([PY_OK, LLM]), {}, {"y": 1})
+    rep = await Verifier(None, None, full_feedback=True).verify(
+        mk([PY_OK, LLM]), {}, {"y": 1}, ctx=RunContext()
+    )
     assert {d.outcome for d in rep.verdicts} == {"SANDBOX_ERROR", "ERROR"}
 
 
@@ -133,9 +138,9 @@ async def test_process_sandbox_semantics_match_the_double():
     node = mk(
         [PY_OK, PY_FN, PY_ERR, {"name": "slow", "type": "python", "code": "while True: pass"}]
     )
-    real = await Verifier(sb, vf_timeout_s=1.0).verify(node, {"x": 2}, {"y": 5})
+    real = await Verifier(sb, vf_timeout_s=1.0).verify(node, {"x": 2}, {"y": 5}, ctx=RunContext())
     double = await Verifier(InProcessSandboxDouble()).verify(
-        mk([PY_OK, PY_FN, PY_ERR]), {"x": 2}, {"y": 5}
+        mk([PY_OK, PY_FN, PY_ERR]), {"x": 2}, {"y": 5}, ctx=RunContext()
     )
     assert [d.outcome for d in real.verdicts] == ["FAIL", "PASS", "ERROR", "TIMEOUT"]
     assert [d.outcome for d in double.verdicts] == ["FAIL", "PASS", "ERROR"]
@@ -145,7 +150,7 @@ async def test_process_sandbox_semantics_match_the_double():
 async def test_judge_calls_are_bounded_in_length():
     m = judge(True)
     await Verifier(None, m, settings=GenerationSettings(max_tokens=300)).verify(
-        mk([LLM]), {}, {"y": 1}
+        mk([LLM]), {}, {"y": 1}, ctx=RunContext()
     )
     assert [r.settings.max_tokens for r in m.requests] == [300, 300]
 
@@ -164,7 +169,7 @@ async def test_a_nodes_criteria_are_judged_in_one_exchange_each_with_its_own_ver
         }
 
     m = ScriptedModel(fn, name="judge")
-    rep = await Verifier(None, m).verify(mk([LLM, LLM2]), {"x": 2}, {"y": 5})
+    rep = await Verifier(None, m).verify(mk([LLM, LLM2]), {"x": 2}, {"y": 5}, ctx=RunContext())
     assert len(m.requests) == 2
     asked = JudgeCall(node_id="n", criteria={"judge": LLM["content"], "positive": LLM2["content"]},
                       outputs={"y": 5})  # fmt: skip
@@ -178,13 +183,15 @@ async def test_a_nodes_criteria_are_judged_in_one_exchange_each_with_its_own_ver
 
 async def test_per_criterion_judging_stays_available():
     m = judge(True)
-    rep = await Verifier(None, m, batch_judge=False).verify(mk([LLM, LLM2]), {}, {"y": 1})
+    rep = await Verifier(None, m, batch_judge=False).verify(
+        mk([LLM, LLM2]), {}, {"y": 1}, ctx=RunContext()
+    )
     assert rep.passed and len(m.requests) == 4
 
 
 async def test_a_batched_judge_failure_is_an_error_verdict_for_every_criterion():
     m = ScriptedModel([RuntimeError("server down")])
-    rep = await Verifier(None, m).verify(mk([LLM, LLM2]), {}, {"y": 1})
+    rep = await Verifier(None, m).verify(mk([LLM, LLM2]), {}, {"y": 1}, ctx=RunContext())
     assert [d.outcome for d in rep.verdicts] == ["ERROR", "ERROR"] and not rep.passed
 
 
@@ -195,7 +202,7 @@ async def test_the_judge_samples_as_the_run_config_says():
     cfg = RunConfig(temperature=1.0, batch_judge=False, full_feedback=True)
     v = Verifier.from_config(None, m, cfg)
     assert (v.batch_judge, v.full_feedback) == (False, True)
-    await v.verify(mk([LLM]), {}, {"y": 1})
+    await v.verify(mk([LLM]), {}, {"y": 1}, ctx=RunContext())
     assert {r.settings.temperature for r in m.requests} == {1.0}
 
 
@@ -214,7 +221,7 @@ async def test_the_judge_checks_with_the_executors_tools_before_its_verdict():
 
     m = ScriptedModel(fn, name="judge")
     v = Verifier.from_config(None, m, RunConfig(), tools=default_tools())
-    rep = await v.verify(mk([LLM]), {"x": 2}, {"y": 381})
+    rep = await v.verify(mk([LLM]), {"x": 2}, {"y": 381}, ctx=RunContext())
     assert rep.verdicts[0].outcome == "FAIL" and "391" in rep.verdicts[0].explanation
     first, second, final = m.requests
     assert [r.purpose.label for r in m.requests] == ["judge:n:judge"] * 2 + ["judge:n:judge:final"]
@@ -229,7 +236,7 @@ async def test_the_judge_checks_with_the_executors_tools_before_its_verdict():
 
     m = judge(True)
     plain = Verifier.from_config(None, m, RunConfig(judge_tools=False), tools=default_tools())
-    await plain.verify(mk([LLM]), {}, {"y": 1})
+    await plain.verify(mk([LLM]), {}, {"y": 1}, ctx=RunContext())
     assert [r.tools for r in m.requests] == [None, None]
 
 
@@ -244,6 +251,8 @@ async def test_a_judge_without_a_tools_api_uses_the_text_protocol():
         return "It is 4."
 
     m = ScriptedModel(fn, name="judge", supports_tools=False)
-    rep = await Verifier(None, m, tools=default_tools()).verify(mk([LLM]), {"x": 2}, {"y": 4})
+    rep = await Verifier(None, m, tools=default_tools()).verify(
+        mk([LLM]), {"x": 2}, {"y": 4}, ctx=RunContext()
+    )
     assert rep.passed and "Action Input" in m.requests[0].messages[0].content
     assert "Observation: 4" in json.dumps(to_openai(m.requests[-1].messages))

@@ -47,7 +47,7 @@ def failed_at(node_id: str) -> FailureContext:
 
 async def test_plan_prompt_has_tools_task_demo_and_schema():
     m = ScriptedModel([GOOD])
-    plan = await LLMPlanner(m, default_tools()).plan("Double the number 21.")
+    plan = await LLMPlanner(m, default_tools()).plan("Double the number 21.", ctx=RunContext())
     assert isinstance(plan, Plan) and plan.final_node().id == "b"
     req = m.requests[0]
     assert req.role == "planner" and req.response_schema is not None
@@ -61,7 +61,7 @@ async def test_plan_prompt_has_tools_task_demo_and_schema():
 
 async def test_invalid_plan_is_sent_back_with_messages():
     m = ScriptedModel(["not a plan", BAD, GOOD])
-    plan = await LLMPlanner(m, max_repairs=3).plan("t")
+    plan = await LLMPlanner(m, max_repairs=3).plan("t", ctx=RunContext())
     assert len(plan.nodes) == 2
     assert "not a JSON plan" in m.requests[1].messages[-1].content
     assert "unknown node 'zz'" in m.requests[2].messages[-1].content
@@ -70,7 +70,7 @@ async def test_invalid_plan_is_sent_back_with_messages():
 async def test_repair_loop_is_bounded():
     m = ScriptedModel([BAD] * 5)
     with pytest.raises(PlanningError) as ei:
-        await LLMPlanner(m, max_repairs=2, fallback=False).plan("t")
+        await LLMPlanner(m, max_repairs=2, fallback=False).plan("t", ctx=RunContext())
     assert m.calls == 3 and any("unknown node" in p for p in ei.value.problems)
 
 
@@ -81,7 +81,7 @@ async def test_replan_prompt_has_previous_plan_and_failure_context():
         verdicts=[VFVerdict(name="dbl", type="python", outcome="FAIL", message="", traceback="AssertionError at line 1")],
         ancestors=[{"node_id": "a", "instruction": "extract", "outputs": {"x": 3}, "status": "verified"}],
     )  # fmt: skip
-    await LLMPlanner(m).replan("task T", parse_plan(GOOD), failure)
+    await LLMPlanner(m).replan("task T", parse_plan(GOOD), failure, ctx=RunContext())
     text = m.requests[0].messages[-1].content
     previous = text.split("Previous plan:")[1].split("What failed:")[0]
     shown = json.loads(previous)
@@ -103,7 +103,7 @@ async def test_a_replan_repeating_the_failed_node_goes_back_once_sampled_more_fr
     planner = LLMPlanner(
         m, settings=PLANNER_SETTINGS.replace(temperature=0.0), repeat_temperature=0.7
     )
-    plan = await planner.replan("t", parse_plan(GOOD), failed_at("b"))
+    plan = await planner.replan("t", parse_plan(GOOD), failed_at("b"), ctx=RunContext())
     assert plan.node("b").instruction == "double x, as an integer"
     assert [r.settings.temperature for r in m.requests] == [0.0, 0.7]
     repair = m.requests[1].messages[-1].content
@@ -118,7 +118,9 @@ async def test_a_replan_counts_as_a_repeat_only_if_the_failed_node_and_its_ances
         changed(GOOD, "b", outputs=["y", "z"]),
     ):
         m = ScriptedModel([reply])
-        await LLMPlanner(m, quality_checks=False).replan("t", previous, failed_at("b"))
+        await LLMPlanner(m, quality_checks=False).replan(
+            "t", previous, failed_at("b"), ctx=RunContext()
+        )
         assert m.calls == 1
     # a new display name is no change; a changed node downstream of the failure is none either
     for reply, failed in (
@@ -143,11 +145,13 @@ async def test_a_repeated_plan_is_used_when_asking_once_brings_nothing_better():
         ([GOOD], 0),
     ):
         m = ScriptedModel(script)
-        plan = await LLMPlanner(m, max_repairs=repairs).replan("t", previous, failed_at("b"))
+        plan = await LLMPlanner(m, max_repairs=repairs).replan(
+            "t", previous, failed_at("b"), ctx=RunContext()
+        )
         assert plan.model_dump() == previous.model_dump() and m.calls == len(script)
     with pytest.raises(PlanningError):  # invalid plans alone still fail
         await LLMPlanner(ScriptedModel([BAD] * 2), max_repairs=1, fallback=False).replan(
-            "t", previous, failed_at("b")
+            "t", previous, failed_at("b"), ctx=RunContext()
         )
 
 
@@ -158,26 +162,30 @@ async def test_a_replan_may_keep_the_plan_when_no_vf_failed_or_when_told_to():
         (LLMPlanner(ScriptedModel([GOOD])), no_verdicts),
         (LLMPlanner(ScriptedModel([GOOD]), challenge_repeats=False), failed_at("b")),
     ):
-        assert (await planner.replan("t", previous, failure)).model_dump() == previous.model_dump()
+        assert (
+            await planner.replan("t", previous, failure, ctx=RunContext())
+        ).model_dump() == previous.model_dump()
         assert planner.model.calls == 1
 
 
 async def test_template_planner_single_node_is_react():
     tp = TemplatePlanner.single_node(outputs=["answer"])
     assert isinstance(tp, Planner)
-    p = await tp.plan("anything")
+    p = await tp.plan("anything", ctx=RunContext())
     assert [n.inputs for n in p.nodes] == [["USER_TASK"]] and p.nodes[0].outputs == {
         "answer": "any"
     }
-    assert (await tp.replan("t", p, FailureContext(node_id="solve"))).nodes[0].id == "solve"
+    assert (await tp.replan("t", p, FailureContext(node_id="solve"), ctx=RunContext())).nodes[
+        0
+    ].id == "solve"
 
 
 async def test_add_vfs_planner_adds_deterministic_checks():
     planner = AddVFsPlanner(TemplatePlanner(GOOD))
-    p = await planner.plan("t")
+    p = await planner.plan("t", ctx=RunContext())
     assert all("outputs_nonempty" in [v.name for v in n.verification] for n in p.nodes)
     v = Verifier(InProcessSandboxDouble())
-    empty = await v.verify(p.node("a"), {}, {"x": ""})
+    empty = await v.verify(p.node("a"), {}, {"x": ""}, ctx=RunContext())
     assert [d.outcome for d in empty.verdicts if d.name == "outputs_nonempty"] == ["FAIL"]
 
 
@@ -192,12 +200,12 @@ async def test_programming_demo_is_shown_and_its_function_name_counts_as_copying
     generic = json.loads(json.dumps(prompts.CODE_DEMO_PLAN))
     m = ScriptedModel([generic])
     planner = LLMPlanner(m, domain="programming")
-    await planner.plan("write is_prime")
+    await planner.plan("write is_prime", ctx=RunContext())
     assert "running_max" in m.requests[0].messages[-1].content and m.calls == 1
     copied = json.loads(json.dumps(generic))
     copied["nodes"][0]["instruction"] += " Name it running_max."
     m = ScriptedModel([copied, generic])
-    await LLMPlanner(m, domain="programming").plan("write is_prime")
+    await LLMPlanner(m, domain="programming").plan("write is_prime", ctx=RunContext())
     assert "node 'implement' copies the example plan" in m.requests[1].messages[-1].content
 
 
@@ -208,7 +216,7 @@ async def test_quality_checks_reject_useless_valid_plans():
     copied["nodes"][1]["verification"] = []
     copied["nodes"][0]["verification"] = [{"name": "noop", "type": "python", "code": "assert True"}]
     m = ScriptedModel([copied, GOOD])
-    plan = await LLMPlanner(m).plan("t")
+    plan = await LLMPlanner(m).plan("t", ctx=RunContext())
     assert plan.final_node().id == "b"
     feedback = m.requests[1].messages[-1].content
     for needle in (
@@ -232,29 +240,40 @@ async def test_a_plan_over_the_node_cap_goes_back_and_falls_back_when_no_repair_
     assert "Prefer few nodes (1-4)" in LLMPlanner(ScriptedModel([])).system_prompt()
 
     m = ScriptedModel([three, GOOD])
-    plan = await LLMPlanner(m, max_nodes=2, max_repairs=1).plan("t")
+    plan = await LLMPlanner(m, max_nodes=2, max_repairs=1).plan("t", ctx=RunContext())
     assert [n.id for n in plan.nodes] == ["a", "b"] and plan.fallback_reason is None
     assert "the plan has 3 nodes, more than the 2 allowed" in m.requests[1].messages[-1].content
     assert "at most 2 nodes" in m.requests[0].messages[0].content
 
     m = ScriptedModel([three])
-    plan = await LLMPlanner(m, max_nodes=2, max_repairs=0, quality_checks=False).plan("t")
+    plan = await LLMPlanner(m, max_nodes=2, max_repairs=0, quality_checks=False).plan(
+        "t", ctx=RunContext()
+    )
     assert plan.fallback_reason is not None and "more than the 2 allowed" in plan.fallback_reason
     assert m.calls == 1
-    assert len((await LLMPlanner(ScriptedModel([three]), max_nodes=3).plan("t")).nodes) == 3
+    assert (
+        len(
+            (
+                await LLMPlanner(ScriptedModel([three]), max_nodes=3).plan("t", ctx=RunContext())
+            ).nodes
+        )
+        == 3
+    )
 
 
 async def test_quality_checks_can_be_turned_off():
     no_vfs = {"nodes": [{"id": "a", "instruction": "i", "inputs": ["USER_TASK"], "outputs": ["x"]}]}
     m = ScriptedModel([no_vfs])
-    assert (await LLMPlanner(m, quality_checks=False).plan("t")).nodes[0].id == "a"
+    assert (await LLMPlanner(m, quality_checks=False).plan("t", ctx=RunContext())).nodes[
+        0
+    ].id == "a"
 
 
 async def test_a_repeated_rejected_plan_raises_the_temperature():
     m = ScriptedModel([BAD, BAD, GOOD])
     await LLMPlanner(
         m, settings=PLANNER_SETTINGS.replace(temperature=0.0), repeat_temperature=0.7
-    ).plan("t")
+    ).plan("t", ctx=RunContext())
     assert [r.settings.temperature for r in m.requests] == [0.0, 0.0, 0.7]
 
 
@@ -265,7 +284,7 @@ async def test_invalid_and_useless_problems_are_reported_together():
     )
     copied["nodes"][1]["inputs"].append("nowhere.no_such_output")
     m = ScriptedModel([copied, GOOD])
-    await LLMPlanner(m).plan("t")
+    await LLMPlanner(m).plan("t", ctx=RunContext())
     feedback = m.requests[1].messages[-1].content
     assert (
         "names unknown node 'nowhere'" in feedback
@@ -313,14 +332,16 @@ async def test_a_reply_cut_at_the_length_limit_is_named_as_such():
 
     cut = ModelResponse(content='{"nodes": [{"id": "a", "verification": [{"name": "v"}]', finish_reason="length", usage=Usage(calls=1, completion_tokens=300))  # fmt: skip
     m = ScriptedModel([cut, GOOD])
-    await LLMPlanner(m, settings=PLANNER_SETTINGS.replace(max_tokens=2048)).plan("t")
+    await LLMPlanner(m, settings=PLANNER_SETTINGS.replace(max_tokens=2048)).plan(
+        "t", ctx=RunContext()
+    )
     feedback = m.requests[1].messages[-1].content
     assert "cut off at the length limit (300 tokens)" in feedback and "empty plan" not in feedback
 
 
 async def test_repairs_show_only_the_latest_rejected_reply():
     m = ScriptedModel(["not a plan", BAD, GOOD])
-    await LLMPlanner(m, max_repairs=3).plan("t")
+    await LLMPlanner(m, max_repairs=3).plan("t", ctx=RunContext())
     first, third = m.requests[0].messages, m.requests[2].messages
     assert len(third) == len(first) + 2
     assert third[-2] == AssistantMessage(content=json.dumps(BAD))
@@ -335,7 +356,7 @@ async def test_unambiguous_bare_input_names_are_resolved_and_ambiguous_ones_repo
                 "verification": [{"name": "v", "type": "python", "code": f"assert outputs['{outputs[0]}']"}]}  # fmt: skip
 
     bare = {"nodes": [n("a", ["USER_TASK"], ["g"]), n("b", ["g", "USER_TASK"], ["z"])]}
-    plan = await LLMPlanner(ScriptedModel([bare])).plan("t")
+    plan = await LLMPlanner(ScriptedModel([bare])).plan("t", ctx=RunContext())
     assert plan.node("b").inputs == ["a.g", "USER_TASK"] and plan.final_node().id == "b"
     twice = {
         "nodes": [n("a", ["USER_TASK"], ["g"]), n("c", ["USER_TASK"], ["g"]), n("b", ["g"], ["z"])]
@@ -361,7 +382,7 @@ async def test_a_repair_that_brings_back_the_same_problems_is_sampled_once_then_
     planner = LLMPlanner(
         m, settings=PLANNER_SETTINGS.replace(temperature=0.0), repeat_temperature=0.7, max_repairs=4
     )
-    plan = await planner.plan("t")
+    plan = await planner.plan("t", ctx=RunContext())
     assert [r.settings.temperature for r in m.requests] == [0.0, 0.0, 0.7]
     assert "same problems came back" in plan.fallback_reason and "nowhere" in plan.fallback_reason
     strict = LLMPlanner(
@@ -371,7 +392,7 @@ async def test_a_repair_that_brings_back_the_same_problems_is_sampled_once_then_
         fallback=False,
     )
     with pytest.raises(PlanningError, match="same problems came back"):
-        await strict.plan("t")
+        await strict.plan("t", ctx=RunContext())
 
 
 async def test_a_planner_without_vfs_neither_asks_for_nor_keeps_them():
@@ -382,7 +403,7 @@ async def test_a_planner_without_vfs_neither_asks_for_nor_keeps_them():
 
     m = ScriptedModel([GOOD, GOOD])
     planner = LLMPlanner(m, default_tools(), write_vfs=False)
-    plan = await planner.plan("Double the number 21.")
+    plan = await planner.plan("Double the number 21.", ctx=RunContext())
     assert [n.verification for n in plan.nodes] == [[], []]
     text = json.dumps(to_openai(m.requests[0].messages))
     assert "bakery" in text and "calculator" in text
@@ -394,7 +415,7 @@ async def test_a_planner_without_vfs_neither_asks_for_nor_keeps_them():
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(stripped, planning_schema())
     failure = FailureContext(node_id="b", instruction="double", inputs={}, outputs={}, attempts=3)
-    await planner.replan("task T", plan, failure)
+    await planner.replan("task T", plan, failure, ctx=RunContext())
     assert "verification functions" not in m.requests[1].messages[-1].content
     with_vfs = "\n".join(x.content for x in LLMPlanner(m, default_tools()).plan_messages("t"))
     assert "verification functions (VFs)" in with_vfs and '"verification"' in with_vfs
@@ -431,12 +452,12 @@ async def test_a_failed_replan_falls_back_and_a_failed_fallback_runs_again():
 
     previous = parse_plan(GOOD)
     plan = await LLMPlanner(ScriptedModel([BAD] * 2), max_repairs=1).replan(
-        "t", previous, failed_at("b")
+        "t", previous, failed_at("b"), ctx=RunContext()
     )
     assert plan.fallback_reason and "no valid plan" in plan.fallback_reason
     fb = fallback_plan("What is 6 * 7?")
     again = await LLMPlanner(ScriptedModel([BAD] * 2), max_repairs=1).replan(
-        "t", fb, failed_at("solve")
+        "t", fb, failed_at("solve"), ctx=RunContext()
     )
     assert again is fb
 
@@ -459,7 +480,7 @@ async def test_vfs_that_check_nothing_are_dropped_at_once_rather_than_repaired()
     plan = json.loads(json.dumps(GOOD))
     plan["nodes"][1]["verification"].append({"name": "noop", "type": "python", "code": "x = 1"})
     m = ScriptedModel([plan] * 3)
-    got = await LLMPlanner(m, max_repairs=2).plan("t")
+    got = await LLMPlanner(m, max_repairs=2).plan("t", ctx=RunContext())
     assert m.calls == 1 and got.fallback_reason is None
     assert [v.name for v in got.node("b").verification] == [
         v["name"] for v in GOOD["nodes"][1]["verification"]
@@ -470,7 +491,7 @@ async def test_vfs_that_check_nothing_are_dropped_at_once_rather_than_repaired()
 async def test_a_node_whose_only_vf_is_dropped_keeps_a_deterministic_check():
     plan = json.loads(json.dumps(GOOD))
     plan["nodes"][0]["verification"] = [{"name": "noop", "type": "python", "code": "x = 1"}]
-    got = await LLMPlanner(ScriptedModel([plan])).plan("t")
+    got = await LLMPlanner(ScriptedModel([plan])).plan("t", ctx=RunContext())
     assert [v.name for v in got.node("a").verification] == ["outputs_nonempty"]
     assert got.dropped_vfs == ["a.noop (checks nothing)"] or got.dropped_vfs[0].startswith("a.noop")
 
@@ -483,12 +504,12 @@ async def test_a_final_node_whose_vfs_check_an_answer_it_lacks_is_not_salvaged()
     plan["nodes"][1]["verification"] = [
         {"name": "ans", "type": "python", "code": "assert outputs['answer'] > 0"}
     ]
-    got = await LLMPlanner(ScriptedModel([plan]), max_repairs=0).plan("t")
+    got = await LLMPlanner(ScriptedModel([plan]), max_repairs=0).plan("t", ctx=RunContext())
     assert got.fallback_reason is not None and got.dropped_vfs == []
     assert [n.id for n in got.nodes] == ["solve"]
     plan["nodes"][0]["verification"] = plan["nodes"][1]["verification"]
     plan["nodes"][1]["verification"] = [{"name": "noop", "type": "python", "code": "x = 1"}]
-    got = await LLMPlanner(ScriptedModel([plan]), max_repairs=0).plan("t")
+    got = await LLMPlanner(ScriptedModel([plan]), max_repairs=0).plan("t", ctx=RunContext())
     assert got.fallback_reason is None and [n.id for n in got.nodes] == ["a", "b"]
     assert sorted(got.dropped_vfs)[0].startswith("a.ans (line 1: outputs['answer'] is not an")
 
@@ -498,7 +519,7 @@ async def test_a_plan_with_other_problems_is_repaired_not_salvaged():
     plan["nodes"][1]["verification"].append({"name": "noop", "type": "python", "code": "x = 1"})
     plan["nodes"][1]["inputs"].append("nowhere.no_such_output")
     m = ScriptedModel([plan, GOOD])
-    got = await LLMPlanner(m).plan("t")
+    got = await LLMPlanner(m).plan("t", ctx=RunContext())
     assert m.calls == 2 and got.dropped_vfs == [] and "noop" in m.requests[1].messages[-1].content
 
 
@@ -508,7 +529,7 @@ async def test_two_replies_in_a_row_cut_at_the_limit_end_the_repairs():
 
     cut = ModelResponse(content='{"nodes": [{"id": "a"', finish_reason="length", usage=Usage(calls=1, completion_tokens=1024))  # fmt: skip
     m = ScriptedModel([cut, cut, GOOD])
-    plan = await LLMPlanner(m, max_repairs=3).plan("t")
+    plan = await LLMPlanner(m, max_repairs=3).plan("t", ctx=RunContext())
     assert m.calls == 2 and plan.fallback_reason and "cut off" in plan.fallback_reason
 
 
@@ -516,7 +537,7 @@ async def test_the_planner_works_the_task_out_before_the_plan():
     m = ScriptedModel(["Price 17, quantity 23, so 17 * 23 = 391.", GOOD])
     plan = await _LLMPlanner(
         m, settings=PLANNER_SETTINGS.replace(temperature=0.0), think_first=True
-    ).plan("How much do 23 pens at $17 cost?")
+    ).plan("How much do 23 pens at $17 cost?", ctx=RunContext())
     assert plan.nodes[0].id == "a"
     think, write = m.requests
     assert think.response_schema is None and write.response_schema is not None
@@ -533,25 +554,27 @@ async def test_a_replan_is_thought_out_too_and_thinking_can_be_turned_off():
     m = ScriptedModel(
         ["The doubling node failed; y must be 2 * x.", changed(GOOD, "b", instruction="y = 2x")]
     )
-    await _LLMPlanner(m, think_first=True).replan("t", parse_plan(GOOD), failed_at("b"))
+    await _LLMPlanner(m, think_first=True).replan(
+        "t", parse_plan(GOOD), failed_at("b"), ctx=RunContext()
+    )
     assert [r.response_schema is None for r in m.requests] == [True, False]
     assert [r.purpose for r in m.requests] == [PlanCall(kind="think", task="t"),
                                                PlanCall(kind="replan", task="t")]  # fmt: skip
     assert "What failed" in m.requests[0].messages[-1].content
     m = ScriptedModel([GOOD])
-    await _LLMPlanner(m).plan("t")
+    await _LLMPlanner(m).plan("t", ctx=RunContext())
     assert len(m.requests) == 1
 
 
 async def test_a_final_node_without_an_answer_of_the_tasks_type_is_sent_back():
     typed = changed(GOOD, "b", outputs={"y": "boolean"})
     m = ScriptedModel([typed, typed])
-    plan = await LLMPlanner(m, answer_types=("code",), max_repairs=1).plan("t")
+    plan = await LLMPlanner(m, answer_types=("code",), max_repairs=1).plan("t", ctx=RunContext())
     assert "must have an output of type code" in m.requests[1].messages[-1].content
     assert [r.purpose.label for r in m.requests] == ["plan", "plan:repair"]
     assert plan.fallback_reason and plan.nodes[0].outputs == {"answer": "number"}
     assert not (
-        await LLMPlanner(ScriptedModel([GOOD]), answer_types=("code",)).plan("t")
+        await LLMPlanner(ScriptedModel([GOOD]), answer_types=("code",)).plan("t", ctx=RunContext())
     ).fallback_reason
 
 
@@ -570,22 +593,22 @@ async def test_a_rejected_plan_is_reported_to_the_context_with_its_reply_and_met
     assert ctx.ledger.usage.roles["planner"].calls == 2
 
 
-async def test_a_planner_without_a_context_still_plans_unmetered():
-    plan = await LLMPlanner(ScriptedModel([BAD, GOOD])).plan("t")
+async def test_a_planner_tried_outside_a_run_takes_a_fresh_context():
+    plan = await LLMPlanner(ScriptedModel([BAD, GOOD])).plan("t", ctx=RunContext())
     assert [n.id for n in plan.nodes] == ["a", "b"]
 
 
-async def test_add_vfs_planner_passes_the_context_to_planners_that_take_one():
-    class OldStyle:
-        async def plan(self, task):
+async def test_add_vfs_planner_passes_the_context_on():
+    class Inner:
+        async def plan(self, task, *, ctx):
             return parse_plan(GOOD)
 
-        async def replan(self, task, previous, failure):
+        async def replan(self, task, previous, failure, *, ctx):
             return parse_plan(GOOD)
 
     events: list[Event] = []
     ctx = RunContext(sink=events.append)
-    assert (await AddVFsPlanner(OldStyle()).plan("t", ctx=ctx)).node("a").verification
+    assert (await AddVFsPlanner(Inner()).plan("t", ctx=ctx)).node("a").verification
     await AddVFsPlanner(LLMPlanner(ScriptedModel([BAD, GOOD]))).plan("t", ctx=ctx)
     assert [e.type for e in events].count(PLAN_INVALID) == 1
 
@@ -616,7 +639,7 @@ STRING_PIPELINE = {
 async def test_a_code_tasks_final_node_is_typed_code_and_checked_against_the_tasks_examples():
     planner = LLMPlanner(ScriptedModel([STRING_PIPELINE]), domain="programming",
                          answer_types=("code", "string"))  # fmt: skip
-    got = await planner.plan(CODE_TASK)
+    got = await planner.plan(CODE_TASK, ctx=RunContext())
     final = got.node("implement")
     assert got.fallback_reason is None and final.outputs["code"] == "code"
     assert "USER_TASK" in final.inputs
@@ -632,19 +655,19 @@ async def test_a_final_code_node_without_an_examples_vf_gets_one():
     ]
     planner = LLMPlanner(ScriptedModel([plan]), domain="programming",
                          answer_types=("code", "string"))  # fmt: skip
-    final = (await planner.plan(CODE_TASK)).node("implement")
+    final = (await planner.plan(CODE_TASK, ctx=RunContext())).node("implement")
     assert [v.name for v in final.verification] == ["has_def", "task_examples"]
     assert final.verification[1].check == "run_examples"  # the check reads the run's task
     # Not on math plans, nor on code tasks without examples.
     math = await LLMPlanner(ScriptedModel([plan]), answer_types=("number", "string")).plan(
-        CODE_TASK
+        CODE_TASK, ctx=RunContext()
     )
     assert [v.name for v in math.node("implement").verification] == ["has_def"]
     bare = await LLMPlanner(ScriptedModel([plan]), domain="programming",
-                            answer_types=("code", "string")).plan("Write double(x).")  # fmt: skip
+                            answer_types=("code", "string")).plan("Write double(x).", ctx=RunContext())  # fmt: skip
     assert [v.name for v in bare.node("implement").verification] == ["has_def"]
     off = await LLMPlanner(ScriptedModel([plan]), domain="programming", task_examples=False,
-                           answer_types=("code", "string")).plan(CODE_TASK)  # fmt: skip
+                           answer_types=("code", "string")).plan(CODE_TASK, ctx=RunContext())  # fmt: skip
     assert [v.name for v in off.node("implement").verification] == ["has_def"]
     assert off.node("implement").outputs == {"code": "code"}  # typed all the same
 
@@ -655,7 +678,7 @@ async def test_an_examples_vf_on_other_examples_does_not_stand_in_for_the_tasks(
     plan["nodes"][1]["verification"] = [{"name": "examples", "type": "python",
         "code": "run_examples(outputs['code'], inputs['parse.text'])"}]  # fmt: skip
     planner = LLMPlanner(ScriptedModel([plan]), domain="programming", answer_types=("code",))
-    final = (await planner.plan(CODE_TASK)).node("implement")
+    final = (await planner.plan(CODE_TASK, ctx=RunContext())).node("implement")
     assert [v.name for v in final.verification] == ["examples", "task_examples"]
 
 
@@ -668,7 +691,9 @@ async def test_a_code_tasks_plan_whose_answer_is_not_code_goes_back():
         "code": "assert outputs['plan'].strip()"}],
     })  # fmt: skip
     m = ScriptedModel([plan, STRING_PIPELINE])
-    got = await LLMPlanner(m, domain="programming", answer_types=("code",)).plan(CODE_TASK)
+    got = await LLMPlanner(m, domain="programming", answer_types=("code",)).plan(
+        CODE_TASK, ctx=RunContext()
+    )
     assert m.calls == 2 and "must have an output of type code" in m.requests[1].messages[-1].content
     assert got.final_node().id == "implement" and got.final_node().outputs == {"code": "code"}
 
@@ -683,10 +708,10 @@ async def test_a_one_node_cap_runs_the_whole_task_as_one_node_without_a_model_ca
 ):
     m = ScriptedModel([])
     planner = LLMPlanner(m, max_nodes=1, domain=domain)
-    plan = await planner.plan(task)
+    plan = await planner.plan(task, ctx=RunContext())
     assert [n.id for n in plan.nodes] == ["solve"] and list(plan.nodes[0].outputs) == [output]
     assert plan.rule == "one-node plan (max_nodes=1)" and plan.fallback_reason is None
     assert plan.nodes[0].verification
     failure = FailureContext(node_id="solve")
-    assert (await planner.replan("t", plan, failure)).nodes[0].id == "solve"
+    assert (await planner.replan("t", plan, failure, ctx=RunContext())).nodes[0].id == "solve"
     assert m.calls == 0

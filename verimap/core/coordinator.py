@@ -39,7 +39,7 @@ from verimap.core.node_context import (
     votes_needed,
 )
 from verimap.core.result import AttemptReport, ErrorKind, NodeReport, RunResult, RunStatus
-from verimap.core.run_context import RunContext, with_ctx
+from verimap.core.run_context import RunContext, require_ctx
 from verimap.core.run_scope import RunScope
 from verimap.core.vacuity import without_vacuous_vfs
 from verimap.core.verifier import Verifier
@@ -96,6 +96,9 @@ class Coordinator:
         trace_dir: str | Path | None = None,
         policies: list[dict[str, Any]] | None = None,
     ):
+        require_ctx("planner", planner)
+        require_ctx("executor", executor)
+        require_ctx("verifier", verifier)
         self.planner = planner
         self.executor = executor
         self.verifier = verifier
@@ -171,7 +174,7 @@ class Coordinator:
     async def _run(self, st: _RunState) -> RunResult:
         cfg = self.config
         st.iteration = 1
-        plan = await self._vet(st, await with_ctx(self.planner.plan, st.task, ctx=self._ctx(st)))
+        plan = await self._vet(st, await self.planner.plan(st.task, ctx=self._ctx(st)))
         while True:
             st.plans.append(plan)
             self._emit(st, ev.Plan(plan=plan.model_dump(mode="json", by_alias=True)))
@@ -220,7 +223,7 @@ class Coordinator:
             )
             told, work = st.carry.get(failure.node_id), node_work(plan, failure.node_id)
             st.carry.clear()
-            replan = with_ctx(self.planner.replan, st.task, plan, failure, ctx=self._ctx(st))
+            replan = self.planner.replan(st.task, plan, failure, ctx=self._ctx(st))
             plan = await self._vet(st, await replan)
             if told is not None and node_work(plan, failure.node_id) == work:
                 st.carry[failure.node_id] = told  # else it repeats itself (docs/decisions.md, D09)
@@ -257,7 +260,7 @@ class Coordinator:
             return plan
         repair = getattr(self.planner, "repair", None)
         if repair is not None:
-            repair = partial(with_ctx, repair, st.task, ctx=self._ctx(st))
+            repair = partial(repair, st.task, ctx=self._ctx(st))
         plan, dropped = await without_vacuous_vfs(plan, st.task, self.verifier, repair)
         for nid, name in dropped:
             st.dropped.append(f"{st.iteration}:{nid}.{name} (vacuous)")
@@ -375,8 +378,8 @@ class Coordinator:
                 self._emit(st, ev.Retry(feedback=told), node.id, attempt)
             self._emit(st, ev.Attempt(), node.id, attempt)
             actx = self._ctx(st, node.id, attempt)
-            out = await with_ctx(
-                self.executor.execute, node, inputs, feedback, context, input_types,
+            out = await self.executor.execute(
+                node, inputs, feedback, context, input_types,
                 on_tool_call=partial(self._tool_event, st, node.id, attempt),
                 sample=bool(passing) and feedback is None, ctx=actx,
                 final=final,

@@ -291,19 +291,19 @@ class Executor:
         on_tool_call: OnToolCall | None = None,
         sample: bool = False,
         *,
-        ctx: RunContext | None = None,
+        ctx: RunContext,
         final: bool = True,
     ) -> ExecutorOutput:
         """One attempt. Model and budget errors propagate; a bad final object is a failed attempt.
         `input_types`: the producer's type of each input, shown beside the inputs;
         `on_tool_call(tool, arguments, result, seconds)` hears each tool call; `sample`: an
         independent attempt at the retry temperature, without feedback; `ctx`: the run and
-        attempt this is, whose ledger the model calls are charged to (none: unmetered); `final`: the
+        attempt this is, whose ledger the model calls are charged to; `final`: the
         node gives the plan's answer (one that does not is told to do only its part)."""
-        model = ctx.model(self.model) if ctx is not None else self.model
+        model = ctx.model(self.model)
         messages = self.build_messages(node, inputs, feedback, context, input_types, final)
         settings = self._settings(feedback is not None or sample)
-        purpose = self.purpose(node, inputs, ctx.attempt if ctx is not None else None)
+        purpose = self.purpose(node, inputs, ctx.attempt)
         loop = await tool_loop(
             model, self.tools, messages, role=EXECUTOR, max_steps=self.max_steps,
             settings=settings, on_tool_call=on_tool_call, purpose=purpose,

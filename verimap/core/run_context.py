@@ -1,8 +1,7 @@
 """The one context a run passes to its planner, executor and verifier.
 
 A run's components need to know which run, iteration, node and attempt they work for (so
-what they report lands in the right place of the trace), which ledger to charge, and the
-run's settings. Passing that explicitly, rather than through context variables or callbacks
+what they report lands in the right place of the trace), and which ledger to charge. Passing that explicitly, rather than through context variables or callbacks
 set on the components, keeps two runs in one event loop apart by construction, lets a
 component be reused across runs, and makes a test's wiring visible in its call. The context
 is immutable: the coordinator derives a child for each iteration and attempt
@@ -11,7 +10,6 @@ is immutable: the coordinator derives a child for each iteration and attempt
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -19,7 +17,7 @@ from typing import Any
 
 from verimap import events as ev
 from verimap.accounting import Ledger, MeteredModel, ModelCall, metered
-from verimap.config import RunConfig
+from verimap.errors import VerimapError
 from verimap.llm.base import Model
 
 EventSink = Callable[[ev.AnyEvent], Any]
@@ -41,7 +39,6 @@ class RunContext:
     # Where events go: the coordinator's `EventBus.emit` during a run.
     sink: EventSink = _discard
     ledger: Ledger = field(default_factory=Ledger)
-    settings: RunConfig = field(default_factory=RunConfig)
     # The node and attempt a step is part of, when it is part of one.
     node_id: str | None = None
     attempt: int | None = None
@@ -78,25 +75,33 @@ class RunContext:
         self.emit(ev.ModelCall(**call.model_dump()))
 
 
-@functools.lru_cache(maxsize=512)
-def _takes_ctx(fn: Callable[..., Any]) -> bool:
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-    return "ctx" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+class MissingContext(VerimapError, TypeError):
+    """A planner, executor or verifier whose method takes no `ctx` keyword."""
 
 
-def with_ctx(method: Callable[..., Any], *args: Any, ctx: RunContext | None, **kwargs: Any) -> Any:
-    """`method(*args, **kwargs, ctx=ctx)`, or without `ctx` when there is none or `method` takes
-    none: planners
-    (and executors, verifiers) written before the context existed keep working; they just
-    report no rejected plans and their model calls go unmetered unless they meter them."""
-    if ctx is None:
-        return method(*args, **kwargs)
-    fn = getattr(method, "__func__", method)
-    try:
-        takes = _takes_ctx(fn)
-    except TypeError:  # an unhashable callable object
-        takes = _takes_ctx.__wrapped__(fn)
-    return method(*args, **kwargs, ctx=ctx) if takes else method(*args, **kwargs)
+# The methods the coordinator calls on each component, all with `ctx=`; `repair` only when the
+# planner has one.
+CALLED_WITH_CTX = {"planner": ("plan", "replan", "repair"), "executor": ("execute",),
+                   "verifier": ("verify",)}  # fmt: skip
+
+
+def require_ctx(role: str, component: object) -> None:
+    """Raise `MissingContext` when a method the coordinator will call on `component` takes no
+    `ctx` keyword. Checked once, when the coordinator is built, so that a planner written as
+    `async def plan(self, task)` is named with the fix instead of failing mid-run with a bare
+    "unexpected keyword argument" TypeError."""
+    for name in CALLED_WITH_CTX[role]:
+        method = getattr(component, name, None)
+        if method is None:
+            continue
+        try:
+            params = inspect.signature(method).parameters
+        except (TypeError, ValueError):  # no signature to read (a builtin): trust it
+            continue
+        if "ctx" in params or any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            continue
+        raise MissingContext(
+            f"{role} {type(component).__name__}.{name} takes no `ctx` keyword. The coordinator "
+            f"calls it as `{name}(..., ctx=ctx)` with the run's RunContext: add `*, ctx` to its "
+            "signature (meter model calls with `ctx.model(model)`, report with `ctx.emit(...)`)."
+        )

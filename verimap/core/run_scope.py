@@ -66,9 +66,7 @@ class RunScope:
         self.events = events
         self.run_id = run_id or new_run_id()
         self.ledger = Ledger(config.budget)
-        self.ctx = RunContext(
-            run_id=self.run_id, sink=events.emit, ledger=self.ledger, settings=config
-        )
+        self.ctx = RunContext(run_id=self.run_id, sink=events.emit, ledger=self.ledger)
         if trace_path is None and trace_dir is not None:
             trace_path = Path(trace_dir) / f"{self.run_id}.jsonl"
         self.trace_path = Path(trace_path) if trace_path is not None else None

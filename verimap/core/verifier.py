@@ -181,7 +181,7 @@ class Verifier:
         inputs: dict[str, Any],
         outputs: dict[str, Any],
         *,
-        ctx: RunContext | None = None,
+        ctx: RunContext,
         task: str | None = None,
         transcript: Sequence[TranscriptMessage] = (),
         final: bool = False,
@@ -191,9 +191,6 @@ class Verifier:
         (the slow, costly part) are not asked unless `full_feedback` is set. Model calls are
         charged to `ctx`'s ledger, as calls of its node and attempt. On the final node, each
         passing Python VF is probed for strength (does it fail a nearby wrong answer?)."""
-        from verimap.core.run_context import RunContext
-
-        ctx = ctx if ctx is not None else RunContext()
         task = task if task is not None else str(inputs.get(USER_TASK, ""))
         sub = Submission(task, node, inputs, outputs, tuple(transcript), final)
         vfs = self.vfs_for(node)

@@ -31,16 +31,16 @@ class TemplatePlanner:
         else:
             self._fn = template
 
-    async def plan(self, task: str, *, ctx: RunContext | None = None) -> Plan:
+    async def plan(self, task: str, *, ctx: RunContext) -> Plan:
         if self._fn is not None:
             return parse_plan(self._fn(task))
         assert self._plan is not None
         return self._plan.model_copy(deep=True)
 
     async def replan(
-        self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext | None = None
+        self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext
     ) -> Plan:
-        return await self.plan(task)
+        return await self.plan(task, ctx=ctx)
 
     @classmethod
     def single_node(
@@ -79,10 +79,10 @@ class AddVFsPlanner:
                     nd["verification"].append(vf.model_dump())
         return parse_plan(data)
 
-    async def plan(self, task: str, *, ctx: RunContext | None = None) -> Plan:
+    async def plan(self, task: str, *, ctx: RunContext) -> Plan:
         return self._augment(await self.inner.plan(task, ctx=ctx))
 
     async def replan(
-        self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext | None = None
+        self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext
     ) -> Plan:
         return self._augment(await self.inner.replan(task, previous, failure, ctx=ctx))

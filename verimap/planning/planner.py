@@ -60,14 +60,14 @@ if TYPE_CHECKING:
 class Planner(Protocol):
     """Write your own: return a `Plan` (use `parse_plan` to validate) from both coroutines.
 
-    `ctx` is optional: the coordinator passes the run's context only to methods that accept a
-    `ctx` keyword, so `plan(self, task)` and `replan(self, task, previous, failure)` still
-    work (their calls are then neither metered nor traced)."""
+    `ctx` is required: the coordinator calls both with the run's context, and a planner whose
+    methods take no `ctx` is refused when the coordinator is built (`require_ctx`). Outside a
+    run, pass `ctx=RunContext()`."""
 
-    async def plan(self, task: str, *, ctx: RunContext | None = None) -> Plan: ...
+    async def plan(self, task: str, *, ctx: RunContext) -> Plan: ...
 
     async def replan(
-        self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext | None = None
+        self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext
     ) -> Plan: ...
 
 
@@ -443,7 +443,7 @@ class LLMPlanner:
             UserMessage(content=prompts.PLAN_AFTER_THINKING),
         ]
 
-    async def plan(self, task: str, *, ctx: RunContext | None = None) -> Plan:
+    async def plan(self, task: str, *, ctx: RunContext) -> Plan:
         if self.max_nodes == 1:
             return self._one_node(task)
         try:
@@ -455,7 +455,7 @@ class LLMPlanner:
             return fallback_plan(task, self.domain, reason=str(e), with_vfs=self.write_vfs)
 
     async def replan(
-        self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext | None = None
+        self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext
     ) -> Plan:
         """With no valid new plan, the one-node fallback runs; a failed fallback runs again
         (a retry at its node may still pass, and the iteration cap bounds it)."""
@@ -485,9 +485,7 @@ class LLMPlanner:
         plan.rule = self.one_node_rule
         return plan
 
-    async def repair(
-        self, task: str, plan: Plan, problems: list[str], *, ctx: RunContext | None = None
-    ) -> Plan:
+    async def repair(self, task: str, plan: Plan, problems: list[str], *, ctx: RunContext) -> Plan:
         """One plan sent back with problems found outside the planner (e.g. vacuous VFs)."""
         messages = [
             *self.plan_messages(task),
