@@ -7,7 +7,7 @@ setup:
 # A fresh directory per demo, so every `make demo` is a real run (the runner refuses to
 # mix a new run into old results).
 demo: setup
-	verimap eval --benchmark humaneval --method verimap --limit 3 --max-retries 2 --max-iterations 2 \
+	verimap eval --benchmark humaneval --method verimap --limit 3 --max-attempts 2 --max-iterations 2 \
 		--out runs/demo-$$(date +%Y%m%d-%H%M%S)
 
 # The tests serve the small model (VERIMAP_TEST_MODEL, default the 0.5B), so setup pulls that one;

@@ -164,10 +164,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--latency", type=float, default=0.2, help="seconds per model call")
     ap.add_argument("--method", default="verimap")
-    ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument(
+        "--max-tasks",
+        "--concurrency",
+        dest="concurrency",
+        type=int,
+        default=16,
+        help="tasks in flight (--concurrency: the old name)",
+    )
     ap.add_argument("--sandbox", default="process")
     ap.add_argument("--ray", action="store_true", help="the Ray runs (see above)")
-    ap.add_argument("--runs", type=int, default=10, help="--ray: runs of the 20 sample problems")
+    ap.add_argument(
+        "--epochs",
+        "--runs",
+        dest="runs",
+        type=int,
+        default=10,
+        help="--ray: epochs of the 20 sample problems (--runs: the old name)",
+    )
     ap.add_argument("--nodes", default="1,2,4", help="--ray: worker node counts to run")
     ap.add_argument("--node-limit", type=int, default=4, help="--ray: calls at once per node")
     ap.add_argument("--per-node", type=int, default=8, help="--ray: tasks in flight per node")

@@ -1,7 +1,7 @@
 """Does planning and verification make a small local model's answers better? Methods side by side.
 
     python3 benchmarks/small_model.py [--model qwen2.5-coder-1.5b] [--gsm8k 20] [--humaneval 20]
-        [--offset 0] [--methods bare,react,verimap] [--pens/--no-pens] [--max-retries 3] [--cross-check]
+        [--offset 0] [--methods bare,react,verimap] [--pens/--no-pens] [--max-attempts 3] [--cross-check]
         [--fresh-code-retries] [--max-iterations 2] [--sandbox docker] [--runs-dir runs/bench-small-TIME] [--resume]
         [--out eval/small-model.md]
 
@@ -356,7 +356,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=True,
         help="also run the README's pens task (non-bare methods)",
     )
-    p.add_argument("--max-retries", type=int, default=3, help="verimap's attempts per node")
+    p.add_argument(
+        "--max-attempts",
+        "--max-retries",
+        dest="max_retries",
+        type=int,
+        default=3,
+        help="verimap's attempts per node (--max-retries: the old name)",
+    )
     p.add_argument(
         "--max-iterations",
         type=int,

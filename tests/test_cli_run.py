@@ -75,12 +75,12 @@ def test_run_prints_answer_table_and_trace(world, tmp_path):
 def test_run_json_budget_and_plan_file(world, tmp_path):
     r = invoke(
         "Double 21", *PLANNED, "--json", "--sandbox", "process", "--trace-dir", str(tmp_path),
-        "--max-calls", "2",
+        "--call-limit", "2",
     )  # fmt: skip
     assert r.exit_code == 3 and json.loads(r.stdout)["status"] == "budget_exhausted"
     r = invoke(
         "Double 21", *PLANNED, "--sandbox", "process", "--trace-dir", str(tmp_path),
-        "--max-calls", "2",
+        "--call-limit", "2",
     )  # fmt: skip
     assert (
         "error: LLM call budget exhausted: 2 of 2 calls used" in r.stdout
@@ -214,7 +214,7 @@ def test_off_a_terminal_the_log_tells_retries_and_replans_without_escape_codes(
 
     monkeypatch.setattr(run_mod, "_connect", fake_connect)
     r = invoke("Double 21", *PLANNED, "--sandbox", "process", "--trace-dir", str(tmp_path),
-               "--max-retries", "2")  # fmt: skip
+               "--max-attempts", "2")  # fmt: skip
     assert r.exit_code == 0, r.output
     for line in ("[it 1] a: retry 1", "[it 1] b: failed", "[it 2] replanning after node 'b' failed",
                  "[it 2] a: reused (verified before, unchanged)", "[it 2] b: verified"):  # fmt: skip
@@ -249,8 +249,8 @@ def test_a_cost_budget_on_a_model_with_no_known_price_is_refused_before_any_call
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     res = invoke(
         "--base-url", "http://127.0.0.1:9/v1", "--model", "no-such-model-anywhere",
-        "--max-cost", "0.5", "What is 2 + 2?",
+        "--cost-limit", "0.5", "What is 2 + 2?",
     )  # fmt: skip
     assert res.exit_code == 2, res.output
     assert "no price is known for no-such-model-anywhere" in res.output
-    assert "--max-cost" in res.output
+    assert "--cost-limit" in res.output

@@ -418,7 +418,7 @@ def test_eval_otel_puts_every_task_run_under_one_eval_span(exporter, monkeypatch
     monkeypatch.setattr(otel, "otlp_exporter", lambda: exporter)
     r = cli("eval", "-b", "gsm8k", "-m", "react", "-n", "2", "-o", str(tmp_path / "out"),
             "--data-dir", str(SAMPLES), "--models-factory", "verimap.testing:oracle_factory",
-            "--sandbox", "process", "--no-progress", "--otel")  # fmt: skip
+            "--sandbox", "process", "--quiet", "--otel")  # fmt: skip
     assert r.exit_code == 0, r.output
     got = list(exporter.get_finished_spans())
     (top,) = [s for s in got if s.parent is None]

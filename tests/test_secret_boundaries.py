@@ -170,7 +170,7 @@ def test_verimap_run_leaks_no_secret(scenario, spans, tmp_path):
     (trace, *_) = sorted(traces.glob("*.jsonl"))
     page = tmp_path / "page.html"
     if _can_view():
-        assert cli("view", str(trace), "-o", str(page)).exit_code == 0
+        assert cli("view", str(trace), "--out-file", str(page)).exit_code == 0
     where = {
         "stdout": shown.stdout, "stderr": shown.stderr, "--json": as_json.stdout,
         "traces": files_text(traces), "spans": span_text(spans),
@@ -187,7 +187,7 @@ def test_verimap_eval_and_its_exports_leak_no_secret(scenario, spans, tmp_path):
     s, url = scenario
     out = tmp_path / "eval"
     r = cli("eval", "-b", "gsm8k", "-n", "1", "--data-dir", str(SAMPLES), "-o", str(out),
-            "--base-url", url, "--sandbox", "process", "--no-progress", "--otel")  # fmt: skip
+            "--base-url", url, "--sandbox", "process", "--quiet", "--otel")  # fmt: skip
     assert r.exit_code == 1, r.output
     where = {"stdout": r.stdout, "stderr": r.stderr, "eval directory": files_text(out),
              "spans": span_text(spans)}  # fmt: skip
@@ -198,7 +198,7 @@ def test_verimap_eval_and_its_exports_leak_no_secret(scenario, spans, tmp_path):
         where["inspect"] = _eval_logs_text(logs)
     if _can_view():
         page = tmp_path / "page.html"
-        assert cli("view", str(out), "-o", str(page)).exit_code == 0
+        assert cli("view", str(out), "--out-file", str(page)).exit_code == 0
         where["html"] = page.read_text(encoding="utf-8")
     assert leaks(where, s.secrets) == {}
     errors = (out / "errors.jsonl").read_text()
@@ -238,7 +238,7 @@ def test_the_report_and_the_inspect_export_mask_files_written_before(monkeypatch
         theirs = _written_by_someone_else(tmp_path / f"case{n}", secret)
         if _can_view():
             page = tmp_path / f"case{n}" / "page.html"
-            r = cli("view", str(theirs), "-o", str(page))
+            r = cli("view", str(theirs), "--out-file", str(page))
             assert r.exit_code == 0, r.output
             where[f"html {n}"] = page.read_text(encoding="utf-8")
             assert "[REDACTED]" in where[f"html {n}"]

@@ -97,7 +97,7 @@ def test_verimap_run_prints_no_payload_from_the_answer_or_a_verdict(models, tmp_
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"answer": f"42 {PAYLOAD}"})
     models(world.models())
     r = cli("run", "t", "--max-nodes", "2", "--sandbox", "process", "--fail-accepted",
-            "--max-retries", "1", "--trace-dir", str(tmp_path))  # fmt: skip
+            "--max-attempts", "1", "--trace-dir", str(tmp_path))  # fmt: skip
     assert r.exit_code == 0, r.output
     assert "42" in r.stdout and "vf never FAIL - bad" in r.stderr
     assert obeyed(r.stdout) == [] and obeyed(r.stderr) == []
@@ -121,7 +121,7 @@ def test_verimap_run_prints_no_payload_from_an_error(models, tmp_path):
 def test_verimap_eval_prints_no_payload_from_an_error(models, tmp_path):
     models(failing_model(f"the endpoint said {PAYLOAD}"))
     r = cli("eval", "-b", "gsm8k", "-n", "1", "--data-dir", str(SAMPLES), "-o", str(tmp_path / "o"),
-            "--base-url", "http://127.0.0.1:9/v1", "--sandbox", "process", "--no-progress")  # fmt: skip
+            "--base-url", "http://127.0.0.1:9/v1", "--sandbox", "process", "--quiet")  # fmt: skip
     assert r.exit_code == 1, r.output
     assert "errored, not scored: model error: the endpoint said" in r.stderr
     assert obeyed(r.stdout) == [] and obeyed(r.stderr) == []

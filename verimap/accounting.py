@@ -48,7 +48,7 @@ class UnpricedModel(BudgetExceeded):
         super().__init__(
             "max_cost",
             f"cost budget cannot be enforced: no price is known for model {model!r} "
-            "(genai-prices has none); drop --max-cost/max_cost, or budget calls, tokens or time",
+            "(genai-prices has none); drop --cost-limit/max_cost, or budget calls, tokens or time",
         )
         self.model = model
 

@@ -35,7 +35,7 @@ def test_a_rerun_of_ten_tasks_at_t0_makes_no_call_and_gives_the_same_results(
     endpoint = chat_endpoint(get_benchmark("gsm8k", SAMPLES).tasks()[:10])
     endpoint.down = lambda task_id: False
     args = ["eval", "-b", "gsm8k", "-m", "react", "-n", "10", "--data-dir", str(SAMPLES),
-            "--sandbox", "process", "--no-progress", "--model", "m", "--base-url", endpoint.url,
+            "--sandbox", "process", "--quiet", "--model", "m", "--base-url", endpoint.url,
             "--temperature", "0", "--cache", "on", "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
     first = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "first")])
     assert first.exit_code == 0, first.output
@@ -70,7 +70,7 @@ def test_sampled_calls_are_not_cached_unless_asked(tmp_path, monkeypatch, chat_e
     endpoint = chat_endpoint(get_benchmark("gsm8k", SAMPLES).tasks()[:2])
     endpoint.down = lambda task_id: False
     args = ["eval", "-b", "gsm8k", "-m", "react", "-n", "2", "--data-dir", str(SAMPLES),
-            "--sandbox", "process", "--no-progress", "--model", "m", "--base-url", endpoint.url,
+            "--sandbox", "process", "--quiet", "--model", "m", "--base-url", endpoint.url,
             "--temperature", "0.7", "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
 
     def run(name: str, *extra: str) -> int:

@@ -25,7 +25,7 @@ from verimap.testing import ScriptedModel, oracle_models
 from .conftest import REPO
 
 FACTORY = ["--models-factory", "verimap.testing:oracle_factory", "--sandbox", "process",
-           "--no-progress"]  # fmt: skip
+           "--quiet"]  # fmt: skip
 # The documented example (docs/eval.md#your-own-benchmark), run as written.
 EXAMPLE = (
     "verimap eval -b eval/examples/capitals.jsonl --id id --input question --target answer "

@@ -13,7 +13,7 @@ FACTORY = [
     "verimap.testing:oracle_factory",
     "--sandbox",
     "process",
-    "--no-progress",
+    "--quiet",
 ]
 
 
@@ -44,7 +44,7 @@ def test_run_prints_the_report_and_report_reprints_it(tmp_path):
     assert r.exit_code == 0, r.output
     assert "| react | 100.0 ± 0.0 (n=3, runs=1) |" in r.output
     assert len((out / RESULTS).read_text().splitlines()) == 3
-    again = invoke("report", str(out), "-o", str(tmp_path / "report.md"))
+    again = invoke("report", str(out), "--out-file", str(tmp_path / "report.md"))
     assert again.exit_code == 0 and "| react | 100.0 ± 0.0 (n=3, runs=1) |" in again.output
     assert (tmp_path / "report.md").read_text().strip() == again.output.strip()
 
@@ -69,8 +69,8 @@ def test_runs_on_committed_data_without_data_dir(tmp_path, monkeypatch):
 def test_config_file_and_flag_override(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
-        f"benchmark: gsm8k\nmethod: map\nlimit: 4\nruns: 2\nout: {tmp_path / 'o'}\ndata_dir: {SAMPLES}\n"
-        "sandbox: process\nprogress: false\nrun_config:\n  vf_timeout_s: 7\n"
+        f"benchmark: gsm8k\nmethod: map\nlimit: 4\nepochs: 2\nout: {tmp_path / 'o'}\ndata_dir: {SAMPLES}\n"
+        "sandbox: process\nquiet: true\nrun_config:\n  vf_timeout_s: 7\n"
     )
     r = invoke("--config", str(cfg), "--limit", "2", *FACTORY[:2])
     assert r.exit_code == 0, r.output
@@ -105,7 +105,7 @@ def test_a_limit_flag_overrides_the_configs_paper_sample(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
         f"benchmark: gsm8k\nmethod: react\nsample: paper\nseed: 0\nout: {tmp_path / 'o'}\n"
-        f"data_dir: {SAMPLES}\nsandbox: process\nprogress: false\n"
+        f"data_dir: {SAMPLES}\nsandbox: process\nquiet: true\n"
     )
     r = invoke("--config", str(cfg), "--limit", "2", *FACTORY[:2])
     assert r.exit_code == 0, r.output
@@ -144,7 +144,7 @@ def test_shipped_configs_parse():
     for f in files:
         c = load_config_file(f, known=[p.name for p in eval_.params if p.name])
         assert c["benchmark"] == f.parent.name and c["method"] == f.stem and c["method"] in METHODS
-        assert (c["sample"], c["seed"], c["runs"]) == ("paper", 0, 3)  # the paper's protocol
+        assert (c["sample"], c["seed"], c["epochs"]) == ("paper", 0, 3)  # the paper's protocol
 
 
 def test_retrieval_command_on_the_fixture(tmp_path, minilm):
@@ -160,7 +160,7 @@ def test_config_models_need_an_endpoint_else_the_local_model_is_used(tmp_path, m
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
         f"benchmark: gsm8k\nmethod: react\nlimit: 1\nout: {tmp_path / 'o'}\ndata_dir: {SAMPLES}\n"
-        "sandbox: process\nprogress: false\nmodels:\n  planner: gpt-4.1\n  executor: gpt-4o-mini\n"
+        "sandbox: process\nquiet: true\nmodels:\n  planner: gpt-4.1\n  executor: gpt-4o-mini\n"
     )
     r = invoke("--config", str(cfg), *FACTORY[:2])
     assert r.exit_code == 0, r.output
@@ -195,7 +195,7 @@ def test_a_model_that_cannot_be_served_is_a_clear_error_not_a_traceback(tmp_path
     r = CliRunner().invoke(
         main,
         ["eval", "-b", "gsm8k", "-m", "react", "-n", "1", "--data-dir", str(SAMPLES),
-         "--sandbox", "process", "--no-progress", "--model-file", str(missing),
+         "--sandbox", "process", "--quiet", "--model-file", str(missing),
          "--out", str(tmp_path / "o")],
     )  # fmt: skip
     assert r.exit_code == 1, r.output
@@ -219,7 +219,7 @@ def test_an_endpoint_outage_is_errored_not_scored_and_a_resume_scores_it(
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
     out = tmp_path / "run"
     args = ["-b", "gsm8k", "-m", "react", "-n", "3", "-o", str(out), "--data-dir", str(SAMPLES),
-            "--sandbox", "process", "--no-progress", "--model", "m"]  # fmt: skip
+            "--sandbox", "process", "--quiet", "--model", "m"]  # fmt: skip
     r = invoke(*args, "--base-url", dead_url)
     assert r.exit_code == 1, r.output
     assert "0/3 tasks finished (0 from before), 3 errored, not scored" in r.stderr
@@ -248,7 +248,7 @@ def test_progress_on_a_terminal_draws_the_tasks_in_flight_under_the_bar(tmp_path
     monkeypatch.setattr(live_view, "stderr_console", lambda: screen)
     monkeypatch.setattr(live_view.BoardView, "repaint_s", 0.0)  # a frame per event
     out = tmp_path / "run"
-    progress = [a for a in FACTORY if a != "--no-progress"]
+    progress = [a for a in FACTORY if a != "--quiet"]
     r = invoke("-b", "gsm8k", "-m", "verimap", "-n", "3", "-c", "2", "-o", str(out),
                "--data-dir", str(SAMPLES), *progress)  # fmt: skip
     assert r.exit_code == 0, r.output
@@ -265,7 +265,7 @@ def test_progress_on_a_terminal_draws_the_tasks_in_flight_under_the_bar(tmp_path
 
 
 def test_progress_off_a_terminal_is_one_plain_line_per_task(tmp_path):
-    progress = [a for a in FACTORY if a != "--no-progress"]
+    progress = [a for a in FACTORY if a != "--quiet"]
     r = invoke("-b", "gsm8k", "-m", "verimap", "-n", "2", "-o", str(tmp_path / "run"),
                "--data-dir", str(SAMPLES), *progress)  # fmt: skip
     assert r.exit_code == 0, r.output
@@ -329,14 +329,14 @@ def test_a_config_file_cannot_name_code_to_run(tmp_path, monkeypatch):
              "'models-factory'": "models-factory: runpy:run_path\n"}  # fmt: skip
     for i, (named, where) in enumerate(cases.items()):
         cfg = tmp_path / f"c{i}.yaml"
-        cfg.write_text(base + f"out: {tmp_path / 'o'}\nprogress: false\n" + where)
+        cfg.write_text(base + f"out: {tmp_path / 'o'}\nquiet: true\n" + where)
         r = CliRunner().invoke(main, ["eval", "--config", str(cfg)])
         said = " ".join(r.output.split())
         assert r.exit_code == 2, r.output
         assert f"{named} is not allowed in a config file" in said and "--models-factory" in said
         assert not (tmp_path / "RAN").exists() and not (tmp_path / "o").exists()
     cfg = tmp_path / "ok.yaml"
-    cfg.write_text(base + f"out: {tmp_path / 'o'}\nprogress: false\n")
+    cfg.write_text(base + f"out: {tmp_path / 'o'}\nquiet: true\n")
     r = invoke("--config", str(cfg), *FACTORY[:2])
     assert r.exit_code == 0, r.output
 
@@ -344,14 +344,14 @@ def test_a_config_file_cannot_name_code_to_run(tmp_path, monkeypatch):
 def test_every_unknown_config_key_is_named_with_a_close_match(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
-        "benchmark: gsm8k\nmax_concurency: 3\nsandbox: process\nflavour: x\n"
+        "benchmark: gsm8k\nmax_task: 3\nsandbox: process\nflavour: x\n"
         "models:\n  planer: gpt-4.1\n"
         "run_config:\n  vf_timout_s: 7\n  budget:\n    max_cots: 1.0\n"
     )
     r = CliRunner().invoke(main, ["eval", "--config", str(cfg), "-o", str(tmp_path / "o")])
     assert r.exit_code == 2, r.output
     said = " ".join(r.output.split())
-    assert "'max_concurency' (did you mean 'max_concurrency'?)" in said
+    assert "'max_task' (did you mean 'max_tasks'?)" in said
     assert "'flavour'" in said and "'models.planer'" in said
     assert "'run_config.vf_timout_s' (did you mean 'vf_timeout_s'?)" in said
     assert "'run_config.budget.max_cots' (did you mean 'max_cost'?)" in said

@@ -56,9 +56,9 @@ def invoke(*args: str) -> Any:
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Four GSM8K tasks, two runs each, with verimap's method and the oracle doubles."""
     out = tmp_path_factory.mktemp("eval") / "gsm8k-verimap"
-    r = invoke("-b", "gsm8k", "-m", "verimap", "-n", "4", "--runs", "2", "-o", str(out),
+    r = invoke("-b", "gsm8k", "-m", "verimap", "-n", "4", "--epochs", "2", "-o", str(out),
                "--data-dir", str(SAMPLES), "--models-factory", f"{__name__}:factory",
-               "--sandbox", "process", "--no-progress")  # fmt: skip
+               "--sandbox", "process", "--quiet")  # fmt: skip
     assert r.exit_code == 1, r.output  # errored tasks make the eval exit 1
     assert "6/8 tasks finished (0 from before), 2 errored, not scored" in r.output
     errored = [json.loads(line) for line in (out / ERRORS).read_text().splitlines()]

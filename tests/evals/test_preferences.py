@@ -107,7 +107,7 @@ def test_export_pairs_a_verified_plan_with_failed_ones_of_the_same_task(runs, tm
     assert a_recs["gsm8k/0"]["verified"] and a_recs["gsm8k/0"]["correct"]
     assert a_recs["gsm8k/0"]["iterations"] == 2 and len(a_recs["gsm8k/0"]["plans"]) == 2
     out = tmp_path / "pairs.jsonl"
-    r = _invoke(str(runs["a"]), str(runs["b"]), "--out", str(out), "--metadata")
+    r = _invoke(str(runs["a"]), str(runs["b"]), "--out-file", str(out), "--metadata")
     assert r.exit_code == 0, r.output
     assert "3 task(s) seen, 3 pair(s) written, 1 task(s) without a pair" in r.output
 
@@ -142,7 +142,7 @@ def test_the_prompt_is_the_one_the_planner_was_sent(runs):
 
 def test_output_has_exactly_the_three_dpo_fields_and_no_duplicates(runs, tmp_path):
     out = tmp_path / "p.jsonl"
-    r = _invoke(str(runs["a"]), str(runs["b"]), str(runs["a"]), "-o", str(out))
+    r = _invoke(str(runs["a"]), str(runs["b"]), str(runs["a"]), "--out-file", str(out))
     assert r.exit_code == 0 and "3 pair(s) written" in r.output
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert all(list(row) == ["prompt", "chosen", "rejected"] for row in rows)
@@ -199,7 +199,7 @@ def test_without_traces_the_records_give_the_same_pairs(runs, tmp_path):
 def test_a_path_that_is_no_run_dir_is_a_clear_error(runs, tmp_path):
     (tmp_path / "empty").mkdir()
     for bad in (tmp_path / "missing", tmp_path / "empty"):
-        r = _invoke(str(runs["a"]), str(bad), "-o", str(tmp_path / "p.jsonl"))
+        r = _invoke(str(runs["a"]), str(bad), "--out-file", str(tmp_path / "p.jsonl"))
         assert r.exit_code == 2
         assert f"{bad}" in r.output and "not an eval run directory" in r.output
     assert not (tmp_path / "p.jsonl").exists()
@@ -294,6 +294,6 @@ def test_a_trace_outside_the_run_directory_is_never_read(runs, tmp_path):
     assert all(repr(rel) in w for rel, w in zip(escapes, summary.warnings, strict=True))
     assert SECRET not in json.dumps([pairs, summary.notes, summary.warnings])
     out = tmp_path / "p.jsonl"
-    r = _invoke(str(a), "-o", str(out), "--verbose")
+    r = _invoke(str(a), "--out-file", str(out), "--verbose")
     assert r.exit_code == 0 and SECRET not in r.output + out.read_text()
     assert r.output.count("warning: ") == 3 and "3 record(s) skipped" in r.output

@@ -210,7 +210,7 @@ async def test_each_node_asks_its_own_endpoint(ray_cluster, chat_endpoint, dead_
 
 def _driver(out: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "VERIMAP_DOUBLE_LATENCY": "0.15", "PYTHONWARNINGS": "ignore"}
-    cmd = [sys.executable, "-m", "verimap", "eval", "--no-progress", *extra]
+    cmd = [sys.executable, "-m", "verimap", "eval", "--quiet", *extra]
     return subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
@@ -222,7 +222,7 @@ def test_a_killed_driver_resumes_without_loss_or_duplicates(ray_cluster, tmp_pat
     out = tmp_path / "run"
     config = tmp_path / "eval.yaml"
     config.write_text(
-        f"benchmark: gsm8k\nmethod: react\nlimit: 20\nmax_concurrency: 2\nout: {out}\n"
+        f"benchmark: gsm8k\nmethod: react\nlimit: 20\nmax_tasks: 2\nout: {out}\n"
         f"data_dir: {SAMPLES}\nsandbox: process\nray: {ray_cluster.address}\n"
     )
     factory_flag = ("--models-factory", "verimap.testing:oracle_factory")  # never from a file

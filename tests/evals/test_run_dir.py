@@ -159,7 +159,7 @@ def test_the_command_refuses_a_foreign_folder_with_a_message_not_a_traceback(tmp
         main,
         ["eval", "-b", "gsm8k", "-m", "react", "-n", "1", "-o", str(tmp_path), "--data-dir",
          str(SAMPLES), "--models-factory", "verimap.testing:oracle_factory", "--sandbox",
-         "process", "--no-progress"],
+         "process", "--quiet"],
     )  # fmt: skip
     assert r.exit_code == 1, r.output
     assert "is not a verimap eval directory" in " ".join(r.output.split())
@@ -248,7 +248,7 @@ def test_a_foreign_folder_is_refused_before_a_model_is_started(tmp_path, monkeyp
     r = CliRunner().invoke(
         main,
         ["eval", "-b", "gsm8k", "-m", "react", "-n", "1", "-o", str(out), "--data-dir",
-         str(SAMPLES), "--sandbox", "process", "--no-progress", "--model-file",
+         str(SAMPLES), "--sandbox", "process", "--quiet", "--model-file",
          str(tmp_path / "absent.gguf")],
     )  # fmt: skip
     assert r.exit_code == 1, r.output

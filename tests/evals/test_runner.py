@@ -235,7 +235,7 @@ async def test_a_task_that_cannot_be_scored_is_an_error_too(tmp_path, sandbox):
 def _start(out, *extra):
     env = {**os.environ, "VERIMAP_DOUBLE_LATENCY": "0.15", "PYTHONWARNINGS": "ignore"}
     cmd = [sys.executable, "-m", "verimap", "eval", "-b", "gsm8k", "-m", "react", "-n", "20", "-c", "2",
-           "-o", str(out), "--sandbox", "process", "--data-dir", str(SAMPLES), "--no-progress",
+           "-o", str(out), "--sandbox", "process", "--data-dir", str(SAMPLES), "--quiet",
            "--models-factory", "verimap.testing:oracle_factory", *extra]  # fmt: skip
     return subprocess.Popen(
         cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,

@@ -41,7 +41,7 @@ def test_verimap_run_finishes_with_a_result_and_a_trace(local_model_file, tmp_pa
     p = verimap(
         "run", "What is 17 + 25? Give the number.",
         "--json", "--quiet", "--trace-dir", str(traces),
-        "--max-iterations", "2", "--max-retries", "1", "--timeout", "240",
+        "--max-iterations", "2", "--max-attempts", "1", "--time-limit", "240",
         "--max-nodes", "3",  # the planner over HTTP (the local default runs one node, no planner)
         env=env, cwd=tmp_path, timeout=420,
     )  # fmt: skip
@@ -63,7 +63,7 @@ def test_verimap_eval_humaneval_writes_results(local_model_file, tmp_path):
     out = tmp_path / "out"
     p = verimap(
         "eval", "--benchmark", "humaneval", "--method", "verimap", "--limit", "2",
-        "--out", str(out), "--no-progress", "--max-iterations", "1", "--max-retries", "1",
+        "--out", str(out), "--quiet", "--max-iterations", "1", "--max-attempts", "1",
         env=env, cwd=tmp_path, timeout=900,
     )  # fmt: skip
     assert p.returncode == 0, p.stderr[-3000:]

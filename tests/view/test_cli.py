@@ -31,7 +31,7 @@ def test_view_writes_report_html_into_the_eval_directory(eval_copy):
 def test_view_of_several_inputs_to_one_file(eval_copy, oracle_dirs, tmp_path):
     trace = next((eval_copy / "traces").rglob("*.jsonl"))
     out = tmp_path / "all.html"
-    r = invoke("view", eval_copy, oracle_dirs[1], trace, "-o", out, "--max-chars", 500)
+    r = invoke("view", eval_copy, oracle_dirs[1], trace, "--out-file", out, "--max-chars", 500)
     assert r.exit_code == 0, r.output
     text = out.read_text()
     assert "gsm8k/verimap, gsm8k/react" in text and 'id="r0"' in text
@@ -44,9 +44,9 @@ def test_view_errors_are_one_clear_line(eval_copy, tmp_path, monkeypatch):
     r = invoke("view", tmp_path / "missing")
     assert r.exit_code == 2 and "does not exist" in r.output
     monkeypatch.setattr("verimap.view.svg.shutil.which", lambda name: None)
-    r = invoke("view", eval_copy, "-o", tmp_path / "x.html")
+    r = invoke("view", eval_copy, "--out-file", tmp_path / "x.html")
     assert r.exit_code == 1 and "apt-get install graphviz" in r.output
     assert not (tmp_path / "x.html").exists()
     monkeypatch.undo()
-    r = invoke("view", eval_copy, "-o", tmp_path / "no" / "such" / "dir.html")
+    r = invoke("view", eval_copy, "--out-file", tmp_path / "no" / "such" / "dir.html")
     assert r.exit_code == 1 and "cannot write" in r.output

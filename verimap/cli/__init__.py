@@ -189,12 +189,25 @@ class LazyGroup(click.Group):
         target = SUBCOMMANDS.get(cmd_name)
         if target is None:
             return None
+        from verimap.cli.defaults import name_envvars
+
         module, attr = target.split(":")
-        return getattr(importlib.import_module(module), attr)
+        cmd = getattr(importlib.import_module(module), attr)
+        name_envvars(cmd, (cmd_name,))
+        return cmd
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="verimap")
-def main() -> None:
-    """verimap: verification-aware multi-agent planning."""
+@click.pass_context
+def main(ctx: click.Context) -> None:
+    """verimap: verification-aware multi-agent planning.
+
+    Every flag also has a default from $VERIMAP_<COMMAND>_<FLAG> and from [tool.verimap] in
+    ./pyproject.toml (docs/cli.md#defaults)."""
+    from verimap.cli.defaults import tool_defaults
+
     log_to_stderr()
+    defaults = tool_defaults(main, Path("pyproject.toml"))
+    if defaults:
+        ctx.default_map = defaults

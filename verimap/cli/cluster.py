@@ -17,7 +17,7 @@ OPTIONS = [
         default=None,
         metavar="[ADDRESS]",
         help="Solve the tasks on a Ray cluster: its head's HOST:PORT, or 'auto' (the default: "
-        "the cluster this machine joined). -c is then tasks in flight per node.",
+        "the cluster this machine joined). --max-tasks is then tasks in flight per node.",
     ),
     click.option(
         "--ray-endpoint-per-node",

@@ -1,7 +1,7 @@
 """`verimap eval`: run a benchmark with a method, report results, measure retrieval.
 
 verimap eval --benchmark humaneval --method verimap --limit 3
-verimap eval --benchmark gsm8k --method map --sample paper --seed 0 --runs 3
+verimap eval --benchmark gsm8k --method map --sample paper --seed 0 --epochs 3
 verimap eval --config eval/gsm8k/verimap.yaml --resume
 verimap eval report runs/gsm8k-verimap runs/gsm8k-react
 verimap eval export --format inspect runs/gsm8k-verimap -o logs
@@ -43,7 +43,15 @@ from verimap.cli.eval_benchmark import (
 )
 from verimap.cli.eval_config import SampleSize, limit_or_sample, load_config_file, load_factory
 from verimap.cli.model_calls import CALL_KEYS, model_call_options
+from verimap.cli.names import Old, old_keys, option, warn_renamed
 from verimap.cli.tracing import otel_option, otel_spans
+from verimap.cli.vocabulary import (
+    max_attempts_option,
+    max_parallel_nodes_option,
+    max_tasks_option,
+    out_file_option,
+    quiet_option,
+)
 from verimap.methods.presets import METHODS, method_config
 
 ENDPOINT_KEYS = (
@@ -56,7 +64,15 @@ ENDPOINT_KEYS = (
     "model_file",
     *CALL_KEYS,
 )
-RUN_CONFIG_FLAGS = ("max_retries", "max_iterations", "max_nodes", "temperature", "top_p")
+# Flags that set a `RunConfig` field: the flag's parameter -> the field.
+RUN_CONFIG_FLAGS = {
+    "max_attempts": "max_retries",
+    "max_parallel_nodes": "max_parallel",
+    "max_iterations": "max_iterations",
+    "max_nodes": "max_nodes",
+    "temperature": "temperature",
+    "top_p": "top_p",
+}
 
 
 @click.group("eval", invoke_without_command=True)
@@ -88,20 +104,18 @@ RUN_CONFIG_FLAGS = ("max_retries", "max_iterations", "max_nodes", "temperature",
 @click.option(
     "--seed", type=int, default=None, help="Seed of --sample [0]; a resume must use the same."
 )
-@click.option(
-    "--runs",
-    "-r",
+@option(
+    "--epochs",
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    help="Repeat each task R times (mean ± std).",
+    old=["--runs", "-r"],
+    help="Solve each task N times (accuracy mean ± std over epochs).",
 )
-@click.option(
-    "--max-concurrency",
-    "-c",
-    type=click.IntRange(min=1),
+@max_tasks_option(
+    "Tasks in flight at once, each with its own plan [4; 1 on the local model].",
+    old=["--max-concurrency"],
     default=None,
-    help="Tasks in flight at once [4; 1 on the local model].",
 )
 @click.option(
     "--out",
@@ -120,9 +134,8 @@ RUN_CONFIG_FLAGS = ("max_retries", "max_iterations", "max_nodes", "temperature",
 @sandbox_option()
 @click.option("--temperature", type=float, default=None, help="Sampling temperature [paper: 1.0].")
 @click.option("--top-p", type=float, default=None, help="Nucleus sampling [paper: 1.0].")
-@click.option(
-    "--max-retries", type=click.IntRange(min=1), default=None, help="Override the method's retries."
-)
+@max_attempts_option(default=None)
+@max_parallel_nodes_option(default=None)
 @click.option(
     "--max-iterations",
     type=click.IntRange(min=1),
@@ -138,7 +151,10 @@ RUN_CONFIG_FLAGS = ("max_retries", "max_iterations", "max_nodes", "temperature",
     "programs for a number, fresh samples run on generated inputs for code (more judge calls; "
     "beyond the paper) [default: on for the local model].",
 )
-@click.option("--progress/--no-progress", default=True, show_default=True)
+@quiet_option(
+    "No progress bar and no live view of the tasks in flight.",
+    old=[Old("--no-progress", True), Old("--progress", False, "no flag (progress is the default)")],
+)
 @click.option(
     "--models-factory", default=None, hidden=True, help="MODULE:FUNCTION returning models (tests)."
 )
@@ -154,12 +170,19 @@ def eval_(ctx: click.Context, **kw: Any) -> None:
     from_config: set[str] = set()
     if kw.get("config_file"):
         params = {p.name: p for p in ctx.command.params if p.name}
-        cfg = load_config_file(kw["config_file"], known=params)
-        for key, value in cfg.items():
+        renamed = old_keys(ctx.command)
+        cfg = load_config_file(kw["config_file"], known=[*params, *renamed])
+        for key, value in list(cfg.items()):
+            if key in renamed:  # a file written for an option's old name
+                param, old = renamed[key]
+                warn_renamed(repr(key), repr(param.name), where=str(kw["config_file"]))
+                del cfg[key]
+                key, value = str(param.name), old.from_key(value)
             if key == "run_config":
                 continue
-            src = ctx.get_parameter_source(key)
-            if src in (click.core.ParameterSource.DEFAULT, None):
+            # The file is part of the command line: flags override it, and it overrides the
+            # environment, [tool.verimap] and the built-in defaults.
+            if ctx.get_parameter_source(key) is not click.core.ParameterSource.COMMANDLINE:
                 param = params[key]
                 try:
                     kw[key] = None if value is None else param.type_cast_value(ctx, value)
@@ -170,6 +193,8 @@ def eval_(ctx: click.Context, **kw: Any) -> None:
                 from_config.add(key)
         kw["run_config"] = cfg["run_config"]
         kw["from_config"] = from_config
+    typed = ctx.get_parameter_source("benchmark") is click.core.ParameterSource.COMMANDLINE
+    kw["benchmark_runs_code"] = typed and "benchmark" not in from_config
     limit_or_sample(kw, from_config)
     if not kw.get("benchmark"):
         raise click.UsageError(
@@ -257,9 +282,9 @@ def run_command(**kw: Any) -> int:
     bench_name, method = bench.name, kw["method"]
     out = Path(kw.get("out") or Path("runs") / f"{bench_name}-{method}")
     run_config = dict(kw.get("run_config") or {})
-    for k in RUN_CONFIG_FLAGS:
-        if kw.get(k) is not None:
-            run_config[k] = kw[k]
+    for flag, field in RUN_CONFIG_FLAGS.items():
+        if kw.get(flag) is not None:
+            run_config[field] = kw[flag]
     if run_config.get("max_nodes") == 0:
         run_config["max_nodes"] = None
     if bench.source.is_sample:
@@ -276,14 +301,14 @@ def run_command(**kw: Any) -> int:
         click.echo(
             f"note: {method} is one pass by definition; ignoring {', '.join(fixed)}", err=True
         )
-    concurrency = kw.get("max_concurrency")
+    concurrency = kw.get("max_tasks")
     if not kw.get("models_factory"):
         _apply_policies(method, endpoint, run_config, kw.get("policy"), kw.get("cross_check"))
         if chosen_policies(None, endpoint) and concurrency is None:
             # The llama.cpp server answers one request at a time and keeps only the last
             # prompt's cache; interleaved tasks evict each other's prefixes and all run slower.
             concurrency = 1
-            click.echo("note: local model: one task at a time (-c overrides)", err=True)
+            click.echo("note: local model: one task at a time (--max-tasks overrides)", err=True)
     else:
         with_cross_check(run_config, kw.get("cross_check"))
     if kw.get("cross_check"):
@@ -301,7 +326,7 @@ def run_command(**kw: Any) -> int:
             events = EventBus()
             events.subscribe(spans)
         common: dict[str, Any] = dict(
-            runs=kw.get("runs") or 1,
+            runs=kw.get("epochs") or 1,
             limit=kw.get("limit"),
             sample=kw.get("sample"),
             seed=kw.get("seed"),
@@ -309,7 +334,7 @@ def run_command(**kw: Any) -> int:
             max_concurrency=concurrency or 4,
             resume=bool(kw.get("resume")),
             config=run_config,
-            progress=bool(kw.get("progress", True)),
+            progress=not kw.get("quiet"),
             events=events,
             samples=kw.get("samples"),
         )
@@ -367,14 +392,8 @@ def run_command(**kw: Any) -> int:
 
 @eval_.command("report")
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-@click.option(
-    "--output",
-    "-o",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Also write the markdown here.",
-)
-def report(dirs: tuple[str, ...], output: str | None) -> None:
+@out_file_option("Also write the markdown to FILE.", old=["-o", "--output"], default=None)
+def report(dirs: tuple[str, ...], out_file: Path | None) -> None:
     """Print the tables for one or more eval output DIRS: first accuracy and verification per
     method (95% CIs, verified precision, coverage, false positives and negatives, the
     risk–coverage points), then the paper-style tables."""
@@ -386,8 +405,8 @@ def report(dirs: tuple[str, ...], output: str | None) -> None:
     except RunDirError as e:
         raise click.ClickException(str(e)) from None
     click.echo(text)
-    if output:
-        Path(output).write_text(text)
+    if out_file:
+        out_file.write_text(text)
 
 
 INSPECT_MISSING = (

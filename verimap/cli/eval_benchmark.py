@@ -124,7 +124,8 @@ def _settle_ids(kw: dict[str, Any], from_config: set[str]) -> None:
 def open_benchmark(kw: dict[str, Any]) -> Any:
     """The benchmark `kw` names, with its field map, and which of its tasks to run
     (`kw["sample_ids"]`); a `ClickException` when it cannot be opened. FILE.py@FUNCTION runs
-    code, so it is taken only from the command line."""
+    code, so it is taken only from the command line (`kw["benchmark_runs_code"]`), never from a
+    config file, a variable or [tool.verimap]."""
     from verimap.evals.any_benchmark import open_benchmark as open_any
     from verimap.evals.custom import FieldMap
     from verimap.evals.data import DataError
@@ -138,7 +139,7 @@ def open_benchmark(kw: dict[str, Any]) -> Any:
     _settle_ids(kw, from_config)
     try:
         bench = open_any(
-            kw["benchmark"], kw.get("data_dir"), fm, run_code="benchmark" not in from_config
+            kw["benchmark"], kw.get("data_dir"), fm, run_code=bool(kw.get("benchmark_runs_code"))
         )
     except DataError as e:
         raise click.ClickException(str(e)) from None

@@ -11,14 +11,13 @@ from typing import Any
 
 import click
 
+from verimap.cli.defaults import NOT_IN_PYPROJECT
 from verimap.cli.eval_benchmark import expand_config_benchmark
 
 # Settings a config file may not hold: `models_factory` names Python code to import and
-# run, and a config file (shared, checked in, downloaded) is not trusted to run code.
-CLI_ONLY = {
-    "models_factory": "it names Python code to run; give --models-factory on the command line",
-    "config_file": "a config file cannot name another",
-}
+# run, and a config file (shared, checked in, downloaded) is not trusted to run code. The same
+# list as [tool.verimap]'s, which is a config file too.
+CLI_ONLY = NOT_IN_PYPROJECT
 ROLES = ("planner", "executor", "judge")
 
 

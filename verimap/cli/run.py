@@ -24,7 +24,9 @@ from verimap.cli import (
     with_cross_check,
 )
 from verimap.cli.model_calls import cache_line, model_call_options
+from verimap.cli.names import option
 from verimap.cli.tracing import otel_option, otel_spans
+from verimap.cli.vocabulary import max_attempts_option, max_parallel_nodes_option, quiet_option
 from verimap.config import Budget, RunConfig
 from verimap.core.result import RunResult
 from verimap.env import getenv
@@ -127,7 +129,11 @@ def _given_on_the_command_line() -> set[str]:
     from click.core import ParameterSource
 
     ctx = click.get_current_context()
-    names = {"no_reuse": "reuse_verified"}
+    names = {
+        "no_reuse": "reuse_verified",
+        "max_attempts": "max_retries",
+        "max_parallel_nodes": "max_parallel",
+    }
     return {
         names.get(p.name, p.name)
         for p in ctx.command.params
@@ -145,19 +151,17 @@ def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
         raise click.BadParameter(
             f"no price is known for {', '.join(unpriced)}, so a cost budget cannot be enforced; "
             "budget calls, tokens or time instead",
-            param_hint="--max-cost",
+            param_hint="--cost-limit",
         )
 
 
 @click.command()
 @click.argument("task")
 @endpoint_options
-@click.option(
-    "--max-retries", default=3, show_default=True, help="Execute->verify attempts per node."
-)
+@max_attempts_option(default=3, show_default=True)
 @click.option("--max-iterations", type=click.IntRange(min=1), default=None,
               help="Plans, counting the first [default: 5; 2 on the local model].")  # fmt: skip
-@click.option("--max-parallel", default=4, show_default=True, help="Nodes running at once.")
+@max_parallel_nodes_option(default=4, show_default=True)
 @click.option(
     "--sequential",
     is_flag=True,
@@ -169,7 +173,7 @@ def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
 @click.option(
     "--fail-accepted",
     is_flag=True,
-    help="Accept nodes that exhaust retries; the result is partial.",
+    help="Accept nodes that use up their attempts; the result is partial.",
 )
 @max_nodes_option
 @click.option(
@@ -188,7 +192,7 @@ def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
 )
 @click.option("--plan-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
               help="Use this fixed plan instead of asking the planner model.")  # fmt: skip
-@click.option("--method", type=click.Choice(list(METHODS)), default=None,
+@click.option("--method", "-m", type=click.Choice(list(METHODS)), default=None,
               help="Run as one of the eval methods (react, map, map-v, verimap, ...) or baselines "
               "(bare, sc, program), with the same presets as `verimap eval`, to compare methods on "
               "one task.")  # fmt: skip
@@ -196,21 +200,25 @@ def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
 @sandbox_option()
 @click.option("--trace-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where run traces go (default: $VERIMAP_TRACE_DIR or ./runs/traces).")  # fmt: skip
-@click.option("--max-calls", type=int, default=None, help="Budget: LLM calls.")
-@click.option("--max-tokens", type=int, default=None, help="Budget: tokens.")
-@click.option("--max-cost", type=float, default=None, help="Budget: US dollars.")
-@click.option("--timeout", type=float, default=None, help="Budget: wall-clock seconds.")
+@option("--call-limit", type=int, default=None, old=["--max-calls"],
+        help="Budget for the whole run: model calls.")  # fmt: skip
+@option("--token-limit", type=int, default=None, old=["--max-tokens"],
+        help="Budget for the whole run: tokens, prompt and completion.")  # fmt: skip
+@option("--cost-limit", type=float, default=None, old=["--max-cost"],
+        help="Budget for the whole run: US dollars (refused for a model with no known price).")  # fmt: skip
+@option("--time-limit", type=float, default=None, old=["--timeout"],
+        help="Budget for the whole run: wall-clock seconds.")  # fmt: skip
 @click.option(
     "--temperature", type=float, default=None, help="Sampling temperature for every role."
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the whole result as JSON.")
-@click.option("--quiet", "-q", is_flag=True, help="Do not narrate the run's steps on stderr.")
+@quiet_option("Do not narrate the run's steps on stderr.")
 @otel_option
 @model_call_options
-def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: int, sequential: bool, no_reuse: bool,
+def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_nodes: int, sequential: bool, no_reuse: bool,
         fail_accepted: bool, max_nodes: int | None, cross_check: bool | None, policy: str | None, verification: str, plan_file: Path | None, method: str | None, samples: int | None,
         sandbox_kind: str, trace_dir: Path | None,
-        max_calls: int | None, max_tokens: int | None, max_cost: float | None, timeout: float | None,
+        call_limit: int | None, token_limit: int | None, cost_limit: float | None, time_limit: float | None,
         temperature: float | None, as_json: bool, quiet: bool, otel: bool, **endpoint: Any) -> None:  # fmt: skip
     """Solve TASK: plan a DAG with verification functions, execute and verify every node, retry and
     replan on failures, and print the answer with a per-node verdict table.
@@ -232,7 +240,7 @@ def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: i
         sys.exit(EXIT_BAD_INPUT)
     given = _given_on_the_command_line()
     user: dict[str, Any] = {k: v for k, v in (
-        ("max_retries", max_retries), ("max_parallel", max_parallel), ("sequential", sequential),
+        ("max_retries", max_attempts), ("max_parallel", max_parallel_nodes), ("sequential", sequential),
         ("reuse_verified", not no_reuse), ("fail_accepted", fail_accepted),
         ("verification", verification),
     ) if k in given}  # fmt: skip
@@ -246,7 +254,8 @@ def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: i
     with_cross_check(user, cross_check)
     config = RunConfig.model_validate({
         **user,
-        "budget": Budget(max_llm_calls=max_calls, max_tokens=max_tokens, max_cost=max_cost, timeout_s=timeout),
+        "budget": Budget(max_llm_calls=call_limit, max_tokens=token_limit, max_cost=cost_limit,
+                         timeout_s=time_limit),
     })  # fmt: skip
     if cross_check and method:
         from verimap.methods.presets import method_config
@@ -269,7 +278,7 @@ def run(task: str, max_retries: int, max_iterations: int | None, max_parallel: i
         sandbox = _sandbox(sandbox_kind)
         try:
             async with _connect(**endpoint) as models:
-                _refuse_unpriced(models, max_cost)
+                _refuse_unpriced(models, cost_limit)
                 if method:
                     from verimap.methods.presets import build_runner
                     from verimap.tools import default_tools

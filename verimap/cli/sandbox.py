@@ -89,12 +89,13 @@ def build(offline: bool, force: bool) -> None:
 
 
 @sandbox.command()
-@sandbox_option("kind")
-def doctor(kind: str) -> None:
+@sandbox_option()
+def doctor(sandbox_kind: str) -> None:
     """Print backend, daemon and image, then run the confinement self-test (one line per check)."""
     from verimap.sandbox import SandboxUnavailable, get_sandbox
     from verimap.sandbox.image import image_tag
 
+    kind = sandbox_kind
     sentinel = "VERIMAP_DOCTOR_" + secrets.token_hex(8)
     os.environ["VERIMAP_DOCTOR_SENTINEL"] = sentinel
     try:

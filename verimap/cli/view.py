@@ -6,15 +6,15 @@ from pathlib import Path
 
 import click
 
+from verimap.cli.vocabulary import out_file_option
+
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
-@click.option(
-    "-o",
-    "--out",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="The HTML file to write [default: report.html in the first PATH, or TRACE.html "
-    "beside a trace].",
+@out_file_option(
+    "The HTML file to write [default: report.html in the first PATH, or TRACE.html beside a "
+    "trace].",
+    old=["-o", "--out"],
 )
 @click.option(
     "--max-chars",
@@ -23,7 +23,7 @@ import click
     show_default=True,
     help="Cut every longer text (model output, tracebacks) to this many characters.",
 )
-def view(paths: tuple[Path, ...], out: Path | None, max_chars: int) -> None:
+def view(paths: tuple[Path, ...], out_file: Path | None, max_chars: int) -> None:
     """Write one self-contained HTML report of PATHS and print its path.
 
     A PATH is a run's trace (.jsonl), an eval directory (config.json, results.jsonl,
@@ -41,7 +41,7 @@ def view(paths: tuple[Path, ...], out: Path | None, max_chars: int) -> None:
         click.echo(f"skipped: {printable(line)}", err=True)
 
     try:
-        target = write_report(list(paths), out, max_chars=max_chars, warn=skipped)
+        target = write_report(list(paths), out_file, max_chars=max_chars, warn=skipped)
     except ViewError as e:
         raise click.ClickException(str(e)) from None
     size = target.stat().st_size

@@ -29,8 +29,9 @@ def open_benchmark(
         return get_benchmark(spec, data_dir)
     if is_python_spec(spec):
         if not run_code:
-            raise DataError(f"{spec!r} names Python code to run, which a config file may not: "
-                            "give it with -b on the command line")  # fmt: skip
+            raise DataError(f"{spec!r} names Python code to run, which a config file may not "
+                            "(nor a VERIMAP_* variable or [tool.verimap]): give it with -b on the "
+                            "command line")  # fmt: skip
         if given := fm.given():
             raise DataError(f"{spec}: the function says its tasks and scorer; drop "
                             f"{', '.join(given)}")  # fmt: skip

@@ -1,0 +1,119 @@
+"""Flag defaults from VERIMAP_* variables and [tool.verimap] in ./pyproject.toml: the command
+line wins, then the environment, then the table, then the built-in default; unknown keys and
+settings that run code are refused by name."""
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from verimap.cli import eval as eval_mod
+from verimap.cli import main
+from verimap.cli.defaults import RUNS_CODE, envvar_name
+from verimap.cli.names import walk
+
+
+@pytest.fixture
+def seen(monkeypatch, tmp_path):
+    """What `verimap eval` would run with, without running it, from an empty directory."""
+    got: dict = {}
+
+    def fake(**kw):
+        got.update(kw)
+        return 0
+
+    monkeypatch.setattr(eval_mod, "run_command", fake)
+    monkeypatch.chdir(tmp_path)
+    for name in ("VERIMAP_EVAL_MAX_TASKS", "VERIMAP_EVAL_EPOCHS", "VERIMAP_EVAL_QUIET"):
+        monkeypatch.delenv(name, raising=False)
+    return got
+
+
+def pyproject(tmp_path, text: str) -> None:
+    (tmp_path / "pyproject.toml").write_text(text)
+
+
+def test_every_option_has_its_variable_but_code_never_does():
+    for path, cmd in walk(main):
+        for p in cmd.params:
+            if not isinstance(p, click.Option) or not p.expose_value:
+                continue
+            if p.name in RUNS_CODE:
+                assert p.envvar is None, path
+            elif envvar_name(path, p) is not None:
+                flag = next(o for o in p.opts if o.startswith("--"))[2:]
+                want = "_".join(["VERIMAP", *path, flag]).upper().replace("-", "_")
+                assert p.envvar == want, (path, p.opts)
+
+
+def test_precedence_command_line_environment_table_default(seen, tmp_path, monkeypatch):
+    pyproject(tmp_path, "[tool.verimap.eval]\nmax-tasks = 3\nepochs = 2\nquiet = true\n")
+    monkeypatch.setenv("VERIMAP_EVAL_MAX_TASKS", "7")
+    r = CliRunner().invoke(main, ["eval", "-b", "gsm8k", "--epochs", "5"])
+    assert r.exit_code == 0, r.output
+    assert (seen["max_tasks"], seen["epochs"], seen["quiet"]) == (7, 5, True)
+    assert seen["max_attempts"] is None  # nothing set it: the method's own
+
+
+def test_a_key_under_tool_verimap_is_every_commands_and_a_subtable_wins(seen, tmp_path):
+    pyproject(tmp_path, "[tool.verimap]\nmax_attempts = 2\nepochs = 4\n\n"
+                        "[tool.verimap.eval]\nepochs = 3\n")  # fmt: skip
+    r = CliRunner().invoke(main, ["eval", "-b", "gsm8k"])
+    assert r.exit_code == 0, r.output
+    assert (seen["max_attempts"], seen["epochs"]) == (2, 3)
+
+
+def test_unknown_keys_are_each_named(seen, tmp_path):
+    pyproject(tmp_path, "[tool.verimap]\nbogus = 1\n\n[tool.verimap.eval]\nmax_task = 3\n\n"
+                        "[tool.verimap.evl]\nx = 1\n")  # fmt: skip
+    r = CliRunner().invoke(main, ["eval", "-b", "gsm8k"])
+    assert r.exit_code == 2 and not seen
+    said = " ".join(r.output.split())
+    assert "[tool.verimap] 'bogus'" in said
+    assert "[tool.verimap.eval] 'max_task' (did you mean 'max-tasks'?)" in said
+    assert "[tool.verimap] 'evl' (did you mean 'eval'?)" in said
+
+
+@pytest.mark.parametrize("table", ["[tool.verimap]", "[tool.verimap.eval]"])
+def test_code_to_run_is_refused_from_the_table(seen, tmp_path, table):
+    pyproject(tmp_path, f'{table}\nmodels-factory = "verimap.testing:oracle_factory"\n')
+    r = CliRunner().invoke(main, ["eval", "-b", "gsm8k"])
+    assert r.exit_code == 2 and not seen
+    assert "'models-factory' is not allowed" in " ".join(r.output.split())
+
+
+def test_code_to_run_is_not_read_from_the_environment(seen, monkeypatch):
+    monkeypatch.setenv("VERIMAP_EVAL_MODELS_FACTORY", "verimap.testing:oracle_factory")
+    r = CliRunner().invoke(main, ["eval", "-b", "gsm8k"])
+    assert r.exit_code == 0, r.output
+    assert seen["models_factory"] is None
+
+
+def test_a_python_benchmark_from_the_environment_runs_no_code(seen, monkeypatch):
+    monkeypatch.setenv("VERIMAP_EVAL_BENCHMARK", "evil.py@boom")
+    r = CliRunner().invoke(main, ["eval"])
+    assert r.exit_code == 0, r.output
+    assert seen["benchmark"] == "evil.py@boom" and seen["benchmark_runs_code"] is False
+
+
+def test_an_old_key_still_works_and_warns(seen, tmp_path):
+    pyproject(tmp_path, "[tool.verimap.eval]\nmax-concurrency = 3\nprogress = false\n")
+    r = CliRunner().invoke(main, ["eval", "-b", "gsm8k"])
+    assert r.exit_code == 0, r.output
+    assert (seen["max_tasks"], seen["quiet"]) == (3, True)
+    assert "'max-concurrency' (pyproject.toml [tool.verimap.eval]) is deprecated" in r.stderr
+
+
+def test_the_config_file_sits_between_flags_and_the_environment(seen, tmp_path, monkeypatch):
+    (tmp_path / "c.yaml").write_text("benchmark: gsm8k\nruns: 2\nmax_tasks: 2\n")
+    monkeypatch.setenv("VERIMAP_EVAL_MAX_TASKS", "7")
+    monkeypatch.setenv("VERIMAP_EVAL_EPOCHS", "9")
+    r = CliRunner().invoke(main, ["eval", "--config", "c.yaml", "-c", "5"])
+    assert r.exit_code == 0, r.output
+    assert (seen["max_tasks"], seen["epochs"]) == (5, 2)
+    assert "warning: 'runs' (c.yaml) is deprecated; use 'epochs'" in r.stderr
+
+
+def test_no_table_no_defaults(seen, tmp_path):
+    pyproject(tmp_path, "[project]\nname = 'x'\n")
+    r = CliRunner().invoke(main, ["eval", "-b", "gsm8k"])
+    assert r.exit_code == 0 and seen["epochs"] == 1 and seen["max_tasks"] is None

@@ -1,0 +1,61 @@
+"""The options several commands share, so that one concept has one name in every command
+(docs/cli.md#names; tests/cli/test_names.py holds every `--help` to it):
+
+- `--max-attempts N`: execute->verify attempts per node (1: no retry);
+- `--max-parallel-nodes N`: nodes of one plan running at once, inside one task;
+- `-c/--max-tasks N`: tasks in flight at once, each with its own plan;
+- `--epochs N`: each task solved N times (Inspect AI's word for it);
+- `-q/--quiet`: no progress narration on stderr;
+- `-o/--out DIR`: always a directory; a single file is `--out-file FILE`;
+- `--timeout S`: per unit (one VF, one sample); a run's budgets are `--*-limit`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from verimap.cli.names import Old, option
+
+
+def max_attempts_option(**kw: Any) -> Callable[..., Any]:
+    return option(
+        "--max-attempts",
+        type=click.IntRange(min=1),
+        old=["--max-retries"],
+        help="Execute->verify attempts per node and plan (1: no retry).",
+        **kw,
+    )
+
+
+def max_parallel_nodes_option(**kw: Any) -> Callable[..., Any]:
+    return option(
+        "--max-parallel-nodes",
+        type=click.IntRange(min=1),
+        old=["--max-parallel"],
+        help="Ready nodes of one plan running at once (inside one task; tasks in flight are "
+        "--max-tasks).",
+        **kw,
+    )
+
+
+def max_tasks_option(help: str, old: Sequence[str], **kw: Any) -> Callable[..., Any]:
+    return option("--max-tasks", "-c", type=click.IntRange(min=1), old=old, help=help, **kw)
+
+
+def quiet_option(help: str, old: Sequence[str | Old] = ()) -> Callable[..., Any]:
+    return option("--quiet", "-q", is_flag=True, default=False, old=old, help=help)
+
+
+def out_file_option(help: str, old: Sequence[str], **kw: Any) -> Callable[..., Any]:
+    return option(
+        "--out-file",
+        type=click.Path(dir_okay=False, path_type=Path),
+        old=old,
+        metavar="FILE",
+        help=help,
+        **kw,
+    )
