@@ -151,7 +151,7 @@ class Coordinator:
         why = self._why_unverified(st, status, final)
         if final_output is None and st.plans:  # the best answer so far, unverified: never lost
             final_output = st.best or best_unverified(
-                st.plans[-1], st.reports, st.iteration, self.config.unverified_answer
+                st.plans[-1], st.reports, st.iteration, self.config.verify.unverified_answer
             )
         return RunResult(
             run_id=st.run_id, task=st.task, status=status, final_node=final, final_output=final_output,
@@ -164,7 +164,7 @@ class Coordinator:
     def _why_unverified(self, st: _RunState, status: RunStatus, final: str | None) -> str | None:
         """None when the run's answer is verified: every node passed, and the final one on
         evidence (a strong check passed); else why not."""
-        if self.config.verification == "none":
+        if self.config.verify.verification == "none":
             return "the method runs no verification"
         if status != "success" or final is None:
             return f"the run ended {status}"
@@ -178,7 +178,7 @@ class Coordinator:
         while True:
             st.plans.append(plan)
             self._emit(st, ev.Plan(plan=plan.model_dump(mode="json", by_alias=True)))
-            if not cfg.reuse_verified:
+            if not cfg.loop.reuse_verified:
                 st.cache.clear()
             failure, statuses, values = await self._run_plan(st, plan)
             if failure is None:
@@ -190,13 +190,15 @@ class Coordinator:
                     final=final,
                     final_output=dict(values[final]),
                 )
-            best = best_unverified(plan, st.reports, st.iteration, self.config.unverified_answer)
+            best = best_unverified(
+                plan, st.reports, st.iteration, self.config.verify.unverified_answer
+            )
             st.best = best or st.best
             if statuses.get(failure.node_id) == "unconfirmed":
                 disputes = sorted(set(st.disputes))
                 why = (f"{' and '.join(disputes)} did not confirm any of its answers" if disputes
-                       else f"its answers did not agree {cfg.agreement} times in "
-                       f"{cfg.max_retries + cfg.agreement - 1} attempts")  # fmt: skip
+                       else f"its answers did not agree {cfg.verify.agreement} times in "
+                       f"{cfg.loop.max_retries + cfg.verify.agreement - 1} attempts")  # fmt: skip
                 kept = "the answer most solutions gave"
                 return self._result(
                     st, "failed", final=plan.final_node().id,
@@ -204,10 +206,10 @@ class Coordinator:
                     error=f"node {failure.node_id!r} passed its VFs, but {why}; {kept} is kept, "
                     "unverified",
                 )  # fmt: skip
-            if st.iteration >= cfg.max_iterations:
+            if st.iteration >= cfg.loop.max_iterations:
                 return self._result(
                     st, "failed", final=plan.final_node().id,
-                    error=f"node {failure.node_id!r} failed verification and {cfg.max_iterations} "
+                    error=f"node {failure.node_id!r} failed verification and {cfg.loop.max_iterations} "
                     f"iteration(s) are spent",
                 )  # fmt: skip
             st.failed_work[node_work(plan, failure.node_id)] += 1
@@ -234,7 +236,7 @@ class Coordinator:
         """The run's end when the replanner hands back work that already failed more often than
         `max_plan_repeats` allows: under greedy decoding the executor then repeats its failed
         answers word for word, and every further iteration costs a plan and a node's retries."""
-        limit, work = self.config.max_plan_repeats, node_work(plan, node_id)
+        limit, work = self.config.loop.max_plan_repeats, node_work(plan, node_id)
         if limit is None or work is None or (runs := st.failed_work[work]) <= limit:
             return None
         st.iteration -= 1  # the returned plan does not run
@@ -256,7 +258,7 @@ class Coordinator:
             st.fallbacks.append(st.iteration)
             self._emit(st, ev.PlanFallback(reason=plan.fallback_reason))
             return plan
-        if self.config.verification != "full" or not self.config.vacuity_check:
+        if self.config.verify.verification != "full" or not self.config.verify.vacuity_check:
             return plan
         repair = getattr(self.planner, "repair", None)
         if repair is not None:
@@ -282,7 +284,7 @@ class Coordinator:
         heapq.heapify(ready)
         status: dict[str, str] = dict.fromkeys(by_id, "pending")
         values: dict[str, dict[str, Any]] = {}
-        limit = 1 if cfg.sequential else cfg.max_parallel
+        limit = 1 if cfg.loop.sequential else cfg.loop.max_parallel
         running: dict[asyncio.Task, str] = {}
         failure: FailureContext | None = None
         try:
@@ -291,10 +293,10 @@ class Coordinator:
                     _, nid = heapq.heappop(ready)
                     node = by_id[nid]
                     inputs = resolve_inputs(node, st.task, values)
-                    gens = cfg.context_generations
+                    gens = cfg.execution.context_generations
                     context = (
                         structured_context(plan, node, values, gens)
-                        if cfg.structured_io
+                        if cfg.execution.structured_io
                         else text_context(plan, node, values, gens)
                     )
                     status[nid] = "running"
@@ -368,9 +370,9 @@ class Coordinator:
         disputed: list[dict[str, Any]] = []  # passed every VF, but a check disputed it
         attempt = failed = 0
         final = node.id == st.final
-        fresh_turns = cfg.fresh_code_retries and single_code_output(node)
+        fresh_turns = cfg.execution.fresh_code_retries and single_code_output(node)
         # Attempts that fail count against max_retries; agreement adds up to votes - 1 more.
-        while failed < cfg.max_retries and attempt < cfg.max_retries + votes - 1:
+        while failed < cfg.loop.max_retries and attempt < cfg.loop.max_retries + votes - 1:
             attempt += 1
             if attempt > 1 or feedback is not None:  # carried over: it goes on from a failure
                 st.retries += 1
@@ -438,9 +440,9 @@ class Coordinator:
             self._emit(st, ev.NodeFinish(status=rep.status, outputs=rep.outputs,
                                          answers=passing or disputed), node.id)  # fmt: skip
             return rep, inputs
-        if cfg.fail_accepted:
+        if cfg.loop.fail_accepted:
             rep.status = "fail-accepted"
-            names = list(node.outputs) if cfg.structured_io else [TEXT_OUTPUT]
+            names = list(node.outputs) if cfg.execution.structured_io else [TEXT_OUTPUT]
             rep.outputs = dict(last_outputs) if last_outputs else dict.fromkeys(names)
             for o in names:
                 rep.outputs.setdefault(o, None)
