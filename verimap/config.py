@@ -205,6 +205,9 @@ def given(config: RunConfig | Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 class RunConfig(BaseModel):
+    """A run's knobs, by what they steer. Given flat or in parts, written out flat (see the
+    module's docstring); each part's `model_fields_set` is what the user set in it."""
+
     loop: Loop = Field(default_factory=Loop)
     sampling: Sampling = Field(default_factory=Sampling)
     verify: Verify = Field(default_factory=Verify)

@@ -361,6 +361,18 @@ def test_every_unknown_config_key_is_named_with_a_close_match(tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_a_config_knob_given_flat_and_in_its_part_is_refused(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "benchmark: gsm8k\nsandbox: process\n"
+        "run_config:\n  max_retries: 2\n  loop:\n    max_retries: 3\n"
+    )
+    r = CliRunner().invoke(main, ["eval", "--config", str(cfg), "-o", str(tmp_path / "o")])
+    assert r.exit_code == 2, r.output
+    assert "'max_retries' (loop.max_retries)" in " ".join(r.output.split())
+    assert not (tmp_path / "o").exists()
+
+
 def test_config_sections_must_be_mappings(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text("benchmark: gsm8k\nmodels: [gpt-4.1]\n")
