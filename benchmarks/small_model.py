@@ -101,7 +101,7 @@ def bare_solver(model: Model, temperature: float | None) -> Solver:
 
 def has_verification(method: str) -> bool:
     """Whether `verified` means anything for the method (bare and react check nothing)."""
-    return method in METHODS and method_config(method).verification != "none"
+    return method in METHODS and method_config(method).verify.verification != "none"
 
 
 def generation_rate(cells: list[Cell]) -> float | None:
@@ -379,7 +379,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--agreement",
         type=int,
-        default=RunConfig.model_fields["agreement"].default,
+        default=RunConfig().verify.agreement,
         help="VF-passing samples that must agree on a numeric final answer (1: the first)",
     )
     p.add_argument(

@@ -1,16 +1,39 @@
 """Knobs of one run. The eval methods (react, map, map-v, verimap, *-1it) are presets of these,
-and the run's policies fill the knobs a user leaves unset (applied where the run is wired)."""
+and the run's policies fill the knobs a user leaves unset (applied where the run is wired).
+
+The knobs come in a few parts, by what they steer (`RunConfig.loop.max_retries`). Everything
+outside the code still speaks the flat names it always has (config files, `run_config` in an
+eval directory's config.json, the `run_start` event, Inspect's `-S config=...`, the policies'
+and presets' settings): `RunConfig` reads a flat key into its part, and writes itself out flat,
+so a file written before the parts existed reads back the same (docs/decisions.md, D14).
+"""
 
 from __future__ import annotations
 
-from typing import Literal
+from collections.abc import Mapping
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from verimap.check_names import ARITHMETIC, BUILTIN_CHECKS
 
 
-class Budget(BaseModel):
+class _Part(BaseModel):
+    """A part of `RunConfig`: a misspelled knob is an error, not a silent default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Budget(_Part):
     """Hard limits; crossing one stops the run with status `budget_exhausted`."""
 
     max_llm_calls: int | None = None
@@ -19,22 +42,41 @@ class Budget(BaseModel):
     timeout_s: float | None = None
 
 
-class RunConfig(BaseModel):
+class Loop(_Part):
+    """How often the loop tries: attempts per node, plans per run, nodes at once."""
+
     max_retries: int = Field(default=3, ge=1)  # execute->verify attempts per node per iteration
     max_iterations: int = Field(default=5, ge=1)  # plans, counting the first
     max_parallel: int = Field(default=4, ge=1)
     sequential: bool = False  # the paper's one-node-at-a-time order
     reuse_verified: bool = True
     fail_accepted: bool = False  # accept a node that exhausts retries; result becomes partial
+    # A failed node whose work (the node and all it depends on) comes back unchanged from the
+    # replanner runs again this many times; the next unchanged return ends the run (None: no
+    # limit, as the paper). On 110 stored local runs, no third run of the same work ever passed.
+    max_plan_repeats: int | None = Field(default=1, ge=0)
+
+
+class Sampling(_Part):
+    """How every role samples its replies."""
+
+    temperature: float | None = None
+    # Attempts after the first (they carry the failure's feedback); None: `temperature`. Greedy
+    # decoding repeats a wrong answer word for word whatever the feedback says; sampling a retry
+    # lets a sound VF choose among different answers.
+    retry_temperature: float | None = None
+    top_p: float | None = None
+    # The sampler's seed for every role's requests (`GenerationSettings.seed`; None: the
+    # endpoint's own). It makes sampled runs repeatable where the endpoint honours it.
+    seed: int | None = None
+
+
+class Verify(_Part):
+    """What checks an attempt, and what a run that never verified still answers."""
+
     # full: the plan's VFs; instruction: a generic judge whose criterion is the instruction (map-v);
     # none: no verification (map).
     verification: Literal["full", "instruction", "none"] = "full"
-    # Executors also see raw outputs of ancestors this many generations back (map uses 2).
-    context_generations: int = Field(default=1, ge=1)
-    # False: the paper's MAP hand-off. An executor answers in free text, and sees its ancestors'
-    # instructions and replies as written (parents included, `context_generations` back) instead
-    # of named, typed input values. Python VFs read named outputs, so they need it True.
-    structured_io: bool = True
     vf_timeout_s: float = 10.0
     # Built-in checks (`verimap.checks`) run beside the plan's VFs wherever they apply, only
     # with verification "full" (beyond the paper; a plan may also ask for one by name). The
@@ -43,8 +85,6 @@ class RunConfig(BaseModel):
     checks: list[str] = Field(default_factory=lambda: [ARITHMETIC])
     # Probe Python VFs with null and absurd outputs before a plan runs; drop those that pass both.
     vacuity_check: bool = True
-    # The planner works the task out in free text before it writes a plan (off: as the paper).
-    plan_reasoning: bool = False
     # Ask the judge even after a Python VF failed the attempt (the paper runs every VF).
     full_feedback: bool = False
     # One judge exchange for all of a node's natural-language VFs (the paper: one per VF).
@@ -62,47 +102,6 @@ class RunConfig(BaseModel):
     # The answer a run that never verified still reports (unverified): the final node's most
     # frequent answer over its attempts, first one on a tie (plurality), or its last (last).
     unverified_answer: Literal["plurality", "last"] = "plurality"
-    # Times the planner is shown its plan's problems and asked again before the one-node fallback
-    # plan runs. Local models get 0: on the 1.5B no repair in 31 rounds ever produced a valid
-    # plan, and each round cost minutes.
-    plan_repairs: int = Field(default=3, ge=0)
-    # The most nodes a plan may have (None: no cap, as the paper); a plan with more is invalid and
-    # goes back to the planner (or, with no repairs left, to the one-node fallback). Local models
-    # get 3: in the stored 1.5B GSM8K runs, plans of 4+ nodes were right 3 times in 14.
-    max_nodes: int | None = Field(default=None, ge=1)
-    # A failed node whose work (the node and all it depends on) comes back unchanged from the
-    # replanner runs again this many times; the next unchanged return ends the run (None: no
-    # limit, as the paper). On 110 stored local runs, no third run of the same work ever passed.
-    max_plan_repeats: int | None = Field(default=1, ge=0)
-    executor_max_steps: int = Field(default=20, ge=1)
-    temperature: float | None = None
-    # Attempts after the first (they carry the failure's feedback); None: `temperature`. Greedy
-    # decoding repeats a wrong answer word for word whatever the feedback says; sampling a retry
-    # lets a sound VF choose among different answers.
-    retry_temperature: float | None = None
-    # A node whose one output is code alternates how it retries: the first retry repairs the
-    # failed code, the next starts afresh, told what failed but not shown the code, and so on
-    # (False: every retry repairs, as the paper). A small model anchors on its broken code; at
-    # an equal number of attempts, fresh samples did as well as self-repair or better (Olausson
-    # et al. 2023, "Is Self-Repair a Silver Bullet for Code Generation?").
-    fresh_code_retries: bool = False
-    top_p: float | None = None
-    # The sampler's seed for every role's requests (`GenerationSettings.seed`; None: the
-    # endpoint's own). It makes sampled runs repeatable where the endpoint honours it.
-    seed: int | None = None
-    budget: Budget = Field(default_factory=Budget)
-    # The names of the policies the run follows (bundles of rules beyond the core loop, applied
-    # by `verimap.build`, which fills what is left unset here). None: the endpoint decides.
-    policies: list[str] | None = None
-
-    @model_validator(mode="after")
-    def _vfs_need_named_outputs(self) -> RunConfig:
-        if not self.structured_io and self.verification == "full":
-            raise ValueError(
-                "structured_io=False leaves no named outputs for the plan's Python VFs to read; "
-                "use verification 'instruction' or 'none' with it"
-            )
-        return self
 
     @field_validator("checks")
     @classmethod
@@ -114,3 +113,147 @@ class RunConfig(BaseModel):
                 f"{', '.join(BUILTIN_CHECKS)}"
             )
         return list(dict.fromkeys(v))
+
+
+class Planning(_Part):
+    """What the planner is asked for, and how hard it may try."""
+
+    # The planner works the task out in free text before it writes a plan (off: as the paper).
+    plan_reasoning: bool = False
+    # Times the planner is shown its plan's problems and asked again before the one-node fallback
+    # plan runs. Local models get 0: on the 1.5B no repair in 31 rounds ever produced a valid
+    # plan, and each round cost minutes.
+    plan_repairs: int = Field(default=3, ge=0)
+    # The most nodes a plan may have (None: no cap, as the paper); a plan with more is invalid and
+    # goes back to the planner (or, with no repairs left, to the one-node fallback). Local models
+    # get 3: in the stored 1.5B GSM8K runs, plans of 4+ nodes were right 3 times in 14.
+    max_nodes: int | None = Field(default=None, ge=1)
+
+
+class Execution(_Part):
+    """What an executor sees and how it works a node."""
+
+    # Executors also see raw outputs of ancestors this many generations back (map uses 2).
+    context_generations: int = Field(default=1, ge=1)
+    # False: the paper's MAP hand-off. An executor answers in free text, and sees its ancestors'
+    # instructions and replies as written (parents included, `context_generations` back) instead
+    # of named, typed input values. Python VFs read named outputs, so they need it True.
+    structured_io: bool = True
+    executor_max_steps: int = Field(default=20, ge=1)
+    # A node whose one output is code alternates how it retries: the first retry repairs the
+    # failed code, the next starts afresh, told what failed but not shown the code, and so on
+    # (False: every retry repairs, as the paper). A small model anchors on its broken code; at
+    # an equal number of attempts, fresh samples did as well as self-repair or better (Olausson
+    # et al. 2023, "Is Self-Repair a Silver Bullet for Code Generation?").
+    fresh_code_retries: bool = False
+
+
+# The parts whose knobs have flat names, and each flat name's part.
+PARTS: dict[str, type[_Part]] = {
+    "loop": Loop, "sampling": Sampling, "verify": Verify, "planning": Planning,
+    "execution": Execution,
+}  # fmt: skip
+FLAT: dict[str, str] = {name: part for part, model in PARTS.items() for name in model.model_fields}
+# Settings that are not in a part: they keep one name, flat or nested.
+WHOLE = ("budget", "policies")
+
+
+def flatten(data: Mapping[str, Any]) -> dict[str, Any]:
+    """`data`'s settings under their flat names, whether `data` gives them flat or in their part.
+
+    A setting given both ways is an error naming it, and so is a key that names no setting:
+    config files and `-S config=...` come from outside, and a misspelled knob must not pass as
+    its default."""
+    flat: dict[str, Any] = {}
+    nested: dict[str, Any] = {}
+    unknown: list[str] = []
+    for key, value in data.items():
+        if key in PARTS:
+            if isinstance(value, BaseModel):
+                value = value.model_dump(exclude_unset=True)
+            if not isinstance(value, Mapping):
+                raise ValueError(f"{key!r} must be a mapping of its settings, not {value!r}")
+            for name, v in value.items():
+                if FLAT.get(name) == key:
+                    nested[name] = v
+                else:
+                    unknown.append(f"{key}.{name}")
+        elif key in FLAT or key in WHOLE:
+            flat[key] = value
+        else:
+            unknown.append(str(key))
+    if unknown:
+        raise ValueError(
+            f"unknown setting(s) {', '.join(map(repr, unknown))}; the settings are: "
+            f"{', '.join([*FLAT, *WHOLE])}"
+        )
+    both = [k for k in nested if k in flat]
+    if both:
+        raise ValueError(
+            f"setting(s) given both flat and in their part: "
+            f"{', '.join(f'{k!r} ({FLAT[k]}.{k})' for k in both)}"
+        )
+    return {**flat, **nested}
+
+
+def given(config: RunConfig | Mapping[str, Any] | None) -> dict[str, Any]:
+    """The settings the user set in `config`, by their flat names: what the policies and the
+    method presets fill around (a `RunConfig`'s unset knobs, or a mapping's absent keys)."""
+    if isinstance(config, RunConfig):
+        return config.model_dump(exclude_unset=True)
+    return flatten(config or {})
+
+
+class RunConfig(BaseModel):
+    """A run's knobs, by what they steer. Given flat or in parts, written out flat (see the
+    module's docstring); each part's `model_fields_set` is what the user set in it."""
+
+    loop: Loop = Field(default_factory=Loop)
+    sampling: Sampling = Field(default_factory=Sampling)
+    verify: Verify = Field(default_factory=Verify)
+    planning: Planning = Field(default_factory=Planning)
+    execution: Execution = Field(default_factory=Execution)
+    budget: Budget = Field(default_factory=Budget)
+    # The names of the policies the run follows (bundles of rules beyond the core loop, applied
+    # by `verimap.build`, which fills what is left unset here). None: the endpoint decides.
+    policies: list[str] | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _into_parts(cls, data: Any) -> Any:
+        """Flat names (and parts given whole) into their parts; only the knobs given are set,
+        so each part's `model_fields_set` is what the user set (the policies fill the rest)."""
+        if not isinstance(data, Mapping):
+            return data
+        out: dict[str, Any] = {}
+        for name, value in flatten(data).items():
+            part = FLAT.get(name)
+            if part is None:
+                out[name] = value
+            else:
+                out.setdefault(part, {})[name] = value
+        return out
+
+    @model_serializer(mode="wrap")
+    def _flat(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        """Written out flat, as every config before the parts was: what reads one back (a
+        resumed eval directory, a trace reader, Inspect) sees the names it knows."""
+        data = handler(self)
+        if not isinstance(data, dict):
+            return data
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            if key in PARTS and isinstance(value, dict):
+                out.update(value)
+            else:
+                out[key] = value
+        return out
+
+    @model_validator(mode="after")
+    def _vfs_need_named_outputs(self) -> RunConfig:
+        if not self.execution.structured_io and self.verify.verification == "full":
+            raise ValueError(
+                "structured_io=False leaves no named outputs for the plan's Python VFs to read; "
+                "use verification 'instruction' or 'none' with it"
+            )
+        return self

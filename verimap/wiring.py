@@ -43,17 +43,17 @@ def build(
     tools = tools if tools is not None else default_tools(sandbox)
     planner = planner or LLMPlanner(
         models["planner"], tools, demo=demo,
-        settings=PLANNER_SETTINGS.replace(temperature=config.temperature, seed=config.seed),
-        write_vfs=config.verification == "full", think_first=config.plan_reasoning,
-        max_repairs=config.plan_repairs, max_nodes=config.max_nodes, **planner_options(policies),
+        settings=PLANNER_SETTINGS.replace(temperature=config.sampling.temperature, seed=config.sampling.seed),
+        write_vfs=config.verify.verification == "full", think_first=config.planning.plan_reasoning,
+        max_repairs=config.planning.plan_repairs, max_nodes=config.planning.max_nodes, **planner_options(policies),
     )  # fmt: skip
     executor = Executor(
-        models["executor"], tools, max_steps=config.executor_max_steps,
+        models["executor"], tools, max_steps=config.execution.executor_max_steps,
         settings=EXECUTOR_SETTINGS.replace(
-            temperature=config.temperature, top_p=config.top_p, seed=config.seed
+            temperature=config.sampling.temperature, top_p=config.sampling.top_p, seed=config.sampling.seed
         ),
-        retry_temperature=config.retry_temperature,
-        structured_io=config.structured_io,
+        retry_temperature=config.sampling.retry_temperature,
+        structured_io=config.execution.structured_io,
     )  # fmt: skip
     verifier = Verifier.from_config(
         sandbox, models.get("judge", models["executor"]), config, threshold, tools

@@ -39,7 +39,7 @@ def scenarios(draw):
         reuse_verified=draw(st.booleans()),
         max_plan_repeats=draw(st.sampled_from([None, 0, 1, 2])),
     )
-    budget = config.max_retries * config.max_iterations
+    budget = config.loop.max_retries * config.loop.max_iterations
     fails = {nd["id"]: draw(st.integers(0, budget + 1)) for nd in nodes}
     return {"nodes": nodes}, config, fails
 
@@ -74,7 +74,7 @@ def test_coordinator_invariants(scenario):
                 f"{e.node_id} started before its parents passed"
             )
             # With reuse on, no verified unchanged node is re-run after a replan.
-            if config.reuse_verified:
+            if config.loop.reuse_verified:
                 assert e.node_id not in verified_before, (
                     f"{e.node_id} re-run although verified and unchanged"
                 )
@@ -88,8 +88,8 @@ def test_coordinator_invariants(scenario):
             verified_before.setdefault(e.node_id, e.iteration)
 
     # Attempts <= max_retries per node per iteration; iterations <= max_iterations.
-    assert all(a <= config.max_retries for a in attempts.values())
-    assert 1 <= r.iterations <= config.max_iterations
+    assert all(a <= config.loop.max_retries for a in attempts.values())
+    assert 1 <= r.iterations <= config.loop.max_iterations
 
     # The result is the final node's verified output.
     final = parsed.final_node().id
@@ -107,11 +107,11 @@ def test_coordinator_invariants(scenario):
         # The scripted planner always returns the same plan: the run ends at the iteration cap,
         # or as soon as the failed node's unchanged work would run more than `max_plan_repeats`
         # times again.
-        limit = config.max_plan_repeats
+        limit = config.loop.max_plan_repeats
         if "max_plan_repeats" in r.error:
-            assert limit is not None and limit + 1 <= r.iterations < config.max_iterations
+            assert limit is not None and limit + 1 <= r.iterations < config.loop.max_iterations
         else:
-            assert r.iterations == config.max_iterations
+            assert r.iterations == config.loop.max_iterations
         rep = r.nodes.get(final)
         ran = rep is not None and rep.iteration == r.iterations and rep.outputs
         assert r.final_output == (rep.outputs if ran else r.final_output)

@@ -283,7 +283,7 @@ async def test_text_only_executor_takes_the_react_final_answer_and_asks_after_th
 def test_text_only_io_cannot_carry_python_vfs():
     with pytest.raises(ValueError, match="no named outputs"):
         RunConfig(structured_io=False)
-    assert RunConfig(structured_io=False, verification="none").context_generations == 1
+    assert RunConfig(structured_io=False, verification="none").execution.context_generations == 1
 
 
 CODE_NODE = Node(id="impl", instruction="Write f.", inputs=["USER_TASK"], outputs={"code": "code"})

@@ -347,6 +347,7 @@ def test_every_unknown_config_key_is_named_with_a_close_match(tmp_path):
         "benchmark: gsm8k\nmax_task: 3\nsandbox: process\nflavour: x\n"
         "models:\n  planer: gpt-4.1\n"
         "run_config:\n  vf_timout_s: 7\n  budget:\n    max_cots: 1.0\n"
+        "  loop:\n    max_retry: 2\n"
     )
     r = CliRunner().invoke(main, ["eval", "--config", str(cfg), "-o", str(tmp_path / "o")])
     assert r.exit_code == 2, r.output
@@ -355,7 +356,20 @@ def test_every_unknown_config_key_is_named_with_a_close_match(tmp_path):
     assert "'flavour'" in said and "'models.planer'" in said
     assert "'run_config.vf_timout_s' (did you mean 'vf_timeout_s'?)" in said
     assert "'run_config.budget.max_cots' (did you mean 'max_cost'?)" in said
+    assert "'run_config.loop.max_retry' (did you mean 'max_retries'?)" in said
     assert "'sandbox'" not in said.split("unknown settings", 1)[1]
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_config_knob_given_flat_and_in_its_part_is_refused(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(
+        "benchmark: gsm8k\nsandbox: process\n"
+        "run_config:\n  max_retries: 2\n  loop:\n    max_retries: 3\n"
+    )
+    r = CliRunner().invoke(main, ["eval", "--config", str(cfg), "-o", str(tmp_path / "o")])
+    assert r.exit_code == 2, r.output
+    assert "'max_retries' (loop.max_retries)" in " ".join(r.output.split())
     assert not (tmp_path / "o").exists()
 
 

@@ -76,6 +76,37 @@ async def test_resume_skips_finished_and_refuses_without_flag(tmp_path, sandbox)
         )
 
 
+async def test_a_directory_written_before_the_config_parts_resumes(tmp_path, sandbox):
+    """config.json of an older verimap holds `run_config` flat; a resume reads and keeps it."""
+    bench = get_benchmark("gsm8k", SAMPLES)
+    models = oracle_models(bench.tasks())
+    await run_eval(bench, "react", models, sandbox, tmp_path, limit=3, progress=False)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["run_config"] = OLD_REACT_RUN_CONFIG
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    again = await run_eval(
+        bench, "react", models, sandbox, tmp_path, limit=5, resume=True, progress=False
+    )
+    assert again.tally.skipped == 3 and again.tally.done == 5
+    written = json.loads((tmp_path / "config.json").read_text())["run_config"]
+    assert written == OLD_REACT_RUN_CONFIG
+
+
+# The react method's run_config as config.json held it before `RunConfig` had parts.
+OLD_REACT_RUN_CONFIG = {
+    "max_retries": 1, "max_iterations": 1, "max_parallel": 4, "sequential": False,
+    "reuse_verified": True, "fail_accepted": False, "verification": "none",
+    "context_generations": 1, "structured_io": True, "vf_timeout_s": 10.0,
+    "checks": ["arithmetic"], "vacuity_check": True, "plan_reasoning": False,
+    "full_feedback": False, "batch_judge": True, "judge_tools": True, "agreement": 1,
+    "unverified_answer": "plurality", "plan_repairs": 3, "max_nodes": None,
+    "max_plan_repeats": 1, "executor_max_steps": 20, "temperature": 1.0,
+    "retry_temperature": None, "fresh_code_retries": False, "top_p": 1.0, "seed": None,
+    "budget": {"max_llm_calls": None, "max_tokens": None, "max_cost": None, "timeout_s": None},
+    "policies": None,
+}  # fmt: skip
+
+
 def test_paper_sample_size_is_500_or_half_a_smaller_set():
     assert [paper_sample_size(n) for n in (1319, 2556, 500, 499, 164, 20, 1)] == [
         500, 500, 500, 249, 82, 10, 1,

@@ -381,9 +381,13 @@ def test_local_model_rules_apply_under_the_users_settings():
     assert local["max_retries"] == 2 and local["temperature"] == 0.0 and local["max_nodes"] == 1
     assert local["max_iterations"] == 2 and local["policies"] == ["small-model"]
     one_pass = method_config("map", run_config("map", None, local=True))
-    assert one_pass.max_iterations == 1  # map is one pass, whatever the policy says
+    assert one_pass.loop.max_iterations == 1  # map is one pass, whatever the policy says
     sampled = run_config("verimap", {"temperature": 0.5}, local=True)
     assert sampled["temperature"] == 0.5 and "retry_temperature" not in sampled
+    nested = run_config("verimap", {"loop": {"max_retries": 2}}, local=True)
+    assert nested == local  # `-S config=...` may give a part's knobs nested
+    with pytest.raises(ValueError, match="'max_retires'"):
+        run_config("verimap", {"max_retires": 2}, local=False)
 
 
 async def test_the_fallback_models_are_opened_once_and_closed_after_the_last_sample(monkeypatch):

@@ -75,7 +75,7 @@ async def test_react_is_one_node_and_never_plans_or_judges(sandbox):
     res, models = await run("react", chain_plan(), sandbox)
     assert models["planner"].calls == 0 and models["judge"].calls == 0
     assert [n.id for n in res.plans[0].nodes] == ["solve"] and res.answer == "42"
-    assert method_config("react").executor_max_steps == 20
+    assert method_config("react").execution.executor_max_steps == 20
 
 
 async def test_map_skips_verification_and_answers_with_the_final_reply_as_written(sandbox):
@@ -241,16 +241,23 @@ async def test_one_pass_methods_let_failed_outputs_flow_on(method, sandbox):
 def test_every_method_has_the_paper_sampling_defaults():
     for m in METHODS:
         cfg = method_config(m)
-        assert (cfg.temperature, cfg.top_p) == (1.0, 1.0)
-    assert method_config("verimap", {"temperature": 0.2}).temperature == 0.2
+        assert (cfg.sampling.temperature, cfg.sampling.top_p) == (1.0, 1.0)
+    assert method_config("verimap", {"temperature": 0.2}).sampling.temperature == 0.2
     assert (
-        method_config("verimap-1it", {"max_retries": 3}).max_retries == 1
+        method_config("verimap-1it", {"max_retries": 3}).loop.max_retries == 1
     )  # the method's own knob wins
     tuned = method_config(
         "verimap", {"max_retries": 2, "max_iterations": 2, "verification": "none"}
     )
-    assert (tuned.max_retries, tuned.max_iterations, tuned.verification) == (2, 2, "full")
-    assert method_config("map-v").max_retries == 3 and method_config("verimap").max_iterations == 5
+    assert (tuned.loop.max_retries, tuned.loop.max_iterations, tuned.verify.verification) == (
+        2,
+        2,
+        "full",
+    )
+    assert (
+        method_config("map-v").loop.max_retries == 3
+        and method_config("verimap").loop.max_iterations == 5
+    )
 
 
 # The baselines (no coordinator, no tools) have their own end-to-end tests (test_baselines.py).

@@ -21,22 +21,31 @@ def local(model: ScriptedModel) -> ScriptedModel:
 
 def test_the_small_model_policy_fills_what_the_user_left_unset():
     cfg = apply(RunConfig(max_retries=2), ["small-model"])
-    assert (cfg.temperature, cfg.retry_temperature, cfg.max_nodes, cfg.max_iterations) == (
+    assert (cfg.sampling.temperature, cfg.sampling.retry_temperature, cfg.planning.max_nodes, cfg.loop.max_iterations) == (
         0.0, 0.7, 1, 2,
     )  # fmt: skip
-    assert cfg.max_retries == 2 and cfg.policies == ["small-model"]
-    assert cfg.checks == ["arithmetic", "answer_agreement", "code_agreement"]
+    assert cfg.loop.max_retries == 2 and cfg.policies == ["small-model"]
+    assert cfg.verify.checks == ["arithmetic", "answer_agreement", "code_agreement"]
     # A temperature the user chose is theirs for retries too.
     mine = apply(RunConfig(temperature=0.5, max_nodes=3), ["small-model"])
-    assert (mine.temperature, mine.retry_temperature, mine.max_nodes) == (0.5, None, 3)
+    assert (
+        mine.sampling.temperature,
+        mine.sampling.retry_temperature,
+        mine.planning.max_nodes,
+    ) == (0.5, None, 3)
     # A config that names its policies keeps them.
-    assert apply(RunConfig(policies=[]), ["small-model"]).max_nodes is None
+    assert apply(RunConfig(policies=[]), ["small-model"]).planning.max_nodes is None
 
 
 def test_the_paper_policy_turns_every_beyond_paper_switch_off():
     cfg = apply(RunConfig(), ["paper"])
-    assert cfg.sequential and not cfg.reuse_verified and cfg.checks == []
-    assert (cfg.temperature, cfg.top_p, cfg.vacuity_check, cfg.full_feedback) == (
+    assert cfg.loop.sequential and not cfg.loop.reuse_verified and cfg.verify.checks == []
+    assert (
+        cfg.sampling.temperature,
+        cfg.sampling.top_p,
+        cfg.verify.vacuity_check,
+        cfg.verify.full_feedback,
+    ) == (
         1.0,
         1.0,
         False,
@@ -117,9 +126,17 @@ def test_under_the_paper_policy_map_v_hands_off_text_as_the_papers_map():
     from verimap.methods.presets import method_config
 
     map_v = method_config("map-v", {"policies": ["paper"]})
-    assert (map_v.structured_io, map_v.context_generations, map_v.sequential) == (False, 2, True)
+    assert (
+        map_v.execution.structured_io,
+        map_v.execution.context_generations,
+        map_v.loop.sequential,
+    ) == (False, 2, True)
     verimap_ = method_config("verimap", {"policies": ["paper"]})
-    assert verimap_.structured_io and verimap_.checks == [] and not verimap_.reuse_verified
+    assert (
+        verimap_.execution.structured_io
+        and verimap_.verify.checks == []
+        and not verimap_.loop.reuse_verified
+    )
 
 
 def test_the_shipped_paper_configs_run_the_paper_policy():

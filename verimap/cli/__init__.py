@@ -95,7 +95,7 @@ def log_to_stderr(level: int = logging.INFO) -> None:
     logger.setLevel(level)
 
 
-# `verimap run` and `verimap eval`: the cap on a plan's size (`RunConfig.max_nodes`; 0 = None).
+# `verimap run` and `verimap eval`: the cap on a plan's size (`RunConfig.planning.max_nodes`; 0 = None).
 max_nodes_option = click.option(
     "--max-nodes",
     type=click.IntRange(min=0),
@@ -151,7 +151,9 @@ def with_cross_check(run_config: dict[str, Any], on: bool | None) -> None:
 
     if on is None:
         return
-    checks = [c for c in run_config.get("checks", RunConfig().checks) if c not in AGREEMENT_CHECKS]
+    checks = [
+        c for c in run_config.get("checks", RunConfig().verify.checks) if c not in AGREEMENT_CHECKS
+    ]
     run_config["checks"] = checks + (list(AGREEMENT_CHECKS) if on else [])
 
 
@@ -159,7 +161,9 @@ def cross_checks(config: RunConfig) -> bool:
     """Whether the run confirms answers with independent solutions."""
     from verimap.check_names import AGREEMENT_CHECKS
 
-    return config.verification == "full" and any(c in AGREEMENT_CHECKS for c in config.checks)
+    return config.verify.verification == "full" and any(
+        c in AGREEMENT_CHECKS for c in config.verify.checks
+    )
 
 
 def warn_idle_cross_check(config: RunConfig, what: str) -> None:

@@ -52,6 +52,7 @@ from verimap.cli.vocabulary import (
     out_file_option,
     quiet_option,
 )
+from verimap.config import flatten
 from verimap.methods.presets import METHODS, method_config
 
 ENDPOINT_KEYS = (
@@ -281,7 +282,10 @@ def run_command(**kw: Any) -> int:
     bench = open_benchmark(kw)  # built-in, file, datasets directory or FILE.py@FUNCTION
     bench_name, method = bench.name, kw["method"]
     out = Path(kw.get("out") or Path("runs") / f"{bench_name}-{method}")
-    run_config = dict(kw.get("run_config") or {})
+    try:  # a config file may give a part's knobs flat or nested; the CLI works on flat ones
+        run_config = flatten(kw.get("run_config") or {})
+    except ValueError as e:
+        raise click.BadParameter(str(e), param_hint="--config") from None
     for flag, field in RUN_CONFIG_FLAGS.items():
         if kw.get(flag) is not None:
             run_config[field] = kw[flag]

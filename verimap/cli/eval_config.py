@@ -89,14 +89,18 @@ def _check_keys(
     options = known - set(CLI_ONLY)
     vocabulary = sorted((options - {"sandbox_kind"}) | {"sandbox", "models", "run_config"})
     unknown = [_unknown(w, vocabulary) for k, w in spelled.items() if k not in options]
-    from verimap.config import Budget, RunConfig
+    from pydantic import BaseModel
 
-    fields = sorted(RunConfig.model_fields)
+    from verimap.config import FLAT, PARTS, WHOLE, Budget
+
+    fields = sorted([*FLAT, *WHOLE, *PARTS])
     unknown += [_unknown(f"run_config.{k}", fields) for k in run_config if k not in fields]
-    budget = run_config.get("budget")
-    if isinstance(budget, dict):
-        limits = sorted(Budget.model_fields)
-        unknown += [_unknown(f"run_config.budget.{k}", limits) for k in budget if k not in limits]
+    parts: dict[str, type[BaseModel]] = {**PARTS, "budget": Budget}
+    for part, model in parts.items():
+        given = run_config.get(part)
+        if isinstance(given, dict):
+            names = sorted(model.model_fields)
+            unknown += [_unknown(f"run_config.{part}.{k}", names) for k in given if k not in names]
     if unknown:
         raise click.BadParameter(
             f"{p}: unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}",

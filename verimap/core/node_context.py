@@ -168,9 +168,9 @@ _VOTABLE = ("number", "integer", "boolean")
 def votes_needed(node: Node, final: bool, cfg: RunConfig) -> int:
     """How many VF-passing attempts must give the same answer: `agreement` for a `final` node
     whose outputs can be compared for equality (numbers, integers, booleans), else 1."""
-    if cfg.agreement <= 1 or cfg.verification == "none" or not final:
+    if cfg.verify.agreement <= 1 or cfg.verify.verification == "none" or not final:
         return 1
     types = [iotypes.canonical(node.output_type(o)) for o in node.outputs]
     if not types or any(t not in _VOTABLE for t in types):
         return 1
-    return cfg.agreement
+    return cfg.verify.agreement

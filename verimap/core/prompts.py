@@ -95,7 +95,7 @@ They failed verification:
 {failures}
 Correct the problems."""
 
-# A retry that starts afresh (`RunConfig.fresh_code_retries`): what failed, not the failed code.
+# A retry that starts afresh (`RunConfig.execution.fresh_code_retries`): what failed, not the failed code.
 EXECUTOR_FEEDBACK_FRESH = """
 This is a new attempt. An earlier solution failed verification:
 {failures}

@@ -10,7 +10,7 @@ from verimap.planning.plan import Plan
 from verimap.usage import UsageByRole
 from verimap.verdicts import VFVerdict
 
-# unconfirmed: every VF passed, but the answers of its attempts did not agree (RunConfig.agreement).
+# unconfirmed: every VF passed, but the answers of its attempts did not agree (RunConfig.verify.agreement).
 NodeStatus = Literal[
     "pending", "verified", "failed", "fail-accepted", "reused", "skipped", "unconfirmed"
 ]

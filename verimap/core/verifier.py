@@ -140,13 +140,13 @@ class Verifier:
         from verimap.checks.registry import get_check
 
         return cls(
-            sandbox, judge_model, mode=config.verification, threshold=threshold,
-            vf_timeout_s=config.vf_timeout_s,
-            settings=JUDGE_SETTINGS.replace(temperature=config.temperature, seed=config.seed),
-            full_feedback=config.full_feedback, batch_judge=config.batch_judge,
-            tools=tools if config.judge_tools else None,
-            checks=[get_check(n) for n in config.checks],
-            retry_temperature=config.retry_temperature,
+            sandbox, judge_model, mode=config.verify.verification, threshold=threshold,
+            vf_timeout_s=config.verify.vf_timeout_s,
+            settings=JUDGE_SETTINGS.replace(temperature=config.sampling.temperature, seed=config.sampling.seed),
+            full_feedback=config.verify.full_feedback, batch_judge=config.verify.batch_judge,
+            tools=tools if config.verify.judge_tools else None,
+            checks=[get_check(n) for n in config.verify.checks],
+            retry_temperature=config.sampling.retry_temperature,
         )  # fmt: skip
 
     def vfs_for(self, node: Node) -> list[PythonVF | LLMVF | CheckVF]:

@@ -33,7 +33,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from verimap.config import RunConfig
+from verimap.config import RunConfig, given
 from verimap.core.result import RunResult
 from verimap.events import EventBus
 from verimap.integrations import missing_extra
@@ -200,15 +200,11 @@ def run_config(
     model serves a role and the user named none, as `verimap eval` applies it."""
     from verimap.policies import fill, get_policies
 
-    given = (
-        config.model_dump(exclude_unset=True)
-        if isinstance(config, RunConfig)
-        else dict(config or {})
-    )
-    names = given.get("policies")
+    user = given(config)
+    names = user.get("policies")
     if names is None:
         names = ["small-model"] if local else []
-    return {**fill(given, get_policies(names)), "policies": names}
+    return {**fill(user, get_policies(names)), "policies": names}
 
 
 def _sandbox(kind: str | Sandbox) -> Sandbox:

@@ -80,7 +80,9 @@ class Baseline:
         self.policies = policies or []  # what the run follows, for its run_start event
         # An attempt's settings, as verimap's executor gets them from the same config.
         self.settings = EXECUTOR_SETTINGS.replace(
-            temperature=self.config.temperature, top_p=self.config.top_p, seed=self.config.seed
+            temperature=self.config.sampling.temperature,
+            top_p=self.config.sampling.top_p,
+            seed=self.config.sampling.seed,
         )
 
     def parameters(self) -> dict[str, Any]:
@@ -242,7 +244,7 @@ class Program(Bare):
             raise SandboxUnavailable("the program baseline needs a sandbox to run its program")
         run = await write_program(
             ctx.model(self.model), task, self.sandbox, self.settings,
-            timeout=self.config.vf_timeout_s, role=EXECUTOR,
+            timeout=self.config.verify.vf_timeout_s, role=EXECUTOR,
         )  # fmt: skip
         answer = as_number(run.answer)
         ran = {k: v for k, v in run.trace().items() if k != "reply"}  # the reply is shown once

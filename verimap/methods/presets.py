@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from verimap.config import RunConfig
+from verimap.config import RunConfig, given
 from verimap.llm.base import Model
 from verimap.planning.fallback import whole_task_plan
 from verimap.policies import fill, for_models, get_policies, planner_options, wrap_models
@@ -91,7 +91,7 @@ def method_config(
     """The method's RunConfig: paper defaults and the method's adjustable knobs, then `base`
     (user settings, filled by the policies it names), then the knobs that define the method."""
     m = get_method(method) if isinstance(method, str) else method
-    user = dict(base.model_dump(exclude_unset=True) if isinstance(base, RunConfig) else base or {})
+    user = given(base)
     policies = get_policies(user.get("policies"))
     user = fill(user, policies)
     for policy in policies:
@@ -145,9 +145,7 @@ def build_runner(
     missing = [r for r in needed if r not in models]
     if missing:
         raise ValueError(f"method {m.name!r} needs a model for role(s): {', '.join(missing)}")
-    user = dict(
-        config.model_dump(exclude_unset=True) if isinstance(config, RunConfig) else config or {}
-    )
+    user = given(config)
     if user.get("policies") is None:
         user["policies"] = for_models(models)
     cfg = method_config(m, user)
@@ -167,9 +165,9 @@ def build_runner(
     else:
         planner = LLMPlanner(
             models["planner"], tools, demo=demo, domain=domain or "math",
-            settings=PLANNER_SETTINGS.replace(temperature=cfg.temperature),
-            write_vfs=cfg.verification == "full", think_first=cfg.plan_reasoning,
-            max_repairs=cfg.plan_repairs, answer_types=PLAN_ANSWER_TYPES.get(domain or "", ()),
-            max_nodes=cfg.max_nodes, **planner_options(policies),
+            settings=PLANNER_SETTINGS.replace(temperature=cfg.sampling.temperature),
+            write_vfs=cfg.verify.verification == "full", think_first=cfg.planning.plan_reasoning,
+            max_repairs=cfg.planning.plan_repairs, answer_types=PLAN_ANSWER_TYPES.get(domain or "", ()),
+            max_nodes=cfg.planning.max_nodes, **planner_options(policies),
         )  # fmt: skip
     return build(models, sandbox, tools, cfg, planner=planner, events=events)

@@ -62,7 +62,7 @@ VF_PROMPT_PARTS: dict[bool, dict[str, str]] = {
 }
 
 SIZE_RULE = "Prefer few nodes (1-4) for simple tasks."
-# With a cap on the plan's size (`RunConfig.max_nodes`).
+# With a cap on the plan's size (`RunConfig.planning.max_nodes`).
 SIZE_CAP_RULE = (
     "Use at most {max_nodes} nodes; one node may do several steps of the work, so do not split "
     "a calculation into one node per operation."

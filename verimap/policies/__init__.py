@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from verimap.config import RunConfig
+from verimap.config import RunConfig, given
 from verimap.llm.base import Model
 from verimap.policies.base import Policy, fill
 from verimap.policies.paper import Paper
@@ -50,7 +50,7 @@ def apply(config: RunConfig, names: list[str]) -> RunConfig:
     """`config` under its policies, or `names` when it names none: each policy's settings fill
     the fields the user left unset, and the config names the policies."""
     chosen = config.policies if config.policies is not None else names
-    user = config.model_dump(include=config.model_fields_set)
+    user = given(config)
     return RunConfig.model_validate({**fill(user, get_policies(chosen)), "policies": chosen})
 
 
