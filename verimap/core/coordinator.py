@@ -18,7 +18,6 @@ This module is the loop over plans; the rest is in its own modules: a new plan i
 
 from __future__ import annotations
 
-import asyncio
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from verimap.core.plan_run import run_plan
 from verimap.core.result import RunResult
 from verimap.core.run_context import require_ctx
 from verimap.core.run_end import repeats_failed_work, result, unconfirmed
-from verimap.core.run_scope import RunScope
+from verimap.core.run_scope import Runner
 from verimap.core.run_state import RunState
 from verimap.core.vacuity import vet
 from verimap.core.verifier import Verifier
@@ -42,7 +41,7 @@ from verimap.planning.plan_checks import node_work
 from verimap.planning.planner import Planner, PlanningError
 
 
-class Coordinator:
+class Coordinator(Runner):
     def __init__(
         self,
         planner: Planner,
@@ -60,19 +59,12 @@ class Coordinator:
         self.planner = planner
         self.executor = executor
         self.verifier = verifier
-        self.config = config or RunConfig()
-        self.events = events or EventBus()
-        self.trace_dir = Path(trace_dir) if trace_dir is not None else None
-        # The policies the run follows, with their parameters, for its run_start event.
-        self.policies = policies or []
+        super().__init__(config, events, trace_dir, policies)
 
     async def run(
         self, task: str, *, run_id: str | None = None, trace_path: str | Path | None = None
     ) -> RunResult:
-        scope = RunScope(
-            task, self.config, self.events, run_id=run_id, trace_path=trace_path,
-            trace_dir=self.trace_dir, policies=self.policies,
-        )  # fmt: skip
+        scope = self.scope(task, run_id, trace_path)
         st = RunState(scope.run_id, task, scope.ctx)
         return await scope.run(
             partial(self._run, st),
@@ -81,10 +73,6 @@ class Coordinator:
             faults=lambda: st.faults,
             at=st.step,
         )
-
-    def run_sync(self, task: str, **kw: Any) -> RunResult:
-        """Blocking wrapper for scripts and notebooks without a running loop."""
-        return asyncio.run(self.run(task, **kw))
 
     async def _run(self, st: RunState) -> RunResult:
         cfg = self.config

@@ -158,3 +158,39 @@ def _ended(
     tb = "".join(traceback.format_exception(e))
     at.emit(ev.Error(error=f"{type(e).__name__}: {e}", traceback=tb))
     return ending("failed", error=f"internal error: {type(e).__name__}: {e}")
+
+
+class Runner:
+    """What every way of running a task shares (the coordinator, the baselines): the run's
+    config, event bus, trace directory and policy records, one scope per run made from them,
+    and the blocking wrapper. One place, so a method cannot start its runs differently."""
+
+    def __init__(
+        self,
+        config: RunConfig | None,
+        events: EventBus | None,
+        trace_dir: str | Path | None,
+        policies: list[dict[str, Any]] | None,
+    ):
+        self.config = config or RunConfig()
+        self.events = events or EventBus()
+        self.trace_dir = Path(trace_dir) if trace_dir is not None else None
+        # The policies the run follows, with their parameters, for its run_start event.
+        self.policies = policies or []
+
+    def scope(
+        self, task: str, run_id: str | None = None, trace_path: str | Path | None = None
+    ) -> RunScope:
+        return RunScope(
+            task, self.config, self.events, run_id=run_id, trace_path=trace_path,
+            trace_dir=self.trace_dir, policies=self.policies,
+        )  # fmt: skip
+
+    async def run(
+        self, task: str, *, run_id: str | None = None, trace_path: str | Path | None = None
+    ) -> RunResult:
+        raise NotImplementedError
+
+    def run_sync(self, task: str, **kw: Any) -> RunResult:
+        """Blocking wrapper for scripts and notebooks without a running loop."""
+        return asyncio.run(self.run(task, **kw))

@@ -6,7 +6,7 @@
 - `Program` (`program`): the model writes one program for the task and the sandbox runs it
   (PAL, Gao et al. 2023).
 
-Each is run as a coordinator is (`run`, `run_sync`, the same `RunScope`): the config's budget
+Each is run as a coordinator is (a `Runner`: `run`, `run_sync`, the same `RunScope`): the config's budget
 stops it, its model calls are metered per role and traced, a dead endpoint is reported as
 infrastructure, and its trace starts and ends like a coordinator's. None of them checks its
 answer, so none reports one as verified: a method with no checks has nothing to vouch for.
@@ -34,7 +34,7 @@ from verimap.config import RunConfig
 from verimap.core.executor import EXECUTOR_SETTINGS
 from verimap.core.result import ErrorKind, RunResult, RunStatus
 from verimap.core.run_context import RunContext
-from verimap.core.run_scope import RunScope
+from verimap.core.run_scope import Runner
 from verimap.events import EventBus
 from verimap.llm.base import Model, ModelRequest, SolveCall
 from verimap.llm.messages import GenerationSettings, UserMessage
@@ -52,7 +52,7 @@ VOTE_INPUTS = 24
 CALL_TIMEOUT_S = 2.0
 
 
-class Baseline:
+class Baseline(Runner):
     """What the baselines share: their construction, the run's lifetime, one plain call, and
     the result. A subclass says how it answers a task in `_solve`."""
 
@@ -74,10 +74,7 @@ class Baseline:
         self.model = model
         self.sandbox = sandbox
         self.kind: Kind = kind
-        self.config = config or RunConfig()
-        self.events = events or EventBus()
-        self.trace_dir = Path(trace_dir) if trace_dir is not None else None
-        self.policies = policies or []  # what the run follows, for its run_start event
+        super().__init__(config, events, trace_dir, policies)
         # An attempt's settings, as verimap's executor gets them from the same config.
         self.settings = EXECUTOR_SETTINGS.replace(
             temperature=self.config.sampling.temperature,
@@ -92,19 +89,12 @@ class Baseline:
     async def run(
         self, task: str, *, run_id: str | None = None, trace_path: str | Path | None = None
     ) -> RunResult:
-        scope = RunScope(
-            task, self.config, self.events, run_id=run_id, trace_path=trace_path,
-            trace_dir=self.trace_dir, policies=self.policies,
-        )  # fmt: skip
+        scope = self.scope(task, run_id, trace_path)
         return await scope.run(
             partial(self._solve, task, scope.ctx),
             partial(self._result, scope.run_id, task),
             start={"method": self.name, "parameters": self.parameters()},
         )
-
-    def run_sync(self, task: str, **kw: Any) -> RunResult:
-        """Blocking wrapper for scripts and notebooks without a running loop."""
-        return asyncio.run(self.run(task, **kw))
 
     async def _solve(self, task: str, ctx: RunContext) -> RunResult:
         raise NotImplementedError
