@@ -148,13 +148,17 @@ async def test_the_independent_solution_is_a_program_the_sandbox_runs(local_mode
     assert right is not None and right.outcome == "PASS" and right.strength == "strong"
 
 
-async def test_the_default_local_path_answers_a_two_step_task_right_and_verified(local_models):
+async def test_the_default_local_path_answers_a_two_step_task_right_and_verified(
+    local_models, tmp_path
+):
     """`verimap.build` on the local model applies the small-model policy, as `verimap run` does:
     one node, greedy first attempt, and an answer verified only when programs written
-    independently for the task agree with it."""
+    independently for the task agree with it. The programs after the first are sampled, so the
+    sampler's seed is fixed: unseeded, every program the 0.5B wrote failed in one full-suite
+    run, and the trace (kept under tmp_path) shows why when it fails."""
     sandbox = process_sandbox()
-    config = RunConfig(budget=Budget(max_llm_calls=16, timeout_s=300))
-    coord = verimap.build(local_models, sandbox, config=config)
+    config = RunConfig(seed=7, budget=Budget(max_llm_calls=16, timeout_s=300))
+    coord = verimap.build(local_models, sandbox, config=config, trace_dir=tmp_path)
     try:
         r = await coord.run(
             "A shop sells pens at 3 dollars each. Ana buys 4 pens and pays with a 20 dollar "
@@ -164,6 +168,6 @@ async def test_the_default_local_path_answers_a_two_step_task_right_and_verified
         await sandbox.aclose()
     checks = {v.name: v.outcome for v in r.nodes["solve"].verdicts}
     assert r.status == "success" and r.answer == 8, (r.status, r.answer, r.error, checks)
-    assert r.verified, r.unverified_reason
+    assert r.verified, (r.unverified_reason, r.trace_path)
     assert checks["answer_agreement"] == "PASS"
     assert r.plan_rules == ["1: one-node plan (small-model policy)"] and not r.fallback_iterations

@@ -9,6 +9,7 @@ which is what makes their agreement evidence.
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,36 @@ PROGRAM_FIX = (
 )
 # Printed last, so a program that prints on its own still ends on its answer.
 RUN_SOLUTION = "\n\nprint(solution())\n"
+
+
+# What a program keeps of its module: `solution()` and what it may need. Top-level calls are
+# not part of the contract; a small model adds self-tests whose wrong `assert` would sink a
+# right `solution()`, and prints that would run before it.
+_KEPT = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
+         ast.Assign, ast.AnnAssign)  # fmt: skip
+
+
+def solution_module(code: str) -> str:
+    """`code` with only its imports, definitions and assignments at the top level (none that
+    calls the module's own functions); unchanged when it does not parse (the run reports it)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return code
+    defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+    tree.body = [n for n in tree.body if isinstance(n, _KEPT) and not _calls_its_own(n, defined)]
+    return ast.unparse(tree)
+
+
+def _calls_its_own(node: ast.stmt, defined: set[str]) -> bool:
+    """An assignment that runs the module's own functions at import (`ok = check_solution()`);
+    other calls (`prices = list(range(5))`) may set up what `solution()` reads."""
+    if not isinstance(node, ast.Assign | ast.AnnAssign) or node.value is None:
+        return False
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in defined
+        for n in ast.walk(node.value)
+    )
 
 
 def number_in(text: str) -> float | None:
@@ -77,7 +108,7 @@ async def run_program(sandbox: Sandbox, reply: str, timeout: float) -> ProgramRu
     code = code_from_reply(reply)
     if code is None:
         return ProgramRun(None, reply, 1, error="the reply holds no function `solution()`")
-    res = await sandbox.run_program(code + RUN_SOLUTION, timeout=timeout)
+    res = await sandbox.run_program(solution_module(code) + RUN_SOLUTION, timeout=timeout)
     if res.outcome is not Outcome.PASS:
         return ProgramRun(
             None, reply, 1, error=f"{res.outcome.value}: {res.message}"[:500],
