@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel
@@ -26,6 +26,7 @@ from verimap.llm.base import (
     ModelError,
     ModelRequest,
     ModelResponse,
+    WrappedModel,
     estimate_prompt_tokens,
 )
 from verimap.llm.purpose import label
@@ -206,7 +207,7 @@ class Ledger:
             self.on_call(call)
 
 
-class MeteredModel:
+class MeteredModel(WrappedModel):
     """A model whose every request is checked against a `Ledger` and charged to it.
 
     Metering wraps the model rather than living in the code that calls it, so model access
@@ -220,25 +221,9 @@ class MeteredModel:
     """
 
     def __init__(self, inner: Model, ledger: Ledger, *, on_call: OnCall | None = None):
-        self.inner = inner
+        super().__init__(inner)
         self.ledger = ledger
         self.on_call = on_call
-
-    def __getattr__(self, name: str) -> Any:
-        # Only reached for attributes this wrapper lacks (and, while copying, before `inner`).
-        try:
-            inner = self.__dict__["inner"]
-        except KeyError:
-            raise AttributeError(name) from None
-        return getattr(inner, name)
-
-    @property
-    def name(self) -> str:  # the Model protocol's attributes, spelled out for type checkers
-        return self.inner.name
-
-    @property
-    def supports_tools(self) -> bool:
-        return self.inner.supports_tools
 
     def _record(self, role: str, usage: Usage, call: ModelCall) -> None:
         self.ledger.record(role, usage, call)

@@ -111,7 +111,7 @@ class Model(Protocol):
     A model may also have `provider` (who serves its API, for telemetry; the class name
     otherwise) and `base_url` (whose host and port telemetry reports)."""
 
-    # Read-only members: a wrapper (`accounting.MeteredModel`) passes the inner model's through.
+    # Read-only members: a wrapper (`WrappedModel`) passes the inner model's through.
     @property
     def name(self) -> str: ...
 
@@ -119,3 +119,31 @@ class Model(Protocol):
     def supports_tools(self) -> bool: ...
 
     async def request(self, req: ModelRequest) -> ModelResponse: ...
+
+
+class WrappedModel:
+    """A model around another (metering, a cache, a reply cap), as pydantic-ai's
+    `WrapperModel`: the wrapper overrides `request`, and every attribute it does not define
+    (`base_url`, `provider`, `cost_of`, `aclose`, a double's `requests`) is the inner model's."""
+
+    def __init__(self, inner: Model):
+        self.inner = inner
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for attributes the wrapper lacks (and, while copying, before `inner`).
+        try:
+            inner = self.__dict__["inner"]
+        except KeyError:
+            raise AttributeError(name) from None
+        return getattr(inner, name)
+
+    @property
+    def name(self) -> str:  # the Model protocol's attributes, spelled out for type checkers
+        return self.inner.name
+
+    @property
+    def supports_tools(self) -> bool:
+        return self.inner.supports_tools
+
+    async def request(self, req: ModelRequest) -> ModelResponse:
+        return await self.inner.request(req)

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from verimap.env import getenv
-from verimap.llm.base import Model, ModelRequest, ModelResponse
+from verimap.llm.base import Model, ModelRequest, ModelResponse, WrappedModel
 from verimap.llm.limits import endpoint_key
 from verimap.usage import Usage
 
@@ -122,7 +122,7 @@ class CallStore:
             _say_once(logging.WARNING, f"cannot write to the call cache {self.root}: {e}")
 
 
-class CachedModel:
+class CachedModel(WrappedModel):
     """`model` with its replies kept on disk under `cache_dir` (default: `default_cache_dir()`).
 
     `sampled`: cache sampled requests too (see the module's docstring for what that means).
@@ -138,27 +138,12 @@ class CachedModel:
         sampled: bool = False,
         endpoint: str | None = None,
     ):
-        self.inner = model
+        super().__init__(model)
         self.store = CallStore(cache_dir if cache_dir is not None else default_cache_dir())
         self.sampled = sampled
         self.endpoint = endpoint or _endpoint_of(model)
         # How often each sampled request was asked in this process (by its key without a count).
         self._asked: dict[str, int] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            inner = self.__dict__["inner"]
-        except KeyError:
-            raise AttributeError(name) from None
-        return getattr(inner, name)
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    @property
-    def supports_tools(self) -> bool:
-        return self.inner.supports_tools
 
     def __repr__(self) -> str:
         return f"CachedModel({self.inner!r}, cache_dir={str(self.store.root)!r})"

@@ -15,7 +15,7 @@ from pydantic import Field, field_validator
 
 from verimap.check_names import ANSWER_AGREEMENT, ARITHMETIC, BUILTIN_CHECKS, CODE_AGREEMENT
 from verimap.env import EnvError, getenv_int
-from verimap.llm.base import Model, ModelError, ModelRequest, ModelResponse
+from verimap.llm.base import Model, ModelError, ModelRequest, ModelResponse, WrappedModel
 from verimap.policies.base import Policy
 
 NAME = "small-model"
@@ -86,27 +86,16 @@ def reply_cap() -> int:
         raise ModelError(str(e)) from None
 
 
-class ReplyCap:
+class ReplyCap(WrappedModel):
     """`model` with every reply capped at `limit` tokens (a request asking for fewer keeps its
     own limit). Anything else is the inner model's."""
 
     def __init__(self, model: Model, limit: int):
-        self.inner = model
+        super().__init__(model)
         self.limit = limit
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
 
     async def request(self, req: ModelRequest) -> ModelResponse:
         asked = req.settings.max_tokens
         if asked is None or asked > self.limit:
             req = req.model_copy(update={"settings": req.settings.replace(max_tokens=self.limit)})
         return await self.inner.request(req)
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            inner = self.__dict__["inner"]
-        except KeyError:
-            raise AttributeError(name) from None
-        return getattr(inner, name)
