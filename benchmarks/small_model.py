@@ -48,6 +48,7 @@ from _common import (
     say,
     seconds,
 )
+from _replay import replaying
 
 from verimap.cli import chosen_policies, log_to_stderr, under_policies, with_cross_check
 from verimap.config import RunConfig
@@ -333,7 +334,12 @@ def main(argv: list[str] | None = None) -> int:
         return render(cells, header + wall)
 
     hint = f"the same command plus --runs-dir {runs_dir} --resume"
-    return run_then_report(run_jobs(args, jobs, config, notes), report, args.out, hint)
+    if not args.replay:
+        return run_then_report(run_jobs(args, jobs, config, notes), report, args.out, hint)
+    with replaying(Path(args.replay)) as replay:
+        code = run_then_report(run_jobs(args, jobs, config, notes), report, args.out, hint)
+    say(replay.summary())
+    return code
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -400,6 +406,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--data-dir", default=None, help="benchmark data [as verimap eval]")
     p.add_argument("--runs-dir", default=None, help="[runs/bench-small-TIME]")
     p.add_argument("--resume", action="store_true", help="continue --runs-dir: skip finished tasks")
+    p.add_argument(
+        "--replay",
+        default=None,
+        metavar="DIR",
+        help="record the server's replies in DIR, and replay them to identical requests "
+        "(to show that other code sends the same requests: benchmarks/_replay.py)",
+    )
     p.add_argument("--out", default="eval/small-model.md", help="Markdown table ('' for none)")
     args = p.parse_args(argv)
     counts = (args.gsm8k, args.humaneval, args.offset, args.max_nodes or 0)
