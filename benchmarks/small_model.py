@@ -60,7 +60,7 @@ from verimap.llm.base import Model
 from verimap.methods.answers import BARE_PROMPTS, Kind
 from verimap.methods.baselines import Bare
 from verimap.methods.presets import METHODS, method_config
-from verimap.policies import SmallModel
+from verimap.policies import SmallModel, get_policies, wrap_models
 from verimap.sandbox import KINDS
 from verimap.usage import EXECUTOR
 
@@ -83,11 +83,13 @@ def bare_task(task: EvalTask) -> str:
     return task.prompt
 
 
-def bare_solver(model: Model, temperature: float | None) -> Solver:
+def bare_solver(model: Model, settings: dict[str, Any]) -> Solver:
     """A runner solver for the model alone: verimap's `bare` baseline (one call, unverified, its
     exchange traced), so the runner records, scores and logs `bare` exactly as it does the
-    framework methods."""
-    config = RunConfig(temperature=temperature)
+    framework methods. The model is called through the run's policies (the small-model reply
+    cap), as `verimap eval -m bare` calls it."""
+    config = RunConfig(temperature=settings.get("temperature"))
+    model = wrap_models({EXECUTOR: model}, get_policies(settings.get("policies")))[EXECUTOR]
 
     async def solve(task: EvalTask, run: int, trace_path: Path) -> RunResult:
         kind = BARE_KINDS.get(task.benchmark, "text")
@@ -267,7 +269,7 @@ async def run_jobs(
         for job in jobs:
             t0 = time.monotonic()
             custom = job.method == BARE
-            solver = bare_solver(models[EXECUTOR], config.get("temperature")) if custom else None
+            solver = bare_solver(models[EXECUTOR], config) if custom else None
             first = getattr(job.tasks, "offset", 0)
             extra: dict[str, Any] = {"task_window": [first, first + len(job.tasks.tasks())]}
             if custom:

@@ -13,6 +13,7 @@ import pytest
 from verimap.evals.runner import ERRORS, RESULTS, run_eval
 from verimap.evals.tasksets import get_benchmark
 from verimap.llm.base import ModelError, ModelRequest, ModelResponse
+from verimap.policies.small_model import reply_cap
 from verimap.usage import Usage
 
 REPO = Path(__file__).resolve().parents[1]
@@ -75,7 +76,7 @@ async def test_bare_runs_through_the_runner_on_a_window_and_reads_back(tmp_path)
         max_concurrency=1,
         config={"temperature": 0.0},
         progress=False,
-        solver=sm.bare_solver(model, 0.0),
+        solver=sm.bare_solver(model, {"temperature": 0.0}),
     )
     assert out.tally.done == 3 and out.tally.errors == 1
     assert all(
@@ -93,6 +94,19 @@ async def test_bare_runs_through_the_runner_on_a_window_and_reads_back(tmp_path)
     assert [r.correct for r in cell.rows] == [True, False, False]
     assert cell.errors == ["gsm8k/4"]
     assert all(r.calls == 1 and r.prompt_tokens == 100 for r in cell.rows)
+
+
+async def test_bare_calls_the_model_through_the_policies_as_eval_does(tmp_path):
+    bench = get_benchmark("gsm8k", SAMPLES)
+    window = sm.TaskWindow(bench, 2, 1)
+    (task,) = window.tasks()
+    asked = {}
+    for policies in (["small-model"], []):
+        model = Replies({task.prompt.split(sm.GSM8K_SUFFIX)[0]: task.gold})
+        solve = sm.bare_solver(model, {"temperature": 0.0, "policies": policies})
+        await solve(task, 0, tmp_path / "t.jsonl")
+        (asked[bool(policies)],) = [r.settings.max_tokens for r in model.requests]
+    assert asked[True] == reply_cap() < asked[False]
 
 
 def test_rows_count_fallbacks_from_the_trace_and_failed_planning(tmp_path):
