@@ -28,6 +28,7 @@ example (answer 391) for every non-bare method, built like `verimap run --method
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shlex
 import statistics
 import sys
@@ -336,11 +337,10 @@ def main(argv: list[str] | None = None) -> int:
         return render(cells, header + wall)
 
     hint = f"the same command plus --runs-dir {runs_dir} --resume"
-    if not args.replay:
-        return run_then_report(run_jobs(args, jobs, config, notes), report, args.out, hint)
-    with replaying(Path(args.replay)) as replay:
+    with replaying(Path(args.replay)) if args.replay else contextlib.nullcontext() as replay:
         code = run_then_report(run_jobs(args, jobs, config, notes), report, args.out, hint)
-    say(replay.summary())
+    if replay is not None:
+        say(replay.summary())
     return code
 
 
