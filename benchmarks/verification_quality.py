@@ -71,6 +71,9 @@ DEV_WINDOWS: dict[str, tuple[range, ...]] = {
     "gsm8k": (range(0, 200),),
     "humaneval": (range(0, 20), range(110, 140)),
 }
+# Earlier draws (seed, tasks per benchmark), measured and looked at: their tasks are seen now,
+# so a new draw leaves them out as it leaves out the development windows.
+SEEN_DRAWS: tuple[tuple[int, int], ...] = ((687382, 30),)
 SEED_HINT = "python3 -c 'import secrets; print(secrets.randbelow(10**6))'"
 SC = "sc"
 DEFAULT_METHODS = "bare,sc,program,react,verimap"
@@ -82,17 +85,24 @@ PENS_ROUNDS = 3
 # ---- the draw -----------------------------------------------------------------------------------
 
 
-def excluded(bench: str) -> set[int]:
-    return {i for window in DEV_WINDOWS.get(bench, ()) for i in window}
+def excluded(bench: str, size: int) -> set[int]:
+    """The development windows and the items every seen draw took, each drawn as it was: from
+    what the windows and the draws before it left."""
+    out = {i for window in DEV_WINDOWS.get(bench, ()) for i in window}
+    for seed, n in SEEN_DRAWS:
+        pool = [i for i in range(size) if i not in out]
+        out |= set(random.Random(seed).sample(pool, len(pool))[:n])
+    return out
 
 
 def draw(bench: str, size: int, n: int, seed: int) -> list[int]:
     """Indices of `n` of the `size` items of `bench`, drawn by `seed` from those outside the
-    development windows. The whole pool is permuted and its first `n` taken, so a larger `n`
-    with the same seed extends the same draw (a run continued with more tasks keeps its own)."""
-    pool = [i for i in range(size) if i not in excluded(bench)]
+    development windows and the seen draws. The whole pool is permuted and its first `n` taken,
+    so a larger `n` with the same seed extends the same draw (a run continued with more tasks
+    keeps its own)."""
+    pool = [i for i in range(size) if i not in excluded(bench, size)]
     if not 0 <= n <= len(pool):
-        raise ValueError(f"{bench}: cannot draw {n} of the {len(pool)} items outside dev windows")
+        raise ValueError(f"{bench}: cannot draw {n} of the {len(pool)} items not yet seen")
     return random.Random(seed).sample(pool, len(pool))[:n]
 
 
@@ -120,7 +130,7 @@ def draw_window(name: str, n: int, seed: int, data_dir: str | None = None) -> Wi
     if bench.source.is_sample:
         raise DataError(f"{name}: only the committed sample was found; the draw needs the full set")
     tasks = bench.tasks()
-    pool = len(tasks) - len(excluded(name) & set(range(len(tasks))))
+    pool = len(tasks) - len(excluded(name, len(tasks)))
     return Window(bench, [tasks[i] for i in draw(name, len(tasks), n, seed)], pool)
 
 
@@ -217,7 +227,7 @@ def cell_configs(seed: int, model: str, windows: list[Window]) -> dict[str, dict
     out: dict[str, dict[str, Any]] = {"pens": {"seed": seed, "model": model, "rounds": PENS_ROUNDS}}
     for w in windows:
         dev = [[r.start, r.stop - 1] for r in DEV_WINDOWS.get(w.name, ())]
-        draw = {"excluded": dev, "task_ids": w.ids}
+        draw = {"excluded": dev, "seen_draws": [list(d) for d in SEEN_DRAWS], "task_ids": w.ids}
         out[w.name] = {"seed": seed, "model": model, "draw": draw}
     return out
 
@@ -302,7 +312,7 @@ def make_header(
 ) -> str:
     draws = "".join(
         f"\n  - {TITLES.get(w.name, w.name)}, {len(w.ids)} of the {w.pool} items outside the "
-        f"development windows (data: {w.bench.source.root}): {', '.join(w.ids)}"
+        f"development windows and seen draws (data: {w.bench.source.root}): {', '.join(w.ids)}"
         for w in windows
     )
     dev = "; ".join(
@@ -315,7 +325,8 @@ def make_header(
         f"- command: `{' '.join(shlex.quote(a) for a in argv)}`\n"
         f"- seed: **{args.seed}**, picked before the tasks were seen (`{SEED_HINT}`)\n"
         f"- tasks: `random.Random({args.seed}).sample` of each full set, excluding the "
-        f"development windows ({dev}); in run order:{draws}\n"
+        f"development windows ({dev}) and the draws of seeds already measured "
+        f"({', '.join(f'{seed}: {n} a set' for seed, n in SEEN_DRAWS)}); in run order:{draws}\n"
         f"- compute: one task at a time on one local server and one `{args.sandbox}` sandbox, "
         "every method on a task before the next, the method order rotating task by task\n"
         f"- settings: the policies `verimap eval` applies (`verimap.policies`): "

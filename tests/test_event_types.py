@@ -47,6 +47,7 @@ EXAMPLES: list[ev.TypedEvent] = [
     ev.AttemptResult(passed=False, error="no JSON", outputs=None, reply="I think..."),
     ev.AttemptResult(passed=True, score=1.0, outputs={"x": 1}, reply=""),
     ev.Retry(feedback={"previous_outputs": {"x": -1}, "failures": [], "fresh": False}),
+    ev.RetriesStopped(reason="no answer can reach 3 agreeing votes"),
     ev.NodeFinish(status="unconfirmed", outputs={"x": 1}, answers=[{"x": 1}, {"x": 2}]),
     ev.Replan(failed_node="a", failure={"node_id": "a", "verdicts": []}),
     ev.BudgetExhausted(error="max_llm_calls=3 reached"),
@@ -62,7 +63,7 @@ EXAMPLES: list[ev.TypedEvent] = [
 
 def test_the_examples_cover_every_event_type():
     assert {type(e) for e in EXAMPLES} == set(ev.EVENT_TYPES.values())
-    assert len(ev.EVENT_TYPES) == 24
+    assert len(ev.EVENT_TYPES) == 25
 
 
 @pytest.mark.parametrize("event", EXAMPLES, ids=lambda e: e.type)

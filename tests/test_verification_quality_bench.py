@@ -59,12 +59,19 @@ def test_the_draw_is_seeded_leaves_out_the_dev_windows_and_repeats_no_item():
     he = vq.draw("humaneval", 164, 30, seed=12345)
     assert len(set(he)) == 30 and not set(he) & (set(range(20)) | set(range(110, 140)))
     assert all(0 <= i < 164 for i in he)
-    # Everything outside the dev windows can be drawn, and not one item more.
-    assert sorted(vq.draw("humaneval", 164, 114, seed=7)) == [
-        i for i in range(164) if not (i < 20 or 110 <= i < 140)
-    ]
-    with pytest.raises(ValueError, match="cannot draw 115"):
-        vq.draw("humaneval", 164, 115, seed=7)
+    # Everything outside the dev windows and the seen draws can be drawn, and not one item more.
+    seen = vq.excluded("humaneval", 164)
+    rest = [i for i in range(164) if i not in seen]
+    assert len(rest) == 164 - 50 - 30 and sorted(vq.draw("humaneval", 164, 84, seed=7)) == rest
+    with pytest.raises(ValueError, match="cannot draw 85"):
+        vq.draw("humaneval", 164, 85, seed=7)
+
+
+def test_a_seen_draw_is_never_drawn_again(monkeypatch):
+    first = vq.draw("gsm8k", 1319, 30, seed=41)
+    monkeypatch.setattr(vq, "SEEN_DRAWS", (*vq.SEEN_DRAWS, (41, 30)))
+    assert not set(vq.draw("gsm8k", 1319, 500, seed=5)) & set(first)
+    assert len(vq.excluded("gsm8k", 1319)) == 200 + 30 * len(vq.SEEN_DRAWS)
 
 
 def test_a_larger_draw_with_the_same_seed_extends_the_smaller_one():

@@ -37,12 +37,13 @@ from verimap.usage import UsageByRole
 
 __all__ = ["AGREEMENT", "ATTEMPT", "ATTEMPT_RESULT", "BUDGET", "CROSS_CHECK", "ERROR",
     "EVENT_TYPES", "FINISH", "MODEL_CALL", "NODE_FINISH", "NODE_REUSED", "NODE_START", "PLAN",
-    "PLAN_FALLBACK", "PLAN_INVALID", "PLAN_KEPT", "PLAN_RULE", "REPLAN", "REPLIES", "RETRY",
-    "RUN_START", "TOOL_CALL", "VF_VACUOUS", "VF_VERDICT", "VOTE", "Agreement", "AnyEvent",
-    "Attempt", "AttemptResult", "BudgetExhausted", "CrossCheck", "Error", "Event", "Finish",
-    "ModelCall", "NodeFinish", "NodeReused", "NodeStart", "Plan", "PlanFallback",
-    "PlanInvalid", "PlanKept", "PlanRule", "Replan", "Replies", "Retry", "RunStart",
-    "ToolCall", "TypedEvent", "VfVacuous", "VfVerdict", "Vote", "VoteGroup", "parse_event"
+    "PLAN_FALLBACK", "PLAN_INVALID", "PLAN_KEPT", "PLAN_RULE", "REPLAN", "REPLIES",
+    "RETRIES_STOPPED", "RETRY", "RUN_START", "TOOL_CALL", "VF_VACUOUS", "VF_VERDICT", "VOTE",
+    "Agreement", "AnyEvent", "Attempt", "AttemptResult", "BudgetExhausted", "CrossCheck", "Error",
+    "Event", "Finish", "ModelCall", "NodeFinish", "NodeReused", "NodeStart", "Plan",
+    "PlanFallback", "PlanInvalid", "PlanKept", "PlanRule", "Replan", "Replies", "RetriesStopped",
+    "Retry", "RunStart", "ToolCall", "TypedEvent", "VfVacuous", "VfVerdict", "Vote", "VoteGroup",
+    "parse_event"
 ]  # fmt: skip
 
 ENVELOPE = ("run_id", "ts", "node_id", "iteration", "attempt")
@@ -280,6 +281,14 @@ class Retry(_Typed):
     feedback: JSON | None = None
 
 
+class RetriesStopped(_Typed):
+    """A node's retries end early: a check found that no further attempt could be confirmed
+    (`reason`), so the node ends unconfirmed on the answers it has."""
+
+    type: Literal["retries_stopped"] = "retries_stopped"
+    reason: str
+
+
 class ToolCall(_Typed):
     """One tool call of an attempt, reported when it ended; texts cut to 2,000 characters."""
 
@@ -414,6 +423,7 @@ TypedEvent = (
     RunStart | Plan | PlanInvalid | PlanFallback | PlanRule | VfVacuous | PlanKept | NodeStart
     | NodeReused
     | Attempt | ToolCall | ModelCall | Agreement | CrossCheck | VfVerdict | AttemptResult | Retry
+    | RetriesStopped
     | NodeFinish | Replan | BudgetExhausted | Error | Finish | Replies | Vote
 )  # fmt: skip
 # What a subscriber is given and a reader reads: a typed event, or a generic one.
@@ -442,6 +452,7 @@ VOTE = Vote.TYPE
 VF_VERDICT = VfVerdict.TYPE
 ATTEMPT_RESULT = AttemptResult.TYPE
 RETRY = Retry.TYPE
+RETRIES_STOPPED = RetriesStopped.TYPE
 NODE_FINISH = NodeFinish.TYPE
 REPLAN = Replan.TYPE
 BUDGET = BudgetExhausted.TYPE

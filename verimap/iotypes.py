@@ -188,12 +188,12 @@ _ADAPTERS: dict[str, TypeAdapter[Any]] = {
 }
 
 
-_FENCE = re.compile(r"^\s*```[\w+-]*[ \t]*\n(.*?)\n?\s*```\s*$", re.S)
+_WHOLE_FENCE = re.compile(r"^\s*```[\w+-]*[ \t]*\n(.*?)\n?\s*```\s*$", re.S)
 
 
 def unfence(code: str) -> str:
     """Code without the markdown fence a model wrapped it in."""
-    m = _FENCE.match(code)
+    m = _WHOLE_FENCE.match(code)
     return m.group(1) if m else code
 
 
@@ -283,13 +283,18 @@ def _probe(
     return scalars.get(kind, default) if isinstance(kind, str) else default
 
 
-_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.S | re.I)
+_PYTHON_FENCE = re.compile(r"```[ \t]*(?:python|py)?[ \t]*\n(.*?)```", re.S | re.I)
+
+
+def python_blocks(text: str) -> list[str]:
+    """The fenced blocks of a reply marked Python or unmarked, in order."""
+    return _PYTHON_FENCE.findall(text)
 
 
 def code_from_reply(text: str) -> str | None:
     """The last fenced block of a reply that parses as Python and defines a function with a
     body beyond its docstring (a stub copied from the task is no answer)."""
-    for block in reversed(_FENCE.findall(text)):
+    for block in reversed(python_blocks(text)):
         tree = _parse(block)
         if tree is None and "\\n" in block:
             # Small models copy the task's docstring with the escapes of the JSON it came in:

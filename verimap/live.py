@@ -266,6 +266,8 @@ def plain_line(e: ev.AnyEvent) -> str | None:
             return f"{where}{node}: reused (verified before, unchanged)"
         case ev.Retry():
             return f"{where}{node}: retry {(e.attempt or 2) - 1}"
+        case ev.RetriesStopped():
+            return f"{where}{node}: no more retries: {clean(e.reason, 160)}"
         case ev.VfVerdict():
             msg = f" - {clean(e.message, 120)}" if e.message else ""
             return f"{where}{node} #{e.attempt}: vf {clean(e.name, 60)} {e.outcome}{msg}"

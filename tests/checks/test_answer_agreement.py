@@ -9,7 +9,7 @@ from verimap.check_names import ANSWER_AGREEMENT as NAME
 from verimap.checks.answer_agreement import agree, numeric_answer
 from verimap.checks.programs import number_in
 from verimap.config import RunConfig
-from verimap.events import CROSS_CHECK, EventBus
+from verimap.events import CROSS_CHECK, RETRIES_STOPPED, EventBus
 from verimap.llm.base import ModelError
 from verimap.planning.plan import parse_plan
 from verimap.sandbox.base import ExecResult, Outcome
@@ -186,3 +186,31 @@ async def test_a_program_that_returns_nothing_is_told_so_and_fixed(process_sandb
     assert r.verified
     fix = [q for q in world.model.requests if q.role == "judge"][1]
     assert "solution() returned 'None', not a number" in fix.messages[-1].content
+
+
+async def test_three_votes_against_two_are_a_split_not_a_confirmation(process_sandbox):
+    """Programs 180 and 180 against attempts that drift to 1260 and a third program that joins
+    them: 1260 has the quorum but not twice its rival's votes."""
+    world = ScriptedWorld([PLAN], totals(540, 1260, 1260), solve=returning(180, 180, 1260))
+    r = await run(world, process_sandbox)
+    assert not r.verified and r.answer == 1260
+    assert len(r.nodes["solve"].attempts) == 3 and judge_calls(world) == 3
+    last = {v.name: v for v in r.nodes["solve"].attempts[-1].verdicts}[NAME]
+    assert last.outcome == "FAIL"
+
+
+async def test_retries_stop_when_no_answer_is_one_vote_short(process_sandbox):
+    world = ScriptedWorld([PLAN], totals(1, 12, 63), solve=returning(61, 9))
+    bus, seen = events()
+    r = await run(world, process_sandbox, bus=bus)
+    assert not r.verified and r.answer == 1 and len(r.nodes["solve"].attempts) == 1
+    stopped = [e for e in seen if e.type == RETRIES_STOPPED]
+    assert len(stopped) == 1 and "one vote short" in stopped[0].data["reason"]
+    assert "61 x1" in stopped[0].data["reason"] and "9 x1" in stopped[0].data["reason"]
+
+
+async def test_a_retry_that_could_complete_a_quorum_is_still_made(process_sandbox):
+    """Two programs agree on 694 against the first attempt: one more attempt may confirm it."""
+    world = ScriptedWorld([PLAN], totals(8448, 694), solve=returning(694))
+    r = await run(world, process_sandbox)
+    assert r.verified and r.answer == 694 and len(r.nodes["solve"].attempts) == 2

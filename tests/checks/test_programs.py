@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from verimap.checks.programs import run_program, solution_module
+import pytest
+
+from verimap.checks.programs import run_program, runnable, solution_module
 
 SELF_TESTED = """```python
 import math
@@ -45,3 +47,38 @@ async def test_a_solution_that_raises_still_fails(process_sandbox):
         process_sandbox, "```python\ndef solution():\n    return 1 / 0\n```", 10
     )
     assert run.answer is None and run.error and "ZeroDivisionError" in run.error
+
+
+BODY_ONLY = """```python
+# The price of one pen is 17 dollars
+price_per_pen = 17
+total_cost = price_per_pen * 23
+return total_cost
+```"""
+SCRIPT = """Here it is:
+```python
+pens = 23
+cost = pens * 17
+print("step", pens)
+print(f"The total is {cost}")
+```"""
+OTHER_NAME = "```python\ndef total_cost():\n    return 17 * 23\n\nprint(total_cost())\n```"
+NO_PROGRAM = "```python\ndef add(a, b):\n    return a + b\n```\nThe answer is 391."
+
+
+@pytest.mark.parametrize("reply", [BODY_ONLY, SCRIPT, OTHER_NAME])
+async def test_a_program_in_the_shape_the_model_wrote_runs_as_written(process_sandbox, reply):
+    run = await run_program(process_sandbox, reply, timeout=10)
+    assert run.error is None and run.answer == 391
+
+
+def test_a_reply_without_a_runnable_program_has_none():
+    assert runnable(NO_PROGRAM) is None
+    assert runnable("The answer is 391.") is None
+    assert runnable("```python\ntotal = 17 * 23\n```") is None  # computes, but answers nothing
+
+
+def test_a_solution_function_wins_over_the_scripts_around_it():
+    reply = "```python\ndef helper():\n    return 2\n\ndef solution():\n    return 3\n```"
+    assert runnable(reply) is not None and runnable(reply).endswith("print(solution())\n")
+    assert "solution = helper" not in runnable(reply)

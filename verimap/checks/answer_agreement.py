@@ -5,13 +5,18 @@ enough: a reasoning reply and one program by the same model agreed on a wrong an
 time in six on GSM8K windows of the local 1.5B, both having misread the task the same way. So
 every attempt at the final answer is a vote, every program written for the task is a vote, and
 an answer is confirmed when `quorum` votes give it, from both kinds (a reasoning attempt and a
-program). Programs are drawn only while they can still make a difference, in different
-framings and, after the first, sampled, so that they are not one program repeated.
+program), and it holds at least twice the votes of any other answer: three votes against two
+is a split, not a confirmation. Programs are drawn only while they can still make a difference,
+in different framings and, after the first, sampled, so that they are not one program repeated.
 
-A disagreement fails the attempt without telling the retry the other number: a retry shown it
-copies it, and agreement means something only while solutions stay independent. When no attempt
-is confirmed, the answer kept is the one most votes give (no single program is an oracle: on a
-tie, an answer both kinds gave wins, then the earliest attempt's).
+A disputed attempt is retried only while a retry could still be confirmed by the votes already
+cast (some answer is one vote short, with a program among them): a retry that lands on a fresh
+number needs fresh programs to agree with it, and on the development windows such late quorums
+were rarely reached and once confirmed a wrong answer. A disagreement fails the attempt without
+telling the retry the other number: a retry shown it copies it, and agreement means something
+only while solutions stay independent. When no attempt is confirmed, the answer kept is the one
+most votes give (no single program is an oracle: on a tie, an answer both kinds gave wins, then
+the earliest attempt's).
 """
 
 from __future__ import annotations
@@ -79,6 +84,11 @@ class Ballot:
     def support(self, value: float) -> list[Vote]:
         return [v for v in self.votes if agree(v.value, value)]
 
+    def rival(self, value: float) -> int:
+        """The votes of the strongest other answer."""
+        return max((len(self.support(v.value)) for v in self.votes if not agree(v.value, value)),
+                   default=0)  # fmt: skip
+
 
 @dataclass
 class AnswerAgreement:
@@ -123,7 +133,26 @@ class AnswerAgreement:
 
     def _confirmed(self, ballot: Ballot, value: float) -> bool:
         support = ballot.support(value)
-        return len(support) >= self.quorum and {v.kind for v in support} == {"attempt", "program"}
+        return (
+            len(support) >= self.quorum
+            and {v.kind for v in support} == {"attempt", "program"}
+            and len(support) >= 2 * ballot.rival(value)
+        )
+
+    def settled(self, node: Node, ctx: RunContext) -> str | None:
+        """Why no retry could be confirmed by the votes cast: none is one vote short of
+        confirmation with a program among its votes."""
+        ballot: Ballot | None = ctx.memo.get(self.name)
+        if ballot is None or not ballot.votes:
+            return None
+        for vote in ballot.votes:
+            support = ballot.support(vote.value)
+            needed = max(self.quorum, 2 * ballot.rival(vote.value))
+            if len(support) + 1 >= needed and any(v.kind == "program" for v in support):
+                return None
+        counts = ", ".join(sorted({f"{shown(v.value)} x{len(ballot.support(v.value))}"
+                                   for v in ballot.votes}))  # fmt: skip
+        return f"no answer is one vote short of confirmation (votes: {counts})"
 
     def _worth_a_program(self, ballot: Ballot, value: float) -> bool:
         """A program is drawn only while this answer could still reach the quorum with it."""

@@ -80,6 +80,16 @@ class Chooser(Protocol):
     ) -> dict[str, Any] | None: ...
 
 
+@runtime_checkable
+class Settler(Protocol):
+    """A disputing check that can tell when retrying is futile: no further attempt at the node
+    could be confirmed, whatever it answers."""
+
+    def settled(self, node: Node, ctx: RunContext) -> str | None:
+        """Why no further attempt could be confirmed; None while one could."""
+        ...
+
+
 def verdict(check: Check, outcome: str, message: str = "", **extra: Any) -> VFVerdict:
     """A check's verdict, carrying the check's strength so the run can tell whether a PASS
     confirms the answer."""

@@ -10,10 +10,11 @@ which is what makes their agreement evidence.
 from __future__ import annotations
 
 import ast
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-from verimap.iotypes import code_from_reply
+from verimap.iotypes import code_from_reply, python_blocks
 from verimap.llm.base import Model, ModelRequest, SolveCall
 from verimap.llm.messages import AssistantMessage, GenerationSettings, Message, UserMessage
 from verimap.numbers import final_number
@@ -103,12 +104,42 @@ class ProgramRun:
         return out
 
 
-async def run_program(sandbox: Sandbox, reply: str, timeout: float) -> ProgramRun:
-    """What the reply's `solution()` returns. A program that does not run gives no number."""
+def runnable(reply: str) -> str | None:
+    """The program a reply holds, ready to print its answer last; None when it holds none.
+
+    Asked for `solution()`, the 1.5B wrote one about half the time in the step-by-step framing:
+    otherwise the function's body without its header (a `return` at the top level), a script
+    that prints the answer, or a function under another name. Asked again to fix that, it
+    mostly wrote the same shape again. Each is a program for the task all the same, so each is
+    run as written rather than sent back."""
     code = code_from_reply(reply)
-    if code is None:
+    if code is not None:
+        tree = ast.parse(code)
+        names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)
+                 and not (n.args.args or n.args.posonlyargs or n.args.kwonlyargs)]  # fmt: skip
+        if "solution" in names:
+            return solution_module(code) + RUN_SOLUTION
+        if len(names) == 1:  # `def total_cost():`, with or without its own call
+            return solution_module(code) + f"\nsolution = {names[0]}" + RUN_SOLUTION
+    for block in reversed(python_blocks(reply)):
+        try:
+            tree = ast.parse(block)
+        except SyntaxError:
+            continue
+        if any(isinstance(n, ast.Return) for n in tree.body):  # a body without its header
+            return "def solution():\n" + textwrap.indent(block, "    ") + RUN_SOLUTION
+        if any(isinstance(n, ast.Call) and getattr(n.func, "id", None) == "print"
+               for n in ast.walk(tree)):  # fmt: skip
+            return block  # a script: its last printed line is its answer
+    return None
+
+
+async def run_program(sandbox: Sandbox, reply: str, timeout: float) -> ProgramRun:
+    """What the reply's program returns. A program that does not run gives no number."""
+    program = runnable(reply)
+    if program is None:
         return ProgramRun(None, reply, 1, error="the reply holds no function `solution()`")
-    res = await sandbox.run_program(solution_module(code) + RUN_SOLUTION, timeout=timeout)
+    res = await sandbox.run_program(program, timeout=timeout)
     if res.outcome is not Outcome.PASS:
         return ProgramRun(
             None, reply, 1, error=f"{res.outcome.value}: {res.message}"[:500],

@@ -118,6 +118,9 @@ class NodeAttempts:
             if (against := self.verifier.disputes(vr)) is not None:
                 disputed.append(dict(out.outputs or {}))
                 st.disputes.extend(against)
+                if (why := self.verifier.settled(node, st.ctx)) is not None:
+                    st.emit(ev.RetriesStopped(reason=why), node.id, attempt)
+                    break
             feedback = retry_feedback(out.outputs, rep.attempts, fresh_turns, failures=vr.failures)
         if passing or disputed:
             rep.status = "unconfirmed"

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from verimap import iotypes
 from verimap.accounting import BudgetExceeded
-from verimap.checks.base import Check, CheckTools, Chooser, Submission
+from verimap.checks.base import Check, CheckTools, Chooser, Settler, Submission
 from verimap.checks.strength import perturbations
 from verimap.config import RunConfig
 from verimap.core import prompts
@@ -271,6 +271,17 @@ class Verifier:
                 picked = check.choose(node, candidates, ctx)
                 if picked is not None:
                     return picked
+        return None
+
+    def settled(self, node: Node, ctx: RunContext | None) -> str | None:
+        """Why retrying the node is futile, if a disputing check can tell."""
+        if ctx is None:
+            return None
+        for check in self.checks:
+            if check.disputes and isinstance(check, Settler):
+                why = check.settled(node, ctx)
+                if why is not None:
+                    return why
         return None
 
     async def _gather(
