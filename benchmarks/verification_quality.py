@@ -85,13 +85,16 @@ PENS_ROUNDS = 3
 # ---- the draw -----------------------------------------------------------------------------------
 
 
-def excluded(bench: str, size: int) -> set[int]:
-    """The development windows and the items every seen draw took, each drawn as it was: from
-    what the windows and the draws before it left."""
+def excluded(bench: str, size: int, seed: int | None = None) -> set[int]:
+    """The development windows and the items the seen draws took, each drawn as it was: from
+    what the windows and the draws before it left. A seen seed's own draw and those after it
+    are not excluded from its draw, so its run can still be continued."""
     out = {i for window in DEV_WINDOWS.get(bench, ()) for i in window}
-    for seed, n in SEEN_DRAWS:
+    for earlier, n in SEEN_DRAWS:
+        if earlier == seed:
+            break
         pool = [i for i in range(size) if i not in out]
-        out |= set(random.Random(seed).sample(pool, len(pool))[:n])
+        out |= set(random.Random(earlier).sample(pool, len(pool))[:n])
     return out
 
 
@@ -100,7 +103,7 @@ def draw(bench: str, size: int, n: int, seed: int) -> list[int]:
     development windows and the seen draws. The whole pool is permuted and its first `n` taken,
     so a larger `n` with the same seed extends the same draw (a run continued with more tasks
     keeps its own)."""
-    pool = [i for i in range(size) if i not in excluded(bench, size)]
+    pool = [i for i in range(size) if i not in excluded(bench, size, seed)]
     if not 0 <= n <= len(pool):
         raise ValueError(f"{bench}: cannot draw {n} of the {len(pool)} items not yet seen")
     return random.Random(seed).sample(pool, len(pool))[:n]
@@ -130,7 +133,7 @@ def draw_window(name: str, n: int, seed: int, data_dir: str | None = None) -> Wi
     if bench.source.is_sample:
         raise DataError(f"{name}: only the committed sample was found; the draw needs the full set")
     tasks = bench.tasks()
-    pool = len(tasks) - len(excluded(name, len(tasks)))
+    pool = len(tasks) - len(excluded(name, len(tasks), seed))
     return Window(bench, [tasks[i] for i in draw(name, len(tasks), n, seed)], pool)
 
 

@@ -72,6 +72,7 @@ def test_a_seen_draw_is_never_drawn_again(monkeypatch):
     monkeypatch.setattr(vq, "SEEN_DRAWS", (*vq.SEEN_DRAWS, (41, 30)))
     assert not set(vq.draw("gsm8k", 1319, 500, seed=5)) & set(first)
     assert len(vq.excluded("gsm8k", 1319)) == 200 + 30 * len(vq.SEEN_DRAWS)
+    assert vq.draw("gsm8k", 1319, 30, seed=41) == first  # its own run can still be continued
 
 
 def test_a_larger_draw_with_the_same_seed_extends_the_smaller_one():

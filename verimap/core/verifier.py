@@ -264,25 +264,15 @@ class Verifier:
         self, node: Node, candidates: list[dict[str, Any]], ctx: RunContext | None
     ) -> dict[str, Any] | None:
         """The answer a disputing check keeps when no attempt was confirmed, if one knows."""
-        if ctx is None:
-            return None
-        for check in self.checks:
-            if check.disputes and isinstance(check, Chooser):
-                picked = check.choose(node, candidates, ctx)
-                if picked is not None:
-                    return picked
-        return None
+        found = (c.choose(node, candidates, ctx) for c in self.checks
+                 if ctx is not None and c.disputes and isinstance(c, Chooser))  # fmt: skip
+        return next((picked for picked in found if picked is not None), None)
 
     def settled(self, node: Node, ctx: RunContext | None) -> str | None:
         """Why retrying the node is futile, if a disputing check can tell."""
-        if ctx is None:
-            return None
-        for check in self.checks:
-            if check.disputes and isinstance(check, Settler):
-                why = check.settled(node, ctx)
-                if why is not None:
-                    return why
-        return None
+        found = (c.settled(node, ctx) for c in self.checks
+                 if ctx is not None and c.disputes and isinstance(c, Settler))  # fmt: skip
+        return next((why for why in found if why is not None), None)
 
     async def _gather(
         self,
