@@ -107,11 +107,11 @@ class ProgramRun:
 def runnable(reply: str) -> str | None:
     """The program a reply holds, ready to print its answer last; None when it holds none.
 
-    Asked for `solution()`, the 1.5B wrote one about half the time in the step-by-step framing:
-    otherwise the function's body without its header (a `return` at the top level), a script
-    that prints the answer, or a function under another name. Asked again to fix that, it
-    mostly wrote the same shape again. Each is a program for the task all the same, so each is
-    run as written rather than sent back."""
+    Asked for `solution()` in the step-by-step framing, the 1.5B's first program needed a
+    second call in 19 of 20 tasks of a development window: it wrote the function's body without
+    its header (a `return` at the top level), a script that prints the answer, or a function
+    under another name, and asked to fix that it often wrote the same shape again. Each is a
+    program for the task all the same, so each is run as written rather than sent back."""
     code = code_from_reply(reply)
     if code is not None:
         tree = ast.parse(code)
