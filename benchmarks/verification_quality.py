@@ -31,6 +31,7 @@ stopped or not. Every statistic comes from `verimap.evals.stats`.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import random
 import shlex
@@ -85,14 +86,18 @@ PENS_ROUNDS = 3
 # ---- the draw -----------------------------------------------------------------------------------
 
 
+def seen_before(seed: int | None) -> list[tuple[int, int]]:
+    """The seen draws a draw by `seed` leaves out: all of them, or for a seen seed those made
+    before its own."""
+    return list(itertools.takewhile(lambda d: d[0] != seed, SEEN_DRAWS))
+
+
 def excluded(bench: str, size: int, seed: int | None = None) -> set[int]:
     """The development windows and the items the seen draws took, each drawn as it was: from
     what the windows and the draws before it left. A seen seed's own draw and those after it
     are not excluded from its draw, so its run can still be continued."""
     out = {i for window in DEV_WINDOWS.get(bench, ()) for i in window}
-    for earlier, n in SEEN_DRAWS:
-        if earlier == seed:
-            break
+    for earlier, n in seen_before(seed):
         pool = [i for i in range(size) if i not in out]
         out |= set(random.Random(earlier).sample(pool, len(pool))[:n])
     return out
@@ -230,7 +235,8 @@ def cell_configs(seed: int, model: str, windows: list[Window]) -> dict[str, dict
     out: dict[str, dict[str, Any]] = {"pens": {"seed": seed, "model": model, "rounds": PENS_ROUNDS}}
     for w in windows:
         dev = [[r.start, r.stop - 1] for r in DEV_WINDOWS.get(w.name, ())]
-        draw = {"excluded": dev, "seen_draws": [list(d) for d in SEEN_DRAWS], "task_ids": w.ids}
+        seen = [list(d) for d in seen_before(seed)]
+        draw = {"excluded": dev, "seen_draws": seen, "task_ids": w.ids}
         out[w.name] = {"seed": seed, "model": model, "draw": draw}
     return out
 
@@ -329,7 +335,8 @@ def make_header(
         f"- seed: **{args.seed}**, picked before the tasks were seen (`{SEED_HINT}`)\n"
         f"- tasks: `random.Random({args.seed}).sample` of each full set, excluding the "
         f"development windows ({dev}) and the draws of seeds already measured "
-        f"({', '.join(f'{seed}: {n} a set' for seed, n in SEEN_DRAWS)}); in run order:{draws}\n"
+        f"({', '.join(f'{s}: {n} a set' for s, n in seen_before(args.seed)) or 'none'}); "
+        f"in run order:{draws}\n"
         f"- compute: one task at a time on one local server and one `{args.sandbox}` sandbox, "
         "every method on a task before the next, the method order rotating task by task\n"
         f"- settings: the policies `verimap eval` applies (`verimap.policies`): "

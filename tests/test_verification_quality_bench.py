@@ -73,6 +73,9 @@ def test_a_seen_draw_is_never_drawn_again(monkeypatch):
     assert not set(vq.draw("gsm8k", 1319, 500, seed=5)) & set(first)
     assert len(vq.excluded("gsm8k", 1319)) == 200 + 30 * len(vq.SEEN_DRAWS)
     assert vq.draw("gsm8k", 1319, 30, seed=41) == first  # its own run can still be continued
+    assert vq.seen_before(41) == list(vq.SEEN_DRAWS[:-1]) and vq.seen_before(5) == list(
+        vq.SEEN_DRAWS
+    )
 
 
 def test_a_larger_draw_with_the_same_seed_extends_the_smaller_one():

@@ -17,6 +17,7 @@ NODE = Node(
         "```\nassert outputs['total'] > 0\n```",
         "    assert outputs['total'] > 0",
         "\n\n  assert outputs['total'] > 0\n",
+        "\n```python3\nassert outputs['total'] > 0\n```\n",  # any language tag, a blank line first
     ],
 )
 def test_fences_and_indentation_are_normalised(raw):
