@@ -62,9 +62,10 @@ def test_the_draw_is_seeded_leaves_out_the_dev_windows_and_repeats_no_item():
     # Everything outside the dev windows and the seen draws can be drawn, and not one item more.
     seen = vq.excluded("humaneval", 164)
     rest = [i for i in range(164) if i not in seen]
-    assert len(rest) == 164 - 50 - 30 and sorted(vq.draw("humaneval", 164, 84, seed=7)) == rest
-    with pytest.raises(ValueError, match="cannot draw 85"):
-        vq.draw("humaneval", 164, 85, seed=7)
+    assert len(rest) == 164 - 50 - 30 * len(vq.SEEN_DRAWS)
+    assert sorted(vq.draw("humaneval", 164, len(rest), seed=7)) == rest
+    with pytest.raises(ValueError, match=f"cannot draw {len(rest) + 1}"):
+        vq.draw("humaneval", 164, len(rest) + 1, seed=7)
 
 
 def test_a_seen_draw_is_never_drawn_again(monkeypatch):

@@ -360,8 +360,9 @@ class CrossCheck(_Typed):
     with the answer (`agreed` on `compared` inputs, the first `input` they differ on)."""
 
     type: Literal["cross_check"] = "cross_check"
-    kind: Literal["program", "code"]
+    kind: Literal["program", "sample", "code"]
     program: int | None = None
+    sample: int | None = None
     answer: float | None = None
     reply: str | None = None
     tries: int | None = None

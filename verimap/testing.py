@@ -199,7 +199,7 @@ class ScriptedWorld:
     - a judge's verdict: `judge(n, criterion, outputs) -> (passed, explanation)` for each of its
       criteria, after a free-text reasoning call;
     - an independent solution of the task (a program and its fix, a reference function, a bare
-      sample): `solve(task)`.
+      sample): `solve(task)`; a sampled reasoning reply goes to `sample(task)` when given.
     """
 
     def __init__(
@@ -209,6 +209,7 @@ class ScriptedWorld:
         judge: JudgeFn | None = None,
         *,
         solve: Callable[[str], str] | None = None,
+        sample: Callable[[str], str] | None = None,
         latency_s: float = 0.0,
         supports_tools: bool = True,
         name: str = "scripted-world",
@@ -217,6 +218,7 @@ class ScriptedWorld:
         self.outputs = outputs
         self.judge = judge or (lambda node_id, criterion, outs: (True, "looks right"))
         self.solve = solve or (lambda task: "I cannot tell.")
+        self.sample = sample
         self.executor_calls: dict[str, int] = defaultdict(int)
         self.executor_prompts: dict[str, list[str]] = defaultdict(list)
         self.order: list[str] = []
@@ -253,6 +255,8 @@ class ScriptedWorld:
                 verdicts[name] = {"passed": passed, "explanation": why}
             return verdicts if len(verdicts) > 1 else next(iter(verdicts.values()))
         if isinstance(p, SolveCall):
+            if p.kind == "sample" and self.sample is not None:
+                return self.sample(p.task)
             return self.solve(p.task)
         raise _unrouted(req, "ScriptedWorld")
 

@@ -96,7 +96,11 @@ async def test_a_world_is_told_each_node_its_inputs_and_each_judge_its_criteria(
     def outputs(node_id, k, inputs, prompt):
         return {"price": 17} if node_id == "a" else {"total": inputs["a.price"] * 23}
 
-    world = ScriptedWorld([CHAIN], outputs, judge, solve=solve)
+    def sample(task):
+        solved.append(task)
+        return "23 pens at 17 dollars: 391 dollars. The answer is 391."
+
+    world = ScriptedWorld([CHAIN], outputs, judge, solve=solve, sample=sample)
     config = RunConfig(checks=[ANSWER_AGREEMENT], vacuity_check=False)
     task = "Pens cost 17 dollars. What do 23 pens cost?"
     r = await verimap.build(world.models(), process_sandbox, config=config).run(task)
@@ -106,7 +110,7 @@ async def test_a_world_is_told_each_node_its_inputs_and_each_judge_its_criteria(
     assert solved and set(solved) == {task}
     labels = [q.purpose.label for q in world.model.requests]
     assert "judge:b:sensible,whole" in labels and "judge:b:sensible,whole:final" in labels
-    assert [p for p in labels if p.startswith("solve")] == ["solve:program:0", "solve:program:1"]
+    assert [p for p in labels if p.startswith("solve")] == ["solve:program:0", "solve:sample"]
     executed = [q.purpose for q in world.model.requests if isinstance(q.purpose, ExecuteCall)]
     assert [(p.node_id, p.inputs) for p in executed] == [("a", {"USER_TASK": task}),
                                                          ("b", {"a.price": 17})]  # fmt: skip

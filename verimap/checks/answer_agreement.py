@@ -3,20 +3,22 @@
 Property VFs (`answer > 0`) cannot see a wrong decomposition, and one other solution is not
 enough: a reasoning reply and one program by the same model agreed on a wrong answer about one
 time in six on GSM8K windows of the local 1.5B, both having misread the task the same way. So
-every attempt at the final answer is a vote, every program written for the task is a vote, and
-an answer is confirmed when `quorum` votes give it, from both kinds (a reasoning attempt and a
-program), and it holds at least twice the votes of any other answer: three votes against two
-is a split, not a confirmation. Programs are drawn only while they can still make a difference,
-in different framings and, after the first, sampled, so that they are not one program repeated.
+every attempt at the final answer is a vote, and so is every independent solution the check
+draws: programs (in different framings, sampled after the first) and sampled reasoning replies
+asked as the `sc` baseline asks. An answer is confirmed when `quorum` votes give it, from both
+families (reasoning and program), and it holds at least twice the votes of any other answer:
+three votes against two is a split, not a confirmation. Solutions are drawn, programs and
+samples in turn, only while some answer could still be confirmed.
 
 A disputed attempt is retried only while a retry could still be confirmed by the votes already
 cast (some answer is one vote short, with a program among them): a retry that lands on a fresh
-number needs fresh programs to agree with it, and on the development windows such late quorums
+number needs fresh solutions to agree with it, and on the development windows such late quorums
 were rarely reached and once confirmed a wrong answer. A disagreement fails the attempt without
 telling the retry the other number: a retry shown it copies it, and agreement means something
 only while solutions stay independent. When no attempt is confirmed, the answer kept is the one
-most votes give (no single program is an oracle: on a tie, an answer both kinds gave wins, then
-the earliest attempt's).
+most votes give, as self-consistency keeps its majority (no single program is an oracle: on a
+tie, an answer both families gave wins, then the earliest attempt's). At matched calls, `sc`
+was ahead of a check that drew programs alone on both fresh GSM8K draws measured (D16).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from verimap.accounting import BudgetExceeded
 from verimap.check_names import ANSWER_AGREEMENT
 from verimap.checks.base import CheckTools, Strength, Submission, verdict
 from verimap.checks.programs import ProgramRun, write_program
+from verimap.checks.samples import sample_answer
 from verimap.events import CrossCheck
 from verimap.llm.base import ModelError
 from verimap.numbers import normalize_number
@@ -39,7 +42,7 @@ from verimap.verdicts import ABSTAINED, VFVerdict
 if TYPE_CHECKING:
     from verimap.core.run_context import RunContext
 
-Kind = Literal["attempt", "program"]
+Kind = Literal["attempt", "sample", "program"]
 
 
 def numeric_answer(node: Node, outputs: Any) -> tuple[str, float] | None:
@@ -73,13 +76,19 @@ class Vote:
     value: float
     kind: Kind
 
+    @property
+    def family(self) -> str:
+        """Attempts and samples both reason in prose; a program computes."""
+        return "program" if self.kind == "program" else "reasoning"
+
 
 @dataclass
 class Ballot:
-    """One run's votes and the programs drawn so far."""
+    """One run's votes and the solutions drawn so far."""
 
     votes: list[Vote] = field(default_factory=list)
     programs: int = 0
+    samples: int = 0
 
     def support(self, value: float) -> list[Vote]:
         return [v for v in self.votes if agree(v.value, value)]
@@ -92,11 +101,12 @@ class Ballot:
 
 @dataclass
 class AnswerAgreement:
-    """`quorum` agreeing votes from both kinds confirm a final numeric answer; at most
-    `max_programs` programs are written per run."""
+    """`quorum` agreeing votes from both families confirm a final numeric answer; at most
+    `max_programs` programs and `max_samples` reasoning samples are drawn per run."""
 
     quorum: int = 3
     max_programs: int = 3
+    max_samples: int = 2
     name: str = ANSWER_AGREEMENT
     strength: Strength = "strong"
     disputes: bool = True
@@ -114,11 +124,11 @@ class AnswerAgreement:
         name, value = found
         ballot = self._ballot(ctx)
         ballot.votes.append(Vote(value, "attempt"))
-        while not self._confirmed(ballot, value) and self._worth_a_program(ballot, value):
+        while not self.confirmed(ballot, value) and self._worth_a_draw(ballot):
             if tools.model is None or tools.sandbox is None:
                 break
             await self._draw(ballot, sub.task, tools, ctx)
-        if self._confirmed(ballot, value):
+        if self.confirmed(ballot, value):
             n = len(ballot.support(value))
             return verdict(self, "PASS", f"{n} independent solutions agree on {shown(value)}")
         others = [v for v in ballot.votes if v.kind == "program"]
@@ -131,11 +141,11 @@ class AnswerAgreement:
             "to the answer, and answer again.",
         )  # fmt: skip
 
-    def _confirmed(self, ballot: Ballot, value: float) -> bool:
+    def confirmed(self, ballot: Ballot, value: float) -> bool:
         support = ballot.support(value)
         return (
             len(support) >= self.quorum
-            and {v.kind for v in support} == {"attempt", "program"}
+            and {v.family for v in support} == {"reasoning", "program"}
             and len(support) >= 2 * ballot.rival(value)
         )
 
@@ -154,12 +164,53 @@ class AnswerAgreement:
                                    for v in ballot.votes}))  # fmt: skip
         return f"no answer is one vote short of confirmation (votes: {counts})"
 
-    def _worth_a_program(self, ballot: Ballot, value: float) -> bool:
-        """A program is drawn only while this answer could still reach the quorum with it."""
-        left = self.max_programs - ballot.programs
-        return left > 0 and len(ballot.support(value)) + left >= self.quorum
+    def _left(self, ballot: Ballot) -> int:
+        return self.max_programs - ballot.programs + self.max_samples - ballot.samples
+
+    def _worth_a_draw(self, ballot: Ballot) -> bool:
+        """A solution is drawn only while no answer is confirmed and some answer could still
+        be by the draws left: past that, more votes cost time and settle nothing."""
+        left = self._left(ballot)
+        if left <= 0 or any(self.confirmed(ballot, v.value) for v in ballot.votes):
+            return False
+        return any(
+            len(ballot.support(v.value)) + left >= max(self.quorum, 2 * ballot.rival(v.value))
+            for v in ballot.votes
+        )
 
     async def _draw(self, ballot: Ballot, task: str, tools: CheckTools, ctx: RunContext) -> None:
+        """The next solution: a program, then a sample, in turn while each kind has some left."""
+        assert tools.model is not None
+        sample = ballot.samples < self.max_samples and (
+            ballot.samples < ballot.programs or ballot.programs >= self.max_programs
+        )
+        if sample:
+            await self._draw_sample(ballot, task, tools, ctx)
+        else:
+            await self._draw_program(ballot, task, tools, ctx)
+
+    async def _draw_sample(
+        self, ballot: Ballot, task: str, tools: CheckTools, ctx: RunContext
+    ) -> None:
+        assert tools.model is not None
+        settings = tools.settings
+        if tools.retry_temperature is not None:
+            settings = settings.replace(temperature=tools.retry_temperature)
+        ballot.samples += 1
+        try:
+            answer, reply = await sample_answer(ctx.model(tools.model), task, settings)
+        except BudgetExceeded:
+            raise
+        except ModelError as e:
+            ctx.emit(CrossCheck(kind="sample", sample=ballot.samples, error=f"model error: {e}"))
+            return
+        if answer is not None:
+            ballot.votes.append(Vote(answer, "sample"))
+        ctx.emit(CrossCheck(kind="sample", sample=ballot.samples, answer=answer, reply=reply))
+
+    async def _draw_program(
+        self, ballot: Ballot, task: str, tools: CheckTools, ctx: RunContext
+    ) -> None:
         assert tools.model is not None and tools.sandbox is not None
         settings = tools.settings
         if ballot.programs and tools.retry_temperature is not None:
@@ -181,8 +232,8 @@ class AnswerAgreement:
     def choose(
         self, node: Node, candidates: list[dict[str, Any]], ctx: RunContext
     ) -> dict[str, Any] | None:
-        """The answer most votes give; on a tie one both kinds gave, then the earliest
-        attempt's. A program's number replaces the attempts' only by outvoting them."""
+        """The answer most votes give; on a tie one both families gave, then the earliest
+        attempt's. Another solution's number replaces the attempts' only by outvoting them."""
         ballot: Ballot | None = ctx.memo.get(self.name)
         answers = [a for c in candidates if (a := numeric_answer(node, c)) is not None]
         if ballot is None or not answers or not ballot.votes:
@@ -192,7 +243,7 @@ class AnswerAgreement:
 
         def rank(vote: Vote) -> tuple[int, int, int]:
             support = ballot.support(vote.value)
-            both = {v.kind for v in support} == {"attempt", "program"}
+            both = {v.family for v in support} == {"reasoning", "program"}
             first = next((i for i, v in enumerate(attempts) if agree(v.value, vote.value)), 99)
             return (len(support), both, -first)
 

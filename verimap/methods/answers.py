@@ -13,6 +13,7 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
+from verimap.checks.samples import REASONING_PROMPT
 from verimap.iotypes import code_from_reply
 from verimap.numbers import final_number
 
@@ -26,8 +27,7 @@ _CODE_REPLY = (
     "```python code block."
 )
 BARE_PROMPTS: dict[str, str] = {
-    "number": "{task}\n\nSolve the problem step by step. End with the line 'The answer is N.', "
-    "where N is the final number.",
+    "number": REASONING_PROMPT,
     # A task in words that shows the function to complete (HumanEval as `verimap eval` asks it).
     "code": "{task}\n\n" + _CODE_REPLY,
     # A task that is only the function's stub (HumanEval's own prompt).
