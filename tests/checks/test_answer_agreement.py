@@ -115,6 +115,16 @@ async def test_an_answer_two_programs_agree_with_is_verified(process_sandbox):
     assert not first.settings.temperature and second.settings.temperature == 0.7
 
 
+async def test_a_sample_is_sampled_even_when_the_run_is_greedy(process_sandbox):
+    world = ScriptedWorld([PLAN], totals(391), solve=returning(391), sample=saying(391))
+    greedy = RunConfig(checks=[NAME], vacuity_check=False, max_retries=3)
+    assert greedy.sampling.retry_temperature is None
+    r = await run(world, process_sandbox, config=greedy)
+    assert r.verified
+    (sample,) = [q for q in world.model.requests if q.purpose.label == "solve:sample"]
+    assert sample.settings.temperature == 0.7
+
+
 async def test_programs_and_samples_are_drawn_in_turn_while_a_quorum_is_possible(
     process_sandbox,
 ):
