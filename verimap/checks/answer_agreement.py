@@ -180,7 +180,6 @@ class AnswerAgreement:
 
     async def _draw(self, ballot: Ballot, task: str, tools: CheckTools, ctx: RunContext) -> None:
         """The next solution: a program, then a sample, in turn while each kind has some left."""
-        assert tools.model is not None
         sample = ballot.samples < self.max_samples and (
             ballot.samples < ballot.programs or ballot.programs >= self.max_programs
         )
@@ -199,8 +198,6 @@ class AnswerAgreement:
         ballot.samples += 1
         try:
             answer, reply = await sample_answer(ctx.model(tools.model), task, settings)
-        except BudgetExceeded:
-            raise
         except ModelError as e:
             ctx.emit(CrossCheck(kind="sample", sample=ballot.samples, error=f"model error: {e}"))
             return
