@@ -72,9 +72,14 @@ DEV_WINDOWS: dict[str, tuple[range, ...]] = {
     "gsm8k": (range(0, 200),),
     "humaneval": (range(0, 20), range(110, 140)),
 }
-# Earlier draws (seed, tasks per benchmark), measured and looked at: their tasks are seen now,
-# so a new draw leaves them out as it leaves out the development windows.
-SEEN_DRAWS: tuple[tuple[int, int], ...] = ((687382, 30), (208682, 30))
+# Earlier draws (seed, {benchmark: tasks run}), measured and looked at: their tasks are seen
+# now, so a new draw leaves them out as it leaves out the development windows. Only the tasks
+# that ran are seen: 896396's HumanEval run was stopped after the first 7 of its draw.
+SEEN_DRAWS: tuple[tuple[int, dict[str, int]], ...] = (
+    (687382, {"gsm8k": 30, "humaneval": 30}),
+    (208682, {"gsm8k": 30, "humaneval": 30}),
+    (896396, {"gsm8k": 30, "humaneval": 7}),
+)
 SEED_HINT = "python3 -c 'import secrets; print(secrets.randbelow(10**6))'"
 SC = "sc"
 DEFAULT_METHODS = "bare,sc,program,react,verimap"
@@ -86,7 +91,7 @@ PENS_ROUNDS = 3
 # ---- the draw -----------------------------------------------------------------------------------
 
 
-def seen_before(seed: int | None) -> list[tuple[int, int]]:
+def seen_before(seed: int | None) -> list[tuple[int, dict[str, int]]]:
     """The seen draws a draw by `seed` leaves out: all of them, or for a seen seed those made
     before its own."""
     return list(itertools.takewhile(lambda d: d[0] != seed, SEEN_DRAWS))
@@ -97,9 +102,9 @@ def excluded(bench: str, size: int, seed: int | None = None) -> set[int]:
     what the windows and the draws before it left. A seen seed's own draw and those after it
     are not excluded from its draw, so its run can still be continued."""
     out = {i for window in DEV_WINDOWS.get(bench, ()) for i in window}
-    for earlier, n in seen_before(seed):
+    for earlier, counts in seen_before(seed):
         pool = [i for i in range(size) if i not in out]
-        out |= set(random.Random(earlier).sample(pool, len(pool))[:n])
+        out |= set(random.Random(earlier).sample(pool, len(pool))[: counts.get(bench, 0)])
     return out
 
 
@@ -112,6 +117,17 @@ def draw(bench: str, size: int, n: int, seed: int) -> list[int]:
     if not 0 <= n <= len(pool):
         raise ValueError(f"{bench}: cannot draw {n} of the {len(pool)} items not yet seen")
     return random.Random(seed).sample(pool, len(pool))[:n]
+
+
+def seen_text(draws: list[tuple[int, dict[str, int]]]) -> str:
+    """The seen draws as a header names them: "208682: GSM8K 30, HumanEval 30"."""
+    return (
+        "; ".join(
+            f"{seed}: " + ", ".join(f"{TITLES.get(b, b)} {n}" for b, n in counts.items())
+            for seed, counts in draws
+        )
+        or "none"
+    )
 
 
 @dataclass
@@ -235,7 +251,7 @@ def cell_configs(seed: int, model: str, windows: list[Window]) -> dict[str, dict
     out: dict[str, dict[str, Any]] = {"pens": {"seed": seed, "model": model, "rounds": PENS_ROUNDS}}
     for w in windows:
         dev = [[r.start, r.stop - 1] for r in DEV_WINDOWS.get(w.name, ())]
-        seen = [list(d) for d in seen_before(seed)]
+        seen = [[s, counts.get(w.name, 0)] for s, counts in seen_before(seed)]
         draw = {"excluded": dev, "seen_draws": seen, "task_ids": w.ids}
         out[w.name] = {"seed": seed, "model": model, "draw": draw}
     return out
@@ -335,7 +351,7 @@ def make_header(
         f"- seed: **{args.seed}**, picked before the tasks were seen (`{SEED_HINT}`)\n"
         f"- tasks: `random.Random({args.seed}).sample` of each full set, excluding the "
         f"development windows ({dev}) and the draws of seeds already measured "
-        f"({', '.join(f'{s}: {n} a set' for s, n in seen_before(args.seed)) or 'none'}); "
+        f"({seen_text(seen_before(args.seed))}); "
         f"in run order:{draws}\n"
         f"- compute: one task at a time on one local server and one `{args.sandbox}` sandbox, "
         "every method on a task before the next, the method order rotating task by task\n"

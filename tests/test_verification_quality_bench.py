@@ -62,7 +62,7 @@ def test_the_draw_is_seeded_leaves_out_the_dev_windows_and_repeats_no_item():
     # Everything outside the dev windows and the seen draws can be drawn, and not one item more.
     seen = vq.excluded("humaneval", 164)
     rest = [i for i in range(164) if i not in seen]
-    assert len(rest) == 164 - 50 - 30 * len(vq.SEEN_DRAWS)
+    assert len(rest) == 164 - 50 - sum(counts["humaneval"] for _, counts in vq.SEEN_DRAWS)
     assert sorted(vq.draw("humaneval", 164, len(rest), seed=7)) == rest
     with pytest.raises(ValueError, match=f"cannot draw {len(rest) + 1}"):
         vq.draw("humaneval", 164, len(rest) + 1, seed=7)
@@ -70,13 +70,23 @@ def test_the_draw_is_seeded_leaves_out_the_dev_windows_and_repeats_no_item():
 
 def test_a_seen_draw_is_never_drawn_again(monkeypatch):
     first = vq.draw("gsm8k", 1319, 30, seed=41)
-    monkeypatch.setattr(vq, "SEEN_DRAWS", (*vq.SEEN_DRAWS, (41, 30)))
+    monkeypatch.setattr(vq, "SEEN_DRAWS", (*vq.SEEN_DRAWS, (41, {"gsm8k": 30})))
     assert not set(vq.draw("gsm8k", 1319, 500, seed=5)) & set(first)
     assert len(vq.excluded("gsm8k", 1319)) == 200 + 30 * len(vq.SEEN_DRAWS)
+    assert vq.excluded("humaneval", 164, seed=41) == vq.excluded("humaneval", 164)
     assert vq.draw("gsm8k", 1319, 30, seed=41) == first  # its own run can still be continued
     assert vq.seen_before(41) == list(vq.SEEN_DRAWS[:-1]) and vq.seen_before(5) == list(
         vq.SEEN_DRAWS
     )
+
+
+def test_only_the_tasks_a_seen_draw_ran_are_seen(monkeypatch):
+    monkeypatch.setattr(vq, "SEEN_DRAWS", ((41, {"humaneval": 7}),))
+    drawn = vq.draw("humaneval", 164, 30, seed=41)
+    rest = set(vq.draw("humaneval", 164, 164 - 50 - 7, seed=5))
+    assert not rest & set(drawn[:7]) and set(drawn[7:]) <= rest
+    assert vq.excluded("gsm8k", 1319) == set(range(200))  # it ran no GSM8K task
+    assert vq.seen_text(vq.seen_before(5)) == "41: HumanEval 7"
 
 
 def test_a_larger_draw_with_the_same_seed_extends_the_smaller_one():

@@ -138,6 +138,20 @@ async def test_disagreeing_fails_with_one_input_and_both_outputs(process_sandbox
     assert run_code(RIGHT, args) != run_code(WRONG, args)
 
 
+async def test_code_that_agrees_only_after_a_dispute_is_not_confirmed(process_sandbox):
+    """The retry was shown the reference's output: agreeing with it now is no independent
+    evidence, so the check abstains (the code is kept, unverified)."""
+    run = Harness(process_sandbox, [reply(RIGHT)], check=CodeAgreement(max_references=1))
+    disputed = await run(WRONG)
+    assert disputed.outcome == "FAIL"
+    shown = run.cross_checks()[-1]["input"]
+    v = await run(RIGHT_TOO)
+    assert v.outcome == ABSTAINED and not v.judged
+    assert f"only after it was shown that solution's output on {shown}" in v.message
+    assert run.model.calls == 1
+    assert run.cross_checks()[-1]["agreed"] is True  # it does agree; that is not the point
+
+
 def run_code(code: str, args: tuple):
     namespace: dict = {}
     exec(code, namespace)

@@ -11,9 +11,12 @@ describes, and what code does there is no one's mistake.
 
 A disagreement first draws another reference while the run's budget allows (the first one may
 be the wrong one), then goes back as one concrete input with both outputs, never the
-reference's code: the executor decides from the task which is right. When retries run out,
-the answer kept is the code of the largest group that behaves alike, an attempt's before a
-reference's.
+reference's code: the executor decides from the task which is right. Code written after that
+is no longer independent of the references where it was shown their output, and there the
+independent solutions disagreed, so its agreement with them confirms nothing: it may be kept,
+never verified. On the development draws, code that agreed only after a dispute was right once
+in three (the executor copied references that were wrong). When retries run out, the answer
+kept is the code of the largest group that behaves alike, an attempt's before a reference's.
 """
 
 from __future__ import annotations
@@ -81,6 +84,7 @@ class Bench:
     expected: dict[str, str] = field(default_factory=dict)
     references: list[Reference] = field(default_factory=list)
     seen: dict[str, Behaviour | None] = field(default_factory=dict)
+    shown: set[int] = field(default_factory=set)  # inputs a dispute showed a reference's output on
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     def valid(self) -> list[tuple[int, Reference]]:
@@ -241,6 +245,14 @@ class CodeAgreement:
         self, done: list[Comparison], bench: Bench, mine: Behaviour, entry: str, inputs: list[str]
     ) -> VFVerdict:
         agreeing = [c for c in done if c.agreed(self.min_inputs)]
+        if agreeing and bench.shown:
+            calls = ", ".join(call_text(entry, inputs[i]) for i in sorted(bench.shown))
+            return verdict(
+                self, ABSTAINED,
+                "the code behaves like an independently written solution only after it was shown "
+                f"that solution's output on {calls}, where the independent solutions disagreed: "
+                "that agreement confirms nothing",
+            )  # fmt: skip
         if agreeing:
             n = max(c.compared for c in agreeing)
             return verdict(
@@ -267,6 +279,7 @@ class CodeAgreement:
         theirs = bench.references[c.reference].behaviour
         assert theirs is not None
         at = c.differs_at
+        bench.shown.add(at)
         return (
             f"on {call_text(entry, inputs[at])} your code {self._shown(mine[at])}, an "
             f"independently written solution {self._shown(theirs[at])}; decide from the task's "
