@@ -270,6 +270,8 @@ class CodeAgreement:
         if len(differing) < len(done):
             n = min(c.compared for c in done)
             return verdict(self, ABSTAINED, f"only {n} inputs could be compared")
+        assert differing[0].differs_at is not None
+        bench.shown.add(differing[0].differs_at)  # the retry sees the reference's output there
         return verdict(self, "FAIL", self._dispute(differing[0], bench, mine, entry, inputs))
 
     def _dispute(
@@ -279,7 +281,6 @@ class CodeAgreement:
         theirs = bench.references[c.reference].behaviour
         assert theirs is not None
         at = c.differs_at
-        bench.shown.add(at)
         return (
             f"on {call_text(entry, inputs[at])} your code {self._shown(mine[at])}, an "
             f"independently written solution {self._shown(theirs[at])}; decide from the task's "
