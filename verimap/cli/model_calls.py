@@ -17,10 +17,26 @@ if TYPE_CHECKING:
 # The keyword arguments of `connect` these options fill.
 CALL_KEYS = ("cache", "cache_dir", "max_connections")
 
+
+class CacheMode(click.Choice):
+    """A cache mode. `--cache` alone means on, so `--cache "TASK"` reads the task as a mode:
+    the error then says how to write what was meant."""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        try:
+            return super().convert(value, param, ctx)
+        except click.BadParameter:
+            self.fail(
+                f"{value!r} is not a cache mode ({', '.join(self.choices)}). `--cache` reads the "
+                "argument after it as its mode: write `--cache on`, or put the task first",
+                param, ctx,
+            )  # fmt: skip
+
+
 OPTIONS = [
     click.option(
         "--cache",
-        type=click.Choice(["off", "on", "sampled"]),
+        type=CacheMode(["off", "on", "sampled"]),
         default="off",
         is_flag=False,
         flag_value="on",
