@@ -7,15 +7,17 @@ import ast
 
 import pytest
 
+import verimap
 from verimap.checks.base import Check, CheckTools, Chooser, Submission
 from verimap.checks.code_agreement import CodeAgreement
+from verimap.config import RunConfig
 from verimap.core.run_context import RunContext
 from verimap.events import CROSS_CHECK
 from verimap.llm.base import SolveCall
 from verimap.llm.messages import GenerationSettings
 from verimap.planning.plan import parse_plan
 from verimap.sandbox.base import ExecResult, Outcome
-from verimap.testing import ScriptedModel
+from verimap.testing import ScriptedModel, ScriptedWorld
 from verimap.usage import JUDGE
 from verimap.verdicts import ABSTAINED
 
@@ -150,6 +152,22 @@ async def test_code_that_agrees_only_after_a_dispute_is_not_confirmed(process_sa
     assert f"only after it was shown that solution's output on {shown}" in v.message
     assert run.model.calls == 1
     assert run.cross_checks()[-1]["agreed"] is True  # it does agree; that is not the point
+
+
+async def test_a_run_whose_code_agrees_only_after_a_dispute_ends_unverified(process_sandbox):
+    """Through the coordinator: the retry is shown the input and both outputs, its code is kept
+    as the answer, and the result says why it is not verified."""
+    plan = {"nodes": [{"id": "solve", "instruction": "write it", "inputs": ["USER_TASK"],
+                       "outputs": {"code": "code"}}]}  # fmt: skip
+    codes = [WRONG, RIGHT]
+    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"code": codes[min(k, 1)]},
+                          solve=lambda task: reply(RIGHT_TOO))  # fmt: skip
+    config = RunConfig(checks=["code_agreement"], vacuity_check=False, max_retries=3)
+    r = await verimap.build(world.models(), process_sandbox, config=config).run(TASK)
+    assert r.status == "success" and r.final_output == {"code": RIGHT}
+    assert not r.verified and "only after it was shown" in (r.unverified_reason or "")
+    assert "your code returns" in world.executor_prompts["solve"][1]
+    assert len(r.nodes["solve"].attempts) == 2  # an abstention is no failure: no third attempt
 
 
 def run_code(code: str, args: tuple):
