@@ -131,10 +131,10 @@ async def overhead() -> None:
     planner = TemplatePlanner(plan)
     c = Coordinator(
         planner,
-        InstantExecutorDouble(),
+        InstantExecutorDouble(),  # type: ignore[arg-type]
         Verifier(None, None, mode="none"),
         RunConfig(max_parallel=8),
-    )  # type: ignore[arg-type]
+    )
     t = time.perf_counter()
     r = await c.run("bench")
     bare = time.perf_counter() - t

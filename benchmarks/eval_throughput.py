@@ -132,7 +132,11 @@ def ray_main(a: argparse.Namespace) -> None:
         print(f"\nRay on one machine: {ratio:.0%} of the asyncio runner's throughput (goal >= 80%)")
 
         counts = [int(n) for n in a.nodes.split(",")]
-        node = {"num_cpus": 1, "object_store_memory": 80 * 2**20, "node_ip_address": "127.0.0.1"}
+        node: dict[str, Any] = {
+            "num_cpus": 1,
+            "object_store_memory": 80 * 2**20,
+            "node_ip_address": "127.0.0.1",
+        }
         cluster = Cluster(initialize_head=True,
                           head_node_args={**node, "num_cpus": 0, "include_dashboard": False})  # fmt: skip
         rates: dict[int, float] = {}

@@ -59,7 +59,7 @@ async def plan_request(m: OpenAIModel) -> tuple[float, int, int]:
 
 async def executor_run(m: OpenAIModel, items, tools: bool) -> dict[str, float]:
     ex = Executor(m, ToolRegistry([calculator_tool()]) if tools else ToolRegistry(), max_steps=6, settings=EXECUTOR_SETTINGS.replace(temperature=0))  # fmt: skip
-    node = Node(id="solve", instruction="Solve the math word problem in USER_TASK step by step; output the final number as answer.", inputs=["USER_TASK"], outputs=["answer"])  # fmt: skip
+    node = Node.model_validate({"id": "solve", "instruction": "Solve the math word problem in USER_TASK step by step; output the final number as answer.", "inputs": ["USER_TASK"], "outputs": ["answer"]})  # fmt: skip
     correct, steps, calls, secs, errors = 0, [], [], [], 0
     for it in items:
         t0 = time.monotonic()
@@ -74,7 +74,7 @@ async def executor_run(m: OpenAIModel, items, tools: bool) -> dict[str, float]:
         if not out.ok:
             errors += 1
             continue
-        correct += score_gsm8k(out.outputs.get("answer"), it.gold).correct
+        correct += score_gsm8k((out.outputs or {}).get("answer"), it.gold).correct
     return {
         "correct": correct,
         "errors": errors,

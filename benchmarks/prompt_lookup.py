@@ -26,6 +26,7 @@ from typing import Any
 from verimap.endpoint import resolve_local
 from verimap.evals.tasksets import get_benchmark
 from verimap.llm.base import ModelRequest
+from verimap.llm.messages import GenerationSettings, UserMessage
 from verimap.llm.openai_model import OpenAIModel
 from verimap.local import server
 from verimap.planning.planner import LLMPlanner
@@ -43,19 +44,21 @@ def requests(model: OpenAIModel, args: argparse.Namespace) -> list[tuple[str, Mo
     gsm = get_benchmark("gsm8k").tasks()[args.offset : args.offset + args.tasks]
     code = get_benchmark("humaneval").tasks()[args.offset]
     planner = LLMPlanner(model, domain="math")
+    greedy = GenerationSettings(temperature=0, max_tokens=600)
     out = []
     for t in gsm:
         out.append((
             "plan",
             ModelRequest(messages=planner.plan_messages(t.prompt), response_schema=planner.schema,
-                         schema_name="plan", temperature=0, max_tokens=1024, role="planner"),
+                         schema_name="plan", settings=greedy.replace(max_tokens=1024),
+                         role="planner"),
         ))  # fmt: skip
     for t in gsm:
         content = t.prompt + "\n\nSolve the problem step by step."
-        out.append(("solve", ModelRequest(messages=[{"role": "user", "content": content}],
-                                          temperature=0, max_tokens=600)))  # fmt: skip
-    out.append(("code", ModelRequest(messages=[{"role": "user", "content": code.prompt}],
-                                     temperature=0, max_tokens=600)))  # fmt: skip
+        out.append(
+            ("solve", ModelRequest(messages=[UserMessage(content=content)], settings=greedy))
+        )
+    out.append(("code", ModelRequest(messages=[UserMessage(content=code.prompt)], settings=greedy)))
     return out
 
 

@@ -41,7 +41,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from _common import (
     Cell,
@@ -292,7 +292,7 @@ def eval_runner(
     async def run_one(pair: Pair) -> str:
         try:
             outcome = await run_eval(
-                TaskSubset(pair.bench, [pair.task]), pair.method, models, sandbox,
+                cast(Benchmark, TaskSubset(pair.bench, [pair.task])), pair.method, models, sandbox,
                 cell_dir(runs_dir, *pair.cell), runs=pair.run + 1, max_concurrency=1,
                 resume=True, config=config, progress=False, extra_config=extra[pair.bench.name],
                 samples=samples if pair.method == SC else None,

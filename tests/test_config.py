@@ -1,10 +1,12 @@
 """RunConfig in parts: flat and nested input mean the same config, it is written out flat as
 before the parts, and what the user set stays visible to the policies."""
 
+import typing
+
 import pytest
 from pydantic import ValidationError
 
-from verimap.config import FLAT, Loop, RunConfig, given
+from verimap.config import FLAT, PARTS, WHOLE, Loop, RunConfig, RunConfigArgs, given
 from verimap.policies import apply
 
 # The names every config had before the parts, as config.json, `run_start` and Inspect hold them.
@@ -88,3 +90,13 @@ def test_policies_fill_only_the_nested_settings_the_user_left_unset():
         apply(RunConfig(planning={"max_nodes": None}), ["small-model"]).planning.max_nodes is None
     )
     assert apply(RunConfig(max_nodes=None), ["small-model"]).planning.max_nodes is None
+
+
+def test_the_typed_keyword_arguments_are_the_settings_with_their_types():
+    """`RunConfigArgs` is what a type checker allows in `RunConfig(...)`: every flat name with its
+    part's type, and the parts and whole settings, so that a new knob cannot be left out."""
+    hints = typing.get_type_hints(RunConfigArgs)
+    assert set(hints) == set(FLAT) | set(PARTS) | set(WHOLE)
+    for name, part in FLAT.items():
+        assert hints[name] == PARTS[part].model_fields[name].annotation, name
+    assert hints["policies"] == RunConfig.model_fields["policies"].annotation

@@ -11,7 +11,7 @@ so a file written before the parts existed reads back the same (docs/decisions.m
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
 
 from pydantic import (
     BaseModel,
@@ -158,6 +158,47 @@ FLAT: dict[str, str] = {name: part for part, model in PARTS.items() for name in 
 WHOLE = ("budget", "policies")
 
 
+class RunConfigArgs(TypedDict, total=False):
+    """`RunConfig`'s keyword arguments, flat names and parts alike, as a type checker sees
+    them: `RunConfig(max_retries=3)` is how users and presets write one, and pydantic's own
+    signature knows only the parts. tests/test_config.py keeps it equal to the parts' fields."""
+
+    loop: Loop | Mapping[str, Any]
+    sampling: Sampling | Mapping[str, Any]
+    verify: Verify | Mapping[str, Any]
+    planning: Planning | Mapping[str, Any]
+    execution: Execution | Mapping[str, Any]
+    budget: Budget | Mapping[str, Any]
+    policies: list[str] | None
+    max_retries: int
+    max_iterations: int
+    max_parallel: int
+    sequential: bool
+    reuse_verified: bool
+    fail_accepted: bool
+    max_plan_repeats: int | None
+    temperature: float | None
+    retry_temperature: float | None
+    top_p: float | None
+    seed: int | None
+    verification: Literal["full", "instruction", "none"]
+    vf_timeout_s: float
+    checks: list[str]
+    vacuity_check: bool
+    full_feedback: bool
+    batch_judge: bool
+    judge_tools: bool
+    agreement: int
+    unverified_answer: Literal["plurality", "last"]
+    plan_reasoning: bool
+    plan_repairs: int
+    max_nodes: int | None
+    context_generations: int
+    structured_io: bool
+    executor_max_steps: int
+    fresh_code_retries: bool
+
+
 def flatten(data: Mapping[str, Any]) -> dict[str, Any]:
     """`data`'s settings under their flat names, whether `data` gives them flat or in their part.
 
@@ -217,6 +258,10 @@ class RunConfig(BaseModel):
     # The names of the policies the run follows (bundles of rules beyond the core loop, applied
     # by `verimap.build`, which fills what is left unset here). None: the endpoint decides.
     policies: list[str] | None = None
+
+    if TYPE_CHECKING:
+
+        def __init__(self, **data: Unpack[RunConfigArgs]) -> None: ...
 
     @model_validator(mode="before")
     @classmethod
