@@ -357,9 +357,7 @@ class CrossCheck(_Typed):
     executor's retry is never shown it). `kind="program"` (the answer-agreement check): a
     program's number, its reply and what running it printed or why it failed. `kind="code"`
     (the code-agreement check): a reference function written (`valid`, `reason`) or compared
-    with the answer (`agreed` on `compared` inputs, the first `input` they differ on), or the
-    calls the judge wrote when the task's examples gave no inputs (`reply`, and the `inputs`
-    generated from them)."""
+    with the answer (`agreed` on `compared` inputs, the first `input` they differ on)."""
 
     type: Literal["cross_check"] = "cross_check"
     kind: Literal["program", "sample", "code"]
@@ -377,7 +375,6 @@ class CrossCheck(_Typed):
     agreed: bool | None = None
     compared: int | None = None
     input: str | None = None
-    inputs: int | None = None
 
 
 class NodeFinish(_Typed):

@@ -199,8 +199,7 @@ class ScriptedWorld:
     - a judge's verdict: `judge(n, criterion, outputs) -> (passed, explanation)` for each of its
       criteria, after a free-text reasoning call;
     - an independent solution of the task (a program and its fix, a reference function, a bare
-      sample): `solve(task)`; a sampled reasoning reply goes to `sample(task)` and the calls
-      written as inputs for code to `inputs(task)` when given.
+      sample): `solve(task)`; a sampled reasoning reply goes to `sample(task)` when given.
     """
 
     def __init__(
@@ -211,7 +210,6 @@ class ScriptedWorld:
         *,
         solve: Callable[[str], str] | None = None,
         sample: Callable[[str], str] | None = None,
-        inputs: Callable[[str], str] | None = None,
         latency_s: float = 0.0,
         supports_tools: bool = True,
         name: str = "scripted-world",
@@ -221,7 +219,6 @@ class ScriptedWorld:
         self.judge = judge or (lambda node_id, criterion, outs: (True, "looks right"))
         self.solve = solve or (lambda task: "I cannot tell.")
         self.sample = sample
-        self.inputs = inputs
         self.executor_calls: dict[str, int] = defaultdict(int)
         self.executor_prompts: dict[str, list[str]] = defaultdict(list)
         self.order: list[str] = []
@@ -260,8 +257,6 @@ class ScriptedWorld:
         if isinstance(p, SolveCall):
             if p.kind == "sample" and self.sample is not None:
                 return self.sample(p.task)
-            if p.kind == "inputs" and self.inputs is not None:
-                return self.inputs(p.task)
             return self.solve(p.task)
         raise _unrouted(req, "ScriptedWorld")
 

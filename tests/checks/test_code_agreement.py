@@ -170,53 +170,6 @@ async def test_a_run_whose_code_agrees_only_after_a_dispute_ends_unverified(proc
     assert len(r.nodes["solve"].attempts) == 2  # an abstention is no failure: no third attempt
 
 
-PROSE_TASK = '''Complete the following Python function.
-
-```python
-def digit_sum(n):
-    """Return the sum of the decimal digits of the non-negative integer n.
-    For n = 123 the result is 6, and for n = 0 it is 0.
-    """
-```'''
-DIGITS = "def digit_sum(n):\n    return sum(int(d) for d in str(n))\n"
-DIGITS_TOO = "def digit_sum(n):\n    s = 0\n    while n:\n        s += n % 10\n        n //= 10\n    return s\n"
-# Right on one- and two-digit numbers only.
-DIGITS_WRONG = "def digit_sum(n):\n    return n // 10 + n % 10\n"
-CALLS = "```python\ndigit_sum(123)\ndigit_sum(0)\ndigit_sum(7)\ndigit_sum(x)\n```"
-
-
-async def prose_check(run: Harness, code: str):
-    sub = submission(code, task=PROSE_TASK)
-    return await run.check.check(sub, run.tools, run.ctx)
-
-
-async def test_a_task_whose_examples_give_no_input_gets_calls_written_by_the_judge(
-    process_sandbox,
-):
-    run = Harness(process_sandbox, [CALLS, reply(DIGITS_TOO)])
-    v = await prose_check(run, DIGITS)
-    assert v.outcome == "PASS" and "24 generated inputs" in v.message
-    asked = run.model.requests[0]
-    assert asked.purpose == SolveCall(kind="inputs", task=PROSE_TASK) and asked.role == JUDGE
-    assert "`digit_sum`" in asked.messages[0].content
-    written = run.cross_checks()[0]
-    assert (
-        written["kind"] == "code"
-        and written["inputs"] == 24
-        and "digit_sum(123)" in written["reply"]
-    )
-    # the calls are inputs, not expected values: wrong code is told apart on a mutation of them
-    run = Harness(process_sandbox, [CALLS, reply(DIGITS), reply(DIGITS_TOO)])
-    assert (await prose_check(run, DIGITS_WRONG)).outcome == "FAIL"
-
-
-async def test_calls_the_judge_cannot_write_leave_the_check_abstaining(process_sandbox):
-    run = Harness(process_sandbox, ["I would test it with some numbers."])
-    v = await prose_check(run, DIGITS)
-    assert v.outcome == ABSTAINED and "no inputs could be generated" in v.message
-    assert run.model.calls == 1  # no reference is asked for: nothing to compare on
-
-
 def run_code(code: str, args: tuple):
     namespace: dict = {}
     exec(code, namespace)

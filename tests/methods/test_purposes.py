@@ -13,8 +13,6 @@ from verimap.check_names import ANSWER_AGREEMENT
 from verimap.config import RunConfig
 from verimap.evals.tasksets import get_benchmark
 from verimap.events import MODEL_CALL, EventBus
-from verimap.llm.base import ModelRequest
-from verimap.llm.messages import UserMessage
 from verimap.llm.purpose import ExecuteCall, JudgeCall, PlanCall, SolveCall
 from verimap.methods.presets import build_runner
 from verimap.testing import ScriptedWorld, oracle_models
@@ -116,17 +114,6 @@ async def test_a_world_is_told_each_node_its_inputs_and_each_judge_its_criteria(
     executed = [q.purpose for q in world.model.requests if isinstance(q.purpose, ExecuteCall)]
     assert [(p.node_id, p.inputs) for p in executed] == [("a", {"USER_TASK": task}),
                                                          ("b", {"a.price": 17})]  # fmt: skip
-
-
-@pytest.mark.parametrize("given", [True, False])
-async def test_written_inputs_are_routed_by_their_purpose(given):
-    """Calls written as inputs go to `inputs(task)` when given, else to `solve(task)`."""
-    world = ScriptedWorld([CHAIN], lambda *a: {}, solve=lambda task: "solved",
-                          inputs=(lambda task: f"calls for {task}") if given else None)  # fmt: skip
-    request = ModelRequest(messages=[UserMessage(content="write calls")],
-                           purpose=SolveCall(kind="inputs", task="T"))  # fmt: skip
-    reply = (await world.model.request(request)).content
-    assert reply == ("calls for T" if given else "solved")
 
 
 async def test_a_run_on_the_real_client_sends_no_purpose(chat_endpoint, sandbox):  # noqa: F811

@@ -45,7 +45,6 @@ from verimap.checks.behaviour import (
     within_domain,
 )
 from verimap.checks.examples import RunExamples, code_output, run_examples
-from verimap.checks.written_inputs import write_calls
 from verimap.events import CrossCheck
 from verimap.iotypes import code_from_reply
 from verimap.llm.base import ModelError, ModelRequest, SolveCall
@@ -143,7 +142,7 @@ class CodeAgreement:
     async def _judge(
         self, bench: Bench, task: str, entry: str, code: str, tools: CheckTools, ctx: RunContext
     ) -> VFVerdict:
-        inputs = await self._inputs(bench, task, entry, tools, ctx)
+        inputs = await self._inputs(bench, task, entry)
         if not inputs:
             return verdict(self, ABSTAINED, f"no inputs could be generated for {entry}()")
         mine = await self._behaviour(bench, code, entry, tools)
@@ -164,29 +163,12 @@ class CodeAgreement:
             await self._draw(bench, task, entry, tools, ctx)  # no agreement yet: another opinion
         return self._verdict(list(done.values()), bench, mine, entry, inputs)
 
-    async def _inputs(
-        self, bench: Bench, task: str, entry: str, tools: CheckTools, ctx: RunContext
-    ) -> list[str]:
-        """The run's inputs, generated once (off the event loop: hypothesis takes a second).
-        When the task's examples give fewer than `min_inputs`, the judge writes calls for it
-        (`written_inputs`) and they serve as the examples do; their results are never expected
-        values, so `expected` stays the task's own."""
+    async def _inputs(self, bench: Bench, task: str, entry: str) -> list[str]:
+        """The run's inputs, generated once (off the event loop: hypothesis takes a second)."""
         if bench.inputs is None:
-            inputs = await asyncio.to_thread(
+            bench.inputs = await asyncio.to_thread(
                 generate_inputs, task, entry, limit=self.max_inputs, seed=self.seed
             )
-            if len(inputs) < self.min_inputs and tools.model is not None:
-                try:
-                    calls = await write_calls(ctx.model(tools.model), task, entry, tools.settings)
-                except ModelError as e:
-                    ctx.emit(CrossCheck(kind="code", error=f"model error: {e}"[:300]))
-                else:
-                    inputs = await asyncio.to_thread(
-                        generate_inputs, f"{task}\n\n{calls}", entry,
-                        limit=self.max_inputs, seed=self.seed,
-                    )  # fmt: skip
-                    ctx.emit(CrossCheck(kind="code", reply=calls[:2000], inputs=len(inputs)))
-            bench.inputs = inputs
             bench.expected = example_outputs(task, entry)
             bench.task = task
         return bench.inputs

@@ -80,13 +80,12 @@ class JudgeCall(_Purpose):
 
 class SolveCall(_Purpose):
     """A solution of the whole task made apart from the plan: a program whose result is a vote
-    (or the `program` baseline's answer), a reference function for the code-agreement check, a
-    sample of the bare model (the `bare` and `sc` baselines), or the calls a tester would make
-    (inputs for code agreement, when the task's examples give none). `framing`: which wording
-    of the prompt asked for it, where there are several."""
+    (or the `program` baseline's answer), a reference function for the code-agreement check, or
+    a sample of the bare model (the `bare` and `sc` baselines). `framing`: which wording of the
+    prompt asked for it, where there are several."""
 
     type: Literal["solve"] = "solve"
-    kind: Literal["program", "reference", "sample", "inputs"]
+    kind: Literal["program", "reference", "sample"]
     framing: int | None = None
     task: str = Field(default="", repr=False)
 
