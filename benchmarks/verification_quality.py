@@ -80,6 +80,7 @@ SEEN_DRAWS: tuple[tuple[int, dict[str, int]], ...] = (
     (208682, {"gsm8k": 30, "humaneval": 30}),
     (896396, {"gsm8k": 30, "humaneval": 7}),
     (704573, {"humaneval": 30}),
+    (253156, {"gsm8k": 30, "humaneval": 17}),
 )
 SEED_HINT = "python3 -c 'import secrets; print(secrets.randbelow(10**6))'"
 SC = "sc"

@@ -100,6 +100,36 @@ async def test_humaneval_pass_at_1_in_the_sandbox(sandbox):
     assert not bad.correct and bad.detail.startswith("FAIL")
 
 
+HELPER_PROMPT = '''def encode_shift(s: str):
+    """shifts every letter by 5"""
+    return "".join(chr(((ord(ch) + 5 - ord("a")) % 26) + ord("a")) for ch in s)
+
+
+def decode_shift(s: str):
+    """takes as input string encoded with encode_shift function. Returns decoded string."""
+'''
+HELPER_TEST = """
+def check(candidate):
+    for word in ("hello", "xyz", ""):
+        assert candidate(encode_shift(word)) == word
+"""
+
+
+async def test_a_whole_function_reply_keeps_the_helpers_the_prompt_defines(sandbox):
+    """As the official harness runs prompt + completion: the tests call `encode_shift`, which
+    only the prompt defines; a reply that writes the whole `decode_shift` must still see it."""
+    reply = (
+        "```python\ndef decode_shift(s: str):\n"
+        '    return "".join(chr(((ord(ch) - 5 - ord("a")) % 26) + ord("a")) for ch in s)\n```'
+    )
+    cand = build_candidate(reply, HELPER_PROMPT, "decode_shift")
+    assert "def encode_shift" in cand and cand.rstrip().endswith("for ch in s)")
+    kw = dict(prompt=HELPER_PROMPT, test=HELPER_TEST, entry_point="decode_shift", sandbox=sandbox)
+    assert (await score_humaneval(reply, **kw)).correct
+    wrong = reply.replace("- 5", "- 4")
+    assert not (await score_humaneval(wrong, **kw)).correct
+
+
 async def test_humaneval_candidate_cannot_forge_a_pass_by_exiting(sandbox):
     item = HE[0]
     forged = f"```python\n{item.prompt}    return True\nimport sys\nsys.exit(0)\n```"

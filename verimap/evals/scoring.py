@@ -135,12 +135,26 @@ def extract_code(text: Any, entry_point: str) -> str:
 
 
 def build_candidate(answer: Any, prompt: str, entry_point: str) -> str:
-    """A full module to test: the reply's function with the prompt's imports, or prompt + body."""
+    """A full module to test, as the official harness runs prompt + completion: a reply that
+    writes the whole function runs after the prompt, so the helpers the prompt defines and the
+    tests call (`encode_shift` beside `decode_shift`) are there, and its own definition replaces
+    the prompt's stub; a reply that is a body completes the prompt."""
     code = extract_code(answer, entry_point)
     if re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", code, re.M):
+        whole = f"{prompt.rstrip()}\n\n\n{code}\n"
+        if _compiles(whole):
+            return whole
         header = "\n".join(ln for ln in prompt.splitlines() if ln.startswith(("import ", "from ")))
         return f"{header}\n\n{code}\n" if header else code + "\n"
     return prompt + code + "\n"
+
+
+def _compiles(source: str) -> bool:
+    try:
+        compile(source, "<candidate>", "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return False
+    return True
 
 
 async def score_humaneval(
