@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from verimap import iotypes
-from verimap.accounting import BudgetExceeded
 from verimap.check_names import ANSWER_AGREEMENT
 from verimap.checks.base import CheckTools, Strength, Submission, verdict
 from verimap.checks.programs import ProgramRun, write_program
@@ -217,8 +216,6 @@ class AnswerAgreement:
                 ctx.model(tools.model), task, tools.sandbox, settings,
                 timeout=tools.timeout_s, framing=ballot.programs,
             )  # fmt: skip
-        except BudgetExceeded:
-            raise
         except ModelError as e:  # the endpoint failed past its retries: no vote, no verdict
             run = ProgramRun(None, "", 1, error=f"model error: {e}", sandbox_fault=True)
         ballot.programs += 1

@@ -6,6 +6,7 @@ what was compared and a wrong extraction is visible rather than silent.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 import string
@@ -16,6 +17,7 @@ from pydantic import BaseModel
 
 from verimap.numbers import final_number, normalize_number
 from verimap.sandbox.base import Outcome, Sandbox
+from verimap.sandbox.worker.snippets import parse_code
 
 
 class Score(BaseModel):
@@ -142,19 +144,11 @@ def build_candidate(answer: Any, prompt: str, entry_point: str) -> str:
     code = extract_code(answer, entry_point)
     if re.search(rf"^\s*def\s+{re.escape(entry_point)}\s*\(", code, re.M):
         whole = f"{prompt.rstrip()}\n\n\n{code}\n"
-        if _compiles(whole):
+        if parse_code(ast, whole, "exec") is not None:
             return whole
         header = "\n".join(ln for ln in prompt.splitlines() if ln.startswith(("import ", "from ")))
         return f"{header}\n\n{code}\n" if header else code + "\n"
     return prompt + code + "\n"
-
-
-def _compiles(source: str) -> bool:
-    try:
-        compile(source, "<candidate>", "exec", dont_inherit=True)
-    except (SyntaxError, ValueError):
-        return False
-    return True
 
 
 async def score_humaneval(
