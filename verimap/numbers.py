@@ -41,10 +41,9 @@ def normalize_number(s: str) -> str | None:
         return None
     if not d.is_finite():
         return None
-    d = d.normalize()
-    if d == d.to_integral_value():
-        return str(d.quantize(Decimal(1)))
-    return format(d, "f")
+    if d == d.to_integral_value():  # exact at any length: quantize would overflow past 28 digits
+        return format(d.to_integral_value(), "f")
+    return format(d.normalize(), "f")
 
 
 def final_number(text: str) -> str | None:
