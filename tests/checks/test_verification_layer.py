@@ -2,11 +2,13 @@
 and an answer is confirmed only on evidence."""
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from verimap.accounting import BudgetExceeded
 from verimap.checks.base import CheckTools, Strength, Submission, verdict
 from verimap.core.run_context import RunContext
 from verimap.core.verifier import Verifier
@@ -96,3 +98,25 @@ def test_a_python_vf_is_strong_only_when_it_fails_a_nearby_wrong_answer():
     assert report.confirmed
     not_final = verify([], node, {"a": 391}, final=False, sandbox=InProcessSandboxDouble())
     assert {v.strength for v in not_final.verdicts} == {None}
+
+
+@dataclass
+class Broken(Fixed):
+    """A test double: a check with a bug (or one that hits a verimap error)."""
+
+    error: Exception = field(default_factory=lambda: ValueError("boom"))
+
+    async def check(self, sub: Submission, tools: CheckTools, ctx: RunContext) -> VFVerdict | None:
+        raise self.error
+
+
+def test_a_check_with_a_bug_abstains_so_the_answer_is_kept_unverified():
+    report = verify([Fixed("good", "PASS"), Broken("broken", None)])
+    assert report.passed and not report.confirmed
+    broken = next(v for v in report.verdicts if v.name == "broken")
+    assert broken.outcome == ABSTAINED and "ValueError: boom" in broken.message
+
+
+def test_a_verimap_error_in_a_check_still_ends_the_run():
+    with pytest.raises(BudgetExceeded):
+        verify([Broken("costly", None, error=BudgetExceeded("calls", "over budget"))])

@@ -19,11 +19,12 @@ from pydantic import BaseModel, Field, model_validator
 
 from verimap import iotypes
 from verimap.accounting import BudgetExceeded
-from verimap.checks.base import Check, CheckTools, Chooser, Settler, Submission
+from verimap.checks.base import Check, CheckTools, Chooser, Settler, Submission, verdict
 from verimap.checks.strength import perturbations
 from verimap.config import RunConfig
 from verimap.core import prompts
 from verimap.core.agent import flatten_tool_messages, react_protocol, tool_loop, uses_tool_api
+from verimap.errors import VerimapError
 from verimap.llm.base import (
     AssistantMessage,
     GenerationSettings,
@@ -41,7 +42,7 @@ from verimap.planning.plan import LLMVF, USER_TASK, CheckVF, Node, Plan, PythonV
 from verimap.sandbox.base import Outcome, Sandbox
 from verimap.tools import ToolRegistry
 from verimap.usage import JUDGE
-from verimap.verdicts import SKIPPED, VerificationReport, VFVerdict
+from verimap.verdicts import ABSTAINED, SKIPPED, VerificationReport, VFVerdict
 
 if TYPE_CHECKING:
     from verimap.core.run_context import RunContext
@@ -227,10 +228,16 @@ class Verifier:
         self, checks: Sequence[Check], sub: Submission, ctx: RunContext
     ) -> list[VFVerdict]:
         """The checks' verdicts, one after another: the costly ones share a run's state (the
-        independent solutions drawn so far), and the cheap ones are quick."""
+        independent solutions drawn so far), and the cheap ones are quick. A check with a bug
+        abstains (the answer is kept unverified, the run not lost); a verimap error does not."""
         out = []
         for check in checks:
-            found = await check.check(sub, self.check_tools, ctx)
+            try:
+                found = await check.check(sub, self.check_tools, ctx)
+            except VerimapError:
+                raise
+            except Exception as e:  # a fault in a check is no evidence about the answer
+                found = verdict(check, ABSTAINED, f"could not judge: {type(e).__name__}: {e}")
             if found is not None:
                 out.append(found)
         return out
@@ -456,15 +463,11 @@ class Verifier:
                              message="no judge model configured for natural-language VFs", weight=vf.weight)  # fmt: skip
         messages: list[Message] = [
             SystemMessage(content=prompts.JUDGE_SYSTEM),
-            UserMessage(
-                content=prompts.JUDGE_USER.format(
-                    instruction=node.instruction,
-                    inputs=_dumps(inputs),
-                    outputs=_dumps(outputs),
-                    criterion=vf.content,
-                )
-            ),
-        ]
+            UserMessage(content=prompts.JUDGE_USER.format(
+                instruction=node.instruction, inputs=_dumps(inputs), outputs=_dumps(outputs),
+                criterion=vf.content,
+            )),
+        ]  # fmt: skip
         try:
             verdict = await self._ask_judge(
                 messages, prompts.JUDGE_FINAL, JudgeVerdict, "verdict",
