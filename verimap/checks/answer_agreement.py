@@ -5,13 +5,16 @@ enough: a reasoning reply and one program by the same model agreed on a wrong an
 time in six on GSM8K windows of the local 1.5B, both having misread the task the same way. So
 every attempt at the final answer is a vote, and so is every independent solution the check
 draws: programs (in different framings, sampled after the first) and sampled reasoning replies
-asked as the `sc` baseline asks. An answer is confirmed when `quorum` votes give it, from both
-families (reasoning and program), and it holds at least twice the votes of any other answer:
-three votes against two is a split, not a confirmation. Solutions are drawn, programs and
-samples in turn, only while some answer could still be confirmed.
+asked as the `sc` baseline asks. An answer is confirmed when `quorum` votes give it, a program
+and a sampled reply among them, and it holds at least twice the votes of any other answer:
+three votes against two is a split, not a confirmation. The attempt under test is no witness
+for itself: it and the first program are greedy readings of one model, and on two fresh GSM8K
+draws the answers they and a second program confirmed while the drawn sample said otherwise
+were right 9 times in 14, those a sample also gave 25 in 26 (D19). Solutions are drawn,
+programs and samples in turn, only while some answer could still be confirmed.
 
 A disputed attempt is retried only while a retry could still be confirmed by the votes already
-cast (some answer is one vote short, with a program among them): a retry that lands on a fresh
+cast (some answer is one vote short, with a program and a sample among them): a retry that lands on a fresh
 number needs fresh solutions to agree with it, and on the development windows such late quorums
 were rarely reached and once confirmed a wrong answer. A disagreement fails the attempt without
 telling the retry the other number: a retry shown it copies it, and agreement means something
@@ -42,6 +45,8 @@ if TYPE_CHECKING:
     from verimap.core.run_context import RunContext
 
 Kind = Literal["attempt", "sample", "program"]
+# The kinds of independent solution every confirmation needs among its votes.
+WITNESSES = frozenset({"program", "sample"})
 
 
 def numeric_answer(node: Node, outputs: Any) -> tuple[str, float] | None:
@@ -100,8 +105,9 @@ class Ballot:
 
 @dataclass
 class AnswerAgreement:
-    """`quorum` agreeing votes from both families confirm a final numeric answer; at most
-    `max_programs` programs and `max_samples` reasoning samples are drawn per run."""
+    """`quorum` agreeing votes, a program and a sample among them, confirm a final numeric
+    answer; at most `max_programs` programs and `max_samples` reasoning samples are drawn per
+    run."""
 
     quorum: int = 3
     max_programs: int = 3
@@ -144,21 +150,29 @@ class AnswerAgreement:
         support = ballot.support(value)
         return (
             len(support) >= self.quorum
-            and {v.family for v in support} == {"reasoning", "program"}
+            and {v.kind for v in support} >= WITNESSES
             and len(support) >= 2 * ballot.rival(value)
         )
 
+    def _reachable(self, ballot: Ballot, value: float, draws: int, attempts: int = 0) -> bool:
+        """Whether `value` could be confirmed with `draws` more solutions drawn (each kind while
+        it has some left) and `attempts` more attempts giving it."""
+        support = ballot.support(value)
+        kinds = {v.kind for v in support}
+        left = {"program": self.max_programs - ballot.programs,
+                "sample": self.max_samples - ballot.samples}  # fmt: skip
+        if any(kind not in kinds and (left[kind] <= 0 or draws <= 0) for kind in WITNESSES):
+            return False
+        return len(support) + draws + attempts >= max(self.quorum, 2 * ballot.rival(value))
+
     def settled(self, node: Node, ctx: RunContext) -> str | None:
         """Why no retry could be confirmed by the votes cast: none is one vote short of
-        confirmation with a program among its votes."""
+        confirmation with a program and a sample among its votes."""
         ballot: Ballot | None = ctx.memo.get(self.name)
         if ballot is None or not ballot.votes:
             return None
-        for vote in ballot.votes:
-            support = ballot.support(vote.value)
-            needed = max(self.quorum, 2 * ballot.rival(vote.value))
-            if len(support) + 1 >= needed and any(v.kind == "program" for v in support):
-                return None
+        if any(self._reachable(ballot, v.value, draws=0, attempts=1) for v in ballot.votes):
+            return None
         counts = ", ".join(sorted({f"{shown(v.value)} x{len(ballot.support(v.value))}"
                                    for v in ballot.votes}))  # fmt: skip
         return f"no answer is one vote short of confirmation (votes: {counts})"
@@ -172,10 +186,7 @@ class AnswerAgreement:
         left = self._left(ballot)
         if left <= 0 or any(self.confirmed(ballot, v.value) for v in ballot.votes):
             return False
-        return any(
-            len(ballot.support(v.value)) + left >= max(self.quorum, 2 * ballot.rival(v.value))
-            for v in ballot.votes
-        )
+        return any(self._reachable(ballot, v.value, draws=left) for v in ballot.votes)
 
     async def _draw(self, ballot: Ballot, task: str, tools: CheckTools, ctx: RunContext) -> None:
         """The next solution: a program, then a sample, in turn while each kind has some left."""
