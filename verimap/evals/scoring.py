@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from verimap.iotypes import python_blocks
 from verimap.numbers import final_number, normalize_number
 from verimap.sandbox.base import Outcome, Sandbox
 from verimap.sandbox.worker.snippets import parse_code
@@ -123,13 +124,10 @@ def score_multihoprag(answer: Any, gold: str) -> Score:
 
 # ---- HumanEval -----------------------------------------------------------------------------
 
-_FENCE = re.compile(r"```[ \t]*(?:python|py|Python)?[ \t]*\n(.*?)```", re.S)
-
-
 def extract_code(text: Any, entry_point: str) -> str:
     """The code of a reply: the fenced block that defines `entry_point`, else the last block, else all."""
     text = answer_text(text)
-    blocks = _FENCE.findall(text)
+    blocks = python_blocks(text)
     if not blocks:
         return text.strip("\n")
     defining = [b for b in blocks if re.search(rf"\bdef\s+{re.escape(entry_point)}\s*\(", b)]
