@@ -15,6 +15,7 @@ from verimap.llm.providers import (
     is_reasoning_model,
     other_field_if_refused,
     resolve,
+    sampling_refused,
     token_limit_field,
 )
 
@@ -111,6 +112,30 @@ async def test_a_refused_limit_field_is_switched_once_and_remembered(http_server
     with pytest.raises(ModelError, match="HTTP 400"):
         await fixed.request(ask(max_tokens=50))
     assert len(http_server.requests) == 1  # an override is never second-guessed
+
+
+async def test_sampling_a_model_refuses_is_dropped_once_and_remembered(http_server):
+    """OpenAI's reasoning models take no temperature but the default: they are sent none, and
+    an endpoint that refuses one for another model is sent none from its first refusal on."""
+    assert "temperature" not in OpenAIModel("o3-mini", base_url=http_server.url, api_key="k")._kwargs(
+        ask(temperature=0.0, top_p=1.0), "openai"
+    )  # fmt: skip
+    refusal = "Unsupported value: 'temperature' does not support 0.0 with this model. Only the default (1) value is supported."  # fmt: skip
+    assert sampling_refused(refusal)
+    assert sampling_refused("Unsupported parameter: 'top_p' is not supported with this model.")
+    assert not sampling_refused("max_tokens is too large: the context length is 8192")
+    http_server.replies = [error(400, refusal), Reply(body=completion())]
+    m = OpenAIModel("proxied-reasoner", base_url=http_server.url, api_key="k")
+    await m.request(ask(temperature=0.0, top_p=1.0))
+    await m.request(ask("again", temperature=0.7))
+    sent = http_server.requests
+    assert len(sent) == 3 and sent[0]["temperature"] == 0.0
+    assert all("temperature" not in r and "top_p" not in r for r in sent[1:])
+    http_server.requests.clear()
+    http_server.replies = [error(400, refusal)]
+    with pytest.raises(ModelError, match="HTTP 400"):  # refused with none sent: not resent
+        await m.request(ask("third", temperature=0.7))
+    assert len(http_server.requests) == 1
 
 
 async def test_requests_refused_together_are_all_sent_again(http_server):

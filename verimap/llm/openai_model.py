@@ -38,7 +38,9 @@ from verimap.llm.base import ModelError, ModelRequest, ModelResponse, ToolCall, 
 from verimap.llm.providers import (
     NO_KEY,
     MaxTokensParam,
+    is_reasoning_model,
     other_field_if_refused,
+    sampling_refused,
     token_limit_field,
 )
 from verimap.llm.retries import GiveUp, Retries, RetryPolicy, max_wait_from_env, server_wait
@@ -204,6 +206,8 @@ class OpenAIModel:
         # The field in use; "auto" is resolved now and corrected on the endpoint's refusal.
         self.token_limit_field = token_limit_field(max_tokens_param, self.base_url, model)
         self._field_corrected = False
+        # Reasoning models take only their default sampling; others lose it on a refusal.
+        self.sends_sampling = not is_reasoning_model(model)
         self.max_connections = max_connections or limits.default_max_connections(local)
         # The endpoint as it was first given: a restarted local server keeps its slots.
         self._slots_key = limits.endpoint_key(self.base_url)
@@ -291,9 +295,9 @@ class OpenAIModel:
             d = "openai" if dialect == "auto" else dialect
             kw["response_format"] = response_format_for(d, req.response_schema, req.schema_name)
         settings = req.settings
-        if settings.temperature is not None:
+        if settings.temperature is not None and self.sends_sampling:
             kw["temperature"] = settings.temperature
-        if settings.top_p is not None:
+        if settings.top_p is not None and self.sends_sampling:
             kw["top_p"] = settings.top_p
         caps = [n for n in (settings.max_tokens, self.max_tokens_cap) if n is not None]
         if caps:
@@ -313,7 +317,7 @@ class OpenAIModel:
         recovered = False
         seed = self._seed(req)
         while True:
-            dialect, field = self.dialect, self.token_limit_field
+            dialect, field, sampling = self.dialect, self.token_limit_field, self.sends_sampling
             attempts += 1
             try:
                 async with self._slot():
@@ -323,7 +327,7 @@ class OpenAIModel:
             except openai.APIStatusError as e:
                 failures += 1
                 body = _error_text(e)
-                if self._adapt(req, dialect, field, e.status_code, body):
+                if self._adapt(req, (dialect, field, sampling), e.status_code, body):
                     continue
                 retryable = e.status_code in (408, 409, 429) or (
                     e.status_code >= 500 and "validation error" not in body
@@ -395,10 +399,18 @@ class OpenAIModel:
         self._seeded[digest] = k + 1
         return seed + k
 
-    def _adapt(self, req: ModelRequest, dialect: str, field: str, status: int, body: str) -> bool:
+    def _adapt(
+        self, req: ModelRequest, sent: tuple[str, str, bool], status: int, body: str
+    ) -> bool:
         """Whether the endpoint refused the request's shape, not its content, and the request
-        was reshaped to try again at once: the reply limit's `field`, or the JSON `dialect`
-        (both as sent; a request in flight meanwhile may have corrected them already)."""
+        was reshaped to try again at once: the reply limit's field, the JSON dialect, or the
+        sampling fields (all as `sent`; a request in flight meanwhile may have corrected them)."""
+        dialect, field, sampling = sent
+        if status in (400, 422) and sampling and sampling_refused(body):
+            if self.sends_sampling:
+                log.warning("%s takes no temperature or top_p: sending none", self.name)
+                self.sends_sampling = False
+            return True
         sent_limit = req.settings.max_tokens is not None or self.max_tokens_cap is not None
         auto_field = self.requested_max_tokens_param == "auto"
         if status in (400, 422) and sent_limit and auto_field:

@@ -9,7 +9,8 @@ or `openai/gpt-4o` (OpenRouter) is the model's own name there.
 
 OpenAI's reasoning models (o1, o3, o4-mini, gpt-5) refuse `max_tokens` and want
 `max_completion_tokens`, which the self-hosted servers (llama.cpp, vLLM, Ollama) do not all
-know: the limit is sent under the name the endpoint takes.
+know: the limit is sent under the name the endpoint takes. They also refuse any temperature
+or top_p but the default, so those are not sent to them (they sample anyway).
 """
 
 from __future__ import annotations
@@ -128,3 +129,15 @@ def other_field_if_refused(sent: str, error: str) -> str | None:
     if pattern is None or not pattern.search(error):
         return None
     return "max_completion_tokens" if sent == "max_tokens" else "max_tokens"
+
+
+_SAMPLING_REFUSED = re.compile(
+    r"'?(temperature|top_p)'?\s+(does not support|is not supported|unsupported)|"
+    r"unsupported (value|parameter):\s*'?(temperature|top_p)",
+    re.I,
+)
+
+
+def sampling_refused(error: str) -> bool:
+    """Whether `error` says the model takes no temperature or top_p but its default."""
+    return bool(_SAMPLING_REFUSED.search(error))
