@@ -124,6 +124,7 @@ def score_multihoprag(answer: Any, gold: str) -> Score:
 
 # ---- HumanEval -----------------------------------------------------------------------------
 
+
 def extract_code(text: Any, entry_point: str) -> str:
     """The code of a reply: the fenced block that defines `entry_point`, else the last block, else all."""
     text = answer_text(text)
