@@ -13,6 +13,9 @@ def test_spellings_of_one_number_normalise_alike():
     assert normalize_number("12%") == "12"
     assert normalize_number("seven") is None
     assert normalize_number("inf") is None
+    assert normalize_number("1e999999999") is None  # not written out as a billion digits
+    assert normalize_number("1e-999999999") is None
+    assert normalize_number("1e308") == "1" + "0" * 308
 
 
 @given(st.integers(min_value=-(10**60), max_value=10**60))

@@ -31,6 +31,11 @@ def _boxed_contents(text: str) -> list[str]:
     return out
 
 
+# Past a float's range a number is no answer, and `1e999999999` written out would be a
+# billion digits.
+_MAX_EXPONENT = 308
+
+
 def normalize_number(s: str) -> str | None:
     """'$1,234.50' -> '1234.5', '18.0' -> '18'; None when `s` is not a plain number."""
     s = s.strip().rstrip(".").replace(",", "").replace("$", "").replace(" ", "")
@@ -39,7 +44,7 @@ def normalize_number(s: str) -> str | None:
         d = Decimal(s)
     except InvalidOperation:
         return None
-    if not d.is_finite():
+    if not d.is_finite() or abs(d.adjusted()) > _MAX_EXPONENT:
         return None
     if d == d.to_integral_value():  # exact at any length: quantize would overflow past 28 digits
         return format(d.to_integral_value(), "f")
