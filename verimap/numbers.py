@@ -31,8 +31,8 @@ def _boxed_contents(text: str) -> list[str]:
     return out
 
 
-# Past a float's range a number is no answer, and `1e999999999` written out would be a
-# billion digits.
+# Past a float's range a number is no answer, and an exponent of a billion written out
+# would be a billion digits.
 _MAX_EXPONENT = 308
 
 
