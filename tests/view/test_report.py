@@ -168,6 +168,23 @@ def test_hostile_node_ids_from_a_hand_written_trace_stay_text(tmp_path):
     assert p.all("tr", **{"data-vf": bad, "data-outcome": bad})
 
 
+def test_stopped_retries_are_said_once_after_the_attempts(tmp_path):
+    need_dot()
+    evs = [
+        {"type": "run_start", "run_id": "x", "data": {"task": "t"}},
+        {"type": "attempt", "run_id": "x", "iteration": 1, "node_id": "a", "attempt": 1,
+         "data": {}},
+        {"type": "retries_stopped", "run_id": "x", "iteration": 1, "node_id": "a", "attempt": 1,
+         "data": {"reason": HOSTILE}},
+    ]  # fmt: skip
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("\n".join(json.dumps(e) for e in evs))
+    text = write_report([trace]).read_text()
+    p = Page(text)
+    assert f"no more retries after attempt 1: {HOSTILE}" in p.body_text
+    assert "event retries_stopped" not in p.body_text and PWN not in text
+
+
 def test_only_errors_no_resume_has_scored_yet_are_counted(oracle_dirs, tmp_path):
     import shutil
 

@@ -137,3 +137,17 @@ def test_pretty_reads_like_indented_json_with_or_without_orjson(monkeypatch):
     slow = trace.pretty(obj)
     assert json.loads(fast) == json.loads(slow) == obj
     assert "ünï" in fast and '\n  "a": [' in fast and trace.pretty("plain") == "plain"
+
+
+def test_stopped_retries_belong_to_the_node_not_to_an_attempt():
+    evs = [
+        {"type": "run_start", "run_id": "x", "data": {"task": "t"}},
+        {"type": "attempt", "run_id": "x", "node_id": "a", "iteration": 1, "attempt": 1,
+         "data": {}},
+        {"type": "retries_stopped", "run_id": "x", "node_id": "a", "iteration": 1, "attempt": 1,
+         "data": {"reason": "no answer is one vote short of confirmation"}},
+    ]  # fmt: skip
+    node = build_run(evs, "r0").iterations[0].nodes["a"]
+    assert node.stopped == "no answer is one vote short of confirmation"
+    assert node.stopped_after == 1
+    assert not node.attempts[0].other and not node.other

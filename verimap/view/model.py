@@ -128,6 +128,9 @@ class NodeRun(_Timed):
     inputs: Any = None
     outputs: Any = None
     attempts: Shown[Attempt] = field(default_factory=lambda: Shown(MAX_ATTEMPTS))
+    # Why the node was not retried again, and after which attempt: a decision about the node.
+    stopped: str | None = None
+    stopped_after: int | None = None
     other: Shown[dict[str, Any]] = field(default_factory=lambda: Shown(MAX_OTHER))
 
     def attempt(self, number: int | None) -> Attempt:

@@ -52,7 +52,7 @@ EVENT_COST = 10
 MAX_EDGES = 2_000  # per plan
 MAX_DIFF_INPUT = 1_500  # lines of either plan's JSON
 _NODE_EVENTS = (ev.NodeStart, ev.NodeReused, ev.NodeFinish, ev.Attempt, ev.Retry, ev.VfVerdict,
-                 ev.AttemptResult)  # fmt: skip
+                 ev.AttemptResult, ev.RetriesStopped)  # fmt: skip
 
 
 def _list(x: Any) -> list[Any]:
@@ -240,6 +240,8 @@ class _Fold:
                 node.finished = ts
             case ev.Retry():
                 node.attempt(e.attempt).feedback = e.feedback
+            case ev.RetriesStopped():
+                node.stopped, node.stopped_after = e.reason, e.attempt
             case ev.Attempt():
                 node.attempt(e.attempt).started = ts
             case ev.VfVerdict():
