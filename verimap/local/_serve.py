@@ -31,6 +31,8 @@ import time
 import weakref
 from typing import Any
 
+from verimap.local.disconnect import CancelOnDisconnect, stop_when_client_gone
+
 # Answers `?nonce=N` with HMAC-SHA256(token, N), without asking for the token.
 PROOF_PATH = "/verimap/proof"
 # Answers 200 to the token, 401 without it. Unlike the API routes it never waits for the model,
@@ -200,6 +202,7 @@ def _require_token(token: str) -> None:
         def ready() -> dict[str, bool]:
             return {"ready": True}
 
+        app.add_middleware(CancelOnDisconnect)
         app.add_api_route(PROOF_PATH, prove, methods=["GET"], include_in_schema=False)
         app.add_api_route(
             READY_PATH, ready, methods=["GET"], include_in_schema=False,
@@ -246,6 +249,7 @@ def main() -> None:
     _bound_prompt_cache()
     _lean_cached_states()
     _report_cached_tokens()
+    stop_when_client_gone()
     sys.argv = ["llama_cpp.server", *args]
     runpy.run_module("llama_cpp.server", run_name="__main__", alter_sys=True)
 
