@@ -18,11 +18,11 @@ test:
 	$(MAKE) lint
 	CI=$${CI:-true} python3 -m pytest
 
-# Style, formatting and types (mypy on the library and the benchmarks); part of `make test`, so
-# CI runs it.
+# Style, formatting and types (mypy on the library, the benchmarks and the tests' annotated
+# code); part of `make test`, so CI runs it.
 lint:
 	ruff check verimap tests benchmarks && ruff format --check verimap tests benchmarks
-	mypy && mypy benchmarks
+	mypy && mypy benchmarks && mypy --explicit-package-bases tests
 
 bench:
 	python3 benchmarks/coordinator.py

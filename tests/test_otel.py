@@ -76,14 +76,18 @@ def parent_of(span: ReadableSpan, spans: list[ReadableSpan]) -> ReadableSpan | N
 
 def children(span: ReadableSpan, spans: list[ReadableSpan], prefix: str = "") -> list[ReadableSpan]:
     kids = [s for s in spans if s.parent is not None and s.parent.span_id == span.context.span_id]
-    return sorted((s for s in kids if s.name.startswith(prefix)), key=lambda s: s.start_time)
+    return sorted((s for s in kids if s.name.startswith(prefix)), key=lambda s: s.start_time or 0)
 
 
 def exported_text(spans: list[ReadableSpan]) -> str:
     """Every string an exporter would send: names, attributes, events, statuses."""
     parts: list[str] = []
     for s in spans:
-        parts += [s.name, s.status.description or "", json.dumps(dict(s.attributes), default=str)]
+        parts += [
+            s.name,
+            s.status.description or "",
+            json.dumps(dict(s.attributes or {}), default=str),
+        ]
         for e in s.events:
             parts += [e.name, json.dumps(dict(e.attributes or {}), default=str)]
     return "\n".join(parts)

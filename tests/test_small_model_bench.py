@@ -45,7 +45,8 @@ class Replies:
     supports_tools = False
 
     def __init__(self, golds: dict[str, str]):
-        self.golds, self.requests = golds, []
+        self.golds = golds
+        self.requests: list[ModelRequest] = []
 
     async def request(self, req: ModelRequest) -> ModelResponse:
         self.requests.append(req)

@@ -279,7 +279,7 @@ class Oracle:
     async def request(self, req: ModelRequest) -> ModelResponse:
         text = req.messages[0].content
         self.asked.append(next(q for q in self.golds if q in text))
-        if len(self.asked) == self.stop_at:
+        if len(self.asked) == self.stop_at and self.run is not None:
             self.run.cancel()
             await asyncio.sleep(30)
         gold = self.golds[self.asked[-1]]

@@ -1,6 +1,7 @@
 """The answer-agreement check: votes from attempts and independently written programs."""
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -59,8 +60,9 @@ def totals(*answers: float) -> Callable[..., dict]:
     return lambda nid, k, inp, p: {"total": answers[min(k, len(answers) - 1)]}
 
 
-def events() -> tuple[EventBus, list]:
-    bus, seen = EventBus(), []
+def events() -> tuple[EventBus, list[Any]]:
+    bus = EventBus()
+    seen: list[Any] = []
     bus.subscribe(seen.append)
     return bus, seen
 

@@ -81,7 +81,7 @@ def find_zero(xs: list):
 
 
 def values(task: str, **kw) -> list[tuple]:
-    return [ast.literal_eval(s) for s in generate_inputs(task, entry_point(task), **kw)]
+    return [ast.literal_eval(s) for s in generate_inputs(task, entry_point(task) or "", **kw)]
 
 
 def flat(value) -> list:

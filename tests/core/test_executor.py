@@ -14,7 +14,9 @@ from verimap.testing import ScriptedModel, tool_call_reply
 from verimap.tools import default_tools
 from verimap.verdicts import VFVerdict
 
-NODE = Node(id="c", instruction="Multiply a by b.", inputs=["n1.a", "n1.b"], outputs=["product"])
+NODE = Node(
+    id="c", instruction="Multiply a by b.", inputs=["n1.a", "n1.b"], outputs={"product": "any"}
+)
 INPUTS = {"n1.a": 6, "n1.b": 7, "a": 6, "b": 7}
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from verimap.llm.base import GenerationSettings, ModelError, ModelRequest
+from verimap.llm.messages import UserMessage
 from verimap.llm.openai_model import OpenAIModel
 
 from .conftest import Reply, completion
@@ -22,7 +23,7 @@ from _replay import replaying  # noqa: E402
 
 def ask(text: str, temperature: float = 0.0) -> ModelRequest:
     return ModelRequest(
-        messages=[{"role": "user", "content": text}],
+        messages=[UserMessage(content=text)],
         settings=GenerationSettings(temperature=temperature),
         role="executor",
     )

@@ -13,6 +13,7 @@ from verimap.accounting import BudgetExceeded, Ledger, MeteredModel, ModelCall
 from verimap.config import Budget
 from verimap.llm.base import GenerationSettings, ModelError, ModelRequest, ModelResponse
 from verimap.llm.cache import CachedModel, CallStore, default_cache_dir, is_sampled
+from verimap.llm.messages import UserMessage
 from verimap.llm.openai_model import OpenAIModel
 from verimap.usage import Usage
 
@@ -23,7 +24,7 @@ KEY = "sk-test-cache-key-9876"
 
 def ask(text: str = "hi", role: str = "executor", **settings) -> ModelRequest:
     return ModelRequest(
-        messages=[{"role": "user", "content": text}],
+        messages=[UserMessage(content=text)],
         settings=GenerationSettings(**settings),
         role=role,
     )

@@ -9,6 +9,7 @@ import pytest
 
 from verimap.llm import limits
 from verimap.llm.base import GenerationSettings, ModelError, ModelRequest
+from verimap.llm.messages import UserMessage
 from verimap.llm.openai_model import OpenAIModel
 from verimap.llm.providers import (
     UnknownProvider,
@@ -24,7 +25,7 @@ from .conftest import Reply, completion, error
 
 def ask(text: str = "hi", **settings) -> ModelRequest:
     return ModelRequest(
-        messages=[{"role": "user", "content": text}], settings=GenerationSettings(**settings)
+        messages=[UserMessage(content=text)], settings=GenerationSettings(**settings)
     )
 
 

@@ -8,6 +8,7 @@ import jsonschema
 import pytest
 
 from verimap.llm.base import GenerationSettings, ModelRequest
+from verimap.llm.messages import SystemMessage, UserMessage
 from verimap.llm.structured import request_structured
 from verimap.planning.plan import Plan, plan_json_schema
 from verimap.planning.planner import LLMPlanner
@@ -125,7 +126,7 @@ async def test_auto_tool_choice_yields_a_parsed_tool_call(local_model):
 
 
 async def test_plain_chat_and_usage(local_model):
-    r = await local_model.request(ModelRequest(messages=[{"role": "user", "content": "Say hello."}], settings=GenerationSettings(max_tokens=16, temperature=0)))  # fmt: skip
+    r = await local_model.request(ModelRequest(messages=[UserMessage(content="Say hello.")], settings=GenerationSettings(max_tokens=16, temperature=0)))  # fmt: skip
     assert r.content.strip()
     assert r.usage.calls == 1 and r.usage.failed_calls == 0
     assert r.usage.prompt_tokens > 0 and 0 < r.usage.completion_tokens <= 16
@@ -151,7 +152,7 @@ async def test_a_repeated_prefix_is_served_from_the_cache_and_counted(local_mode
 
     def ask(question: str) -> ModelRequest:
         return ModelRequest(
-            messages=[{"role": "system", "content": prefix}, {"role": "user", "content": question}],
+            messages=[SystemMessage(content=prefix), UserMessage(content=question)],
             settings=GenerationSettings(max_tokens=8, temperature=0), role="executor",
         )  # fmt: skip
 
@@ -177,7 +178,7 @@ async def test_a_prefix_stays_cached_while_other_prompts_come_and_go(local_model
 
     def ask(system: str, question: str) -> ModelRequest:
         return ModelRequest(
-            messages=[{"role": "system", "content": system}, {"role": "user", "content": question}],
+            messages=[SystemMessage(content=system), UserMessage(content=question)],
             settings=GenerationSettings(max_tokens=4, temperature=0),
         )  # fmt: skip
 

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from verimap.llm.base import GenerationSettings, Model, ModelError, ModelRequest
+from verimap.llm.messages import UserMessage
 from verimap.llm.openai_model import OpenAIModel, parse_text_tool_calls, response_format_for
 
 from .conftest import Reply, completion, error
@@ -27,7 +28,7 @@ def fast(url: str, **kw) -> OpenAIModel:
 
 
 def ask(schema=None, **kw) -> ModelRequest:
-    return ModelRequest(messages=[{"role": "user", "content": "hi"}], response_schema=schema, **kw)
+    return ModelRequest(messages=[UserMessage(content="hi")], response_schema=schema, **kw)
 
 
 def test_is_a_model():
@@ -187,7 +188,7 @@ async def test_native_tool_calls_are_parsed(http_server):
     tools = [
         {"type": "function", "function": {"name": "calculator", "parameters": {"type": "object"}}}
     ]
-    r = await fast(http_server.url).request(ModelRequest(messages=[{"role": "user", "content": "x"}], tools=tools, tool_choice="auto"))  # fmt: skip
+    r = await fast(http_server.url).request(ModelRequest(messages=[UserMessage(content="x")], tools=tools, tool_choice="auto"))  # fmt: skip
     assert [(c.id, c.name, json.loads(c.arguments)) for c in r.tool_calls] == [("call_9", "calculator", {"expression": "2+2"})]  # fmt: skip
     assert http_server.requests[0]["tool_choice"] == "auto"
 
@@ -197,7 +198,7 @@ async def test_text_tool_calls_become_tool_calls(http_server):
     tools = [
         {"type": "function", "function": {"name": "calculator", "parameters": {"type": "object"}}}
     ]
-    r = await fast(http_server.url).request(ModelRequest(messages=[{"role": "user", "content": "x"}], tools=tools, tool_choice="auto"))  # fmt: skip
+    r = await fast(http_server.url).request(ModelRequest(messages=[UserMessage(content="x")], tools=tools, tool_choice="auto"))  # fmt: skip
     assert r.content == "" and r.finish_reason == "tool_calls"
     assert (r.tool_calls[0].name, json.loads(r.tool_calls[0].arguments)) == ("calculator", {"expression": "3*4"})  # fmt: skip
 
@@ -218,7 +219,7 @@ async def test_required_tool_choice_maps_to_forced_tool_for_llamacpp(http_server
         {"type": "function", "function": {"name": "final_answer", "parameters": {"type": "object"}}}
     ]
     m = OpenAIModel("local", base_url=http_server.url, local=True)
-    await m.request(ModelRequest(messages=[{"role": "user", "content": "x"}], tools=tools, tool_choice="required"))  # fmt: skip
+    await m.request(ModelRequest(messages=[UserMessage(content="x")], tools=tools, tool_choice="required"))  # fmt: skip
     assert http_server.requests[0]["tool_choice"] == {"type": "function", "function": {"name": "final_answer"}}  # fmt: skip
 
 

@@ -9,6 +9,7 @@ from email.utils import formatdate
 import pytest
 
 from verimap.llm.base import ModelError, ModelRequest
+from verimap.llm.messages import UserMessage
 from verimap.llm.openai_model import OpenAIModel
 from verimap.llm.retries import GiveUp, Retries, RetryPolicy, max_wait_from_env, server_wait
 
@@ -16,7 +17,7 @@ from .conftest import Reply, completion
 
 
 def ask() -> ModelRequest:
-    return ModelRequest(messages=[{"role": "user", "content": "hi"}])
+    return ModelRequest(messages=[UserMessage(content="hi")])
 
 
 def limited(headers: dict[str, str]) -> Reply:

@@ -32,7 +32,7 @@ def verimap(
 
 def no_servers_left(tmp_path: Path) -> bool:
     servers = list((tmp_path / "state" / "servers").glob("*.json"))
-    return all(not server.pid_alive(server.read_state(p).pid) for p in servers if server.read_state(p))  # fmt: skip
+    return all(not server.pid_alive(info.pid) for p in servers if (info := server.read_state(p)))  # fmt: skip
 
 
 def test_verimap_run_finishes_with_a_result_and_a_trace(local_model_file, tmp_path):

@@ -15,12 +15,13 @@ from click.testing import CliRunner
 from verimap.cli import main
 from verimap.endpoint import connect
 from verimap.llm.base import GenerationSettings, ModelError, ModelRequest
+from verimap.llm.messages import UserMessage
 from verimap.local import server
 
 pytestmark = pytest.mark.localmodel
 
 HELLO = ModelRequest(
-    messages=[{"role": "user", "content": "Say hi."}],
+    messages=[UserMessage(content="Say hi.")],
     settings=GenerationSettings(max_tokens=4, temperature=0),
 )
 
@@ -119,7 +120,9 @@ def test_keep_server_survives_the_command_and_is_reused(local_model_file):
     async def once() -> int:
         async with connect(model_file=local_model_file, keep_server=True) as models:
             await models["judge"].request(HELLO)
-            return server.read_state(server.state_file(local_model_file)).pid
+            info = server.read_state(server.state_file(local_model_file))
+            assert info is not None
+            return info.pid
 
     pid1 = asyncio.run(once())
     try:

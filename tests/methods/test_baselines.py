@@ -3,6 +3,7 @@ they run, meter and trace like a coordinator while vouching for nothing."""
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -46,8 +47,9 @@ def replies(*texts: str) -> ScriptedModel:
     return ScriptedModel(list(texts))
 
 
-def events() -> tuple[EventBus, list]:
-    bus, seen = EventBus(), []
+def events() -> tuple[EventBus, list[Any]]:
+    bus = EventBus()
+    seen: list[Any] = []
     bus.subscribe(seen.append)
     return bus, seen
 
