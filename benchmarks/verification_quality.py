@@ -82,6 +82,7 @@ SEEN_DRAWS: tuple[tuple[int, dict[str, int]], ...] = (
     (704573, {"humaneval": 30}),
     (253156, {"gsm8k": 30, "humaneval": 17}),
     (730156, {"gsm8k": 30}),
+    (677038, {"gsm8k": 30}),
 )
 SEED_HINT = "python3 -c 'import secrets; print(secrets.randbelow(10**6))'"
 SC = "sc"
