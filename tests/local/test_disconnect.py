@@ -82,7 +82,9 @@ def test_the_real_server_stops_generating_for_a_client_that_hung_up(local_server
     """Without the middleware the server writes all 2,000 tokens for nobody (minutes here), and
     the next request waits behind them."""
     log = Path(local_server.log_path)
-    before = log.read_text(errors="replace").count("client hung up")
+    before = sum(
+        log.read_text(errors="replace").count(m) for m in ("client hung up", "before llm invoked")
+    )
     auth = {"Authorization": f"Bearer {local_server.token}"}
     long = {
         "model": local_server.alias,
@@ -96,17 +98,21 @@ def test_the_real_server_stops_generating_for_a_client_that_hung_up(local_server
     hangs_up = httpx.Client(timeout=httpx.Timeout(30, read=1.0), trust_env=False)
     with hangs_up, pytest.raises(httpx.ReadTimeout):
         hangs_up.post(url, json=long, headers=auth)
+    # Stopped at a token, or (a server slow to take the request) never started: llama-cpp-python
+    # itself refuses a request whose client left before the model was called.
+    ended = re.compile(r"client hung up; generation stopped after (\d+) tokens|"
+                       r"Disconnected from client \(via refresh/close\) before llm invoked()")  # fmt: skip
     deadline = time.monotonic() + 60
-    found: list[str] = []
+    found: list[tuple[str, str]] = []
     while time.monotonic() < deadline and len(found) <= before:
-        found = re.findall(r"client hung up; generation stopped after (\d+) tokens",
-                           log.read_text(errors="replace"))  # fmt: skip
+        found = ended.findall(log.read_text(errors="replace"))
         time.sleep(0.2)
     tail = "\n".join(log.read_text(errors="replace").splitlines()[-30:])
     assert len(found) == before + 1, f"the server went on generating for a gone client:\n{tail}"
-    assert int(found[-1]) < 2000
+    tokens = found[-1][0]
+    assert not tokens or int(tokens) < 2000
     short = {**long, "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4}
     with httpx.Client(timeout=60, trust_env=False) as client:
         reply = client.post(url, json=short, headers=auth)
     assert reply.status_code == 200 and reply.json()["choices"][0]["message"]["content"]
-    assert STOPPED_MESSAGE.format(n=found[-1]) in log.read_text(errors="replace")
+    assert not tokens or STOPPED_MESSAGE.format(n=tokens) in log.read_text(errors="replace")
