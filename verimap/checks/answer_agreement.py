@@ -16,12 +16,13 @@ programs and samples in turn, only while some answer could still be confirmed.
 A disputed attempt is retried only while a retry could still be confirmed by the votes already
 cast (some answer is one vote short, with a program and a sample among them): a retry that
 lands on a fresh number needs fresh solutions to agree with it, and on the development windows
-such late quorums were rarely reached and once confirmed a wrong answer. A disagreement fails the attempt without
-telling the retry the other number: a retry shown it copies it, and agreement means something
-only while solutions stay independent. When no attempt is confirmed, the answer kept is the one
-most votes give, as self-consistency keeps its majority (no single program is an oracle: on a
-tie, an answer both families gave wins, then the earliest attempt's). At matched calls, `sc`
-was ahead of a check that drew programs alone on both fresh GSM8K draws measured (D16).
+such late quorums were rarely reached and once confirmed a wrong answer. A disagreement fails
+the attempt without telling the retry the other number: a retry shown it copies it, and
+agreement means something only while solutions stay independent. When no attempt is
+confirmed, the answer kept is the one most votes give, as self-consistency keeps its majority
+(no single program is an oracle: on a tie, an answer both families gave wins, then the earliest
+attempt's). At matched calls, `sc` was ahead of a check that drew programs alone on both fresh
+GSM8K draws measured (D16).
 """
 
 from __future__ import annotations

@@ -3,11 +3,12 @@
 llama-cpp-python runs a non-streamed completion in a worker thread to its end, whether or not
 anyone is still waiting: a `verimap run` stopped with Ctrl-C, or a benchmark killed mid-request,
 left the kept server generating for minutes, and the next command's first call waited behind
-it (362 s once, eval/verification-quality.md). The server answers one request at a time, so that wait is
-anyone's. Here an ASGI middleware notices the client's disconnect and sets a flag the request
-carries in a context variable (worker threads run in a copy of the request's context), and
-every completion is given one more stopping criterion that reads it: generation stops at the
-next token. The prompt's evaluation is not interrupted; it takes seconds, not minutes.
+it (362 s once, eval/verification-quality.md). The server answers one request at a time, so
+that wait is anyone's. Here an ASGI middleware notices the client's disconnect and sets a flag
+the request carries in a context variable (worker threads run in a copy of the request's
+context), and every completion is given one more stopping criterion that reads it: generation
+stops at the next token. The prompt's evaluation is not interrupted; it takes seconds, not
+minutes.
 """
 
 from __future__ import annotations
@@ -84,15 +85,16 @@ def stop_when_client_gone() -> None:
         gone = CLIENT_GONE.get()
         if gone is None:
             return complete(self, *args, **kwargs)
-        made = [0, False]  # tokens looked at; whether the stop was said (the runtime asks twice)
+        made, said = 0, False  # the runtime asks again after a stop: say it once
 
         def client_gone(_ids: Any, _logits: Any) -> bool:
+            nonlocal made, said
             if not gone.is_set():
-                made[0] += 1
+                made += 1
                 return False
-            if not made[1]:
-                made[1] = True
-                print(STOPPED_MESSAGE.format(n=made[0]), file=sys.stderr, flush=True)
+            if not said:
+                said = True
+                print(STOPPED_MESSAGE.format(n=made), file=sys.stderr, flush=True)
             return True
 
         criteria = list(kwargs.get("stopping_criteria") or [])
