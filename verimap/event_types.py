@@ -392,12 +392,14 @@ class NodeFinish(_Typed):
 
 class Replies(_Typed):
     """A baseline's replies, each cut to a few KB, with the answer read from each (and, for the
-    program baseline, how its program ran)."""
+    program baseline, how its program ran; for replies that computed their number with a
+    program of their own, `ran` says how each ran, None for the others)."""
 
     type: Literal["replies"] = "replies"
     replies: list[str]
     answers: list[Any]
     program: JSON | None = None
+    ran: list[JSON | None] | None = None
 
 
 class VoteGroup(TypedDict):

@@ -117,6 +117,21 @@ async def test_an_answer_two_programs_agree_with_is_verified(process_sandbox):
     assert not first.settings.temperature and second.settings.temperature == 0.7
 
 
+async def test_a_sample_that_computes_with_code_votes_with_what_its_code_prints(process_sandbox):
+    """The 1.5B often writes its sum as a program and then an "output" it made up."""
+
+    def coded(task: str) -> str:
+        return "```python\nprint(17 * 23)\n```\n```output\n400\n```\nThe answer is 400."
+
+    world = ScriptedWorld([PLAN], totals(391), solve=returning("17 * 23"), sample=coded)
+    bus, seen = events()
+    r = await run(world, process_sandbox, bus=bus)
+    assert r.verified and r.answer == 391
+    [sample] = [e.data for e in seen if e.type == CROSS_CHECK and e.data["kind"] == "sample"]
+    assert sample["answer"] == 391.0 and sample["printed"] == "391"
+    assert "400" in sample["reply"]
+
+
 async def test_a_sample_is_sampled_even_when_the_run_is_greedy(process_sandbox):
     world = ScriptedWorld([PLAN], totals(391), solve=returning(391), sample=saying(391))
     greedy = RunConfig(checks=[NAME], vacuity_check=False, max_retries=3)

@@ -21,7 +21,8 @@ from verimap.methods.baselines import (
     baseline,
 )
 from verimap.methods.votes import by_text, by_value
-from verimap.testing import ScriptedModel
+from verimap.sandbox.base import ExecResult, Outcome
+from verimap.testing import InProcessSandboxDouble, ScriptedModel
 from verimap.usage import EXECUTOR
 
 PENS = "A shop sells pens at 17 dollars each. How much do 23 pens cost? Give the number."
@@ -169,6 +170,37 @@ async def test_sc_defaults_to_four_samples_and_fails_when_none_has_an_answer():
     r = await SelfConsistency(model, kind="number").run("Q")
     assert model.calls == 4 and r.status == "failed" and r.confidence is None
     assert r.error == "none of the 4 samples gave an answer (no final number)"
+
+
+MADE_UP = "```python\nprint(17 * 23)\n```\n```output\n400\n```\nThe answer is 400."
+
+
+async def test_a_number_a_reply_computes_with_code_is_read_by_running_the_code(process_sandbox):
+    """The output a model writes under its own code is made up; sc and bare run the code."""
+    bus, seen = events()
+    model = replies(MADE_UP, "The answer is 400.", MADE_UP)
+    r = await SelfConsistency(model, process_sandbox, kind="number", samples=3, events=bus).run("Q")
+    assert r.answer == 391 and r.confidence == pytest.approx(2 / 3)
+    [rep] = of(seen, REPLIES)
+    assert rep.data["answers"] == [391, 400, 391]
+    assert [x and x["printed"] for x in rep.data["ran"]] == ["391", None, "391"]
+    bare = await Bare(replies(MADE_UP), process_sandbox, kind="number").run("Q")
+    assert bare.answer == 391
+    # without a sandbox, as written
+    assert (await Bare(replies(MADE_UP), None, kind="number").run("Q")).answer == 400
+
+
+async def test_a_sandbox_that_cannot_run_a_replys_code_is_infrastructure(tmp_path):
+    class EngineGone(InProcessSandboxDouble):
+        async def run_program(self, code, *, timeout=10.0, files=None, argv=None, stdin=""):
+            return ExecResult(outcome=Outcome.SANDBOX_ERROR, message="the daemon is gone")
+
+    sc = SelfConsistency(replies(MADE_UP, MADE_UP), EngineGone(), kind="number", samples=2)
+    r = await sc.run("Q", trace_path=tmp_path / "sc.jsonl")
+    assert r.status == "failed" and r.error_kind == "infrastructure"
+    assert "could not run a reply's program" in (r.error or "")
+    [rep] = of(read_trace(r.trace_path), REPLIES)
+    assert rep.data["replies"] == [MADE_UP] and rep.data["answers"] == [None]
 
 
 def test_votes_on_numbers_and_texts():

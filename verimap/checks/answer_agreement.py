@@ -208,13 +208,17 @@ class AnswerAgreement:
             settings = settings.replace(temperature=tools.retry_temperature)
         ballot.samples += 1
         try:
-            answer, reply = await sample_answer(ctx.model(tools.model), task, settings)
+            answer, reply, run = await sample_answer(
+                ctx.model(tools.model), task, settings,
+                sandbox=tools.sandbox, timeout=tools.timeout_s,
+            )  # fmt: skip
         except ModelError as e:
             ctx.emit(CrossCheck(kind="sample", sample=ballot.samples, error=f"model error: {e}"))
             return
         if answer is not None:
             ballot.votes.append(Vote(answer, "sample"))
-        ctx.emit(CrossCheck(kind="sample", sample=ballot.samples, answer=answer, reply=reply))
+        found = run.trace() if run is not None else {"answer": answer, "reply": reply}
+        ctx.emit(CrossCheck(kind="sample", sample=ballot.samples, **found))
 
     async def _draw_program(
         self, ballot: Ballot, task: str, tools: CheckTools, ctx: RunContext

@@ -10,6 +10,11 @@ Each is run as a coordinator is (a `Runner`: `run`, `run_sync`, the same `RunSco
 stops it, its model calls are metered per role and traced, a dead endpoint is reported as
 infrastructure, and its trace starts and ends like a coordinator's. None of them checks its
 answer, so none reports one as verified: a method with no checks has nothing to vouch for.
+
+A reasoning reply that computes its number with a program of its own is read by running that
+program in the sandbox, as verimap's sampled votes are (`verimap.checks.samples`): the "output"
+a small model writes under its code is made up, and a baseline read by the made-up number
+would be weaker than the same calls allow.
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from verimap.checks.behaviour import (
     run_behaviour,
     with_task_imports,
 )
-from verimap.checks.programs import write_program
+from verimap.checks.programs import ProgramRun, write_program
+from verimap.checks.samples import reasoned_number
 from verimap.config import RunConfig
 from verimap.core.executor import EXECUTOR_SETTINGS
 from verimap.core.result import ErrorKind, RunResult, RunStatus
@@ -109,6 +115,19 @@ class Baseline(Runner):
         )
         return (await ctx.model(self.model).request(request)).content or ""
 
+    async def _read(self, reply: str) -> tuple[Any, ProgramRun | None]:
+        """The answer of one reply and, for a number a program in it computes, that program's
+        run. A sandbox that cannot run it is infrastructure, not a wrong answer."""
+        if self.kind != "number":
+            return read_answer(reply, self.kind), None
+        timeout = self.config.verify.vf_timeout_s
+        number, run = await reasoned_number(reply, self.sandbox, timeout=timeout)
+        if run is None:
+            return read_answer(reply, self.kind), None
+        if run.sandbox_fault:
+            raise SandboxUnavailable(f"the sandbox could not run a reply's program: {run.error}")
+        return as_number(number), run
+
     def _result(
         self, run_id: str, task: str, status: RunStatus, *, answer: Any = None,
         error: str | None = None, error_kind: ErrorKind | None = None,
@@ -130,24 +149,39 @@ class Baseline(Runner):
 
 
 def _replies(
-    ctx: RunContext, replies: list[str], answers: list[Any], program: dict[str, Any] | None = None
+    ctx: RunContext,
+    replies: list[str],
+    answers: list[Any],
+    program: dict[str, Any] | None = None,
+    ran: list[ProgramRun | None] | None = None,
 ) -> None:
     shown = [clip(a, REPLY_CHARS) if isinstance(a, str) else a for a in answers]
     cut = [clip(r, REPLY_CHARS) for r in replies]
-    # Only the program baseline's replies name a program: the others' lines have no such key.
-    ctx.emit(ev.Replies(replies=cut, answers=shown, program=program) if program is not None
-             else ev.Replies(replies=cut, answers=shown))  # fmt: skip
+    extra: dict[str, Any] = {}
+    # Only the program baseline's replies name a program, and only replies that held one say
+    # how it ran: the others' lines have no such key.
+    if program is not None:
+        extra["program"] = program
+    if ran and any(r is not None for r in ran):
+        extra["ran"] = [None if r is None else _without_reply(r) for r in ran]
+    ctx.emit(ev.Replies(replies=cut, answers=shown, **extra))
+
+
+def _without_reply(run: ProgramRun) -> dict[str, Any]:
+    """How a program ran, without the reply it came from (the trace shows that once)."""
+    return {k: v for k, v in run.trace().items() if k != "reply"}
 
 
 class Bare(Baseline):
-    """One call; the answer is the reply's final number, its code block, or its last line."""
+    """One call; the answer is the reply's final number (what its program prints, when it
+    computes it with one), its code block, or its last line."""
 
     name = "bare"
 
     async def _solve(self, task: str, ctx: RunContext) -> RunResult:
         reply = await self._ask(ctx, task, self.settings)
-        answer = read_answer(reply, self.kind)
-        _replies(ctx, [reply], [answer])
+        answer, run = await self._read(reply)
+        _replies(ctx, [reply], [answer], ran=[run])
         return self._answered(ctx, task, answer)
 
 
@@ -175,12 +209,16 @@ class SelfConsistency(Baseline):
     async def _solve(self, task: str, ctx: RunContext) -> RunResult:
         replies: list[str] = []
         answers: list[Any] = []
+        runs: list[ProgramRun | None] = []
         try:
             for _ in range(self.samples):
                 replies.append(await self._ask(ctx, task, self.settings))
-                answers.append(read_answer(replies[-1], self.kind))
+                answer, run = await self._read(replies[-1])
+                answers.append(answer)
+                runs.append(run)
         finally:
-            _replies(ctx, replies, answers)
+            unread = len(replies) - len(answers)  # a reply the sandbox could not read
+            _replies(ctx, replies, answers + [None] * unread, ran=runs + [None] * unread)
         vote = await self._vote(task, answers)
         ctx.emit(ev.Vote(**vote.trace()))
         if vote.winner is None:
@@ -237,8 +275,7 @@ class Program(Bare):
             timeout=self.config.verify.vf_timeout_s, role=EXECUTOR,
         )  # fmt: skip
         answer = as_number(run.answer)
-        ran = {k: v for k, v in run.trace().items() if k != "reply"}  # the reply is shown once
-        _replies(ctx, [run.reply], [answer], program=ran)
+        _replies(ctx, [run.reply], [answer], program=_without_reply(run))
         if run.sandbox_fault:
             error = f"the sandbox could not run the program: {run.error}"
             return self._result(
