@@ -83,6 +83,7 @@ SEEN_DRAWS: tuple[tuple[int, dict[str, int]], ...] = (
     (253156, {"gsm8k": 30, "humaneval": 17}),
     (730156, {"gsm8k": 30}),
     (677038, {"gsm8k": 30}),
+    (999033, {"gsm8k": 30}),
 )
 SEED_HINT = "python3 -c 'import secrets; print(secrets.randbelow(10**6))'"
 SC = "sc"

@@ -6,9 +6,9 @@ the vote that baseline wins with at equal calls, so a disputed answer is settled
 at least as well informed as self-consistency's.
 
 A reasoning reply of the local coder models often writes its arithmetic as a program and then
-a block of "output" it made up: on the recorded GSM8K samples of four fresh draws, 288 of 1,020
-replies did, and the number they stated was right 58 times, the number their program prints
-when run 146 times (D21). So a reply that holds a program is read by running it: what Python
+a block of "output" it made up: of the 1,020 `sc` replies recorded on five fresh GSM8K draws,
+280 did, and the number they stated was right 58 times, the number their program prints when
+run 146 times (D21). So a reply that holds a program is read by running it: what Python
 prints is evidence, what the model says Python printed is not.
 """
 

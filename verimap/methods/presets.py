@@ -9,8 +9,8 @@ overrides), and the baselines that spend the same compute without checking anyth
 | verimap | LLM planner | the plan's VFs | 3 x 5 | |
 | map-v-1it | LLM planner, no VFs | judge, criterion = the instruction | 1 x 1 | failed outputs flow on |
 | verimap-1it | LLM planner | the plan's VFs | 1 x 1 | failed outputs flow on |
-| bare | none: one call, the model alone | none | 1 x 1 | `verimap.methods.baselines` |
-| sc | none: k samples at 0.7, majority vote | none | 1 x 1 | k: `samples` |
+| bare | none: one call, the model alone | none | 1 x 1 | a reply's own program is run |
+| sc | none: k samples at 0.7, majority vote | none | 1 x 1 | k: `samples`; as bare |
 | program | none: one program (PAL) run in the sandbox | none | 1 x 1 | |
 """
 
