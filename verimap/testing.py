@@ -471,6 +471,20 @@ class InProcessSandboxDouble(Sandbox):
         raise NotImplementedError("InProcessSandboxDouble runs VFs only")
 
 
+class EngineGoneSandboxDouble(InProcessSandboxDouble):
+    """A sandbox test double whose engine is gone: every program it is given to run comes back
+    as a sandbox error with `message`, as the Docker backend reports a daemon that went away."""
+
+    kind = "engine-gone-double"
+
+    def __init__(self, message: str = "the Docker daemon went away") -> None:
+        super().__init__()
+        self.message = message
+
+    async def run_program(self, code, *, timeout=10.0, files=None, argv=None, stdin=""):
+        return ExecResult(outcome=Outcome.SANDBOX_ERROR, message=self.message)
+
+
 def judge_vf(
     code: str, inputs: dict[str, Any], outputs: dict[str, Any], *, policy: bool = True
 ) -> ExecResult:

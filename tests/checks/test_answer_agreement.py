@@ -13,8 +13,7 @@ from verimap.config import RunConfig
 from verimap.events import CROSS_CHECK, RETRIES_STOPPED, EventBus
 from verimap.llm.base import ModelError
 from verimap.planning.plan import parse_plan
-from verimap.sandbox.base import ExecResult, Outcome
-from verimap.testing import InProcessSandboxDouble, ScriptedWorld
+from verimap.testing import EngineGoneSandboxDouble, InProcessSandboxDouble, ScriptedWorld
 
 PLAN = {
     "nodes": [
@@ -203,12 +202,8 @@ async def test_a_program_that_fails_goes_back_once_with_its_error(process_sandbo
 
 
 async def test_no_program_that_runs_means_no_confirmation():
-    class FaultyDouble(InProcessSandboxDouble):
-        async def run_program(self, code, *, timeout=10.0, files=None, argv=None, stdin=""):
-            return ExecResult(outcome=Outcome.SANDBOX_ERROR, message="the daemon went away")
-
     world = ScriptedWorld([PLAN], totals(343), solve=returning("17 * 23"), sample=silent)
-    r = await run(world, FaultyDouble())
+    r = await run(world, EngineGoneSandboxDouble())
     assert r.status == "success" and r.answer == 343 and not r.verified
     assert "answer_agreement could not judge" in r.unverified_reason
     # two programs and two samples: a fault is not the program's to fix, one call each

@@ -4,8 +4,7 @@ the model wrote under its code is not taken."""
 from __future__ import annotations
 
 from verimap.checks.samples import reasoned_number
-from verimap.sandbox.base import ExecResult, Outcome
-from verimap.testing import InProcessSandboxDouble
+from verimap.testing import EngineGoneSandboxDouble
 
 MADE_UP = """Let's use Python.
 ```python
@@ -48,13 +47,6 @@ async def test_without_a_sandbox_the_number_is_read_as_written():
     assert await reasoned_number(MADE_UP, None) == (50000, None)
 
 
-class _EngineGone(InProcessSandboxDouble):
-    """A sandbox double whose engine is gone: every run is a sandbox error."""
-
-    async def run_program(self, code, *, timeout=10.0, files=None, argv=None, stdin=""):
-        return ExecResult(outcome=Outcome.SANDBOX_ERROR, message="the Docker daemon is gone")
-
-
 async def test_a_sandbox_fault_gives_no_number_and_says_so():
-    number, run = await reasoned_number(MADE_UP, _EngineGone())
+    number, run = await reasoned_number(MADE_UP, EngineGoneSandboxDouble())
     assert number is None and run is not None and run.sandbox_fault

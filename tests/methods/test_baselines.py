@@ -21,8 +21,7 @@ from verimap.methods.baselines import (
     baseline,
 )
 from verimap.methods.votes import by_text, by_value
-from verimap.sandbox.base import ExecResult, Outcome
-from verimap.testing import InProcessSandboxDouble, ScriptedModel
+from verimap.testing import EngineGoneSandboxDouble, ScriptedModel
 from verimap.usage import EXECUTOR
 
 PENS = "A shop sells pens at 17 dollars each. How much do 23 pens cost? Give the number."
@@ -188,14 +187,19 @@ async def test_a_number_a_reply_computes_with_code_is_read_by_running_the_code(p
     assert bare.answer == 391
     # without a sandbox, as written
     assert (await Bare(replies(MADE_UP), None, kind="number").run("Q")).answer == 400
+    failing = "```python\nprint(total)\n```\n```output\n400\n```\nThe answer is 400."
+    r = await Bare(replies(failing), process_sandbox, kind="number").run("Q")
+    assert r.status == "failed" and r.answer is None
+    assert (
+        r.error
+        and r.error.startswith("the reply's program gave no number")
+        and "NameError" in r.error
+    )
 
 
 async def test_a_sandbox_that_cannot_run_a_replys_code_is_infrastructure(tmp_path):
-    class EngineGone(InProcessSandboxDouble):
-        async def run_program(self, code, *, timeout=10.0, files=None, argv=None, stdin=""):
-            return ExecResult(outcome=Outcome.SANDBOX_ERROR, message="the daemon is gone")
-
-    sc = SelfConsistency(replies(MADE_UP, MADE_UP), EngineGone(), kind="number", samples=2)
+    gone = EngineGoneSandboxDouble()
+    sc = SelfConsistency(replies(MADE_UP, MADE_UP), gone, kind="number", samples=2)
     r = await sc.run("Q", trace_path=tmp_path / "sc.jsonl")
     assert r.status == "failed" and r.error_kind == "infrastructure"
     assert "could not run a reply's program" in (r.error or "")

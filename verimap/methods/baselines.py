@@ -182,6 +182,9 @@ class Bare(Baseline):
         reply = await self._ask(ctx, task, self.settings)
         answer, run = await self._read(reply)
         _replies(ctx, [reply], [answer], ran=[run])
+        if answer is None and run is not None:
+            error = f"the reply's program gave no number: {run.error or run.printed!r}"
+            return self._result(ctx.run_id, task, "failed", error=error)
         return self._answered(ctx, task, answer)
 
 
