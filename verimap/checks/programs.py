@@ -22,11 +22,13 @@ from verimap.sandbox.base import Outcome, Sandbox
 from verimap.usage import JUDGE
 
 # Prompts that frame the same request differently, so that a second program is not the first
-# one resampled: different framings make different mistakes.
+# one resampled: different framings make different mistakes. The first makes the model account
+# for every sentence, since the answers all votes shared while wrong had dropped a fact (D22).
 PROGRAM_PROMPTS = (
-    "{task}\n\nWrite a Python function `solution()` that computes and returns the final number "
-    "this task asks for. Name a variable for each quantity the task gives, and let Python do "
-    "the arithmetic. Reply with only the code, in one ```python code block.",
+    "{task}\n\nWrite a Python function `solution()` for this task. Copy each sentence of the "
+    "task as a comment, and under it the code that uses what it says; leave no fact of the task "
+    "unused. End with `return` and the number the question asks for. Reply with only the code, "
+    "in one ```python code block.",
     "{task}\n\nWrite a Python function `solution()` that returns the answer to this task as a "
     "number. Start the function with a comment that says exactly what is asked, compute it step "
     "by step, one line per step, and end with `return` and the answer. Reply with only the code, "
