@@ -1,102 +1,32 @@
-"""The answer-agreement check: votes from attempts and independently written programs."""
-
-from collections.abc import Callable
-from typing import Any
+"""The answer-agreement check with the mixed ballot (`MIXED_BALLOT`): attempts, programs
+written independently for the task and sampled replies, drawn in turn."""
 
 import pytest
 
-import verimap
 from verimap.check_names import ANSWER_AGREEMENT as NAME
-from verimap.checks.answer_agreement import AnswerAgreement, Ballot, Vote, agree, numeric_answer
-from verimap.checks.programs import number_in
+from verimap.checks import registry
+from verimap.checks.answer_agreement import MIXED_BALLOT, AnswerAgreement, Ballot, Vote
 from verimap.config import RunConfig
-from verimap.events import CROSS_CHECK, RETRIES_STOPPED, EventBus
+from verimap.events import CROSS_CHECK, RETRIES_STOPPED
 from verimap.llm.base import ModelError
-from verimap.planning.plan import parse_plan
 from verimap.testing import EngineGoneSandboxDouble, InProcessSandboxDouble, ScriptedWorld
 
-PLAN = {
-    "nodes": [
-        {"id": "solve", "instruction": "solve", "inputs": ["USER_TASK"],
-         "outputs": {"total": "number"},
-         "verification": [{"name": "positive", "type": "python", "code": "assert outputs['total'] > 0"}]},
-    ]
-}  # fmt: skip
-CONFIG = RunConfig(checks=[NAME], vacuity_check=False, max_retries=3, retry_temperature=0.7)
-
-
-def program(body: str) -> str:
-    return f"Here it is.\n```python\ndef solution():\n{body}\n```"
-
-
-def returning(*values: object) -> Callable[[str], str]:
-    """Programs that return each value in turn (the last one repeats)."""
-    calls = iter(range(10**6))
-
-    def solve(task: str) -> str:
-        i = next(calls)
-        return program(f"    return {values[min(i, len(values) - 1)]}")
-
-    return solve
-
-
-def saying(*values: object) -> Callable[[str], str]:
-    """Sampled reasoning replies that end on each value in turn (the last one repeats)."""
-    calls = iter(range(10**6))
-
-    def sample(task: str) -> str:
-        i = next(calls)
-        return f"17 pens at 23 dollars each.\nThe answer is {values[min(i, len(values) - 1)]}."
-
-    return sample
-
-
-def silent(task: str) -> str:
-    return "I cannot tell."
-
-
-def totals(*answers: float) -> Callable[..., dict]:
-    return lambda nid, k, inp, p: {"total": answers[min(k, len(answers) - 1)]}
-
-
-def events() -> tuple[EventBus, list[Any]]:
-    bus = EventBus()
-    seen: list[Any] = []
-    bus.subscribe(seen.append)
-    return bus, seen
-
-
-async def run(world, sandbox, config=CONFIG, bus=None):
-    coordinator = verimap.build(world.models(), sandbox, config=config, events=bus)
-    return await coordinator.run("17 pens at 23 dollars: what do they cost?")
-
-
-def judge_calls(world) -> int:
-    return [q.role for q in world.model.requests].count("judge")
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [("17 * 23 = 391.\nThe answer is 391.", 391.0), ("**$1,250.50**", 1250.5), ("none", None)],
+from .agreement_world import (
+    PLAN,
+    events,
+    judge_calls,
+    program,
+    returning,
+    run,
+    saying,
+    silent,
+    totals,
 )
-def test_the_number_a_text_ends_on(text, expected):
-    assert number_in(text) == expected
 
 
-def test_only_a_single_number_answer_is_voted_on():
-    def first(outputs, values):
-        n = parse_plan({"nodes": [{"id": "a", "instruction": "x", "outputs": outputs}]}).nodes[0]
-        return numeric_answer(n, values)
-
-    assert first({"total": "number"}, {"total": 391}) == ("total", 391.0)
-    assert first({"total": "integer"}, {"total": True}) is None
-    assert first({"total": "string"}, {"total": "391"}) is None
-    assert first({"a": "number", "b": "number"}, {"a": 1, "b": 2}) is None
-
-
-def test_answers_agree_up_to_rounding_only():
-    assert agree(91.6667, 91.67) and agree(391, 391.0)
-    assert not agree(100, 101) and not agree(1_000_000, 1_000_100)
+@pytest.fixture(autouse=True)
+def mixed_ballot(monkeypatch):
+    monkeypatch.setitem(registry.FACTORIES, NAME, lambda: AnswerAgreement(**MIXED_BALLOT))
 
 
 async def test_an_answer_two_programs_agree_with_is_verified(process_sandbox):
@@ -244,7 +174,7 @@ async def test_a_program_that_returns_nothing_is_told_so_and_fixed(process_sandb
 def test_three_votes_against_two_are_a_split_not_a_confirmation():
     """1260 from an attempt, a sample and a program against two programs for 180: the quorum,
     but not twice its rival's votes. One vote fewer for 180 confirms it."""
-    check = AnswerAgreement()
+    check = AnswerAgreement(**MIXED_BALLOT)
     split = Ballot([Vote(1260, "attempt"), Vote(180, "program"), Vote(1260, "sample"),
                     Vote(180, "program"), Vote(1260, "program")])  # fmt: skip
     assert not check.confirmed(split, 1260)
@@ -278,15 +208,15 @@ def test_the_attempt_is_no_witness_for_itself():
     """An attempt and two programs agree on 3 and the sample says -1: three votes, both
     families, yet no sampled reply gave 3, and the attempt and the first program are greedy
     readings of one model that misread tasks alike. A sample that agrees confirms it."""
-    check = AnswerAgreement()
+    check = AnswerAgreement(**MIXED_BALLOT)
     ballot = Ballot([Vote(3, "attempt"), Vote(3, "program"), Vote(-1, "sample"),
                      Vote(3, "program")], programs=2, samples=1)  # fmt: skip
-    assert not check.confirmed(ballot, 3) and check._worth_a_draw(ballot)
+    assert not check.confirmed(ballot, 3) and check._worth_a_draw(ballot, 3)
     ballot.votes.append(Vote(3, "sample"))
     assert check.confirmed(ballot, 3)
     ballot.votes[-1] = Vote(1, "sample")
     ballot.samples = 2
-    assert not check._worth_a_draw(ballot) and not check.confirmed(ballot, 3)
+    assert not check._worth_a_draw(ballot, 3) and not check.confirmed(ballot, 3)
 
 
 @pytest.mark.parametrize(("second", "verified"), [(3, True), (1, False)])
