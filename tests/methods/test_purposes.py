@@ -110,7 +110,7 @@ async def test_a_world_is_told_each_node_its_inputs_and_each_judge_its_criteria(
     assert solved and set(solved) == {task}
     labels = [q.purpose.label for q in world.model.requests]
     assert "judge:b:sensible,whole" in labels and "judge:b:sensible,whole:final" in labels
-    assert [p for p in labels if p.startswith("solve")] == ["solve:sample", "solve:sample"]
+    assert [p for p in labels if p.startswith("solve")] == ["solve:program:0", "solve:sample"]
     executed = [q.purpose for q in world.model.requests if isinstance(q.purpose, ExecuteCall)]
     assert [(p.node_id, p.inputs) for p in executed] == [("a", {"USER_TASK": task}),
                                                          ("b", {"a.price": 17})]  # fmt: skip
