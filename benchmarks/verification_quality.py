@@ -85,6 +85,7 @@ SEEN_DRAWS: tuple[tuple[int, dict[str, int]], ...] = (
     (677038, {"gsm8k": 30}),
     (999033, {"gsm8k": 30}),
     (347752, {"gsm8k": 30}),
+    (84437, {"gsm8k": 30}),
 )
 SEED_HINT = "python3 -c 'import secrets; print(secrets.randbelow(10**6))'"
 SC = "sc"

@@ -160,6 +160,16 @@ async def test_no_program_that_runs_means_no_confirmation():
     assert judge_calls(world) == 4
 
 
+async def test_agreeing_samples_without_a_program_that_runs_are_no_dispute():
+    """The sandbox is gone: the samples still vote, but a confirmation needs a program, and an
+    engine fault is no evidence against the answer, so the attempt is not retried."""
+    world = ScriptedWorld([PLAN], totals(343), solve=returning("17 * 23"), sample=saying(343))
+    r = await run(world, EngineGoneSandboxDouble())
+    assert r.status == "success" and r.answer == 343 and not r.verified
+    assert len(r.nodes["solve"].attempts) == 1
+    assert "no program drawn for the task gave a number" in r.unverified_reason
+
+
 async def test_a_dead_endpoint_is_no_vote_and_no_crash():
     world = ScriptedWorld([PLAN], totals(391), sample=silent)
 

@@ -81,4 +81,4 @@ async def test_no_sample_that_gives_a_number_means_no_judgement(process_sandbox)
     r = await run(world, process_sandbox)
     assert r.status == "success" and r.answer == 391 and not r.verified
     check = {v.name: v for v in r.nodes["solve"].verdicts}[NAME]
-    assert "no solution drawn for the task gave a number" in check.message
+    assert "no sample drawn for the task gave a number" in check.message

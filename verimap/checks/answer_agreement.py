@@ -155,8 +155,9 @@ class AnswerAgreement:
         if self.confirmed(ballot, value):
             n = len(ballot.support(value))
             return verdict(self, "PASS", f"{n} independent solutions agree on {shown(value)}")
-        if all(v.kind == "attempt" for v in ballot.votes):
-            return verdict(self, ABSTAINED, "no solution drawn for the task gave a number")
+        drawn = "program" if self.max_programs else "sample"  # the kind the ballot leans on
+        if all(v.kind != drawn for v in ballot.votes):
+            return verdict(self, ABSTAINED, f"no {drawn} drawn for the task gave a number")
         return verdict(
             self, "FAIL",
             f"solutions written independently for this task do not confirm {name} = "
