@@ -136,9 +136,7 @@ async def test_the_independent_solution_is_a_program_the_sandbox_runs(local_mode
     node = Node(
         id="solve", instruction="Solve.", inputs=["USER_TASK"], outputs={"answer": "number"}
     )
-    check = AnswerAgreement(
-        quorum=2, max_programs=1, max_samples=0, witnesses=frozenset({"program"})
-    )
+    check = AnswerAgreement(quorum=2, max_programs=1)
     try:
         run = await write_program(local_model, task, sandbox, settings)
         assert run.answer == 391, run.reply
