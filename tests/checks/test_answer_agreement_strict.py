@@ -1,0 +1,73 @@
+"""The answer-agreement check with `STRICT_BALLOT`: the first attempt and three sampled replies
+must agree with at most one against, no retry is confirmed, and a disputed attempt is settled by
+the majority of up to five samples (D24). It is the default: no fixture picks it."""
+
+import pytest
+
+from verimap.check_names import ANSWER_AGREEMENT as NAME
+from verimap.checks import registry
+from verimap.checks.answer_agreement import STRICT_BALLOT, AnswerAgreement, Ballot, Vote
+from verimap.events import CROSS_CHECK, RETRIES_STOPPED
+from verimap.testing import ScriptedWorld
+
+from .agreement_world import PLAN, events, judge_calls, run, saying, totals
+
+
+async def test_three_agreeing_samples_verify_the_attempt_and_no_program_is_written(
+    process_sandbox,
+):
+    world = ScriptedWorld([PLAN], totals(391), sample=saying(391))
+    bus, seen = events()
+    r = await run(world, process_sandbox, bus=bus)
+    assert r.status == "success" and r.verified and r.answer == 391
+    check = {v.name: v for v in r.nodes["solve"].verdicts}[NAME]
+    assert check.outcome == "PASS" and "4 independent solutions agree" in check.message
+    assert [e.data["kind"] for e in seen if e.type == CROSS_CHECK] == ["sample"] * 3
+
+
+@pytest.mark.parametrize(
+    ("samples", "verified", "drawn", "answer"),
+    [
+        ((17, 391, 391, 391), True, 4, 391),  # one dissent is outvoted four to one
+        ((391, 17, 391, 391), True, 4, 391),
+        ((391, 391, 17, 391), True, 4, 391),
+        ((391, 391, 17, 400), False, 4, 391),  # a second dissent: the majority is settled
+        ((17, 18, 391, 391), False, 4, 391),  # drawn on until no vote left could change it
+        ((17, 17, 391, 391, 391), False, 5, 391),  # four of six is a majority, not a quorum
+        ((17, 17, 17, 17), False, 4, 17),  # the samples outvote the attempt
+        ((17, 17, 17, 391), False, 5, 391),  # three to three: the attempt's answer
+    ],
+)
+async def test_at_most_one_dissent_and_a_disputed_attempt_settled_by_the_majority(
+    process_sandbox, samples, verified, drawn, answer
+):
+    world = ScriptedWorld([PLAN], totals(391), sample=saying(*samples))
+    r = await run(world, process_sandbox)
+    assert r.verified is verified and judge_calls(world) == drawn and r.answer == answer
+    assert len(r.nodes["solve"].attempts) == 1
+
+
+async def test_a_disputed_attempt_is_not_retried_and_the_majority_is_kept(process_sandbox):
+    world = ScriptedWorld([PLAN], totals(340, 391), sample=saying(391))
+    bus, seen = events()
+    r = await run(world, process_sandbox, bus=bus)
+    assert not r.verified and r.answer == 391 and r.nodes["solve"].status == "unconfirmed"
+    assert judge_calls(world) == 4 and len(r.nodes["solve"].attempts) == 1
+    assert any(e.type == RETRIES_STOPPED for e in seen)
+
+
+def test_a_quorum_of_samples_without_the_attempt_is_three_not_four():
+    check, ballot = AnswerAgreement(**STRICT_BALLOT), Ballot()
+    ballot.votes += [Vote(391, "attempt"), Vote(391, "sample"), Vote(391, "sample")]
+    assert not check.confirmed(ballot, 391)
+    ballot.votes.append(Vote(17, "sample"))
+    assert not check.confirmed(ballot, 391)
+    ballot.votes.append(Vote(391, "sample"))
+    assert check.confirmed(ballot, 391)
+    ballot.votes.append(Vote(18, "sample"))
+    assert not check.confirmed(ballot, 391)  # two against: a majority, not a confirmation
+
+
+def test_the_strict_ballot_is_the_default():
+    assert AnswerAgreement() == AnswerAgreement(**STRICT_BALLOT)
+    assert registry.FACTORIES[NAME]() == AnswerAgreement(**STRICT_BALLOT)
