@@ -31,6 +31,9 @@ def claims(text: str) -> list[tuple[str, str]]:
         (r"$\frac{3}{4} \cdot 20 = 16$", [("((3)/(4)) * 20", "16")]),
         ("(20 + 10) * 2 = 50", [("(20 + 10) * 2", "50")]),
         ("The cost is **17 * 23 = 381**.", [("17 * 23", "381")]),
+        ("- 20 + 80 = 90", [("20 + 80", "90")]),
+        ("Twice 9, plus 3: 2 * 9 + 3 = 22 books", [("2 * 9 + 3", "22")]),
+        ("Sally has S books. 21 - 3 = 17, so 2S = 17", [("21 - 3", "17")]),
     ],
 )
 def test_wrong_calculations_are_found(text, expected):
@@ -67,6 +70,12 @@ def test_wrong_calculations_are_found(text, expected):
         "10 - 25 = -15",
         "7 ≈ 6 + 2 = 8",
         r"\[ 20\% \times 20 = 0.20 \times 20 = 4 \]",
+        # equations with an unknown are not calculations (D25)
+        r"\[ 21 - 3 = 2 \times \text{Sally's books} \]",
+        r"\[ 2S + 3 - 3 = 21 - 3 \]",
+        "21 - 3 = 2S",
+        "so 4 + 4 = 9 + x",
+        "3 * 6 = 17cm",
     ],
 )
 def test_right_or_unreadable_calculations_pass(text):

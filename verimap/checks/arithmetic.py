@@ -161,6 +161,21 @@ def _agrees(
     return False
 
 
+def _in_equation(prefix: str, left: str, right: str, suffix: str) -> bool:
+    """Whether the numbers around an `=` are part of an equation with an unknown, not a
+    calculation: `2S + 3 - 3 = 21 - 3` is no claim that 3 - 3 = 21, nor `21 - 3 = 2 * S` that
+    21 - 3 = 2. Both false failures cost right answers their verification (D25). A leading
+    operator with nothing before it is a list bullet (`**` is bold), and a unit after a space
+    (`18 cm`) is prose."""
+    joined = prefix.rstrip()[-1:].isalnum() or prefix.rstrip().endswith((")", "]"))
+    lead = left.lstrip()
+    if joined and lead[:1] in {"+", "-", "*", "/"} and not lead.startswith("**"):
+        return True
+    if right.rstrip()[-1:] in {"+", "-", "*", "/"} and suffix[:1] != "":
+        return True
+    return bool(right) and right[-1:].isdigit() and suffix[:1].isalpha()
+
+
 def slips(text: str) -> list[Slip]:
     """The wrong calculations written in `text`, each once, in order."""
     found: dict[tuple[str, str], Slip] = {}
@@ -180,6 +195,8 @@ def slips(text: str) -> list[Slip]:
             offset = len(after) - len(body)
             while end < len(body) and (body[end] in _EXPR_CHARS or body[end] == "%"):
                 end += 1
+            if _in_equation(before[:start], before[start:], body[:end], body[end:]):
+                continue
             lefts = _left_candidates(before[start:])
             rights_text = _right_candidates(after[: offset + end])
             if not lefts or not rights_text:
