@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import random
 import shlex
 import statistics
@@ -86,6 +87,7 @@ SEEN_DRAWS: tuple[tuple[int, dict[str, int]], ...] = (
     (999033, {"gsm8k": 30}),
     (347752, {"gsm8k": 30}),
     (84437, {"gsm8k": 30}),
+    (318662, {"gsm8k": 30}),
 )
 SEED_HINT = "python3 -c 'import secrets; print(secrets.randbelow(10**6))'"
 SC = "sc"
@@ -326,6 +328,26 @@ def read_cells(
     return cells
 
 
+def matched_samples(runs_dir: Path, windows: list[Window]) -> tuple[int, str]:
+    """`sc`'s k when `--samples` is not given, and why: verimap's measured mean calls per task
+    on this draw, rounded up, so the baseline spends at least what verimap spent. A k left at a
+    fixed default once undercut a ballot that made 6.7 calls a task with 4 samples. An `sc`
+    directory already started keeps its k, so a resumed run stays one run."""
+    for w in windows:
+        config = cell_dir(runs_dir, w.name, SC) / CONFIG
+        if config.exists() and "samples" in (old := json.loads(config.read_text("utf-8"))):
+            return int(old["samples"]), "as this draw's sc directory was started"
+    means = []
+    for w in windows:
+        cell = read_cell(w.name, VERIMAP, cell_dir(runs_dir, w.name, VERIMAP), w.ids)
+        rows = [r for r in cell.rows if r.task_id in w.ids]
+        if rows:
+            means.append(statistics.fmean(r.calls for r in rows))
+    if not means:
+        return DEFAULT_SAMPLES, f"the default: verimap has not run on this draw in {runs_dir}"
+    return max(1, math.ceil(max(means) - 1e-9)), "verimap's mean calls on this draw, rounded up"
+
+
 def calls_per_task(cells: list[Cell], method: str) -> str:
     found = [
         f"{c.bench} {statistics.fmean(r.calls for r in c.rows):.1f}"
@@ -365,7 +387,8 @@ def make_header(
         f"- settings: the policies `verimap eval` applies (`verimap.policies`): "
         f"{[p.record() for p in get_policies(config.get('policies'))] or 'none (an endpoint)'}; "
         "each method's own fixed settings on top (`verimap.methods.presets`)\n"
-        f"- sc: k = **{args.samples}** samples per task; verimap's measured mean calls per task: "
+        f"- sc: k = **{args.samples}** samples per task ({args.samples_from}); verimap's "
+        "measured mean calls per task: "
         f"{calls_per_task(cells, VERIMAP)}\n"
         f"- run directories (config.json, results.jsonl, traces): `{args.runs_dir}`"
     )
@@ -386,6 +409,9 @@ def main(argv: list[str] | None = None) -> int:
             if n > 0
         ]
         pairs = (pens_pairs() if args.pens else []) + interleave(windows, methods)
+        args.samples_from = "set with --samples"
+        if args.samples is None:
+            args.samples, args.samples_from = matched_samples(runs_dir, windows)
         check_dirs(pairs, runs_dir, args.seed, args.model, args.samples, args.resume)
     except (DataError, RunDirError, ValueError) as e:
         say(f"error: {e} (this benchmark's --out is --runs-dir {runs_dir})")
@@ -426,7 +452,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gsm8k", type=int, default=30, help="GSM8K tasks to draw (0: none)")
     p.add_argument("--humaneval", type=int, default=30, help="HumanEval tasks to draw (0: none)")
     p.add_argument("--methods", default=DEFAULT_METHODS, help=f"from {', '.join(METHODS)}")
-    p.add_argument("--samples", type=int, default=DEFAULT_SAMPLES, help="k of sc")
+    p.add_argument(
+        "--samples", type=int, default=None,
+        help=f"k of sc [verimap's mean calls per task on this draw, rounded up; "
+        f"{DEFAULT_SAMPLES} before verimap has run]",
+    )  # fmt: skip
     p.add_argument("--pens", action="store_true", help="also the README's task, react/verimap x3")
     p.add_argument("--model", default="qwen2.5-coder-1.5b", help="local catalog model")
     p.add_argument("--runs-dir", default=None, help="[runs/verification-quality-SEED]")
@@ -442,7 +472,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown or not methods:
         p.error(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
     args.methods = ",".join(methods)
-    if min(args.gsm8k, args.humaneval) < 0 or args.samples < 1:
+    if min(args.gsm8k, args.humaneval) < 0 or (args.samples is not None and args.samples < 1):
         p.error("task counts must be >= 0 and --samples >= 1")
     args.runs_dir = args.runs_dir or f"runs/verification-quality-{args.seed}"
     return args

@@ -105,7 +105,7 @@ def test_the_seed_is_required_and_the_error_says_how_to_pick_one(capsys):
         vq.parse_args([])
     assert "secrets.randbelow" in capsys.readouterr().err
     args = vq.parse_args(["--seed", "5"])
-    assert args.runs_dir == "runs/verification-quality-5" and args.samples == 4
+    assert args.runs_dir == "runs/verification-quality-5" and args.samples is None  # matched
     assert args.methods.split(",") == ["bare", "sc", "program", "react", "verimap"]
     with pytest.raises(SystemExit):
         vq.parse_args(["--seed", "5", "--methods", "bare,nonsense"])
@@ -259,6 +259,21 @@ def test_directories_are_refused_without_resume_or_with_another_seed_model_or_k(
         vq.check_dirs(pairs, tmp_path, 3, "other", 4, resume=True)
     with pytest.raises(RunDirError, match="samples 4, not 6"):
         vq.check_dirs(pairs, tmp_path, 3, "m", 6, resume=True)
+
+
+def test_sc_is_given_at_least_verimaps_calls_unless_k_is_set(tmp_path):
+    """Same compute: unset, k is verimap's mean calls per task on this draw rounded up (6.7 ->
+    7), and the benchmark's default only before verimap has run."""
+    window = _window(3)
+    assert vq.matched_samples(tmp_path, [window])[0] == vq.DEFAULT_SAMPLES
+    calls = [6, 7, 7]
+    _write(tmp_path, "gsm8k", "verimap",
+           [_record(t.id, "verimap", 1, 1, 10.0, c) for t, c in zip(window.tasks, calls, strict=True)]
+           + [_record("gsm8k/99", "verimap", 1, 1, 10.0, 40)])  # fmt: skip
+    k, why = vq.matched_samples(tmp_path, [window])
+    assert k == 7 and "verimap's mean calls" in why  # 6.67, the undrawn task left out
+    _write(tmp_path, "gsm8k", "sc", [], samples=4)  # started before verimap ran: resumed as is
+    assert vq.matched_samples(tmp_path, [window]) == (4, "as this draw's sc directory was started")
 
 
 # ---- a run, interrupted and resumed -------------------------------------------------------------

@@ -17,7 +17,7 @@ BUILTIN_CHECKS: dict[str, str] = {
     RUN_EXAMPLES: "the task's own examples run against the node's code output",
     ARITHMETIC: "every calculation the executor wrote out is recomputed",
     SHOWN_WORK: "a number the executor worked out comes with its calculation",
-    ANSWER_AGREEMENT: "a numeric answer must agree with replies (or programs) sampled independently for the task",
+    ANSWER_AGREEMENT: "a numeric answer must agree with programs and sampled replies written independently",
     CODE_AGREEMENT: "code must behave like independently written solutions on generated inputs",
 }
 

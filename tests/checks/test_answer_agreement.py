@@ -1,10 +1,9 @@
-"""The answer-agreement check with `MIXED_BALLOT`: votes from attempts, programs written
-independently for the task and sampled replies, drawn in turn (the default before D24)."""
+"""The answer-agreement check: votes from attempts, programs written independently for the task
+and sampled replies, drawn in turn."""
 
 import pytest
 
 from verimap.check_names import ANSWER_AGREEMENT as NAME
-from verimap.checks import registry
 from verimap.checks.answer_agreement import (
     MIXED_BALLOT,
     AnswerAgreement,
@@ -31,11 +30,6 @@ from .agreement_world import (
     silent,
     totals,
 )
-
-
-@pytest.fixture(autouse=True)
-def mixed_ballot(monkeypatch):
-    monkeypatch.setitem(registry.FACTORIES, NAME, lambda: AnswerAgreement(**MIXED_BALLOT))
 
 
 @pytest.mark.parametrize(
@@ -217,7 +211,7 @@ async def test_a_program_that_returns_nothing_is_told_so_and_fixed(process_sandb
 def test_three_votes_against_two_are_a_split_not_a_confirmation():
     """1260 from an attempt, a sample and a program against two programs for 180: the quorum,
     but not twice its rival's votes. One vote fewer for 180 confirms it."""
-    check = AnswerAgreement(**MIXED_BALLOT)
+    check = AnswerAgreement()
     split = Ballot([Vote(1260, "attempt"), Vote(180, "program"), Vote(1260, "sample"),
                     Vote(180, "program"), Vote(1260, "program")])  # fmt: skip
     assert not check.confirmed(split, 1260)
@@ -251,7 +245,7 @@ def test_the_attempt_is_no_witness_for_itself():
     """An attempt and two programs agree on 3 and the sample says -1: three votes, both
     families, yet no sampled reply gave 3, and the attempt and the first program are greedy
     readings of one model that misread tasks alike. A sample that agrees confirms it."""
-    check = AnswerAgreement(**MIXED_BALLOT)
+    check = AnswerAgreement()
     ballot = Ballot([Vote(3, "attempt"), Vote(3, "program"), Vote(-1, "sample"),
                      Vote(3, "program")], programs=2, samples=1)  # fmt: skip
     assert not check.confirmed(ballot, 3) and check._worth_a_draw(ballot, 3)
@@ -273,3 +267,9 @@ async def test_a_dissenting_sample_is_answered_by_another_sample(process_sandbox
     if not verified:  # no retry: no answer is one vote short with a sample among its votes
         stopped = [e for e in seen if e.type == RETRIES_STOPPED]
         assert len(stopped) == 1 and "one vote short" in stopped[0].data["reason"]
+
+
+def test_the_mixed_ballot_is_the_default():
+    """The ballots measured after it (D23, D24) are options: neither was measurably more
+    precise on its fresh draw, and both verified fewer answers."""
+    assert AnswerAgreement() == AnswerAgreement(**MIXED_BALLOT)

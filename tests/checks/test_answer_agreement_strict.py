@@ -1,6 +1,6 @@
 """The answer-agreement check with `STRICT_BALLOT`: the first attempt and three sampled replies
 must agree with at most one against, no retry is confirmed, and a disputed attempt is settled by
-the majority of up to five samples (D24). It is the default: no fixture picks it."""
+the majority of up to five samples (D24: measured, an option)."""
 
 import pytest
 
@@ -11,6 +11,11 @@ from verimap.events import CROSS_CHECK, RETRIES_STOPPED
 from verimap.testing import ScriptedWorld
 
 from .agreement_world import PLAN, events, judge_calls, run, saying, totals
+
+
+@pytest.fixture(autouse=True)
+def strict_ballot(monkeypatch):
+    monkeypatch.setitem(registry.FACTORIES, NAME, lambda: AnswerAgreement(**STRICT_BALLOT))
 
 
 async def test_three_agreeing_samples_verify_the_attempt_and_no_program_is_written(
@@ -66,8 +71,3 @@ def test_a_quorum_of_samples_without_the_attempt_is_three_not_four():
     assert check.confirmed(ballot, 391)
     ballot.votes.append(Vote(18, "sample"))
     assert not check.confirmed(ballot, 391)  # two against: a majority, not a confirmation
-
-
-def test_the_strict_ballot_is_the_default():
-    assert AnswerAgreement() == AnswerAgreement(**STRICT_BALLOT)
-    assert registry.FACTORIES[NAME]() == AnswerAgreement(**STRICT_BALLOT)

@@ -34,6 +34,7 @@ def claims(text: str) -> list[tuple[str, str]]:
         ("- 20 + 80 = 90", [("20 + 80", "90")]),
         ("Twice 9, plus 3: 2 * 9 + 3 = 22 books", [("2 * 9 + 3", "22")]),
         ("Sally has S books. 21 - 3 = 17, so 2S = 17", [("21 - 3", "17")]),
+        ("so **17 * 23 = 381** dollars", [("17 * 23", "381")]),
     ],
 )
 def test_wrong_calculations_are_found(text, expected):

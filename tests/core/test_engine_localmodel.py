@@ -124,7 +124,7 @@ async def test_the_independent_solution_is_a_program_the_sandbox_runs(local_mode
     """The answer-agreement check's program path end to end: the real model writes
     `solution()`, a real sandbox runs it, and the number it returns judges a wrong and a right
     total (a quorum of two: the attempt and one greedy program)."""
-    from verimap.checks.answer_agreement import MIXED_BALLOT, AnswerAgreement
+    from verimap.checks.answer_agreement import AnswerAgreement
     from verimap.checks.base import CheckTools, Submission
     from verimap.checks.programs import write_program
     from verimap.core.run_context import RunContext
@@ -136,7 +136,7 @@ async def test_the_independent_solution_is_a_program_the_sandbox_runs(local_mode
     node = Node(
         id="solve", instruction="Solve.", inputs=["USER_TASK"], outputs={"answer": "number"}
     )
-    check = AnswerAgreement(**{**MIXED_BALLOT, "quorum": 2, "max_programs": 1})
+    check = AnswerAgreement(quorum=2, max_programs=1)
     try:
         run = await write_program(local_model, task, sandbox, settings)
         assert run.answer == 391, run.reply

@@ -10,8 +10,6 @@ import pytest
 import verimap
 from tests.evals.conftest import SAMPLES, chat_endpoint, fast_model  # noqa: F401
 from verimap.check_names import ANSWER_AGREEMENT
-from verimap.checks import registry
-from verimap.checks.answer_agreement import MIXED_BALLOT, AnswerAgreement
 from verimap.config import RunConfig
 from verimap.evals.tasksets import get_benchmark
 from verimap.events import MODEL_CALL, EventBus
@@ -82,14 +80,9 @@ CHAIN = {
 }  # fmt: skip
 
 
-async def test_a_world_is_told_each_node_its_inputs_and_each_judge_its_criteria(
-    process_sandbox, monkeypatch
-):
+async def test_a_world_is_told_each_node_its_inputs_and_each_judge_its_criteria(process_sandbox):
     """The scripted world needs no prompt to answer: the node, its inputs, the criteria and the
-    outputs judged all come with the request, and so does the task of each program (drawn by
-    the mixed ballot, which writes programs)."""
-    monkeypatch.setitem(registry.FACTORIES, ANSWER_AGREEMENT,
-                        lambda: AnswerAgreement(**MIXED_BALLOT))  # fmt: skip
+    outputs judged all come with the request, and so does the task of each program."""
     judged, solved = [], []
 
     def judge(node_id, criterion, outputs):

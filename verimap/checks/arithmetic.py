@@ -171,7 +171,8 @@ def _in_equation(prefix: str, left: str, right: str, suffix: str) -> bool:
     lead = left.lstrip()
     if joined and lead[:1] in {"+", "-", "*", "/"} and not lead.startswith("**"):
         return True
-    if right.rstrip()[-1:] in {"+", "-", "*", "/"} and suffix[:1] != "":
+    tail = right.rstrip()
+    if tail[-1:] in {"+", "-", "*", "/"} and not tail.endswith("**") and suffix[:1] != "":
         return True
     return bool(right) and right[-1:].isdigit() and suffix[:1].isalpha()
 
