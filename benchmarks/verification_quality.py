@@ -230,6 +230,11 @@ def pins(method: str, seed: int, model: str, samples: int) -> dict[str, Any]:
     return {"seed": seed, "model": model, **({"samples": samples} if method == SC else {})}
 
 
+def started_config(out: Path) -> dict[str, Any]:
+    """The config a run directory was started with ({} before it was)."""
+    return json.loads((out / CONFIG).read_text("utf-8")) if (out / CONFIG).exists() else {}
+
+
 def check_dirs(
     pairs: list[Pair], runs_dir: Path, seed: int, model: str, samples: int, resume: bool
 ) -> None:
@@ -238,7 +243,7 @@ def check_dirs(
     for bench, method in cells_of(pairs):
         out = cell_dir(runs_dir, bench, method)
         check_run_dir(out, {"benchmark": bench, "method": method, "seed": seed}, resume)
-        old = json.loads((out / CONFIG).read_text("utf-8")) if (out / CONFIG).exists() else {}
+        old = started_config(out)
         for key, want in pins(method, seed, model, samples).items():
             if old.get(key, want) != want:
                 raise RunDirError(
@@ -334,8 +339,7 @@ def matched_samples(runs_dir: Path, windows: list[Window]) -> tuple[int, str]:
     fixed default once undercut a ballot that made 6.7 calls a task with 4 samples. An `sc`
     directory already started keeps its k, so a resumed run stays one run."""
     for w in windows:
-        config = cell_dir(runs_dir, w.name, SC) / CONFIG
-        if config.exists() and "samples" in (old := json.loads(config.read_text("utf-8"))):
+        if "samples" in (old := started_config(cell_dir(runs_dir, w.name, SC))):
             return int(old["samples"]), "as this draw's sc directory was started"
     means = []
     for w in windows:

@@ -242,9 +242,8 @@ class AnswerAgreement:
     @staticmethod
     def _majority_open(ballot: Ballot, left: int) -> bool:
         """Whether `left` more votes could change the answer most votes give (or tie it)."""
-        top = max((len(ballot.support(v.value)) for v in ballot.votes), default=0)
-        leader = next((v.value for v in ballot.votes if len(ballot.support(v.value)) == top), 0.0)
-        return top - ballot.rival(leader) <= left
+        leader = max(ballot.votes, key=lambda v: len(ballot.support(v.value))).value
+        return len(ballot.support(leader)) - ballot.rival(leader) <= left
 
     async def _draw(self, ballot: Ballot, task: str, tools: CheckTools, ctx: RunContext) -> None:
         """The next solution: a program, then a sample, in turn while each kind has some left."""

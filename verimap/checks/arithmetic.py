@@ -57,6 +57,7 @@ _EQUALS = re.compile(r"(?<![=<>!:])=(?![=>])")
 _EXPR_CHARS = set("0123456789.+-*/() \t")
 _OPERATOR = re.compile(r"\d\s*[-+*/]\s*[\d(]|\)\s*[-+*/]")
 _FIRST_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
+_OPERATORS = frozenset("+-*/")
 
 
 class Slip(BaseModel):
@@ -168,11 +169,10 @@ def _in_equation(prefix: str, left: str, right: str, suffix: str) -> bool:
     operator with nothing before it is a list bullet (`**` is bold), and a unit after a space
     (`18 cm`) is prose."""
     joined = prefix.rstrip()[-1:].isalnum() or prefix.rstrip().endswith((")", "]"))
-    lead = left.lstrip()
-    if joined and lead[:1] in {"+", "-", "*", "/"} and not lead.startswith("**"):
+    lead, tail = left.lstrip(), right.rstrip()
+    if joined and lead[:1] in _OPERATORS and not lead.startswith("**"):
         return True
-    tail = right.rstrip()
-    if tail[-1:] in {"+", "-", "*", "/"} and not tail.endswith("**") and suffix[:1] != "":
+    if tail[-1:] in _OPERATORS and not tail.endswith("**") and suffix[:1] != "":
         return True
     return bool(right) and right[-1:].isdigit() and suffix[:1].isalpha()
 
