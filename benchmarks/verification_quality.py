@@ -1,7 +1,7 @@
 """Does "verified" mean correct, and does verimap beat the same compute spent another way?
 
     python3 benchmarks/verification_quality.py --seed S [--gsm8k 30] [--humaneval 30]
-        [--methods bare,sc,program,react,verimap] [--samples K] [--pens]
+        [--methods bare,sc,program,react,verimap] [--samples K] [--ballot B] [--pens]
         [--model qwen2.5-coder-1.5b] [--runs-dir DIR] [--resume]
         [--out eval/verification-quality.md] [--sandbox docker] [--data-dir DIR]
 
@@ -58,6 +58,7 @@ from _common import (
 )
 from _quality_tables import REACT, TITLES, VERIMAP, render, task_cell
 
+from verimap.check_names import BALLOTS, DEFAULT_BALLOT
 from verimap.cli import chosen_policies, log_to_stderr
 from verimap.evals.data import DataError
 from verimap.evals.run_dir import CONFIG, RESULTS, ResultsLog, RunDirError, check_run_dir
@@ -236,18 +237,29 @@ def started_config(out: Path) -> dict[str, Any]:
 
 
 def check_dirs(
-    pairs: list[Pair], runs_dir: Path, seed: int, model: str, samples: int, resume: bool
+    pairs: list[Pair],
+    runs_dir: Path,
+    seed: int,
+    model: str,
+    samples: int,
+    resume: bool,
+    ballot: str = DEFAULT_BALLOT,
 ) -> None:
     """Refuse, before any server starts, a directory that holds results without --resume, or
-    another benchmark, method or seed (run_dir's own check), or another model or k."""
+    another benchmark, method or seed (run_dir's own check), or another model, k or ballot."""
     for bench, method in cells_of(pairs):
         out = cell_dir(runs_dir, bench, method)
         check_run_dir(out, {"benchmark": bench, "method": method, "seed": seed}, resume)
         old = started_config(out)
-        for key, want in pins(method, seed, model, samples).items():
-            if old.get(key, want) != want:
+        ran = {**old, "ballot": old.get("run_config", {}).get("ballot", ballot)}
+        wanted = {
+            **pins(method, seed, model, samples),
+            **({"ballot": ballot} if method == VERIMAP else {}),
+        }
+        for key, want in wanted.items():
+            if ran.get(key, want) != want:
                 raise RunDirError(
-                    f"{out} holds a run with {key} {old[key]!r}, not {want!r}; continue it with "
+                    f"{out} holds a run with {key} {ran[key]!r}, not {want!r}; continue it with "
                     f"the same {key}, or choose another --runs-dir"
                 )
 
@@ -390,7 +402,8 @@ def make_header(
         "every method on a task before the next, the method order rotating task by task\n"
         f"- settings: the policies `verimap eval` applies (`verimap.policies`): "
         f"{[p.record() for p in get_policies(config.get('policies'))] or 'none (an endpoint)'}; "
-        "each method's own fixed settings on top (`verimap.methods.presets`)\n"
+        "each method's own fixed settings on top (`verimap.methods.presets`); answer "
+        f"agreement's ballot: **{config.get('ballot', DEFAULT_BALLOT)}**\n"
         f"- sc: k = **{args.samples}** samples per task ({args.samples_from}); verimap's "
         "measured mean calls per task: "
         f"{calls_per_task(cells, VERIMAP)}\n"
@@ -416,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
         args.samples_from = "set with --samples"
         if args.samples is None:
             args.samples, args.samples_from = matched_samples(runs_dir, windows)
-        check_dirs(pairs, runs_dir, args.seed, args.model, args.samples, args.resume)
+        check_dirs(pairs, runs_dir, args.seed, args.model, args.samples, args.resume,
+                   args.ballot or DEFAULT_BALLOT)  # fmt: skip
     except (DataError, RunDirError, ValueError) as e:
         say(f"error: {e} (this benchmark's --out is --runs-dir {runs_dir})")
         return 2
@@ -425,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
     notes: dict[tuple[str, str], str] = {}
     command = sys.argv if argv is None else ["benchmarks/verification_quality.py", *argv]
     config: dict[str, Any] = {"policies": chosen_policies(None, {"model": args.model})}
+    if args.ballot:
+        config["ballot"] = args.ballot
     t0 = time.monotonic()
 
     async def work() -> None:
@@ -461,6 +477,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help=f"k of sc [verimap's mean calls per task on this draw, rounded up; "
         f"{DEFAULT_SAMPLES} before verimap has run]",
     )  # fmt: skip
+    p.add_argument("--ballot", default=None, choices=list(BALLOTS),
+                   help=f"answer agreement's ballot [{DEFAULT_BALLOT}]")  # fmt: skip
     p.add_argument("--pens", action="store_true", help="also the README's task, react/verimap x3")
     p.add_argument("--model", default="qwen2.5-coder-1.5b", help="local catalog model")
     p.add_argument("--runs-dir", default=None, help="[runs/verification-quality-SEED]")

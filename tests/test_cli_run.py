@@ -146,6 +146,8 @@ def test_a_cross_check_with_nothing_to_stand_beside_is_named(world, tmp_path):
     assert "--cross-check does nothing with --verification none" in note("--verification", "none")
     assert "--cross-check does nothing with --method map-v" in note("--method", "map-v")
     assert "does nothing" not in note()
+    assert "--ballot does nothing" in note("--no-cross-check", "--ballot", "strict")
+    assert "--ballot does nothing" not in note("--ballot", "strict")
 
 
 def test_an_endpoint_outage_exits_4_not_as_a_failed_task(monkeypatch, tmp_path):
@@ -239,6 +241,7 @@ def test_the_local_model_plans_small_and_at_most_twice_unless_told(world, tmp_pa
     assert config_of("--max-iterations", "4")["max_iterations"] == 4
     assert config_of("--max-nodes", "0")["max_nodes"] is None
     assert config_of("--max-nodes", "5")["max_nodes"] == 5
+    assert local["ballot"] == "mixed" and config_of("--ballot", "strict")["ballot"] == "strict"
     remote = config_of("--model", "gpt-4o-mini")
     assert (remote["max_iterations"], remote["plan_repairs"], remote["max_nodes"]) == (5, 3, None)
     assert remote["checks"] == ["arithmetic"]

@@ -9,14 +9,15 @@ from pydantic import ValidationError
 from verimap.config import FLAT, PARTS, WHOLE, Loop, RunConfig, RunConfigArgs, given
 from verimap.policies import apply
 
-# The names every config had before the parts, as config.json, `run_start` and Inspect hold them.
+# The flat names config.json, `run_start` and Inspect hold: every config's before the parts, and
+# the ballot since.
 OLD_NAMES = {
     "max_retries", "max_iterations", "max_parallel", "sequential", "reuse_verified",
     "fail_accepted", "verification", "context_generations", "structured_io", "vf_timeout_s",
     "checks", "vacuity_check", "plan_reasoning", "full_feedback", "batch_judge", "judge_tools",
     "agreement", "unverified_answer", "plan_repairs", "max_nodes", "max_plan_repeats",
     "executor_max_steps", "temperature", "retry_temperature", "fresh_code_retries", "top_p",
-    "seed", "budget", "policies",
+    "seed", "budget", "policies", "ballot",
 }  # fmt: skip
 
 

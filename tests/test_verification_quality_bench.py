@@ -261,6 +261,18 @@ def test_directories_are_refused_without_resume_or_with_another_seed_model_or_k(
         vq.check_dirs(pairs, tmp_path, 3, "m", 6, resume=True)
 
 
+def test_verimap_s_directory_is_refused_under_another_ballot(tmp_path):
+    pairs = vq.interleave([_window(1)], ["verimap"])
+    out = vq.cell_dir(tmp_path, "gsm8k", "verimap")
+    out.mkdir()
+    config = {"verimap_eval": 1, "benchmark": "gsm8k", "method": "verimap", "seed": 3,
+              "model": "m", "run_config": {"ballot": "strict"}}  # fmt: skip
+    (out / CONFIG).write_text(json.dumps(config))
+    vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True, ballot="strict")
+    with pytest.raises(RunDirError, match="ballot 'strict', not 'mixed'"):
+        vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True)
+
+
 def test_sc_is_given_at_least_verimaps_calls_unless_k_is_set(tmp_path):
     """Same compute: unset, k is verimap's mean calls per task on this draw rounded up (6.7 ->
     7), and the benchmark's default only before verimap has run."""

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from verimap.check_names import ARITHMETIC, BUILTIN_CHECKS
+from verimap.check_names import ARITHMETIC, BALLOTS, BUILTIN_CHECKS, DEFAULT_BALLOT
 
 
 class _Part(BaseModel):
@@ -83,6 +83,8 @@ class Verify(_Part):
     # default recomputes every calculation an executor writes out: property VFs cannot see a
     # slipped sum that became the answer.
     checks: list[str] = Field(default_factory=lambda: [ARITHMETIC])
+    # How `answer_agreement` confirms an answer (`verimap.check_names.BALLOTS`).
+    ballot: str = DEFAULT_BALLOT
     # Probe Python VFs with null and absurd outputs before a plan runs; drop those that pass both.
     vacuity_check: bool = True
     # Ask the judge even after a Python VF failed the attempt (the paper runs every VF).
@@ -113,6 +115,13 @@ class Verify(_Part):
                 f"{', '.join(BUILTIN_CHECKS)}"
             )
         return list(dict.fromkeys(v))
+
+    @field_validator("ballot")
+    @classmethod
+    def _known_ballot(cls, v: str) -> str:
+        if v not in BALLOTS:
+            raise ValueError(f"unknown ballot {v!r}; the ballots are: {', '.join(BALLOTS)}")
+        return v
 
 
 class Planning(_Part):
@@ -184,6 +193,7 @@ class RunConfigArgs(TypedDict, total=False):
     verification: Literal["full", "instruction", "none"]
     vf_timeout_s: float
     checks: list[str]
+    ballot: str
     vacuity_check: bool
     full_feedback: bool
     batch_judge: bool

@@ -4,6 +4,7 @@ import json
 from click.testing import CliRunner
 
 from verimap.cli import main
+from verimap.evals.run_dir import CONFIG
 from verimap.evals.runner import RESULTS
 
 from .conftest import API_KEY, SAMPLES
@@ -56,6 +57,16 @@ def test_a_cross_check_on_a_method_without_plan_vfs_is_named(tmp_path):
     assert "note: --cross-check does nothing with method react" in r.stderr
     r = invoke(*args, "-m", "verimap", "-o", str(tmp_path / "verimap"))
     assert r.exit_code == 0 and "does nothing" not in r.stderr
+
+
+def test_the_ballot_reaches_the_run_config_and_an_idle_one_is_named(tmp_path):
+    args = ["-b", "gsm8k", "-n", "1", "--data-dir", str(SAMPLES), "--ballot", "sampled", *FACTORY]
+    r = invoke(*args, "-m", "verimap", "--cross-check", "-o", str(tmp_path / "on"))
+    assert r.exit_code == 0 and "does nothing" not in r.stderr, r.output
+    assert json.loads((tmp_path / "on" / CONFIG).read_text())["run_config"]["ballot"] == "sampled"
+    r = invoke(*args, "-m", "verimap", "--no-cross-check", "-o", str(tmp_path / "off"))
+    assert r.exit_code == 0 and "note: --ballot does nothing here" in r.stderr
+    assert invoke("-b", "gsm8k", "--ballot", "lenient").exit_code == 2
 
 
 def test_runs_on_committed_data_without_data_dir(tmp_path, monkeypatch):

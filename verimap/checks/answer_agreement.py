@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from verimap import iotypes
-from verimap.check_names import ANSWER_AGREEMENT
+from verimap.check_names import ANSWER_AGREEMENT, BALLOTS, MIXED, SAMPLED, STRICT
 from verimap.checks.base import CheckTools, Strength, Submission, verdict
 from verimap.checks.programs import ProgramRun, write_program
 from verimap.checks.samples import sample_answer
@@ -72,6 +72,10 @@ SAMPLED_BALLOT: dict[str, Any] = {
 STRICT_BALLOT: dict[str, Any] = {
     "quorum": 4, "max_programs": 0, "max_samples": 5, "witnesses": SAMPLES_ONLY,
     "confirm_retries": False, "max_dissent": 1, "draw_for_majority": True,
+}  # fmt: skip
+# Each ballot's settings under the name `--ballot` and `RunConfig(ballot=...)` know it by.
+BALLOT_SETTINGS: dict[str, dict[str, Any]] = {
+    MIXED: MIXED_BALLOT, SAMPLED: SAMPLED_BALLOT, STRICT: STRICT_BALLOT,
 }  # fmt: skip
 
 
@@ -149,6 +153,13 @@ class AnswerAgreement:
     name: str = ANSWER_AGREEMENT
     strength: Strength = "strong"
     disputes: bool = True
+
+    @classmethod
+    def with_ballot(cls, ballot: str) -> AnswerAgreement:
+        """The check under a named ballot (`BALLOTS`)."""
+        if ballot not in BALLOT_SETTINGS:
+            raise ValueError(f"unknown ballot {ballot!r}; the ballots are: {', '.join(BALLOTS)}")
+        return cls(**BALLOT_SETTINGS[ballot])
 
     def applies(self, sub: Submission) -> bool:
         return sub.final and numeric_answer(sub.node, sub.outputs) is not None

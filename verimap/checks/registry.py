@@ -9,6 +9,7 @@ from verimap.check_names import (
     ARITHMETIC,
     BUILTIN_CHECKS,
     CODE_AGREEMENT,
+    DEFAULT_BALLOT,
     RUN_EXAMPLES,
     SHOWN_WORK,
 )
@@ -28,8 +29,10 @@ FACTORIES: dict[str, Callable[[], Check]] = {
 }
 
 
-def get_check(name: str) -> Check:
-    """A new instance of the built-in check `name`."""
+def get_check(name: str, ballot: str = DEFAULT_BALLOT) -> Check:
+    """A new instance of the built-in check `name`; `answer_agreement` under `ballot`."""
+    if name == ANSWER_AGREEMENT and ballot != DEFAULT_BALLOT:
+        return AnswerAgreement.with_ballot(ballot)
     try:
         return FACTORIES[name]()
     except KeyError:

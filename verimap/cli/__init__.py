@@ -166,6 +166,18 @@ def cross_checks(config: RunConfig) -> bool:
     )
 
 
+def warn_idle_ballot(config: RunConfig) -> None:
+    """`--ballot` chooses how answer agreement votes; without that check it would do nothing."""
+    from verimap.check_names import ANSWER_AGREEMENT
+
+    if not (cross_checks(config) and ANSWER_AGREEMENT in config.verify.checks):
+        click.echo(
+            "note: --ballot does nothing here: answer agreement (--cross-check) is not among "
+            "this run's checks",
+            err=True,
+        )
+
+
 def warn_idle_cross_check(config: RunConfig, what: str) -> None:
     """`--cross-check` beside no plan VFs would otherwise do nothing, and say nothing."""
     if not cross_checks(config):

@@ -28,6 +28,7 @@ from verimap.cli import (
     samples_option,
     sandbox_option,
     under_policies,
+    warn_idle_ballot,
     warn_idle_cross_check,
     with_cross_check,
 )
@@ -46,6 +47,7 @@ from verimap.cli.model_calls import CALL_KEYS, model_call_options
 from verimap.cli.names import Old, old_keys, option, warn_renamed
 from verimap.cli.tracing import otel_option, otel_spans
 from verimap.cli.vocabulary import (
+    ballot_option,
     max_attempts_option,
     max_parallel_nodes_option,
     max_tasks_option,
@@ -73,6 +75,7 @@ RUN_CONFIG_FLAGS = {
     "max_nodes": "max_nodes",
     "temperature": "temperature",
     "top_p": "top_p",
+    "ballot": "ballot",
 }
 
 
@@ -152,6 +155,7 @@ RUN_CONFIG_FLAGS = {
     "programs for a number, fresh samples run on generated inputs for code (more judge calls; "
     "beyond the paper) [default: on for the local model].",
 )
+@ballot_option()
 @quiet_option(
     "No progress bar and no live view of the tasks in flight.",
     old=[Old("--no-progress", True), Old("--progress", False, "no flag (progress is the default)")],
@@ -318,6 +322,9 @@ def run_command(**kw: Any) -> int:
     if kw.get("cross_check"):
         with contextlib.suppress(ValueError):  # a bad config is reported when the run starts
             warn_idle_cross_check(method_config(method, run_config), f"method {method}")
+    if kw.get("ballot"):
+        with contextlib.suppress(ValueError):
+            warn_idle_ballot(method_config(method, run_config))
 
     async def main(spans: Any) -> Any:
         # SIGTERM stops a run the way Ctrl-C does: finished tasks are already on disk.

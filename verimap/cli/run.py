@@ -20,13 +20,19 @@ from verimap.cli import (
     samples_option,
     sandbox_option,
     under_policies,
+    warn_idle_ballot,
     warn_idle_cross_check,
     with_cross_check,
 )
 from verimap.cli.model_calls import cache_line, model_call_options
 from verimap.cli.names import option
 from verimap.cli.tracing import otel_option, otel_spans
-from verimap.cli.vocabulary import max_attempts_option, max_parallel_nodes_option, quiet_option
+from verimap.cli.vocabulary import (
+    ballot_option,
+    max_attempts_option,
+    max_parallel_nodes_option,
+    quiet_option,
+)
 from verimap.config import Budget, RunConfig
 from verimap.core.result import RunResult
 from verimap.env import getenv
@@ -183,6 +189,7 @@ def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
     "programs for a number, fresh samples run on generated inputs for code (more judge calls; "
     "beyond the paper) [default: on for the local model].",
 )
+@ballot_option()
 @policy_option
 @click.option(
     "--verification",
@@ -216,7 +223,7 @@ def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
 @otel_option
 @model_call_options
 def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_nodes: int, sequential: bool, no_reuse: bool,
-        fail_accepted: bool, max_nodes: int | None, cross_check: bool | None, policy: str | None, verification: str, plan_file: Path | None, method: str | None, samples: int | None,
+        fail_accepted: bool, max_nodes: int | None, cross_check: bool | None, ballot: str | None, policy: str | None, verification: str, plan_file: Path | None, method: str | None, samples: int | None,
         sandbox_kind: str, trace_dir: Path | None,
         call_limit: int | None, token_limit: int | None, cost_limit: float | None, time_limit: float | None,
         temperature: float | None, as_json: bool, quiet: bool, otel: bool, **endpoint: Any) -> None:  # fmt: skip
@@ -250,6 +257,8 @@ def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_n
         user["max_iterations"] = max_iterations
     if max_nodes is not None:
         user["max_nodes"] = max_nodes or None
+    if ballot is not None:
+        user["ballot"] = ballot
     user = under_policies(user, chosen_policies(policy, endpoint))
     with_cross_check(user, cross_check)
     config = RunConfig.model_validate({
@@ -263,6 +272,8 @@ def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_n
         warn_idle_cross_check(method_config(method, config), f"--method {method}")
     elif cross_check:
         warn_idle_cross_check(config, f"--verification {verification}")
+    if ballot is not None:
+        warn_idle_ballot(method_config(method, config) if method else config)
     planner = None
     if plan_file is not None:
         try:

@@ -59,3 +59,17 @@ def out_file_option(help: str, old: Sequence[str], **kw: Any) -> Callable[..., A
         help=help,
         **kw,
     )
+
+
+def ballot_option(**kw: Any) -> Callable[..., Any]:
+    from verimap.check_names import BALLOTS
+
+    return click.option(
+        "--ballot",
+        type=click.Choice(list(BALLOTS)),
+        default=None,
+        help="How answer agreement (--cross-check) confirms a number: "
+        + "; ".join(f"{name}: {what}" for name, what in BALLOTS.items())
+        + ".",
+        **kw,
+    )

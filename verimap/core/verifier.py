@@ -146,7 +146,7 @@ class Verifier:
             settings=JUDGE_SETTINGS.replace(temperature=config.sampling.temperature, seed=config.sampling.seed),
             full_feedback=config.verify.full_feedback, batch_judge=config.verify.batch_judge,
             tools=tools if config.verify.judge_tools else None,
-            checks=[get_check(n) for n in config.verify.checks],
+            checks=[get_check(n, config.verify.ballot) for n in config.verify.checks],
             retry_temperature=config.sampling.retry_temperature,
         )  # fmt: skip
 

@@ -1,0 +1,55 @@
+"""The ballots answer agreement may vote with, chosen by name (`RunConfig(ballot=...)`,
+`--ballot`): each name reaches the check that runs, and an unknown one is refused early."""
+
+import pytest
+
+from verimap.check_names import ANSWER_AGREEMENT as NAME
+from verimap.check_names import ARITHMETIC, BALLOTS, DEFAULT_BALLOT
+from verimap.checks.answer_agreement import BALLOT_SETTINGS, STRICT_BALLOT, AnswerAgreement
+from verimap.checks.registry import get_check
+from verimap.config import RunConfig
+from verimap.core.verifier import Verifier
+from verimap.events import CROSS_CHECK
+from verimap.testing import ScriptedWorld
+
+from .agreement_world import CONFIG, PLAN, events, returning, run, saying, totals
+
+
+def test_every_named_ballot_has_settings_and_the_default_is_the_plain_check():
+    assert set(BALLOT_SETTINGS) == set(BALLOTS) and DEFAULT_BALLOT in BALLOTS
+    assert get_check(NAME) == AnswerAgreement() == get_check(NAME, DEFAULT_BALLOT)
+    for ballot in BALLOTS:
+        assert get_check(NAME, ballot) == AnswerAgreement(**BALLOT_SETTINGS[ballot])
+    assert get_check(ARITHMETIC, "strict").name == ARITHMETIC  # a ballot is answer agreement's
+
+
+def test_an_unknown_ballot_is_refused_naming_the_known_ones():
+    with pytest.raises(ValueError, match="unknown ballot 'lenient'; the ballots are: mixed"):
+        RunConfig(ballot="lenient")
+    with pytest.raises(ValueError, match="the ballots are"):
+        AnswerAgreement.with_ballot("lenient")
+
+
+def test_the_configured_ballot_is_the_verifier_s_check():
+    config = RunConfig(checks=[ARITHMETIC, NAME], ballot="strict")
+    verifier = Verifier.from_config(None, None, config)
+    (check,) = [c for c in verifier.checks if c.name == NAME]
+    assert check == AnswerAgreement(**STRICT_BALLOT)
+    assert config.verify.ballot == "strict" and RunConfig().verify.ballot == DEFAULT_BALLOT
+
+
+async def test_a_run_under_the_strict_ballot_votes_with_samples_alone(process_sandbox):
+    """The mixed ballot writes a program first; the strict one asks samples only, and confirms
+    with four votes."""
+    world = ScriptedWorld([PLAN], totals(391), solve=returning(391), sample=saying(391))
+    bus, seen = events()
+    config = CONFIG.model_copy(
+        update={"verify": CONFIG.verify.model_copy(update={"ballot": "strict"})}
+    )
+    r = await run(world, process_sandbox, config=config, bus=bus)
+    assert r.verified and r.answer == 391
+    assert [e.data["kind"] for e in seen if e.type == CROSS_CHECK] == ["sample"] * 3
+    world = ScriptedWorld([PLAN], totals(391), solve=returning(391), sample=saying(391))
+    bus, seen = events()
+    r = await run(world, process_sandbox, bus=bus)
+    assert r.verified and "program" in [e.data["kind"] for e in seen if e.type == CROSS_CHECK]
