@@ -31,7 +31,7 @@ SAMPLED = "sampled"
 STRICT = "strict"
 BALLOTS: dict[str, str] = {
     MIXED: "three votes, a program and a sample among them, twice any other answer's (default)",
-    SAMPLED: "two of at most three samples agree with the first attempt; no retry confirmed",
+    SAMPLED: "two of at most three samples agree with the first attempt, no retry confirmed",
     STRICT: "three of up to five samples agree with the first attempt, at most one against",
 }
 DEFAULT_BALLOT = MIXED

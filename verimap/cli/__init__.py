@@ -170,7 +170,7 @@ def warn_idle_ballot(config: RunConfig) -> None:
     """`--ballot` chooses how answer agreement votes; without that check it would do nothing."""
     from verimap.check_names import ANSWER_AGREEMENT
 
-    if not (cross_checks(config) and ANSWER_AGREEMENT in config.verify.checks):
+    if not (config.verify.verification == "full" and ANSWER_AGREEMENT in config.verify.checks):
         click.echo(
             "note: --ballot does nothing here: answer agreement (--cross-check) is not among "
             "this run's checks",
