@@ -89,6 +89,7 @@ SEEN_DRAWS: tuple[tuple[int, dict[str, int]], ...] = (
     (347752, {"gsm8k": 30}),
     (84437, {"gsm8k": 30}),
     (318662, {"gsm8k": 30}),
+    (555653, {"gsm8k": 30}),
 )
 SEED_HINT = "python3 -c 'import secrets; print(secrets.randbelow(10**6))'"
 SC = "sc"

@@ -29,8 +29,8 @@ Two other ballots were measured on fresh draws and are kept as options. `SAMPLED
 confirms the first attempt with two of at most three samples. `STRICT_BALLOT` (D24) asks for a
 high vote share, as `sc`'s own confidence does: three of up to five samples agree with the first
 attempt and at most one says otherwise, and a disputed attempt draws samples on until the
-majority is settled. Neither was measurably more precise than this ballot on its fresh draw,
-and both verified fewer answers (docs/decisions.md).
+majority is settled. Both verify fewer answers; the strict one verified 25 of 26 right over two
+fresh draws, one task behind `sc` at matched calls on each (D24, D27). `--ballot` chooses.
 """
 
 from __future__ import annotations
