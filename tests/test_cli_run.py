@@ -148,6 +148,9 @@ def test_a_cross_check_with_nothing_to_stand_beside_is_named(world, tmp_path):
     assert "does nothing" not in note()
     assert "--ballot does nothing" in note("--no-cross-check", "--ballot", "strict")
     assert "--ballot does nothing" not in note("--ballot", "strict")
+    assert "--ballot does nothing" in note(
+        "--no-cross-check", "--method", "map-v", "--ballot", "strict"
+    )
 
 
 def test_an_endpoint_outage_exits_4_not_as_a_failed_task(monkeypatch, tmp_path):

@@ -35,3 +35,10 @@ BALLOTS: dict[str, str] = {
     STRICT: "three of up to five samples agree with the first attempt, at most one against",
 }
 DEFAULT_BALLOT = MIXED
+
+
+def known_ballot(name: str) -> str:
+    """`name` when it is a ballot's; a `ValueError` naming the ballots otherwise."""
+    if name not in BALLOTS:
+        raise ValueError(f"unknown ballot {name!r}; the ballots are: {', '.join(BALLOTS)}")
+    return name

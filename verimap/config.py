@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from verimap.check_names import ARITHMETIC, BALLOTS, BUILTIN_CHECKS, DEFAULT_BALLOT
+from verimap.check_names import ARITHMETIC, BUILTIN_CHECKS, DEFAULT_BALLOT, known_ballot
 
 
 class _Part(BaseModel):
@@ -119,9 +119,7 @@ class Verify(_Part):
     @field_validator("ballot")
     @classmethod
     def _known_ballot(cls, v: str) -> str:
-        if v not in BALLOTS:
-            raise ValueError(f"unknown ballot {v!r}; the ballots are: {', '.join(BALLOTS)}")
-        return v
+        return known_ballot(v)
 
 
 class Planning(_Part):

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from verimap import iotypes
-from verimap.check_names import ANSWER_AGREEMENT, BALLOTS, MIXED, SAMPLED, STRICT
+from verimap.check_names import ANSWER_AGREEMENT, MIXED, SAMPLED, STRICT, known_ballot
 from verimap.checks.base import CheckTools, Strength, Submission, verdict
 from verimap.checks.programs import ProgramRun, write_program
 from verimap.checks.samples import sample_answer
@@ -157,9 +157,7 @@ class AnswerAgreement:
     @classmethod
     def with_ballot(cls, ballot: str) -> AnswerAgreement:
         """The check under a named ballot (`BALLOTS`)."""
-        if ballot not in BALLOT_SETTINGS:
-            raise ValueError(f"unknown ballot {ballot!r}; the ballots are: {', '.join(BALLOTS)}")
-        return cls(**BALLOT_SETTINGS[ballot])
+        return cls(**BALLOT_SETTINGS[known_ballot(ballot)])
 
     def applies(self, sub: Submission) -> bool:
         return sub.final and numeric_answer(sub.node, sub.outputs) is not None
