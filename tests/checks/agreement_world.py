@@ -18,6 +18,11 @@ PLAN = {
 CONFIG = RunConfig(checks=[NAME], vacuity_check=False, max_retries=3, retry_temperature=0.7)
 
 
+def under(ballot: str) -> RunConfig:
+    """`CONFIG` with answer agreement voting under the named ballot."""
+    return RunConfig(**{**CONFIG.model_dump(), "ballot": ballot})
+
+
 def program(body: str) -> str:
     return f"Here it is.\n```python\ndef solution():\n{body}\n```"
 

@@ -270,6 +270,6 @@ async def test_a_dissenting_sample_is_answered_by_another_sample(process_sandbox
 
 
 def test_the_mixed_ballot_is_the_default():
-    """The ballots measured after it (D23, D24) are options: neither was measurably more
-    precise on its fresh draw, and both verified fewer answers."""
+    """The ballots measured after it (D23, D24) are options (`--ballot`): by the rules written
+    before their fresh draws, neither replaced it (D27)."""
     assert AnswerAgreement() == AnswerAgreement(**MIXED_BALLOT)

@@ -4,7 +4,6 @@ alone, and no retry confirmed (D23)."""
 import pytest
 
 from verimap.check_names import ANSWER_AGREEMENT as NAME
-from verimap.checks import registry
 from verimap.checks.answer_agreement import SAMPLED_BALLOT, AnswerAgreement, Vote
 from verimap.checks.base import CheckTools, Submission
 from verimap.core.run_context import RunContext
@@ -13,14 +12,10 @@ from verimap.llm.base import ModelError
 from verimap.planning.plan import parse_plan
 from verimap.testing import ScriptedWorld
 
-from .agreement_world import PLAN, events, judge_calls, returning, run, saying, totals
+from .agreement_world import PLAN, events, judge_calls, returning, run, saying, totals, under
 
 TOTAL = parse_plan(PLAN).nodes[0]
-
-
-@pytest.fixture(autouse=True)
-def sampled_ballot(monkeypatch):
-    monkeypatch.setitem(registry.FACTORIES, NAME, lambda: AnswerAgreement(**SAMPLED_BALLOT))
+BALLOT = under("sampled")
 
 
 async def test_an_attempt_two_samples_agree_with_is_verified_and_no_program_is_written(
@@ -28,7 +23,7 @@ async def test_an_attempt_two_samples_agree_with_is_verified_and_no_program_is_w
 ):
     world = ScriptedWorld([PLAN], totals(391), solve=returning(999), sample=saying(391))
     bus, seen = events()
-    r = await run(world, process_sandbox, bus=bus)
+    r = await run(world, process_sandbox, BALLOT, bus=bus)
     assert r.status == "success" and r.verified and r.answer == 391
     check = {v.name: v for v in r.nodes["solve"].verdicts}[NAME]
     assert check.outcome == "PASS" and check.strength == "strong"
@@ -42,7 +37,7 @@ async def test_an_attempt_two_samples_agree_with_is_verified_and_no_program_is_w
 @pytest.mark.parametrize(("third", "verified"), [(391, True), (400, False)])
 async def test_one_dissenting_sample_is_answered_by_a_third(process_sandbox, third, verified):
     world = ScriptedWorld([PLAN], totals(391), sample=saying(391, 17, third))
-    r = await run(world, process_sandbox)
+    r = await run(world, process_sandbox, BALLOT)
     assert r.answer == 391 and r.verified is verified and judge_calls(world) == 3
     assert len(r.nodes["solve"].attempts) == 1
 
@@ -52,7 +47,7 @@ async def test_two_dissenting_samples_end_the_draws_and_the_majority_is_kept(pro
     a retry could not be confirmed, and the answer most votes give is kept, unverified."""
     world = ScriptedWorld([PLAN], totals(340, 391), sample=saying(391))
     bus, seen = events()
-    r = await run(world, process_sandbox, bus=bus)
+    r = await run(world, process_sandbox, BALLOT, bus=bus)
     assert not r.verified and r.answer == 391 and r.nodes["solve"].status == "unconfirmed"
     assert judge_calls(world) == 2 and len(r.nodes["solve"].attempts) == 1
     [stopped] = [e for e in seen if e.type == RETRIES_STOPPED]
@@ -78,7 +73,7 @@ async def test_no_sample_that_gives_a_number_means_no_judgement(process_sandbox)
         raise ModelError("the endpoint is down")
 
     world = ScriptedWorld([PLAN], totals(391), sample=dead)
-    r = await run(world, process_sandbox)
+    r = await run(world, process_sandbox, BALLOT)
     assert r.status == "success" and r.answer == 391 and not r.verified
     check = {v.name: v for v in r.nodes["solve"].verdicts}[NAME]
     assert "no sample drawn for the task gave a number" in check.message

@@ -5,17 +5,13 @@ the majority of up to five samples (D24: measured, an option)."""
 import pytest
 
 from verimap.check_names import ANSWER_AGREEMENT as NAME
-from verimap.checks import registry
 from verimap.checks.answer_agreement import STRICT_BALLOT, AnswerAgreement, Ballot, Vote
 from verimap.events import CROSS_CHECK, RETRIES_STOPPED
 from verimap.testing import ScriptedWorld
 
-from .agreement_world import PLAN, events, judge_calls, run, saying, totals
+from .agreement_world import PLAN, events, judge_calls, run, saying, totals, under
 
-
-@pytest.fixture(autouse=True)
-def strict_ballot(monkeypatch):
-    monkeypatch.setitem(registry.FACTORIES, NAME, lambda: AnswerAgreement(**STRICT_BALLOT))
+BALLOT = under("strict")
 
 
 async def test_three_agreeing_samples_verify_the_attempt_and_no_program_is_written(
@@ -23,7 +19,7 @@ async def test_three_agreeing_samples_verify_the_attempt_and_no_program_is_writt
 ):
     world = ScriptedWorld([PLAN], totals(391), sample=saying(391))
     bus, seen = events()
-    r = await run(world, process_sandbox, bus=bus)
+    r = await run(world, process_sandbox, BALLOT, bus=bus)
     assert r.status == "success" and r.verified and r.answer == 391
     check = {v.name: v for v in r.nodes["solve"].verdicts}[NAME]
     assert check.outcome == "PASS" and "4 independent solutions agree" in check.message
@@ -47,7 +43,7 @@ async def test_at_most_one_dissent_and_a_disputed_attempt_settled_by_the_majorit
     process_sandbox, samples, verified, drawn, answer
 ):
     world = ScriptedWorld([PLAN], totals(391), sample=saying(*samples))
-    r = await run(world, process_sandbox)
+    r = await run(world, process_sandbox, BALLOT)
     assert r.verified is verified and judge_calls(world) == drawn and r.answer == answer
     assert len(r.nodes["solve"].attempts) == 1
 
@@ -55,7 +51,7 @@ async def test_at_most_one_dissent_and_a_disputed_attempt_settled_by_the_majorit
 async def test_a_disputed_attempt_is_not_retried_and_the_majority_is_kept(process_sandbox):
     world = ScriptedWorld([PLAN], totals(340, 391), sample=saying(391))
     bus, seen = events()
-    r = await run(world, process_sandbox, bus=bus)
+    r = await run(world, process_sandbox, BALLOT, bus=bus)
     assert not r.verified and r.answer == 391 and r.nodes["solve"].status == "unconfirmed"
     assert judge_calls(world) == 4 and len(r.nodes["solve"].attempts) == 1
     assert any(e.type == RETRIES_STOPPED for e in seen)

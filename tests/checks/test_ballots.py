@@ -12,7 +12,7 @@ from verimap.core.verifier import Verifier
 from verimap.events import CROSS_CHECK
 from verimap.testing import ScriptedWorld
 
-from .agreement_world import CONFIG, PLAN, events, returning, run, saying, totals
+from .agreement_world import PLAN, events, returning, run, saying, totals, under
 
 
 def test_every_named_ballot_has_settings_and_the_default_is_the_plain_check():
@@ -43,10 +43,7 @@ async def test_a_run_under_the_strict_ballot_votes_with_samples_alone(process_sa
     with four votes."""
     world = ScriptedWorld([PLAN], totals(391), solve=returning(391), sample=saying(391))
     bus, seen = events()
-    config = CONFIG.model_copy(
-        update={"verify": CONFIG.verify.model_copy(update={"ballot": "strict"})}
-    )
-    r = await run(world, process_sandbox, config=config, bus=bus)
+    r = await run(world, process_sandbox, under("strict"), bus=bus)
     assert r.verified and r.answer == 391
     assert [e.data["kind"] for e in seen if e.type == CROSS_CHECK] == ["sample"] * 3
     world = ScriptedWorld([PLAN], totals(391), solve=returning(391), sample=saying(391))

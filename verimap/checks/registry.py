@@ -24,14 +24,13 @@ FACTORIES: dict[str, Callable[[], Check]] = {
     RUN_EXAMPLES: RunExamples,
     ARITHMETIC: Arithmetic,
     SHOWN_WORK: ShownWork,
-    ANSWER_AGREEMENT: AnswerAgreement,
     CODE_AGREEMENT: CodeAgreement,
 }
 
 
 def get_check(name: str, ballot: str = DEFAULT_BALLOT) -> Check:
     """A new instance of the built-in check `name`; `answer_agreement` under `ballot`."""
-    if name == ANSWER_AGREEMENT and ballot != DEFAULT_BALLOT:
+    if name == ANSWER_AGREEMENT:
         return AnswerAgreement.with_ballot(ballot)
     try:
         return FACTORIES[name]()

@@ -319,12 +319,13 @@ def run_command(**kw: Any) -> int:
             click.echo("note: local model: one task at a time (--max-tasks overrides)", err=True)
     else:
         with_cross_check(run_config, kw.get("cross_check"))
-    if kw.get("cross_check"):
+    if kw.get("cross_check") or kw.get("ballot"):
         with contextlib.suppress(ValueError):  # a bad config is reported when the run starts
-            warn_idle_cross_check(method_config(method, run_config), f"method {method}")
-    if kw.get("ballot"):
-        with contextlib.suppress(ValueError):
-            warn_idle_ballot(method_config(method, run_config))
+            as_run = method_config(method, run_config)
+            if kw.get("cross_check"):
+                warn_idle_cross_check(as_run, f"method {method}")
+            if kw.get("ballot"):
+                warn_idle_ballot(as_run)
 
     async def main(spans: Any) -> Any:
         # SIGTERM stops a run the way Ctrl-C does: finished tasks are already on disk.

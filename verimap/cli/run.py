@@ -266,15 +266,16 @@ def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_n
         "budget": Budget(max_llm_calls=call_limit, max_tokens=token_limit, max_cost=cost_limit,
                          timeout_s=time_limit),
     })  # fmt: skip
-    from verimap.methods.presets import method_config
+    if cross_check or ballot is not None:
+        from verimap.methods.presets import method_config
 
-    as_run = method_config(method, config) if method else config
-    if cross_check:
-        warn_idle_cross_check(
-            as_run, f"--method {method}" if method else f"--verification {verification}"
-        )
-    if ballot is not None:
-        warn_idle_ballot(as_run)
+        as_run = method_config(method, config) if method else config
+        if cross_check:
+            warn_idle_cross_check(
+                as_run, f"--method {method}" if method else f"--verification {verification}"
+            )
+        if ballot is not None:
+            warn_idle_ballot(as_run)
     planner = None
     if plan_file is not None:
         try:
