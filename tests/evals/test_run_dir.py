@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from verimap.cli import main
 from verimap.evals.attempt import Attempt, task_key, trace_rel
+from verimap.evals.run_dir import changed_settings
 from verimap.evals.runner import (
     CONFIG,
     MARK,
@@ -151,6 +152,49 @@ async def test_new_directories_are_marked_and_older_ones_still_resume(tmp_path, 
     (left / ".lock").touch()  # all a run stopped before its first write leaves
     done = await run_eval(bench, "react", models, sandbox, left, limit=1, progress=False)
     assert done.tally.done == 1
+
+
+async def test_a_resume_with_other_settings_is_refused_before_anything_changes(tmp_path, sandbox):
+    """Records run under other settings would be scored in one report as if alike."""
+    bench, models = await _first_run(tmp_path, sandbox)
+    before = _snapshot(tmp_path)
+    with pytest.raises(RunDirError, match=r"other settings \(temperature: 1\.0 -> 0\.5\)"):
+        await run_eval(bench, "react", models, sandbox, tmp_path, limit=3, resume=True,
+                       config={"temperature": 0.5}, progress=False)  # fmt: skip
+    assert _snapshot(tmp_path) == before
+    again = await run_eval(bench, "react", models, sandbox, tmp_path, limit=3, resume=True,
+                           config={"max_parallel": 1}, progress=False)  # fmt: skip
+    assert again.tally.skipped == 2 and again.tally.done == 3
+
+
+def test_the_command_names_the_changed_setting_of_a_resume(tmp_path):
+    args = ["eval", "-b", "gsm8k", "-m", "react", "-n", "1", "-o", str(tmp_path), "--data-dir",
+            str(SAMPLES), "--models-factory", "verimap.testing:oracle_factory", "--sandbox",
+            "process", "--quiet"]  # fmt: skip
+    assert CliRunner().invoke(main, args).exit_code == 0
+    r = CliRunner().invoke(main, [*args, "-n", "2", "--resume", "--temperature", "0.2"])
+    assert r.exit_code == 1 and "other settings (temperature: 1.0 -> 0.2)" in " ".join(
+        r.output.split()
+    ), r.output
+    assert len((tmp_path / RESULTS).read_text().splitlines()) == 1
+
+
+def test_a_ballot_older_directories_never_wrote_is_the_mixed_one():
+    """Before ballots had names the default ballot was the mixed one; a method that never
+    verifies may have written any ballot."""
+    assert (
+        changed_settings({"verification": "full"}, {"verification": "full", "ballot": "mixed"})
+        == []
+    )
+    assert changed_settings(
+        {"verification": "full"}, {"verification": "full", "ballot": "strict"}
+    ) == ["ballot: 'mixed' -> 'strict'"]
+    react = {"verification": "none", "ballot": "mixed"}
+    assert changed_settings(react, {**react, "ballot": "strict"}) == []
+    assert changed_settings({**react, "verification": "full"}, {**react, "ballot": "strict"}) == [
+        "ballot: 'mixed' -> 'strict'",
+        "verification: 'full' -> 'none'",
+    ]
 
 
 def test_the_command_refuses_a_foreign_folder_with_a_message_not_a_traceback(tmp_path):

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
+from verimap.check_names import MIXED
 from verimap.errors import VerimapError
 from verimap.evals.attempt import Attempt
 from verimap.redaction import for_console, redact
@@ -35,6 +36,13 @@ _OLD_FIELDS = ("benchmark", "method", "run_config")
 # The settings a resume must share with the run it continues (a custom benchmark's file and
 # field map are its `benchmark_source`; a range or ids chosen, its `selection`).
 _SAME = ("benchmark", "benchmark_source", "method", "sample", "seed", "selection")
+# Run settings a resume may change: how many nodes run at once changes no answer.
+_FREE_SETTINGS = frozenset({"max_parallel"})
+# Settings added since older directories were written, at the value those runs had.
+_SETTINGS_BEFORE: dict[str, Any] = {"ballot": MIXED}
+# Settings that steer only a run that verifies: a method that never does (react, bare) may
+# have written any value.
+_VERIFYING_SETTINGS = frozenset({"ballot"})
 
 
 class RunDirError(VerimapError, RuntimeError):
@@ -272,7 +280,30 @@ def check_run_dir(out: Path, cfg: dict[str, Any], resume: bool) -> dict[str, dic
             f"{out} holds a sample of other task ids (another data directory?); "
             "choose another --out"
         )
+    if isinstance(new := cfg.get("run_config"), dict) and done:
+        changed = changed_settings(old.get("run_config") or {}, new)
+        if changed:
+            raise RunDirError(
+                f"{out} holds results run with other settings ({'; '.join(changed)}): a resume "
+                "would mix them in one report. Continue it with the settings it was started "
+                "with, or choose another --out"
+            )
     return done
+
+
+def changed_settings(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """Each run setting whose value differs between a directory's runs and a resume of them,
+    as "name: was -> now". A setting the old directory never wrote is compared at the value
+    it had before it was a setting, where that is known, and otherwise not at all."""
+    old = {**_SETTINGS_BEFORE, **old}
+    free = set(_FREE_SETTINGS)
+    if old.get("verification") == new.get("verification") == "none":
+        free |= _VERIFYING_SETTINGS
+    return [
+        f"{k}: {old[k]!r} -> {new[k]!r}"
+        for k in sorted(new.keys() & old.keys() - free)
+        if old[k] != new[k]
+    ]
 
 
 def write_config(out: Path, cfg: dict[str, Any]) -> None:

@@ -137,13 +137,17 @@ def preflight(
     seed: int | None = None,
     sample_ids: Sequence[str] | None = None,
     resume: bool = False,
+    config: RunConfig | dict[str, Any] | None = None,
     **ignored: Any,
 ) -> None:
     """What `run_eval` checks of its directory first, for a caller with costly work to do
-    before it (a cluster's workers to start): refused now rather than after that work. Takes
-    `run_eval`'s keyword arguments and ignores those that do not matter here."""
+    before it (a model server or a cluster's workers to start): refused now rather than after
+    that work. Takes `run_eval`'s keyword arguments and ignores those that do not matter here."""
     _, sampled = _selection(bench, limit, sample, seed, sample_ids)
-    check_run_dir(Path(out_dir), {"benchmark": bench.name, "method": method, **sampled}, resume)
+    cfg: dict[str, Any] = {"benchmark": bench.name, "method": method, **sampled}
+    if method in METHODS:
+        cfg["run_config"] = method_config(method, config).model_dump(mode="json")
+    check_run_dir(Path(out_dir), cfg, resume)
 
 
 def _progress(total: int, enabled: bool, console: Console, board: BoardView | None = None):
