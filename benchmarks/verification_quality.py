@@ -61,7 +61,14 @@ from _quality_tables import REACT, TITLES, VERIMAP, render, task_cell
 from verimap.check_names import BALLOTS, DEFAULT_BALLOT
 from verimap.cli import chosen_policies, log_to_stderr
 from verimap.evals.data import DataError
-from verimap.evals.run_dir import CONFIG, RESULTS, ResultsLog, RunDirError, check_run_dir
+from verimap.evals.run_dir import (
+    CONFIG,
+    RESULTS,
+    ResultsLog,
+    RunDirError,
+    check_run_dir,
+    recorded_settings,
+)
 from verimap.evals.runner import EvalOutcome, run_eval, task_key
 from verimap.evals.tasksets import Benchmark, EvalTask, get_benchmark
 from verimap.methods.presets import METHODS
@@ -90,6 +97,7 @@ SEEN_DRAWS: tuple[tuple[int, dict[str, int]], ...] = (
     (84437, {"gsm8k": 30}),
     (318662, {"gsm8k": 30}),
     (555653, {"gsm8k": 30}),
+    (872998, {"gsm8k": 30}),
 )
 SEED_HINT = "python3 -c 'import secrets; print(secrets.randbelow(10**6))'"
 SC = "sc"
@@ -252,7 +260,7 @@ def check_dirs(
         out = cell_dir(runs_dir, bench, method)
         check_run_dir(out, {"benchmark": bench, "method": method, "seed": seed}, resume)
         old = started_config(out)
-        ran = {**old, "ballot": old.get("run_config", {}).get("ballot", ballot)}
+        ran = {**old, "ballot": recorded_settings(old.get("run_config", {}))["ballot"]}
         wanted = {
             **pins(method, seed, model, samples),
             **({"ballot": ballot} if method == VERIMAP else {}),
