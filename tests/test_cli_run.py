@@ -244,7 +244,7 @@ def test_the_local_model_plans_small_and_at_most_twice_unless_told(world, tmp_pa
     assert config_of("--max-iterations", "4")["max_iterations"] == 4
     assert config_of("--max-nodes", "0")["max_nodes"] is None
     assert config_of("--max-nodes", "5")["max_nodes"] == 5
-    assert local["ballot"] == "mixed" and config_of("--ballot", "strict")["ballot"] == "strict"
+    assert local["ballot"] == "strict" and config_of("--ballot", "mixed")["ballot"] == "mixed"
     remote = config_of("--model", "gpt-4o-mini")
     assert (remote["max_iterations"], remote["plan_repairs"], remote["max_nodes"]) == (5, 3, None)
     assert remote["checks"] == ["arithmetic"]

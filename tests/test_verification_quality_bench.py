@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from verimap.check_names import DEFAULT_BALLOT
 from verimap.evals.run_dir import CONFIG, RESULTS, ResultsLog, RunDirError
 from verimap.evals.stats import (
     mcnemar_exact,
@@ -159,6 +160,7 @@ def _record(task_id, method, right, verified, wall, calls, run=0, bench="gsm8k")
 def _write(runs_dir: Path, bench: str, method: str, records: list[dict], **config) -> None:
     out = vq.cell_dir(runs_dir, bench, method)
     out.mkdir(parents=True)
+    config = {"run_config": {"ballot": DEFAULT_BALLOT}} | config
     config |= {"verimap_eval": 1, "benchmark": bench, "method": method}
     (out / CONFIG).write_text(json.dumps(config))
     log = ResultsLog(out / RESULTS)
@@ -268,8 +270,13 @@ def test_verimap_s_directory_is_refused_under_another_ballot(tmp_path):
     config = {"verimap_eval": 1, "benchmark": "gsm8k", "method": "verimap", "seed": 3,
               "model": "m", "run_config": {"ballot": "strict"}}  # fmt: skip
     (out / CONFIG).write_text(json.dumps(config))
-    vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True, ballot="strict")
+    vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True)  # the default: strict
     with pytest.raises(RunDirError, match="ballot 'strict', not 'mixed'"):
+        vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True, ballot="mixed")
+    del config["run_config"]["ballot"]  # written before ballots had names: the mixed one's
+    (out / CONFIG).write_text(json.dumps(config))
+    vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True, ballot="mixed")
+    with pytest.raises(RunDirError, match="ballot 'mixed', not 'strict'"):
         vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True)
 
 

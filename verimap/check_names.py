@@ -17,7 +17,7 @@ BUILTIN_CHECKS: dict[str, str] = {
     RUN_EXAMPLES: "the task's own examples run against the node's code output",
     ARITHMETIC: "every calculation the executor wrote out is recomputed",
     SHOWN_WORK: "a number the executor worked out comes with its calculation",
-    ANSWER_AGREEMENT: "a numeric answer must agree with programs and sampled replies written independently",
+    ANSWER_AGREEMENT: "a numeric answer must agree with solutions sampled independently (`--ballot`)",
     CODE_AGREEMENT: "code must behave like independently written solutions on generated inputs",
 }
 
@@ -30,11 +30,12 @@ MIXED = "mixed"
 SAMPLED = "sampled"
 STRICT = "strict"
 BALLOTS: dict[str, str] = {
-    MIXED: "three votes, a program and a sample among them, twice any other answer's (default)",
+    STRICT: "three of up to five samples agree with the first attempt, at most one against "
+    "(default)",
+    MIXED: "three votes, a program and a sample among them, twice any other answer's",
     SAMPLED: "two of at most three samples agree with the first attempt, no retry confirmed",
-    STRICT: "three of up to five samples agree with the first attempt, at most one against",
 }
-DEFAULT_BALLOT = MIXED
+DEFAULT_BALLOT = STRICT
 
 
 def known_ballot(name: str) -> str:

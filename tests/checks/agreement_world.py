@@ -5,6 +5,7 @@ from typing import Any
 
 import verimap
 from verimap.check_names import ANSWER_AGREEMENT as NAME
+from verimap.check_names import MIXED
 from verimap.config import RunConfig
 from verimap.events import EventBus
 
@@ -15,7 +16,10 @@ PLAN = {
          "verification": [{"name": "positive", "type": "python", "code": "assert outputs['total'] > 0"}]},
     ]
 }  # fmt: skip
-CONFIG = RunConfig(checks=[NAME], vacuity_check=False, max_retries=3, retry_temperature=0.7)
+# Most scripted worlds were written for the mixed ballot; `under` chooses another.
+CONFIG = RunConfig(
+    checks=[NAME], ballot=MIXED, vacuity_check=False, max_retries=3, retry_temperature=0.7
+)
 
 
 def under(ballot: str) -> RunConfig:

@@ -1,11 +1,14 @@
-"""The answer-agreement check: votes from attempts, programs written independently for the task
-and sampled replies, drawn in turn."""
+"""The answer-agreement check under the mixed ballot: votes from attempts, programs written
+independently for the task and sampled replies, drawn in turn (the default ballot's own tests:
+test_answer_agreement_strict.py)."""
 
 import pytest
 
 from verimap.check_names import ANSWER_AGREEMENT as NAME
+from verimap.check_names import MIXED
 from verimap.checks.answer_agreement import (
     MIXED_BALLOT,
+    STRICT_BALLOT,
     AnswerAgreement,
     Ballot,
     Vote,
@@ -13,6 +16,7 @@ from verimap.checks.answer_agreement import (
     numeric_answer,
 )
 from verimap.checks.programs import number_in
+from verimap.checks.registry import get_check
 from verimap.config import RunConfig
 from verimap.events import CROSS_CHECK, RETRIES_STOPPED
 from verimap.llm.base import ModelError
@@ -90,7 +94,7 @@ async def test_a_sample_that_computes_with_code_votes_with_what_its_code_prints(
 
 async def test_a_sample_is_sampled_even_when_the_run_is_greedy(process_sandbox):
     world = ScriptedWorld([PLAN], totals(391), solve=returning(391), sample=saying(391))
-    greedy = RunConfig(checks=[NAME], vacuity_check=False, max_retries=3)
+    greedy = RunConfig(checks=[NAME], ballot=MIXED, vacuity_check=False, max_retries=3)
     assert greedy.sampling.retry_temperature is None
     r = await run(world, process_sandbox, config=greedy)
     assert r.verified
@@ -211,7 +215,7 @@ async def test_a_program_that_returns_nothing_is_told_so_and_fixed(process_sandb
 def test_three_votes_against_two_are_a_split_not_a_confirmation():
     """1260 from an attempt, a sample and a program against two programs for 180: the quorum,
     but not twice its rival's votes. One vote fewer for 180 confirms it."""
-    check = AnswerAgreement()
+    check = AnswerAgreement(**MIXED_BALLOT)
     split = Ballot([Vote(1260, "attempt"), Vote(180, "program"), Vote(1260, "sample"),
                     Vote(180, "program"), Vote(1260, "program")])  # fmt: skip
     assert not check.confirmed(split, 1260)
@@ -245,7 +249,7 @@ def test_the_attempt_is_no_witness_for_itself():
     """An attempt and two programs agree on 3 and the sample says -1: three votes, both
     families, yet no sampled reply gave 3, and the attempt and the first program are greedy
     readings of one model that misread tasks alike. A sample that agrees confirms it."""
-    check = AnswerAgreement()
+    check = AnswerAgreement(**MIXED_BALLOT)
     ballot = Ballot([Vote(3, "attempt"), Vote(3, "program"), Vote(-1, "sample"),
                      Vote(3, "program")], programs=2, samples=1)  # fmt: skip
     assert not check.confirmed(ballot, 3) and check._worth_a_draw(ballot, 3)
@@ -269,7 +273,8 @@ async def test_a_dissenting_sample_is_answered_by_another_sample(process_sandbox
         assert len(stopped) == 1 and "one vote short" in stopped[0].data["reason"]
 
 
-def test_the_mixed_ballot_is_the_default():
-    """The ballots measured after it (D23, D24) are options (`--ballot`): by the rules written
-    before their fresh draws, neither replaced it (D27)."""
-    assert AnswerAgreement() == AnswerAgreement(**MIXED_BALLOT)
+def test_the_strict_ballot_is_the_default():
+    """By the rule written before seed 872998 was drawn, the strict ballot replaced the mixed
+    one (D28); the mixed and sampled ballots are options (`--ballot`)."""
+    assert AnswerAgreement() == AnswerAgreement(**STRICT_BALLOT)
+    assert get_check(NAME) == AnswerAgreement()

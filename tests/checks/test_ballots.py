@@ -24,7 +24,9 @@ def test_every_named_ballot_has_settings_and_the_default_is_the_plain_check():
 
 
 def test_an_unknown_ballot_is_refused_naming_the_known_ones():
-    with pytest.raises(ValueError, match="unknown ballot 'lenient'; the ballots are: mixed"):
+    with pytest.raises(
+        ValueError, match="unknown ballot 'lenient'; the ballots are: strict, mixed, sampled"
+    ):
         RunConfig(ballot="lenient")
     with pytest.raises(ValueError, match="the ballots are"):
         AnswerAgreement.with_ballot("lenient")
@@ -50,3 +52,12 @@ async def test_a_run_under_the_strict_ballot_votes_with_samples_alone(process_sa
     bus, seen = events()
     r = await run(world, process_sandbox, bus=bus)
     assert r.verified and "program" in [e.data["kind"] for e in seen if e.type == CROSS_CHECK]
+
+
+async def test_a_run_that_names_no_ballot_votes_with_samples_alone(process_sandbox):
+    """The default ballot is the strict one (D28): samples only, no program drawn."""
+    world = ScriptedWorld([PLAN], totals(391), solve=returning(391), sample=saying(391))
+    bus, seen = events()
+    r = await run(world, process_sandbox, RunConfig(checks=[NAME], vacuity_check=False), bus=bus)
+    assert r.verified and r.answer == 391
+    assert [e.data["kind"] for e in seen if e.type == CROSS_CHECK] == ["sample"] * 3

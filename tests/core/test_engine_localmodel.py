@@ -124,7 +124,7 @@ async def test_the_independent_solution_is_a_program_the_sandbox_runs(local_mode
     """The answer-agreement check's program path end to end: the real model writes
     `solution()`, a real sandbox runs it, and the number it returns judges a wrong and a right
     total (a quorum of two: the attempt and one greedy program)."""
-    from verimap.checks.answer_agreement import AnswerAgreement
+    from verimap.checks.answer_agreement import MIXED_BALLOT, AnswerAgreement
     from verimap.checks.base import CheckTools, Submission
     from verimap.checks.programs import write_program
     from verimap.core.run_context import RunContext
@@ -136,7 +136,7 @@ async def test_the_independent_solution_is_a_program_the_sandbox_runs(local_mode
     node = Node(
         id="solve", instruction="Solve.", inputs=["USER_TASK"], outputs={"answer": "number"}
     )
-    check = AnswerAgreement(quorum=2, max_programs=1)
+    check = AnswerAgreement(**{**MIXED_BALLOT, "quorum": 2, "max_programs": 1})
     try:
         run = await write_program(local_model, task, sandbox, settings)
         assert run.answer == 391, run.reply
@@ -152,10 +152,10 @@ async def test_the_default_local_path_answers_a_two_step_task_right_and_verified
     local_models, tmp_path
 ):
     """`verimap.build` on the local model applies the small-model policy, as `verimap run` does:
-    one node, greedy first attempt, and an answer verified only when programs written
-    independently for the task agree with it. The programs after the first are sampled, so the
-    sampler's seed is fixed: unseeded, every program the 0.5B wrote failed in one full-suite
-    run, and the trace (kept under tmp_path) shows why when it fails."""
+    one node, greedy first attempt, and an answer verified only when replies sampled
+    independently for the task agree with it (the default ballot: three of up to five, at most
+    one against). The samples are drawn at temperature 0.7, so the sampler's seed is fixed, and
+    the trace (kept under tmp_path) shows why when it fails."""
     sandbox = process_sandbox()
     config = RunConfig(seed=7, budget=Budget(max_llm_calls=16, timeout_s=300))
     coord = verimap.build(local_models, sandbox, config=config, trace_dir=tmp_path)

@@ -9,7 +9,7 @@ import pytest
 
 import verimap
 from tests.evals.conftest import SAMPLES, chat_endpoint, fast_model  # noqa: F401
-from verimap.check_names import ANSWER_AGREEMENT
+from verimap.check_names import ANSWER_AGREEMENT, MIXED
 from verimap.config import RunConfig
 from verimap.evals.tasksets import get_benchmark
 from verimap.events import MODEL_CALL, EventBus
@@ -101,7 +101,7 @@ async def test_a_world_is_told_each_node_its_inputs_and_each_judge_its_criteria(
         return "23 pens at 17 dollars: 391 dollars. The answer is 391."
 
     world = ScriptedWorld([CHAIN], outputs, judge, solve=solve, sample=sample)
-    config = RunConfig(checks=[ANSWER_AGREEMENT], vacuity_check=False)
+    config = RunConfig(checks=[ANSWER_AGREEMENT], ballot=MIXED, vacuity_check=False)  # programs
     task = "Pens cost 17 dollars. What do 23 pens cost?"
     r = await verimap.build(world.models(), process_sandbox, config=config).run(task)
     assert r.answer == 391

@@ -1,9 +1,9 @@
 """A sampled reasoning solution of the whole task: the self-consistency vote (Wang et al. 2023).
 
-The answer-agreement check spends its budget on two kinds of independent solutions. Programs
-catch a slipped sum; a sampled chain of reasoning, asked exactly as the `sc` baseline asks, is
-the vote that baseline wins with at equal calls, so a disputed answer is settled by a plurality
-at least as well informed as self-consistency's.
+The answer-agreement check spends its budget on sampled chains of reasoning, asked exactly as
+the `sc` baseline asks (and, under the mixed ballot, on programs, which catch a slipped sum):
+that is the vote that baseline wins with at equal calls, so a disputed answer is settled by a
+plurality as well informed as self-consistency's.
 
 A reasoning reply of the local coder models often writes its arithmetic as a program and then
 a block of "output" it made up: of the 1,020 `sc` replies recorded on five fresh GSM8K draws,

@@ -47,6 +47,7 @@ from verimap.cli.model_calls import CALL_KEYS, model_call_options
 from verimap.cli.names import Old, old_keys, option, warn_renamed
 from verimap.cli.tracing import otel_option, otel_spans
 from verimap.cli.vocabulary import (
+    CROSS_CHECK_HELP,
     ballot_option,
     max_attempts_option,
     max_parallel_nodes_option,
@@ -151,9 +152,7 @@ RUN_CONFIG_FLAGS = {
 @click.option(
     "--cross-check/--no-cross-check",
     default=None,
-    help="Confirm a final answer only when independently written solutions agree with it: "
-    "programs for a number, fresh samples run on generated inputs for code (more judge calls; "
-    "beyond the paper) [default: on for the local model].",
+    help=CROSS_CHECK_HELP,
 )
 @ballot_option()
 @quiet_option(

@@ -28,6 +28,7 @@ from verimap.cli.model_calls import cache_line, model_call_options
 from verimap.cli.names import option
 from verimap.cli.tracing import otel_option, otel_spans
 from verimap.cli.vocabulary import (
+    CROSS_CHECK_HELP,
     ballot_option,
     max_attempts_option,
     max_parallel_nodes_option,
@@ -185,9 +186,7 @@ def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
 @click.option(
     "--cross-check/--no-cross-check",
     default=None,
-    help="Confirm a final answer only when independently written solutions agree with it: "
-    "programs for a number, fresh samples run on generated inputs for code (more judge calls; "
-    "beyond the paper) [default: on for the local model].",
+    help=CROSS_CHECK_HELP,
 )
 @ballot_option()
 @policy_option

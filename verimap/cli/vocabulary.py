@@ -61,6 +61,13 @@ def out_file_option(help: str, old: Sequence[str], **kw: Any) -> Callable[..., A
     )
 
 
+CROSS_CHECK_HELP = (
+    "Confirm a final answer only when independently drawn solutions agree with it: sampled "
+    "replies for a number (--ballot), fresh samples run on generated inputs for code (more "
+    "judge calls; beyond the paper) [default: on for the local model]."
+)
+
+
 def ballot_option(**kw: Any) -> Callable[..., Any]:
     from verimap.check_names import BALLOTS
 

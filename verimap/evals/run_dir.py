@@ -291,11 +291,17 @@ def check_run_dir(out: Path, cfg: dict[str, Any], resume: bool) -> dict[str, dic
     return done
 
 
+def recorded_settings(run_config: dict[str, Any]) -> dict[str, Any]:
+    """A directory's run settings, with those added since it was written at the value its
+    runs had."""
+    return {**_SETTINGS_BEFORE, **run_config}
+
+
 def changed_settings(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """Each run setting whose value differs between a directory's runs and a resume of them,
     as "name: was -> now". A setting the old directory never wrote is compared at the value
     it had before it was a setting, where that is known, and otherwise not at all."""
-    old = {**_SETTINGS_BEFORE, **old}
+    old = recorded_settings(old)
     free = set(_FREE_SETTINGS)
     if old.get("verification") == new.get("verification") == "none":
         free |= _VERIFYING_SETTINGS
