@@ -260,6 +260,8 @@ def check_dirs(
         out = cell_dir(runs_dir, bench, method)
         check_run_dir(out, {"benchmark": bench, "method": method, "seed": seed}, resume)
         old = started_config(out)
+        if not old:
+            continue
         ran = {**old, "ballot": recorded_settings(old.get("run_config", {}))["ballot"]}
         wanted = {
             **pins(method, seed, model, samples),

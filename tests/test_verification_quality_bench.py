@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from verimap.check_names import DEFAULT_BALLOT
+from verimap.check_names import BALLOTS, DEFAULT_BALLOT
 from verimap.evals.run_dir import CONFIG, RESULTS, ResultsLog, RunDirError
 from verimap.evals.stats import (
     mcnemar_exact,
@@ -265,6 +265,9 @@ def test_directories_are_refused_without_resume_or_with_another_seed_model_or_k(
 
 def test_verimap_s_directory_is_refused_under_another_ballot(tmp_path):
     pairs = vq.interleave([_window(1)], ["verimap"])
+    for ballot in BALLOTS:  # nothing there yet: any ballot may start it
+        vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=False, ballot=ballot)
+        vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True, ballot=ballot)
     out = vq.cell_dir(tmp_path, "gsm8k", "verimap")
     out.mkdir()
     config = {"verimap_eval": 1, "benchmark": "gsm8k", "method": "verimap", "seed": 3,
