@@ -6,6 +6,7 @@ import pytest
 
 from verimap.check_names import ANSWER_AGREEMENT as NAME
 from verimap.checks.answer_agreement import STRICT_BALLOT, AnswerAgreement, Ballot, Vote
+from verimap.core.run_context import RunContext
 from verimap.events import CROSS_CHECK, RETRIES_STOPPED
 from verimap.testing import ScriptedWorld
 
@@ -55,6 +56,20 @@ async def test_a_disputed_attempt_is_not_retried_and_the_majority_is_kept(proces
     assert not r.verified and r.answer == 391 and r.nodes["solve"].status == "unconfirmed"
     assert judge_calls(world) == 4 and len(r.nodes["solve"].attempts) == 1
     assert any(e.type == RETRIES_STOPPED for e in seen)
+    votes = "votes: 391 x4, 340 x1 (the first attempt)"  # the reader sees how strong it was
+    assert r.nodes["solve"].unconfirmed == votes and r.error is not None
+    assert r.error.endswith(f"is kept, unverified ({votes})")
+
+
+def test_the_tally_lists_each_answer_most_votes_first_and_marks_the_first_attempt():
+    check, ctx = AnswerAgreement(**STRICT_BALLOT), RunContext()
+    assert check.tally(ctx) is None  # nothing cast yet
+    ballot = check._ballot(ctx)
+    ballot.votes += [Vote(343, "attempt"), Vote(391, "sample"), Vote(401.0, "sample"),
+                     Vote(391.00001, "sample"), Vote(391, "sample")]  # fmt: skip
+    assert check.tally(ctx) == "391 x3, 343 x1 (the first attempt), 401 x1"
+    ballot.votes.append(Vote(401, "attempt"))  # a retry: only the first attempt is marked
+    assert check.tally(ctx) == "391 x3, 401 x2, 343 x1 (the first attempt)"
 
 
 def test_a_quorum_of_samples_without_the_attempt_is_three_not_four():

@@ -121,9 +121,9 @@ async def test_full_run_terminates_with_a_complete_report(local_models, tmp_path
 
 
 async def test_the_independent_solution_is_a_program_the_sandbox_runs(local_model):
-    """The answer-agreement check's program path end to end: the real model writes
-    `solution()`, a real sandbox runs it, and the number it returns judges a wrong and a right
-    total (a quorum of two: the attempt and one greedy program)."""
+    """The mixed ballot's program path end to end (the default ballot draws no programs): the
+    real model writes `solution()`, a real sandbox runs it, and the number it returns judges a
+    wrong and a right total (a quorum of two: the attempt and one greedy program)."""
     from verimap.checks.answer_agreement import MIXED_BALLOT, AnswerAgreement
     from verimap.checks.base import CheckTools, Submission
     from verimap.checks.programs import write_program

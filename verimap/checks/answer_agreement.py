@@ -222,9 +222,24 @@ class AnswerAgreement:
             return "a retry after a dispute is not confirmed (D23, D24)"
         if any(self._reachable(ballot, v.value, draws=0, attempts=1) for v in ballot.votes):
             return None
-        counts = ", ".join(sorted({f"{shown(v.value)} x{len(ballot.support(v.value))}"
-                                   for v in ballot.votes}))  # fmt: skip
-        return f"no answer is one vote short of confirmation (votes: {counts})"
+        return f"no answer is one vote short of confirmation (votes: {self.tally(ctx)})"
+
+    def tally(self, ctx: RunContext) -> str | None:
+        """Each answer voted for with its votes, most first, and the first attempt's marked:
+        `391 x3, 343 x1 (the first attempt), 401 x1`."""
+        ballot: Ballot | None = ctx.memo.get(self.name)
+        if ballot is None or not ballot.votes:
+            return None
+        first = next((v for v in ballot.votes if v.kind == "attempt"), None)
+        groups: list[list[Vote]] = []
+        for v in ballot.votes:
+            if not any(agree(g[0].value, v.value) for g in groups):
+                groups.append(ballot.support(v.value))
+        groups.sort(key=len, reverse=True)
+        return ", ".join(
+            f"{shown(g[0].value)} x{len(g)}" + (" (the first attempt)" if first in g else "")
+            for g in groups
+        )
 
     def _left(self, ballot: Ballot) -> int:
         return self.max_programs - ballot.programs + self.max_samples - ballot.samples

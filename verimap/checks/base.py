@@ -81,6 +81,16 @@ class Chooser(Protocol):
 
 
 @runtime_checkable
+class Tallier(Protocol):
+    """A disputing check that can show the votes behind an answer it kept unconfirmed: how
+    strong the majority of an unverified answer was is what its reader needs to weigh it."""
+
+    def tally(self, ctx: RunContext) -> str | None:
+        """The votes cast, most first (None: none were)."""
+        ...
+
+
+@runtime_checkable
 class Settler(Protocol):
     """A disputing check that can tell when retrying is futile: no further attempt at the node
     could be confirmed, whatever it answers."""

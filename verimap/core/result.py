@@ -36,8 +36,8 @@ class NodeReport(BaseModel):
     iteration: int = 0
     outputs: dict[str, Any] | None = None
     attempts: list[AttemptReport] = Field(default_factory=list)
-    # Why a verified node's answer is not confirmed by a strong check (None: it is, or the node
-    # did not verify).
+    # Why a verified node's answer is not confirmed by a strong check, or the votes behind an
+    # unconfirmed node's kept answer (None: it is confirmed, or the node did not verify).
     unconfirmed: str | None = None
 
     @property

@@ -61,11 +61,13 @@ def unconfirmed(
         if disputes
         else f"its answers did not agree {agreement} times in {retries + agreement - 1} attempts"
     )
-    kept = "the answer most solutions gave"
+    rep = st.reports[failure.node_id]
+    kept = "the answer most solutions gave is kept, unverified"
+    if rep.unconfirmed:
+        kept = f"{kept} ({rep.unconfirmed})"
     return result(
-        st, config, "failed", final=plan.final_node().id,
-        final_output=st.reports[failure.node_id].outputs,
-        error=f"node {failure.node_id!r} passed its VFs, but {why}; {kept} is kept, unverified",
+        st, config, "failed", final=plan.final_node().id, final_output=rep.outputs,
+        error=f"node {failure.node_id!r} passed its VFs, but {why}; {kept}",
     )  # fmt: skip
 
 

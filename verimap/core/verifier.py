@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from verimap import iotypes
 from verimap.accounting import BudgetExceeded
-from verimap.checks.base import Check, CheckTools, Chooser, Settler, Submission, verdict
+from verimap.checks.base import Check, CheckTools, Chooser, Settler, Submission, Tallier, verdict
 from verimap.checks.strength import perturbations
 from verimap.config import RunConfig
 from verimap.core import prompts
@@ -274,6 +274,12 @@ class Verifier:
         found = (c.choose(node, candidates, ctx) for c in self.checks
                  if ctx is not None and c.disputes and isinstance(c, Chooser))  # fmt: skip
         return next((picked for picked in found if picked is not None), None)
+
+    def tally(self, ctx: RunContext | None) -> str | None:
+        """The votes behind a kept unconfirmed answer, if a disputing check cast any."""
+        found = (c.tally(ctx) for c in self.checks
+                 if ctx is not None and c.disputes and isinstance(c, Tallier))  # fmt: skip
+        return next((t for t in found if t is not None), None)
 
     def settled(self, node: Node, ctx: RunContext | None) -> str | None:
         """Why retrying the node is futile, if a disputing check can tell."""
