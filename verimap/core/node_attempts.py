@@ -115,18 +115,18 @@ class NodeAttempts:
                 feedback = None
                 continue
             failed += 1
-            if (against := self.verifier.disputes(vr)) is not None:
+            if (against := self.verifier.disputing.of(vr)) is not None:
                 disputed.append(dict(out.outputs or {}))
                 st.disputes.extend(against)
-                if (why := self.verifier.settled(node, st.ctx)) is not None:
+                if (why := self.verifier.disputing.settled(node, st.ctx)) is not None:
                     st.emit(ev.RetriesStopped(reason=why), node.id, attempt)
                     break
             feedback = retry_feedback(out.outputs, rep.attempts, fresh_turns, failures=vr.failures)
         if passing or disputed:
             rep.status = "unconfirmed"
-            picked = None if passing else self.verifier.choose(node, disputed, st.ctx)
+            picked = None if passing else self.verifier.disputing.choose(node, disputed, st.ctx)
             rep.outputs = picked or plurality(passing or disputed)[0]
-            if disputed and (votes := self.verifier.tally(st.ctx)) is not None:
+            if disputed and (votes := self.verifier.disputing.tally(st.ctx)) is not None:
                 rep.unconfirmed = f"votes: {votes}"
             st.emit(ev.NodeFinish(status=rep.status, outputs=rep.outputs,
                                   answers=passing or disputed), node.id)  # fmt: skip

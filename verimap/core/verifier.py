@@ -19,7 +19,8 @@ from pydantic import BaseModel, Field, model_validator
 
 from verimap import iotypes
 from verimap.accounting import BudgetExceeded
-from verimap.checks.base import Check, CheckTools, Chooser, Settler, Submission, Tallier, verdict
+from verimap.checks.base import Check, CheckTools, Submission, verdict
+from verimap.checks.disputing import Disputing
 from verimap.checks.strength import perturbations
 from verimap.config import RunConfig
 from verimap.core import prompts
@@ -258,34 +259,10 @@ class Verifier:
             out.append(v)
         return out
 
-    def disputes(self, report: VerificationReport) -> list[str] | None:
-        """The checks that disputed an answer every other verdict passed (None if something
-        else failed it, or nothing did): the answer stands, unconfirmed."""
-        disputing = {c.name for c in self.checks if c.disputes}
-        names = [v.name for v in report.failures]
-        if names and all(v.type == "check" and v.name in disputing for v in report.failures):
-            return names
-        return None
-
-    def choose(
-        self, node: Node, candidates: list[dict[str, Any]], ctx: RunContext | None
-    ) -> dict[str, Any] | None:
-        """The answer a disputing check keeps when no attempt was confirmed, if one knows."""
-        found = (c.choose(node, candidates, ctx) for c in self.checks
-                 if ctx is not None and c.disputes and isinstance(c, Chooser))  # fmt: skip
-        return next((picked for picked in found if picked is not None), None)
-
-    def tally(self, ctx: RunContext | None) -> str | None:
-        """The votes behind a kept unconfirmed answer, if a disputing check cast any."""
-        found = (c.tally(ctx) for c in self.checks
-                 if ctx is not None and c.disputes and isinstance(c, Tallier))  # fmt: skip
-        return next((t for t in found if t is not None), None)
-
-    def settled(self, node: Node, ctx: RunContext | None) -> str | None:
-        """Why retrying the node is futile, if a disputing check can tell."""
-        found = (c.settled(node, ctx) for c in self.checks
-                 if ctx is not None and c.disputes and isinstance(c, Settler))  # fmt: skip
-        return next((why for why in found if why is not None), None)
+    @property
+    def disputing(self) -> Disputing:
+        """The checks that may dispute an answer, and what they say once they have."""
+        return Disputing(self.checks)
 
     async def _gather(
         self,

@@ -1,0 +1,62 @@
+"""The node loop's questions to the disputing checks: only they are asked, the first answer is
+taken, and without the run's context nobody answers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from verimap.checks.disputing import Disputing
+from verimap.core.run_context import RunContext
+from verimap.planning.plan import Node
+from verimap.verdicts import VerificationReport, VFVerdict
+
+NODE = Node(id="solve", instruction="Solve.", inputs=["USER_TASK"], outputs={"answer": "number"})
+
+
+@dataclass
+class Voter:
+    """A check double that answers every question with its own name (None: it has no answer)."""
+
+    name: str
+    disputes: bool = True
+    says: str | None = "?"
+    strength: str = "strong"
+
+    def applies(self, sub: Any) -> bool:
+        return True
+
+    async def check(self, sub: Any, tools: Any, ctx: Any) -> None:
+        return None
+
+    def choose(self, node: Node, candidates: list[dict[str, Any]], ctx: Any) -> Any:
+        return None if self.says is None else {"answer": self.name}
+
+    def tally(self, ctx: Any) -> str | None:
+        return None if self.says is None else f"{self.name} x1"
+
+    def settled(self, node: Node, ctx: Any) -> str | None:
+        return None if self.says is None else self.name
+
+
+def _failed(*names: str, kind: str = "check") -> VerificationReport:
+    return VerificationReport(
+        passed=False, verdicts=[VFVerdict(name=n, type=kind, outcome="FAIL") for n in names]
+    )
+
+
+def test_only_disputing_checks_are_asked_and_the_first_with_an_answer_speaks():
+    checks = [Voter("plain", disputes=False), Voter("mute", says=None), Voter("a"), Voter("b")]
+    d, ctx = Disputing(checks), RunContext()  # type: ignore[arg-type]
+    assert [c.name for c in d.checks] == ["mute", "a", "b"]
+    assert d.choose(NODE, [{"answer": 1}], ctx) == {"answer": "a"}
+    assert d.tally(ctx) == "a x1" and d.settled(NODE, ctx) == "a"
+    assert d.choose(NODE, [], None) is None and d.tally(None) is None  # no run, no ballot
+
+
+def test_an_answer_is_disputed_only_when_disputing_checks_alone_failed_it():
+    d = Disputing([Voter("agreement"), Voter("arithmetic", disputes=False)])  # type: ignore[list-item]
+    assert d.of(_failed("agreement")) == ["agreement"]
+    assert d.of(_failed("agreement", "arithmetic")) is None  # a slip is a fault, not a dispute
+    assert d.of(_failed("agreement", kind="python")) is None  # a VF of the same name is not it
+    assert d.of(VerificationReport(passed=True)) is None
