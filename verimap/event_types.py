@@ -357,7 +357,8 @@ class CrossCheck(_Typed):
     executor's retry is never shown it). `kind="program"` (the answer-agreement check): a
     program's number, its reply and what running it printed or why it failed. `kind="code"`
     (the code-agreement check): a reference function written (`valid`, `reason`) or compared
-    with the answer (`agreed` on `compared` inputs, the first `input` they differ on)."""
+    with the answer (`agreed` on `compared` inputs, the first `input` they differ on). `slip`:
+    a sample's first wrong written calculation; such a sample does not vote."""
 
     type: Literal["cross_check"] = "cross_check"
     kind: Literal["program", "sample", "code"]
@@ -375,6 +376,7 @@ class CrossCheck(_Typed):
     agreed: bool | None = None
     compared: int | None = None
     input: str | None = None
+    slip: str | None = None
 
 
 class NodeFinish(_Typed):

@@ -61,6 +61,27 @@ async def test_a_disputed_attempt_is_not_retried_and_the_majority_is_kept(proces
     assert r.error.endswith(f"is kept, unverified ({votes})")
 
 
+async def test_a_sample_whose_written_sum_slips_does_not_vote(process_sandbox):
+    """Three samples that slip the attempt's own way (17 * 23 = 381) would confirm it: a sample
+    is held to the bar the attempt is, and a slipped one is drawn but does not vote (D29)."""
+    slipped, sound = "17 * 23 = 381.\nThe answer is 381.", "17 * 23 = 391.\nThe answer is 391."
+    replies = iter([slipped, slipped, slipped])
+    world = ScriptedWorld([PLAN], totals(381), sample=lambda task: next(replies, sound))
+    bus, seen = events()
+    r = await run(world, process_sandbox, BALLOT, bus=bus)
+    assert not r.verified and r.answer == 391 and judge_calls(world) == 5
+    drawn = [e.data for e in seen if e.type == CROSS_CHECK]
+    assert [d.get("slip") for d in drawn] == ["17 * 23 = 381 is wrong: 17 * 23 = 391"] * 3 + [
+        None
+    ] * 2
+    assert r.nodes["solve"].unconfirmed == "votes: 391 x2, 381 x1 (the first attempt)"
+
+
+def test_under_the_mixed_ballot_a_slipped_sample_still_votes():
+    assert AnswerAgreement.with_ballot("mixed").sound_samples is False
+    assert AnswerAgreement().sound_samples is True
+
+
 def test_the_tally_lists_each_answer_most_votes_first_and_marks_the_first_attempt():
     check, ctx = AnswerAgreement(**STRICT_BALLOT), RunContext()
     assert check.tally(ctx) is None  # nothing cast yet

@@ -35,6 +35,10 @@ def claims(text: str) -> list[tuple[str, str]]:
         ("Twice 9, plus 3: 2 * 9 + 3 = 22 books", [("2 * 9 + 3", "22")]),
         ("Sally has S books. 21 - 3 = 17, so 2S = 17", [("21 - 3", "17")]),
         ("so **17 * 23 = 381** dollars", [("17 * 23", "381")]),
+        # a name in parentheses labels its number
+        ("6 (Tony) + 5 (Bobby) + 10 (Kathy) + 8 (Ricky) = 39 quarts", [("6 + 5 + 10 + 8", "39")]),
+        (r"\[ 6 \text{ (Tony)} + 5 \text{ (Bobby)} = 12 \]", [("6 + 5", "12")]),
+        ("20 (Mary Ann) - 5 (Tom) = 13", [("20 - 5", "13")]),
     ],
 )
 def test_wrong_calculations_are_found(text, expected):
@@ -77,6 +81,9 @@ def test_wrong_calculations_are_found(text, expected):
         "21 - 3 = 2S",
         "so 4 + 4 = 9 + x",
         "3 * 6 = 17cm",
+        # a unit in parentheses is no label: the sum may convert
+        "1 (hour) + 30 (minutes) = 90 minutes",
+        "6 (Tony) + 5 (Bobby) = 11",
     ],
 )
 def test_right_or_unreadable_calculations_pass(text):

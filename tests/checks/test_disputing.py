@@ -4,7 +4,7 @@ taken, and without the run's context nobody answers."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from verimap.checks.disputing import Disputing
 from verimap.core.run_context import RunContext
@@ -39,7 +39,7 @@ class Voter:
         return None if self.says is None else self.name
 
 
-def _failed(*names: str, kind: str = "check") -> VerificationReport:
+def _failed(*names: str, kind: Literal["python", "llm", "check"] = "check") -> VerificationReport:
     return VerificationReport(
         passed=False, verdicts=[VFVerdict(name=n, type=kind, outcome="FAIL") for n in names]
     )

@@ -12,7 +12,9 @@ it and at most one says otherwise. No retry after a dispute is confirmed: a retr
 a fresh number needs fresh solutions to agree with it, and answers confirmed that way were
 right 14 times in 19 on eight draws (D23). A disputed attempt draws samples on, up to five,
 while more votes could still change the answer most of them give, and that answer is kept,
-unverified, as self-consistency keeps its majority (no single solution is an oracle). `sc`'s
+unverified, as self-consistency keeps its majority (no single solution is an oracle). A sample
+is held to the bar the attempt is: one whose written arithmetic slips is drawn but does not
+vote (D29: three samples repeating the attempt's slipped sum had confirmed it). `sc`'s
 vote share was the one signal that ranked answers well on every fresh draw; the mixed ballot's
 three agreeing votes let through the misreadings one model repeats (84-87% precision on every
 fresh draw since D19, against 38 right of 40 over this ballot's three).
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from verimap import iotypes
 from verimap.check_names import ANSWER_AGREEMENT, MIXED, SAMPLED, STRICT, known_ballot
+from verimap.checks.arithmetic import slips
 from verimap.checks.base import CheckTools, Strength, Submission, verdict
 from verimap.checks.programs import ProgramRun, write_program
 from verimap.checks.samples import sample_answer
@@ -55,6 +58,7 @@ PROGRAM_AND_SAMPLE = frozenset({"program", "sample"})
 MIXED_BALLOT: dict[str, Any] = {
     "quorum": 3, "max_programs": 3, "max_samples": 2, "witnesses": PROGRAM_AND_SAMPLE,
     "confirm_retries": True, "max_dissent": None, "draw_for_majority": False,
+    "sound_samples": False,
 }  # fmt: skip
 # Samples alone confirm the first attempt, and no retry is confirmed (D23: tried, not default).
 SAMPLED_BALLOT: dict[str, Any] = {
@@ -62,10 +66,11 @@ SAMPLED_BALLOT: dict[str, Any] = {
     "confirm_retries": False,
 }  # fmt: skip
 # The default: the first attempt and three samples agree with at most one against, no retry is
-# confirmed, and a disputed attempt draws samples until the majority is settled (D24, D28).
+# confirmed, a disputed attempt draws samples until the majority is settled (D24, D28), and a
+# sample whose written arithmetic slips does not vote (D29).
 STRICT_BALLOT: dict[str, Any] = {
     "quorum": 4, "max_programs": 0, "max_samples": 5, "witnesses": SAMPLES_ONLY,
-    "confirm_retries": False, "max_dissent": 1, "draw_for_majority": True,
+    "confirm_retries": False, "max_dissent": 1, "draw_for_majority": True, "sound_samples": True,
 }  # fmt: skip
 # Each ballot's settings under the name `--ballot` and `RunConfig(ballot=...)` know it by.
 BALLOT_SETTINGS: dict[str, dict[str, Any]] = {
@@ -134,8 +139,10 @@ class AnswerAgreement:
     drawn per run. Unless `confirm_retries`, only the first attempt the check votes on can be
     confirmed. `max_dissent` bounds the votes against a confirmed answer; with
     `draw_for_majority`, solutions are drawn past the point where nothing can be confirmed,
-    while more votes could still change the answer most of them give. The defaults are
-    `STRICT_BALLOT`, the default ballot."""
+    while more votes could still change the answer most of them give. With `sound_samples`, a
+    sample votes only if the arithmetic it writes out holds, the bar the attempt itself must
+    pass: a slipped sum repeated by several samples confirmed a wrong attempt (D29). The
+    defaults are `STRICT_BALLOT`, the default ballot."""
 
     quorum: int = 4
     max_programs: int = 0
@@ -144,6 +151,7 @@ class AnswerAgreement:
     confirm_retries: bool = False
     max_dissent: int | None = 1
     draw_for_majority: bool = True
+    sound_samples: bool = True
     name: str = ANSWER_AGREEMENT
     strength: Strength = "strong"
     disputes: bool = True
@@ -179,7 +187,7 @@ class AnswerAgreement:
             return verdict(self, "PASS", f"{n} independent solutions agree on {shown(value)}")
         drawn = "program" if self.max_programs else "sample"  # the kind the ballot leans on
         if all(v.kind != drawn for v in ballot.votes):
-            return verdict(self, ABSTAINED, f"no {drawn} drawn for the task gave a number")
+            return verdict(self, ABSTAINED, f"no {drawn} drawn for the task gave a number to vote")
         return verdict(
             self, "FAIL",
             f"solutions written independently for this task do not confirm {name} = "
@@ -289,9 +297,12 @@ class AnswerAgreement:
         except ModelError as e:
             ctx.emit(CrossCheck(kind="sample", sample=ballot.samples, error=f"model error: {e}"))
             return
-        if answer is not None:
+        slipped = slips(reply) if self.sound_samples else []
+        if answer is not None and not slipped:
             ballot.votes.append(Vote(answer, "sample"))
         found = run.trace() if run is not None else {"answer": answer, "reply": reply}
+        if slipped:
+            found["slip"] = slipped[0].describe()
         ctx.emit(CrossCheck(kind="sample", sample=ballot.samples, **found))
 
     async def _draw_program(

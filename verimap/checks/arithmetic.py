@@ -49,6 +49,9 @@ _LATEX_OPS = (
 _UNICODE_OPS = str.maketrans({"×": "*", "÷": "/", "−": "-", "·": "*", "∗": "*"})
 _LATEX_COMMAND = re.compile(r"\\[A-Za-z]+|\\.")
 _X_TIMES = re.compile(r"(?<=[\d)])\s*[xX]\s*(?=[\d(])")
+# A name in parentheses after a number labels it (`6 (Tony) + 5 (Bobby) = 11`): a capitalised
+# word, where a unit (`1 (hour) + 30 (minutes) = 90`) would make the sum a conversion.
+_LABEL = re.compile(r"(\d)\s*\(\s*[A-Z][A-Za-z']*(?:\s+[A-Z][A-Za-z']*)*\s*\)")
 _BOLD = re.compile(r"(?<![\d\s)])\*\*|\*\*(?![\d\s(])|__")
 _SPACES = re.compile(r"[ \t]+")
 _PERCENT = re.compile(r"(\d+(?:\.\d+)?)\s*%")
@@ -84,6 +87,7 @@ def normalise(text: str) -> str:
     text = _FENCED.sub("\n", text)
     text = _INLINE_CODE.sub(" ", text)
     text = _TEXT.sub(r" \1 ", text)
+    text = _LABEL.sub(r"\1", text)
     for _ in range(3):
         text = _FRAC.sub(r"((\1)/(\2))", text)
     for cmd, rep in _LATEX_OPS:

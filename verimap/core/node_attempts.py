@@ -126,8 +126,8 @@ class NodeAttempts:
             rep.status = "unconfirmed"
             picked = None if passing else self.verifier.disputing.choose(node, disputed, st.ctx)
             rep.outputs = picked or plurality(passing or disputed)[0]
-            if disputed and (votes := self.verifier.disputing.tally(st.ctx)) is not None:
-                rep.unconfirmed = f"votes: {votes}"
+            if disputed and (tally := self.verifier.disputing.tally(st.ctx)) is not None:
+                rep.unconfirmed = f"votes: {tally}"
             st.emit(ev.NodeFinish(status=rep.status, outputs=rep.outputs,
                                   answers=passing or disputed), node.id)  # fmt: skip
             return rep, inputs
