@@ -99,6 +99,7 @@ SEEN_DRAWS: tuple[tuple[int, dict[str, int]], ...] = (
     (555653, {"gsm8k": 30}),
     (872998, {"gsm8k": 30}),
     (843887, {"gsm8k": 30}),
+    (6441, {"gsm8k": 30}),
 )
 SEED_HINT = "python3 -c 'import secrets; print(secrets.randbelow(10**6))'"
 SC = "sc"
