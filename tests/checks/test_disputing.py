@@ -16,11 +16,11 @@ NODE = Node(id="solve", instruction="Solve.", inputs=["USER_TASK"], outputs={"an
 
 @dataclass
 class Voter:
-    """A check double that answers every question with its own name (None: it has no answer)."""
+    """A check double that answers every question with its own name, unless it is mute."""
 
     name: str
     disputes: bool = True
-    says: str | None = "?"
+    answers: bool = True
     strength: str = "strong"
 
     def applies(self, sub: Any) -> bool:
@@ -30,13 +30,13 @@ class Voter:
         return None
 
     def choose(self, node: Node, candidates: list[dict[str, Any]], ctx: Any) -> Any:
-        return None if self.says is None else {"answer": self.name}
+        return None if not self.answers else {"answer": self.name}
 
     def tally(self, ctx: Any) -> str | None:
-        return None if self.says is None else f"{self.name} x1"
+        return None if not self.answers else f"{self.name} x1"
 
     def settled(self, node: Node, ctx: Any) -> str | None:
-        return None if self.says is None else self.name
+        return None if not self.answers else self.name
 
 
 def _failed(*names: str, kind: Literal["python", "llm", "check"] = "check") -> VerificationReport:
@@ -46,7 +46,7 @@ def _failed(*names: str, kind: Literal["python", "llm", "check"] = "check") -> V
 
 
 def test_only_disputing_checks_are_asked_and_the_first_with_an_answer_speaks():
-    checks = [Voter("plain", disputes=False), Voter("mute", says=None), Voter("a"), Voter("b")]
+    checks = [Voter("plain", disputes=False), Voter("mute", answers=False), Voter("a"), Voter("b")]
     d, ctx = Disputing(checks), RunContext()  # type: ignore[arg-type]
     assert [c.name for c in d.checks] == ["mute", "a", "b"]
     assert d.choose(NODE, [{"answer": 1}], ctx) == {"answer": "a"}

@@ -40,7 +40,9 @@ class Disputing:
     def _ask(
         self, protocol: type, ask: Callable[[Any], _T | None], ctx: RunContext | None
     ) -> _T | None:
-        found = (ask(c) for c in self.checks if ctx is not None and isinstance(c, protocol))
+        if ctx is None:
+            return None
+        found = (ask(c) for c in self.checks if isinstance(c, protocol))
         return next((x for x in found if x is not None), None)
 
     def choose(
