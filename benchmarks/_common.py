@@ -27,7 +27,7 @@ from verimap.evals.data import DataSource
 from verimap.evals.runner import ERRORS, RESULTS, ResultsLog
 from verimap.evals.scoring import Score, score_gsm8k
 from verimap.evals.tasksets import Benchmark, EvalTask
-from verimap.events import PLAN_FALLBACK
+from verimap.events import MODEL_CALL, PLAN_FALLBACK
 from verimap.llm.base import Model
 from verimap.sandbox import get_sandbox
 from verimap.sandbox.base import Sandbox
@@ -115,6 +115,7 @@ class Row:
     no_plan: bool = False
     fallbacks: int = 0
     cached_tokens: int = 0
+    model_s: float | None = None  # seconds inside model calls, from the trace
     record: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -133,22 +134,63 @@ class Cell:
     def records(self) -> list[dict[str, Any]]:
         return [r.record for r in self.rows]
 
+    @property
+    def generation_rate(self) -> float | None:
+        """Completion tokens per second inside model calls: the speed of the host the cell was
+        timed on, whatever its tasks asked for (None without traces)."""
+        timed = [r for r in self.rows if r.model_s]
+        seconds = sum(r.model_s or 0.0 for r in timed)
+        return sum(r.completion_tokens for r in timed) / seconds if seconds > 0 else None
 
-def count_fallbacks(trace: Path) -> int | None:
-    """`plan_fallback` events in a trace: the record's own count may be missing in older records,
-    the trace always says. None when the trace cannot be read."""
+
+# Cells timed side by side ran within 1.45x of react's generation rate in every run directory of
+# eval/runs; one resumed on a slower host ran 3.9x apart (docs/decisions.md, D30).
+SPEED_SPREAD = 2.0
+
+
+def unlike_speeds(a: Cell, b: Cell) -> str | None:
+    """Why the wall times of `a` and `b` cannot be divided, or None when they can: a ratio of
+    times means something only when both were taken at one speed, and `--resume` may time a
+    cell on another host or beside other work."""
+    ra, rb = a.generation_rate, b.generation_rate
+    if ra and rb and max(ra, rb) / min(ra, rb) > SPEED_SPREAD:
+        return f"not comparable: {ra:.0f} vs {rb:.0f} tokens/s"
+    return None
+
+
+def trace_events(trace: Path) -> list[dict[str, Any]] | None:
+    """A trace's events, skipping lines that do not parse; None when it cannot be read."""
     try:
         lines = trace.read_text(encoding="utf-8").splitlines()
     except OSError:
         return None
-    n = 0
+    events = []
     for line in lines:
         with contextlib.suppress(json.JSONDecodeError):
-            n += json.loads(line).get("type") == PLAN_FALLBACK
-    return n
+            events.append(json.loads(line))
+    return events
 
 
-def row_from_record(rec: dict[str, Any], fallbacks: int | None = None) -> Row:
+def count_fallbacks(trace: Path) -> int | None:
+    """`plan_fallback` events in a trace: the record's own count may be missing in older records,
+    the trace always says. None when the trace cannot be read."""
+    events = trace_events(trace)
+    return None if events is None else sum(e.get("type") == PLAN_FALLBACK for e in events)
+
+
+def model_seconds(events: list[dict[str, Any]]) -> float | None:
+    """Seconds the trace's model calls took (None when it times none)."""
+    took = [
+        float(e["data"]["duration_s"])
+        for e in events
+        if e.get("type") == MODEL_CALL and (e.get("data") or {}).get("duration_s") is not None
+    ]
+    return sum(took) if took else None
+
+
+def row_from_record(
+    rec: dict[str, Any], fallbacks: int | None = None, model_s: float | None = None
+) -> Row:
     """A results.jsonl record as a Row; calls and tokens are summed over the roles."""
     usage = (rec.get("usage") or {}).values()
     return Row(
@@ -162,6 +204,7 @@ def row_from_record(rec: dict[str, Any], fallbacks: int | None = None) -> Row:
         verified=bool(rec.get("verified")),
         no_plan="planning failed" in (rec.get("error") or ""),
         fallbacks=int(rec.get("fallbacks", 0)) if fallbacks is None else fallbacks,
+        model_s=model_s,
         record=rec,
     )
 
@@ -172,8 +215,12 @@ def read_cell(bench: str, method: str, out: Path, order: list[str] | None = None
     cell = Cell(bench, method)
     done = ResultsLog(out / RESULTS).load()
     for rec in done.values():
-        trace = out / rec["trace"] if rec.get("trace") else None
-        cell.rows.append(row_from_record(rec, count_fallbacks(trace) if trace else None))
+        events = trace_events(out / rec["trace"]) if rec.get("trace") else None
+        if events is None:
+            cell.rows.append(row_from_record(rec))
+            continue
+        fallbacks = sum(e.get("type") == PLAN_FALLBACK for e in events)
+        cell.rows.append(row_from_record(rec, fallbacks, model_seconds(events)))
     errors = ResultsLog(out / ERRORS).load()
     cell.errors = sorted({e["task_id"] for k, e in errors.items() if k not in done})
     if order:

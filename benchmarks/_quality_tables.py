@@ -12,7 +12,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable
 
-from _common import Cell, Row, seconds
+from _common import Cell, Row, seconds, unlike_speeds
 
 from verimap.evals.runner import task_key
 from verimap.evals.stats import (
@@ -55,9 +55,11 @@ def mean_of(rows: list[Row], what: Callable[[Row], float]) -> float | None:
 
 
 def time_ratio(cell: Cell, react: Cell | None) -> str:
-    """Wall time over react's, on the tasks both finished."""
+    """Wall time over react's, on the tasks both finished, when both were timed at one speed."""
     if react is None:
         return "–"
+    if cell is not react and (unlike := unlike_speeds(cell, react)):
+        return unlike
     theirs = {r.task_id: r.wall_s for r in react.rows}
     common = [r for r in cell.rows if r.task_id in theirs]
     base = sum(theirs[r.task_id] for r in common)
@@ -185,6 +187,9 @@ def pens_table(cells: list[Cell], rounds: int) -> list[str]:
     walls = {c.method: median_wall(c) for c in cells}
     ours, react = walls.get(VERIMAP), walls.get(REACT)
     ratio = f"{ours / react:.2f}×" if ours and react else "–"
+    by = {c.method: c for c in cells}
+    if VERIMAP in by and REACT in by and (unlike := unlike_speeds(by[VERIMAP], by[REACT])):
+        ratio = unlike
     return [*lines, "", f"verimap's median time over react's: {ratio}"]
 
 
@@ -194,7 +199,9 @@ LEGEND = (
     "never counted as verified. *verified precision*: the share of verified answers that are "
     "right. *coverage*: the share of tasks verified. *false pos. / false neg.* (the paper's "
     "Table 4): verified but wrong / right but not verified, rates over all tasks. Intervals are "
-    "Wilson 95%. *time vs react*: wall time over react's on the tasks both finished. Paired "
+    "Wilson 95%. *time vs react*: wall time over react's on the tasks both finished, unless "
+    "the two were timed at generation speeds more than 2x apart (another host or another "
+    "load, as a resumed run may be): then the two speeds are shown instead. Paired "
     "comparisons: wins = verimap right and the other wrong; the exact McNemar p is over the "
     "tasks where they disagree; the interval is a seeded paired bootstrap (10,000 resamples). "
     "All from `verimap.evals.stats`."

@@ -243,6 +243,41 @@ def test_pens_table_gives_every_run_and_the_ratio_of_median_times(tmp_path):
     assert "verimap's median time over react's: 1.75×" in md
 
 
+def _write_timed(runs_dir: Path, bench: str, method: str, records: list[dict], model_s: float):
+    """`_write` with a trace per record whose one model call took `model_s` seconds."""
+    records = [{**r, "trace": f"traces/{r['task_id']}-{r['run']}.jsonl"} for r in records]
+    _write(runs_dir, bench, method, records)
+    for r in records:
+        trace = vq.cell_dir(runs_dir, bench, method) / r["trace"]
+        trace.parent.mkdir(parents=True, exist_ok=True)
+        trace.write_text(json.dumps({"type": "model_call", "data": {"duration_s": model_s}}) + "\n")
+
+
+# verimap: 50 tokens in 5 s a task (10 tokens/s); react: 20 tokens a task, at 30 or 10 tokens/s.
+@pytest.mark.parametrize(
+    ("react_model_s", "shown"), [(2 / 3, "not comparable: 10 vs 30 tokens/s"), (2.0, "2.00×")]
+)
+def test_times_are_divided_only_when_both_were_taken_at_one_speed(tmp_path, react_model_s, shown):
+    window = _window(2)
+    ours = [_record(t, "verimap", 1, 1, 10.0, 5) for t in window.ids]
+    _write_timed(tmp_path, "gsm8k", "verimap", ours, 5.0)
+    theirs = [_record(t, "react", 1, 0, 5.0, 2) for t in window.ids]
+    _write_timed(tmp_path, "gsm8k", "react", theirs, react_model_s)
+    cells = vq.read_cells(tmp_path, vq.interleave([window], ["react", "verimap"]), [window], {})
+    md = vq.render("## h", {"gsm8k": window.ids}, cells, 3)
+    assert _line(md, "| verimap |").endswith(f"| 10.0 s | {shown} |")
+    assert _line(md, "| react |").endswith("| 5.0 s | 1.00× |")
+
+
+def test_the_pens_ratio_is_withheld_when_the_two_ran_at_different_speeds(tmp_path):
+    react = [_record("pens", "react", 1, 0, 10.0, 2, run=r, bench="pens") for r in range(3)]
+    ours = [_record("pens", "verimap", 1, 1, 30.0, 5, run=r, bench="pens") for r in range(3)]
+    _write_timed(tmp_path, "pens", "react", react, 2 / 3)
+    _write_timed(tmp_path, "pens", "verimap", ours, 5.0)
+    md = vq.render("## h", {}, vq.read_cells(tmp_path, vq.pens_pairs(), [], {}), 3)
+    assert "verimap's median time over react's: not comparable: 10 vs 30 tokens/s" in md
+
+
 def test_directories_are_refused_without_resume_or_with_another_seed_model_or_k(tmp_path):
     pairs = vq.interleave([_window(1)], ["sc"])
     vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=False)  # nothing there yet
