@@ -2,7 +2,7 @@
 
     python3 benchmarks/verification_quality.py --seed S [--gsm8k 30] [--humaneval 30]
         [--methods bare,sc,program,react,verimap] [--samples K] [--ballot B] [--pens]
-        [--model qwen2.5-coder-1.5b] [--runs-dir DIR] [--resume]
+        [--model qwen2.5-coder-1.5b] [--runs-dir DIR] [--resume | --report-only]
         [--out eval/verification-quality.md] [--sandbox docker] [--data-dir DIR]
 
 Issue 40's goals are measured here: verified precision and coverage, verimap's accuracy against
@@ -25,7 +25,9 @@ methods rotates from task to task, so neither slow drift of the machine nor the 
 cache favours one of them. Each (benchmark, method) has its own run directory under --runs-dir
 (results.jsonl, errors.jsonl, one trace per task), so the run can be stopped (Ctrl-C, SIGTERM)
 and continued in parts with --resume; the tables are rebuilt from those directories every time,
-stopped or not. Every statistic comes from `verimap.evals.stats`.
+stopped or not. A part resumed on another host runs at another speed: its time is divided by
+react's only when their generation rates are within 2x (D30). Every statistic comes from
+`verimap.evals.stats`.
 """
 
 from __future__ import annotations
@@ -442,13 +444,14 @@ def main(argv: list[str] | None = None) -> int:
         args.samples_from = "set with --samples"
         if args.samples is None:
             args.samples, args.samples_from = matched_samples(runs_dir, windows)
-        check_dirs(pairs, runs_dir, args.seed, args.model, args.samples, args.resume,
-                   args.ballot or DEFAULT_BALLOT)  # fmt: skip
+        check_dirs(pairs, runs_dir, args.seed, args.model, args.samples,
+                   args.resume or args.report_only, args.ballot or DEFAULT_BALLOT)  # fmt: skip
     except (DataError, RunDirError, ValueError) as e:
         say(f"error: {e} (this benchmark's --out is --runs-dir {runs_dir})")
         return 2
-    todo = unfinished(pairs, runs_dir)
-    say(f"{len(pairs) - len(todo)} of {len(pairs)} (task, method) pairs already done")
+    left = unfinished(pairs, runs_dir)
+    say(f"{len(pairs) - len(left)} of {len(pairs)} (task, method) pairs already done")
+    todo = [] if args.report_only else left
     notes: dict[tuple[str, str], str] = {}
     command = sys.argv if argv is None else ["benchmarks/verification_quality.py", *argv]
     config: dict[str, Any] = {"policies": chosen_policies(None, {"model": args.model})}
@@ -470,6 +473,8 @@ def main(argv: list[str] | None = None) -> int:
         header += f"\n- wall time of this invocation: {seconds(time.monotonic() - t0)}"
         if interrupted:
             header += " (interrupted: continue with --resume)"
+        if args.report_only and left:
+            header += f" (report only: {len(left)} pairs not run; continue with --resume)"
         return render(header, {w.name: w.ids for w in windows}, cells, PENS_ROUNDS)
 
     hint = f"the same command plus --resume (run directories: {runs_dir})"
@@ -496,6 +501,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--model", default="qwen2.5-coder-1.5b", help="local catalog model")
     p.add_argument("--runs-dir", default=None, help="[runs/verification-quality-SEED]")
     p.add_argument("--resume", action="store_true", help="continue --runs-dir: skip finished pairs")
+    p.add_argument("--report-only", action="store_true",
+                   help="rebuild the tables from --runs-dir and run nothing")  # fmt: skip
     p.add_argument("--out", default="eval/verification-quality.md", help="Markdown ('' for none)")
     p.add_argument("--sandbox", default="docker", choices=KINDS)
     p.add_argument("--data-dir", default=None, help="benchmark data [as verimap eval]")

@@ -422,6 +422,20 @@ def test_a_finished_run_reports_from_its_directories_without_starting_a_server(t
     assert vq.main(argv[:-1]) == 2  # the same directories without --resume are refused
 
 
+def test_report_only_rebuilds_the_tables_of_an_unfinished_run_and_runs_nothing(tmp_path):
+    window = vq.draw_window("gsm8k", 2, seed=5)
+    runs = tmp_path / "runs"
+    _write(runs, "gsm8k", "verimap", [_record(window.ids[0], "verimap", 1, 1, 3.0, 1)],
+           seed=5, model="qwen2.5-coder-1.5b")  # fmt: skip
+    out = tmp_path / "vq.md"
+    argv = ["--seed", "5", "--gsm8k", "2", "--humaneval", "0", "--methods", "verimap",
+            "--runs-dir", str(runs), "--out", str(out), "--report-only"]  # fmt: skip
+    assert vq.main(argv) == 0  # no server: nothing left is run
+    md = out.read_text()
+    assert "(report only: 1 pairs not run; continue with --resume)" in md
+    assert f"| {window.ids[0]} | ✓ V 3 s, 1 |" in md and f"| {window.ids[1]} | – |" in md
+
+
 def test_an_interrupted_run_still_writes_its_tables(tmp_path):
     async def stopped() -> None:
         raise asyncio.CancelledError
