@@ -144,7 +144,7 @@ class Cell:
 
 
 # Cells timed side by side ran within 1.45x of react's generation rate in every run directory of
-# eval/runs; one resumed on a slower host ran 3.9x apart (docs/decisions.md, D30).
+# eval/runs; one resumed on a slower host ran 3.3x apart (docs/decisions.md, D30).
 SPEED_SPREAD = 2.0
 
 
