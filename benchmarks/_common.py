@@ -171,11 +171,16 @@ def trace_events(trace: Path) -> list[dict[str, Any]] | None:
     return events
 
 
+def fallbacks_in(events: list[dict[str, Any]]) -> int:
+    """`plan_fallback` events: the record's own count may be missing in older records, the
+    trace always says."""
+    return sum(e.get("type") == PLAN_FALLBACK for e in events)
+
+
 def count_fallbacks(trace: Path) -> int | None:
-    """`plan_fallback` events in a trace: the record's own count may be missing in older records,
-    the trace always says. None when the trace cannot be read."""
+    """`fallbacks_in` a trace file; None when it cannot be read."""
     events = trace_events(trace)
-    return None if events is None else sum(e.get("type") == PLAN_FALLBACK for e in events)
+    return None if events is None else fallbacks_in(events)
 
 
 def model_seconds(events: list[dict[str, Any]]) -> float | None:
@@ -219,8 +224,7 @@ def read_cell(bench: str, method: str, out: Path, order: list[str] | None = None
         if events is None:
             cell.rows.append(row_from_record(rec))
             continue
-        fallbacks = sum(e.get("type") == PLAN_FALLBACK for e in events)
-        cell.rows.append(row_from_record(rec, fallbacks, model_seconds(events)))
+        cell.rows.append(row_from_record(rec, fallbacks_in(events), model_seconds(events)))
     errors = ResultsLog(out / ERRORS).load()
     cell.errors = sorted({e["task_id"] for k, e in errors.items() if k not in done})
     if order:

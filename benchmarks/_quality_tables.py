@@ -58,7 +58,7 @@ def time_ratio(cell: Cell, react: Cell | None) -> str:
     """Wall time over react's, on the tasks both finished, when both were timed at one speed."""
     if react is None:
         return "–"
-    if cell is not react and (unlike := unlike_speeds(cell, react)):
+    if unlike := unlike_speeds(cell, react):
         return unlike
     theirs = {r.task_id: r.wall_s for r in react.rows}
     common = [r for r in cell.rows if r.task_id in theirs]

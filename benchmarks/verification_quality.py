@@ -450,6 +450,9 @@ def main(argv: list[str] | None = None) -> int:
         say(f"error: {e} (this benchmark's --out is --runs-dir {runs_dir})")
         return 2
     left = unfinished(pairs, runs_dir)
+    if args.report_only and len(left) == len(pairs):
+        say(f"error: --report-only: no finished (task, method) pair of this draw in {runs_dir}")
+        return 2
     say(f"{len(pairs) - len(left)} of {len(pairs)} (task, method) pairs already done")
     todo = [] if args.report_only else left
     notes: dict[tuple[str, str], str] = {}

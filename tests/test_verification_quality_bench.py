@@ -434,6 +434,8 @@ def test_report_only_rebuilds_the_tables_of_an_unfinished_run_and_runs_nothing(t
     md = out.read_text()
     assert "(report only: 1 pairs not run; continue with --resume)" in md
     assert f"| {window.ids[0]} | ✓ V 3 s, 1 |" in md and f"| {window.ids[1]} | – |" in md
+    empty = [str(tmp_path / "none") if a == str(runs) else a for a in argv]
+    assert vq.main(empty) == 2  # nothing recorded there: an error, not an empty report
 
 
 def test_an_interrupted_run_still_writes_its_tables(tmp_path):
