@@ -96,6 +96,38 @@ def test_same_method_on_both_sides_is_labelled_by_directory(tmp_path):
     assert "| | A: old | B: new |" in invoke(da, db).output
 
 
+def test_draws_pool_with_also_into_one_pairing(tmp_path):
+    """Two draws of different tasks: the pooled pairing is the sum of the two, by hand."""
+    right_a, right_b = [1, 1, 0, 1], [1, 0, 0, 0]  # draw 1: A wins 2, both right 1, both wrong 1
+    draw1 = (
+        write(tmp_path / "d1" / "a", [rec("verimap", i, bool(c), c == 1) for i, c in enumerate(right_a)]),
+        write(tmp_path / "d1" / "b", [rec("sc", i, bool(c), False) for i, c in enumerate(right_b)]),
+    )  # fmt: skip
+    draw2 = (  # tasks 10-12: A loses 3 (one A task has no B counterpart)
+        write(tmp_path / "d2" / "a", [rec("verimap", i, False, False) for i in (10, 11, 12, 13)]),
+        write(tmp_path / "d2" / "b", [rec("sc", i, True, False) for i in (10, 11, 12)]),
+    )
+    got = json.loads(invoke(*draw1, "--also", *draw2, "--json").output)
+    assert got["a"]["dirs"] == [draw1[0], draw2[0]] and got["b"]["dirs"] == [draw1[1], draw2[1]]
+    assert (got["common"], got["only_a"], got["only_b"]) == (7, 1, 0)
+    c = got["benchmarks"][0]["comparison"]
+    assert (c["wins"], c["losses"], c["both_right"], c["both_wrong"]) == (2, 3, 1, 1)
+    assert c["p_value"] == 1.0  # exact McNemar on 2 against 3: 2 * P(X <= 2 | n=5) capped at 1
+    assert got["benchmarks"][0]["verification_a"]["precision"]["k"] == 3
+    text = invoke(*draw1, "--also", *draw2).output
+    assert f"- A: {draw1[0]} + {draw2[0]} (verimap; 8 tasks)" in text
+
+
+def test_a_task_in_two_draws_of_one_side_is_refused(tmp_path):
+    a1 = write(tmp_path / "a1", [rec("verimap", 0, True, True)])
+    b1 = write(tmp_path / "b1", [rec("sc", 0, True, False)])
+    a2 = write(tmp_path / "a2", [rec("map-v", 0, False, False)])  # the same task again
+    b2 = write(tmp_path / "b2", [rec("sc", 1, True, False)])
+    r = invoke(a1, b1, "--also", a2, b2)
+    assert r.exit_code == 1
+    assert f"{a2}: task r0/gsm8k/0 is also in {a1}, on the same side" in r.output
+
+
 def test_errors_are_clear(tmp_path):
     a, b = margin_dirs(tmp_path)
     (tmp_path / "plain").mkdir()

@@ -157,6 +157,26 @@ def test_load_records_from_dirs(tmp_path):
         load_records([tmp_path / "empty"])
 
 
+def test_directories_pool_but_a_task_counts_once_per_method(tmp_path):
+    """Draws add up in one row; the same task of a method in two directories (a run and its
+    rerun under another setting) would count twice, and is refused with both names."""
+    d1, d2, d3 = (tmp_path / n for n in ("d1", "d2", "rerun"))
+    for d, tasks in ((d1, (0, 1)), (d2, (2,)), (d3, (1,))):
+        d.mkdir()
+        for i in tasks:
+            ResultsLog(d / RESULTS).append(rec("verimap", "gsm8k", 0, i, i != 1))
+    ResultsLog(d2 / RESULTS).append(rec("react", "gsm8k", 0, 1, True))  # another method: fine
+    pooled = load_records([d1, d2])
+    assert sorted((r["method"], r["task_id"]) for r in pooled) == [
+        ("react", "gsm8k/1"), ("verimap", "gsm8k/0"), ("verimap", "gsm8k/1"), ("verimap", "gsm8k/2")
+    ]  # fmt: skip
+    why = f"{d3}: task r0/gsm8k/1 of method verimap is also in {d1}, so the tables count it twice"
+    with pytest.raises(RunDirError, match=re.escape(why)):
+        load_records([d1, d3])
+    with pytest.raises(RunDirError, match="is also in"):
+        load_records([d1, d1])
+
+
 def test_multihoprag_question_types():
     recs = []
     for i, (qt, ok) in enumerate(

@@ -146,6 +146,22 @@ def test_inputs_are_classified_and_missing_traces_fall_back_to_the_plans(oracle_
         classify([tmp_path / "missing"])
 
 
+def test_a_task_of_one_method_in_two_directories_is_flagged(oracle_dirs, tmp_path):
+    """The page pools its directories into one row per method, as `eval report` does, so a
+    rerun of the same tasks beside the run counts each task twice: the page still shows both
+    runs' tasks (looking at a rerun is what it is for) and says so among its problems."""
+    need_dot()
+    rerun = tmp_path / "rerun"
+    rerun.mkdir()
+    for name in ("config.json", "results.jsonl"):
+        (rerun / name).write_bytes((oracle_dirs[0] / name).read_bytes())
+    report = build_report([oracle_dirs[0], rerun])
+    assert len(report.tasks) == 2 * len(records(oracle_dirs[0]))
+    flagged = [p for p in report.problems if "so the tables count it twice" in p]
+    assert len(flagged) == 1 and flagged[0].startswith(f"{rerun}: task r0/")
+    assert not [p for p in build_report([oracle_dirs[0]]).problems if "twice" in p]
+
+
 def test_hostile_node_ids_from_a_hand_written_trace_stay_text(tmp_path):
     # Plans from the runner always have identifier ids; an edited or foreign trace may not.
     need_dot()

@@ -7,6 +7,7 @@ each side's accuracy, verified precision and coverage with Wilson intervals.
 
 verimap eval compare runs/gsm8k-verimap runs/gsm8k-react
 verimap eval compare runs/a runs/b --benchmark humaneval --json
+verimap eval compare d1/gsm8k-verimap d1/gsm8k-sc --also d2/gsm8k-verimap d2/gsm8k-sc
 """
 
 from __future__ import annotations
@@ -29,16 +30,29 @@ if TYPE_CHECKING:
 Record = dict[str, Any]
 
 
-def _load(d: str) -> list[Record]:
+def _load(dirs: Sequence[str]) -> list[Record]:
+    """One side's records, pooled over its directories; a task must be in only one of them,
+    whatever the method, or it would be paired twice."""
     from verimap.evals.report import load_records
     from verimap.evals.runner import RunDirError
+    from verimap.evals.stats import record_key
 
-    try:
-        records = load_records([d])
-    except RunDirError as e:
-        raise click.ClickException(str(e)) from None
-    if not records:
-        raise click.ClickException(f"{d}: no finished tasks yet; nothing to compare")
+    records: list[Record] = []
+    seen: dict[str, str] = {}
+    for d in dirs:
+        try:
+            got = load_records([d])
+        except RunDirError as e:
+            raise click.ClickException(str(e)) from None
+        if not got:
+            raise click.ClickException(f"{d}: no finished tasks yet; nothing to compare")
+        for r in got:
+            if (first := seen.setdefault(record_key(r), d)) != d:
+                raise click.ClickException(
+                    f"{d}: task {record_key(r)} is also in {first}, on the same side; each "
+                    "--also pair must hold other tasks (another draw)"
+                )
+        records += got
     return records
 
 
@@ -155,21 +169,33 @@ def _header(names: tuple[str, str], a: list[Record], b: list[Record], pairing: P
 @click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True,
               help="Bootstrap resamples of the accuracy difference.")  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
+@click.option("--also", "also", nargs=2, multiple=True, metavar="DIR_A DIR_B",
+              type=click.Path(exists=True, file_okay=False),
+              help="Pool another pair of directories (another draw of tasks) into A and B; "
+                   "repeatable.")  # fmt: skip
 def compare(
-    dir_a: str, dir_b: str, benchmark: str | None, as_json: bool, resamples: int, seed: int
+    dir_a: str,
+    dir_b: str,
+    benchmark: str | None,
+    as_json: bool,
+    resamples: int,
+    seed: int,
+    also: tuple[tuple[str, str], ...],
 ) -> None:
     """Pair two eval output dirs on their common tasks (run i of a task with run i of it):
-    wins, losses, exact McNemar p, bootstrap CI of the accuracy difference, per benchmark."""
+    wins, losses, exact McNemar p, bootstrap CI of the accuracy difference, per benchmark.
+    With --also, several draws are pooled, each side's directories holding different tasks."""
     from verimap.evals.stats import to_json
 
-    a, b = _load(dir_a), _load(dir_b)
-    names = (dir_a, dir_b)
+    dirs_a, dirs_b = [dir_a, *(x for x, _ in also)], [dir_b, *(y for _, y in also)]
+    a, b = _load(dirs_a), _load(dirs_b)
+    names = (" + ".join(dirs_a), " + ".join(dirs_b))
     pairing, comps = _paired(a, b, names, benchmark, resamples=resamples, seed=seed)
     runs = len({ra.get("run", 0) for ra, _ in pairing.pairs})
     if as_json:
         click.echo(json.dumps({
-            "a": {"dir": dir_a, "methods": _methods(a), "tasks": len(a)},
-            "b": {"dir": dir_b, "methods": _methods(b), "tasks": len(b)},
+            "a": {"dir": dir_a, "dirs": dirs_a, "methods": _methods(a), "tasks": len(a)},
+            "b": {"dir": dir_b, "dirs": dirs_b, "methods": _methods(b), "tasks": len(b)},
             "common": len(pairing.pairs), "only_a": len(pairing.only_a),
             "only_b": len(pairing.only_b), "runs": runs,
             "benchmarks": to_json(comps),

@@ -74,14 +74,29 @@ def load_records(
     dirs: Iterable[str | os.PathLike[str]], problems: list[str] | None = None
 ) -> list[dict[str, Any]]:
     """Every finished record in `dirs` (a directory without results.jsonl is an error); each
-    line skipped is noted in `problems` when given."""
-    out: list[dict[str, Any]] = []
-    for d in dirs:
-        loaded = load_dir(d)
-        out += loaded.records
-        if problems is not None:
-            problems += loaded.problems
-    return out
+    line skipped is noted in `problems` when given. A task a method finished in two of the
+    directories is an error (`double_counted`)."""
+    loaded = [load_dir(d) for d in dirs]
+    if why := double_counted((x.path, x.records) for x in loaded):
+        raise RunDirError(f"{why}; pooled directories must hold different tasks (another draw): "
+                          "report each directory on its own")  # fmt: skip
+    if problems is not None:
+        problems += [q for x in loaded for q in x.problems]
+    return [r for x in loaded for r in x.records]
+
+
+def double_counted(dirs: Iterable[tuple[Path, Sequence[dict[str, Any]]]]) -> str | None:
+    """Several directories pool into one row per method, which is how draws of fresh tasks add
+    up; a task a method finished in two of them (a run and its rerun under another setting)
+    would count twice. The first such task, with both directories, or None."""
+    where: dict[tuple[str, str], tuple[int, Path]] = {}
+    for i, (path, records) in enumerate(dirs):
+        for rec in records:
+            j, first = where.setdefault((str(rec.get("method")), rec["key"]), (i, path))
+            if j != i:
+                return (f"{path}: task {rec['key']} of method {rec.get('method')} is also in "
+                        f"{first}, so the tables count it twice")  # fmt: skip
+    return None
 
 
 def _fmt(x: float, digits: int = 1) -> str:
