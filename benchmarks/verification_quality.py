@@ -3,7 +3,7 @@
     python3 benchmarks/verification_quality.py --seed S [--gsm8k 30] [--humaneval 30]
         [--methods bare,sc,program,react,verimap] [--samples K] [--ballot B] [--pens]
         [--model qwen2.5-coder-1.5b] [--runs-dir DIR] [--resume | --report-only]
-        [--out eval/verification-quality.md] [--sandbox docker] [--data-dir DIR]
+        [--out RUNS_DIR/report.md] [--sandbox docker] [--data-dir DIR]
 
 Issue 40's goals are measured here: verified precision and coverage, verimap's accuracy against
 the baselines that spend the same compute (`bare`, `sc` at k samples, `program`) and against
@@ -506,7 +506,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--resume", action="store_true", help="continue --runs-dir: skip finished pairs")
     p.add_argument("--report-only", action="store_true",
                    help="rebuild the tables from --runs-dir and run nothing")  # fmt: skip
-    p.add_argument("--out", default="eval/verification-quality.md", help="Markdown ('' for none)")
+    p.add_argument("--out", default=None,
+                   help="Markdown ('' for none) [report.md in --runs-dir: the tables of a draw "
+                   "stay beside its runs, and no curated page is written over]")  # fmt: skip
     p.add_argument("--sandbox", default="docker", choices=KINDS)
     p.add_argument("--data-dir", default=None, help="benchmark data [as verimap eval]")
     args = p.parse_args(argv)
@@ -520,6 +522,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if min(args.gsm8k, args.humaneval) < 0 or (args.samples is not None and args.samples < 1):
         p.error("task counts must be >= 0 and --samples >= 1")
     args.runs_dir = args.runs_dir or f"runs/verification-quality-{args.seed}"
+    if args.out is None:
+        args.out = str(Path(args.runs_dir) / "report.md")
     return args
 
 

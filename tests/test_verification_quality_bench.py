@@ -107,6 +107,9 @@ def test_the_seed_is_required_and_the_error_says_how_to_pick_one(capsys):
     assert "secrets.randbelow" in capsys.readouterr().err
     args = vq.parse_args(["--seed", "5"])
     assert args.runs_dir == "runs/verification-quality-5" and args.samples is None  # matched
+    assert args.out == "runs/verification-quality-5/report.md"  # never the curated eval page
+    assert vq.parse_args(["--seed", "5", "--runs-dir", "d"]).out == "d/report.md"
+    assert vq.parse_args(["--seed", "5", "--out", ""]).out == ""
     assert args.methods.split(",") == ["bare", "sc", "program", "react", "verimap"]
     with pytest.raises(SystemExit):
         vq.parse_args(["--seed", "5", "--methods", "bare,nonsense"])
