@@ -35,3 +35,38 @@ def test_every_relative_link_in_the_readme_exists():
     local = [t for t in targets if not re.match(r"[a-z]+://", t)]
     assert local, "the README links to its docs"
     assert [t for t in local if not (REPO / t).exists()] == []
+
+
+def test_the_readme_gsm8k_column_is_what_the_pooled_run_directories_say():
+    """The results table is computed, not typed: each method's GSM8K count, verimap's verified
+    precision and the paired wins and losses come from the five draws' run directories in
+    eval/runs, pooled as eval/verification-quality.md pools them."""
+    from verimap.evals.report import load_records
+    from verimap.evals.stats import compare_records
+
+    runs = REPO / "eval" / "runs"
+    seeds = ["318662", "555653", "872998", "843887", "6441"]
+    strict = {"555653", "872998"}  # verimap's strict-ballot directory of these draws
+
+    def pooled(method: str) -> list[dict]:
+        dirs = [runs / f"vq-{s}{'-strict' if method == 'verimap' and s in strict else ''}"
+                / f"gsm8k-{method}" for s in seeds]  # fmt: skip
+        return load_records(dirs)
+
+    vm = pooled("verimap")
+    rows = {m: re.search(rf"^\| `{m}`[^\n]*", README, re.M) for m in ("bare", "sc", "program")}
+    rows["react"] = re.search(r"^\| `react` \|[^\n]*", README, re.M)
+    rows["verimap"] = re.search(r"^\| `verimap` \(default\)[^\n]*", README, re.M)
+    for method, row in rows.items():
+        assert row, f"no README row for {method}"
+        recs = vm if method == "verimap" else pooled(method)
+        right = sum(bool(r["correct"]) for r in recs)
+        assert f"{right}/{len(recs)} = " in row.group(0), (method, right, len(recs))
+        if method != "verimap":
+            (c,) = compare_records(vm, recs)
+            wins, losses = c.comparison.wins, c.comparison.losses
+            said = rf"`{method}` (?:within the noise )?\({wins}–{losses}, p = "
+            assert re.search(said, " ".join(README.split())), (method, wins, losses)
+    verified = [r for r in vm if r["verified"]]
+    right = sum(bool(r["correct"]) for r in verified)
+    assert f"{right}/{len(verified)} = " in rows["verimap"].group(0)
