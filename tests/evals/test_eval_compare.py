@@ -126,6 +126,8 @@ def test_a_task_in_two_draws_of_one_side_is_refused(tmp_path):
     r = invoke(a1, b1, "--also", a2, b2)
     assert r.exit_code == 1
     assert f"{a2}: task r0/gsm8k/0 is also in {a1}, on the same side" in r.output
+    r = invoke(a1, b1, "--also", a1, b2)  # one directory twice
+    assert r.exit_code == 1 and f"{a1}: task r0/gsm8k/0 is also in {a1}" in r.output
 
 
 def test_errors_are_clear(tmp_path):

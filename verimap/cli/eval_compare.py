@@ -38,8 +38,8 @@ def _load(dirs: Sequence[str]) -> list[Record]:
     from verimap.evals.stats import record_key
 
     records: list[Record] = []
-    seen: dict[str, str] = {}
-    for d in dirs:
+    seen: dict[str, tuple[int, str]] = {}
+    for i, d in enumerate(dirs):
         try:
             got = load_records([d])
         except RunDirError as e:
@@ -47,9 +47,9 @@ def _load(dirs: Sequence[str]) -> list[Record]:
         if not got:
             raise click.ClickException(f"{d}: no finished tasks yet; nothing to compare")
         for r in got:
-            if (first := seen.setdefault(record_key(r), d)) != d:
+            if (first := seen.setdefault(record_key(r), (i, d)))[0] != i:
                 raise click.ClickException(
-                    f"{d}: task {record_key(r)} is also in {first}, on the same side; each "
+                    f"{d}: task {record_key(r)} is also in {first[1]}, on the same side; each "
                     "--also pair must hold other tasks (another draw)"
                 )
         records += got
