@@ -33,27 +33,25 @@ Record = dict[str, Any]
 def _load(dirs: Sequence[str]) -> list[Record]:
     """One side's records, pooled over its directories; a task must be in only one of them,
     whatever the method, or it would be paired twice."""
-    from verimap.evals.report import load_records
+    from verimap.evals.report import double_counted, load_records
     from verimap.evals.runner import RunDirError
     from verimap.evals.stats import record_key
 
-    records: list[Record] = []
-    seen: dict[str, tuple[int, str]] = {}
-    for i, d in enumerate(dirs):
+    loaded: list[tuple[Path, list[Record]]] = []
+    for d in dirs:
         try:
             got = load_records([d])
         except RunDirError as e:
             raise click.ClickException(str(e)) from None
         if not got:
             raise click.ClickException(f"{d}: no finished tasks yet; nothing to compare")
-        for r in got:
-            if (first := seen.setdefault(record_key(r), (i, d)))[0] != i:
-                raise click.ClickException(
-                    f"{d}: task {record_key(r)} is also in {first[1]}, on the same side; each "
-                    "--also pair must hold other tasks (another draw)"
-                )
-        records += got
-    return records
+        loaded.append((Path(d), got))
+    if twice := double_counted(loaded, key=record_key):
+        raise click.ClickException(
+            f"{twice.path}: task {record_key(twice.record)} is also in {twice.first}, on the "
+            "same side; each --also pair must hold other tasks (another draw)"
+        )
+    return [r for _, got in loaded for r in got]
 
 
 def _methods(records: Sequence[Record]) -> list[str]:

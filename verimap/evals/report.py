@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,17 +85,37 @@ def load_records(
     return [r for x in loaded for r in x.records]
 
 
-def double_counted(dirs: Iterable[tuple[Path, Sequence[dict[str, Any]]]]) -> str | None:
+@dataclass(frozen=True)
+class DoubleCount:
+    """A task found again in a later directory of a pool: where, and where it was first."""
+
+    path: Path
+    first: Path
+    record: dict[str, Any]
+
+    def __str__(self) -> str:
+        return (f"{self.path}: task {self.record['key']} of method {self.record.get('method')} "
+                f"is also in {self.first}, so the tables count it twice")  # fmt: skip
+
+
+def _method_and_key(rec: dict[str, Any]) -> Hashable:
+    return (str(rec.get("method")), rec["key"])
+
+
+def double_counted(
+    dirs: Iterable[tuple[Path, Sequence[dict[str, Any]]]],
+    key: Callable[[dict[str, Any]], Hashable] = _method_and_key,
+) -> DoubleCount | None:
     """Several directories pool into one row per method, which is how draws of fresh tasks add
     up; a task a method finished in two of them (a run and its rerun under another setting)
-    would count twice. The first such task, with both directories, or None."""
-    where: dict[tuple[str, str], tuple[int, Path]] = {}
+    would count twice. The first such task, or None. `key` says what may occur once (a side of
+    `eval compare` holds each task once, whatever the method)."""
+    where: dict[Hashable, tuple[int, Path]] = {}
     for i, (path, records) in enumerate(dirs):
         for rec in records:
-            j, first = where.setdefault((str(rec.get("method")), rec["key"]), (i, path))
+            j, first = where.setdefault(key(rec), (i, path))
             if j != i:
-                return (f"{path}: task {rec['key']} of method {rec.get('method')} is also in "
-                        f"{first}, so the tables count it twice")  # fmt: skip
+                return DoubleCount(path, first, rec)
     return None
 
 

@@ -307,7 +307,7 @@ def build_report(
     report = Report(title="verimap report", inputs=[str(p) for p in paths])
     loaded = [(d, *_load_records(d, max_chars, report.problems)) for d in evals]
     if why := tables.double_counted((d, recs) for d, _, recs in loaded):
-        report.problems.append(why)  # the page still shows every task of both
+        report.problems.append(str(why))  # the page still shows every task of both
     all_records = [r for _, _, recs in loaded for r in recs]
     points = _points(all_records) if all_records else []
     risk = risk_plots(all_records)
