@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, str] = {
     "eval": "verimap.cli.eval:eval_",
     "view": "verimap.cli.view:view",
     "export": "verimap.cli.export:export",
+    "trust": "verimap.cli.trust:trust",
 }
 
 
@@ -205,11 +206,11 @@ class LazyGroup(click.Group):
         target = SUBCOMMANDS.get(cmd_name)
         if target is None:
             return None
-        from verimap.cli.defaults import name_envvars
+        from verimap.cli.defaults import prepare
 
         module, attr = target.split(":")
         cmd = getattr(importlib.import_module(module), attr)
-        name_envvars(cmd, (cmd_name,))
+        prepare(cmd, (cmd_name,))
         return cmd
 
 
@@ -220,10 +221,12 @@ def main(ctx: click.Context) -> None:
     """verimap: verification-aware multi-agent planning.
 
     Every flag also has a default from $VERIMAP_<COMMAND>_<FLAG> and from [tool.verimap] in
-    ./pyproject.toml (docs/cli.md#defaults)."""
-    from verimap.cli.defaults import tool_defaults
+    ./pyproject.toml, which sets only harmless options until you `verimap trust` it
+    (docs/cli.md#defaults)."""
+    from verimap.cli.defaults import META, read_pyproject
 
     log_to_stderr()
-    defaults = tool_defaults(main, Path("pyproject.toml"))
-    if defaults:
-        ctx.default_map = defaults
+    read = read_pyproject(main, Path("pyproject.toml"))
+    if read is not None:
+        ctx.default_map = read.defaults
+        ctx.meta[META] = read

@@ -1,36 +1,108 @@
-"""Defaults for flags from outside the command line: `VERIMAP_*` environment variables and the
-`[tool.verimap]` table of ./pyproject.toml. Precedence, click's own: the command line, then the
-environment, then `[tool.verimap]`, then the built-in default (docs/cli.md#defaults).
+"""Defaults for flags from outside the command line, and what each place may set: the one
+place the trust rule for configuration is enforced (docs/security.md#configuration).
 
-Names follow the flags, so there is nothing new to learn: `--max-tasks` of `verimap eval` is
-`VERIMAP_EVAL_MAX_TASKS` and `max-tasks` (or `max_tasks`) under `[tool.verimap.eval]`, or under
-`[tool.verimap]` itself for every command that has the flag. Settings that name code to run are
-never taken from either place, as they are never taken from a `--config` file (issue 39): a
-shared file or an inherited environment is not trusted to run code."""
+Precedence is click's own: the command line (with a `--config FILE` given there), then
+`VERIMAP_*` environment variables, then the `[tool.verimap]` table of ./pyproject.toml, then
+the built-in default (docs/cli.md#defaults). The first two are the user's. The table is the
+current directory's, a cloned repository's: until the user trusts that file as it reads now
+(`verimap trust`), it may set only the options in HARMLESS (a few within a cap). Any other it
+sets fails the command that would use it, naming each and how to give it, so nothing runs
+otherwise than the user asked; `verimap model stop`, `model status` and `trust` ignore it with
+a warning instead, and `--help` never reads it. Settings that name code to run
+(`cli_only.RUNS_CODE`) come from the command line only, whoever wrote the file.
+
+Names follow the flags: `--max-tasks` of `verimap eval` is `VERIMAP_EVAL_MAX_TASKS` and
+`max-tasks` (or `max_tasks`) under `[tool.verimap.eval]`, or under `[tool.verimap]` itself for
+every command that has the flag. An unknown key is a warning."""
 
 from __future__ import annotations
 
 import difflib
+import functools
+import json
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import click
 
+from verimap.cli.cli_only import NOT_IN_CONFIG_FILES, RUNS_CODE
 from verimap.cli.names import old_keys, walk, warn_renamed
 
-# Options that name Python code to run: the command line only, never a file or a variable.
-RUNS_CODE = {
-    "models_factory": "it names Python code to run; give --models-factory on the command line",
-}
-# Options a pyproject table may not set (the environment may).
-NOT_IN_PYPROJECT = {**RUNS_CODE, "config_file": "a config file cannot name another"}
+__all__ = ["HARMLESS", "NOT_IN_PYPROJECT", "RUNS_CODE", "Pyproject", "prepare", "read_pyproject"]
+
+NOT_IN_PYPROJECT = NOT_IN_CONFIG_FILES
 PREFIX = "VERIMAP"
+META = "verimap.pyproject"  # where the main command leaves what it read, for the commands
+# Commands that must work in any directory: what they would be refused is ignored, with a warning.
+ANYWHERE = {("model", "stop"), ("model", "status"), ("trust",)}
+
+# A value check: why an untrusted file may not set this value, or None.
+Check = Callable[[Any], str | None]
+
+
+def _at_most(cap: int) -> Check:
+    def check(value: Any) -> str | None:
+        try:
+            n = int(str(value))
+        except ValueError:
+            return None  # not a number: the option's own type says so
+        return f"more than {cap}" if n > cap else None
+
+    return check
+
+
+def _only(allowed: str) -> Check:
+    return lambda value: None if value == allowed else f"only {allowed!r} is harmless"
+
+
+def _built_in(value: Any) -> str | None:
+    from verimap.evals.tasksets import BENCHMARKS
+
+    return None if value in BENCHMARKS else "a file's name (only a built-in benchmark is harmless)"
+
+
+# What an untrusted pyproject.toml may set, by flag name: any value (None), or one that passes
+# the check. Every option not listed is refused, so a new option is refused until added here.
+HARMLESS: dict[str, Check | None] = {
+    # How much work, and how much at once.
+    "max-tasks": _at_most(64), "max-connections": _at_most(64),
+    "max-parallel-nodes": _at_most(16), "max-attempts": _at_most(10),
+    "max-iterations": _at_most(10), "epochs": _at_most(10), "samples": _at_most(16),
+    "max-nodes": None, "limit": None, "sample": None, "sample-id": None, "seed": None,
+    "call-limit": None, "token-limit": None, "cost-limit": None, "time-limit": None,
+    "timeout": None, "resamples": _at_most(100_000), "chunk-words": None,
+    # What a run does, and with which benchmark and fields.
+    "method": None, "temperature": None, "top-p": None, "cross-check": None, "ballot": None,
+    "sequential": None, "no-reuse": None, "fail-accepted": None, "benchmark": _built_in,
+    "input": None, "target": None, "id": None, "test-field": None,
+    "entry-point-field": None, "scorer": None, "domain": None, "node": None,
+    "sandbox": _only("docker"),
+    # What is shown.
+    "quiet": None, "json": None, "mermaid": None, "verbose": None, "max-chars": None, "k": None,
+    "format": None, "include-fallbacks": None, "metadata": None,
+}  # fmt: skip
+
+_ROUTES = "it chooses where requests, prompts and your API key go"
+_FILES = "it names a file or directory to read or write"
+# Why the options an untrusted file may not set are refused; any other: not HARMLESS.
+WHY: dict[str, str] = {
+    **dict.fromkeys(("base-url", "model", "planner-model", "executor-model", "judge-model",
+                     "ray-endpoint-per-node", "ray-env", "otel", "judge"), _ROUTES),
+    **dict.fromkeys(("verification", "policy"), "it weakens checking"),
+    "model-file": "it loads a model file of its choosing",
+    **dict.fromkeys(("out", "out-file", "trace-dir", "cache-dir", "data-dir", "plan-file",
+                     "problems", "inputs", "outputs", "also", "resume"), _FILES),
+    "cache": "it answers model calls from replies kept on disk",
+    "keep-server": "it keeps a process running after the command",
+}  # fmt: skip
+NOT_HARMLESS = "it is not among the settings an untrusted file may make"
 
 
 class SettingsError(click.ClickException):
-    """A bad `[tool.verimap]`: bad input, as a bad flag is."""
+    """A `[tool.verimap]` setting the command cannot take: bad input, as a bad flag is."""
 
     exit_code = 2
 
@@ -51,12 +123,30 @@ def envvar_name(path: Iterable[str], param: click.Parameter) -> str | None:
     return "_".join([PREFIX, *path, name]).upper().replace("-", "_")
 
 
-def name_envvars(cmd: click.Command, path: tuple[str, ...]) -> None:
-    """Give every option under `cmd` its variable (an option that names one keeps it)."""
+def prepare(cmd: click.Command, path: tuple[str, ...]) -> None:
+    """Make `cmd` and every command under it follow this module: each option gets its variable
+    (an option that names one keeps it), and each command checks, when it runs (after
+    `--help` had its chance), what `[tool.verimap]` gave it (`Pyproject.apply`)."""
     for sub_path, sub in walk(cmd, path):
         for p in sub.params:
             if isinstance(p, click.Option) and p.envvar is None:
                 p.envvar = envvar_name(sub_path, p)
+        if sub.callback is not None and not getattr(sub.callback, "_verimap_checked", False):
+            sub.callback = _checked(sub.callback, sub_path)
+
+
+def _checked(callback: Callable[..., Any], path: tuple[str, ...]) -> Callable[..., Any]:
+    @functools.wraps(callback)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        ctx = click.get_current_context()
+        read: Pyproject | None = ctx.meta.get(META)
+        to_come = isinstance(ctx.command, click.Group) and ctx.invoked_subcommand
+        if read is not None and not to_come:  # a group's subcommand checks its own
+            read.apply(ctx, path)
+        return callback(*args, **kwargs)
+
+    run._verimap_checked = True  # type: ignore[attr-defined]
+    return run
 
 
 def _options(cmd: click.Command) -> dict[str, click.Parameter]:
@@ -81,65 +171,191 @@ def _names(cmd: click.Command) -> set[str]:
     return set(cmd.list_commands(click.Context(cmd)))
 
 
+def _shown(value: Any) -> str:
+    return json.dumps(value, default=str)
+
+
+def _warn(text: str) -> None:
+    from verimap.redaction import for_console
+
+    click.echo(for_console(f"warning: {text}"), err=True)
+
+
+@dataclass
+class Pyproject:
+    """What ./pyproject.toml's `[tool.verimap]` gives the commands: click's default map, and
+    by command path the settings refused (parameter name -> why), the file's trust deciding."""
+
+    path: Path
+    trust: str  # "trusted", "changed" (since it was trusted) or "untrusted"
+    defaults: dict[str, Any] = field(default_factory=dict)
+    refused: dict[tuple[str, ...], dict[str, str]] = field(default_factory=dict)
+    never: set[str] = field(default_factory=set)  # refused whoever wrote the file
+
+    def apply(self, ctx: click.Context, path: tuple[str, ...]) -> None:
+        """At the start of command `path`: fail (exit 2) on a refused setting it would use,
+        naming each and how to give it (a warning for the ANYWHERE commands, which ignore it);
+        then say on one line which values it takes from the file."""
+        given = _given(ctx)
+        refused = {n: why for n, why in self.refused.get(path, {}).items() if n not in given}
+        if refused and path in ANYWHERE:
+            for name, why in refused.items():
+                state = "" if name in self.never else f" is {self._state()}"
+                _warn(f"{self.path}{state}: {why}; ignored")
+        elif refused:
+            raise SettingsError(self._refusal(ctx, refused))
+        from_file = click.core.ParameterSource.DEFAULT_MAP
+        taken = [
+            f"{flag_name(p)} = {_shown(ctx.lookup_default(p.name, call=False))}"
+            for p in ctx.command.params
+            if p.name and p.name not in given and ctx.get_parameter_source(p.name) is from_file
+        ]
+        if taken:
+            from verimap.redaction import for_console
+
+            how = "trusted" if self.trust == "trusted" else "not trusted: harmless settings only"
+            note = f"note: from {self.path} [tool.verimap] ({how}): {', '.join(taken)}"
+            click.echo(for_console(note), err=True)
+
+    def _state(self) -> str:
+        return "changed since you trusted it" if self.trust == "changed" else "not trusted"
+
+    def _refusal(self, ctx: click.Context, refused: dict[str, str]) -> str:
+        params = {p.name: p for p in ctx.command.params}
+        mine = [why for name, why in refused.items() if name not in self.never]
+        lines = [f"{self.path}: {why}" for name, why in refused.items() if name in self.never]
+        if mine:
+            flags = ", ".join(f"--{flag_name(params[n])}" for n in refused if n not in self.never)
+            lines += [
+                f"{self.path} is {self._state()}, so this command takes none of these from it:",
+                *(f"  {why}" for why in mine),
+                f"Give them on the command line ({flags}) or as VERIMAP_* variables, or trust "
+                f"the file: verimap trust {self.path} (docs/security.md)",
+            ]
+        return "\n".join(lines)
+
+
+def _given(ctx: click.Context) -> set[str]:
+    """The parameters the user set: on the command line, in the environment, or in the
+    `--config` file named there (which the command reads later, and which wins)."""
+    user = {click.core.ParameterSource.COMMANDLINE, click.core.ParameterSource.ENVIRONMENT}
+    given = {name for name in ctx.params if ctx.get_parameter_source(name) in user}
+    if ctx.params.get("config_file"):
+        from verimap.cli.eval_config import load_config_file
+
+        renamed = old_keys(ctx.command)
+        try:
+            keys = set(load_config_file(ctx.params["config_file"]))
+        except click.ClickException:
+            return given  # the command reports it
+        given |= {str(renamed[k][0].name) if k in renamed else k for k in keys}
+    return given
+
+
 class _Reading:
-    """What reading one `[tool.verimap]` found wrong, and the old names it warned about."""
+    """Reading one `[tool.verimap]`: the settings taken, and those refused, per command."""
 
-    def __init__(self) -> None:
-        self.problems: list[str] = []
+    def __init__(self, trusted: bool) -> None:
+        self.trusted = trusted
+        self.unknown: list[str] = []
         self.warned: set[str] = set()
+        self.never: set[str] = set()
 
-    def settings(self, cmd: click.Command, table: dict[str, Any], where: str) -> dict[str, Any]:
-        """`table`'s settings for `cmd` as click's default map (by parameter name): options
-        by their flag's name, renamed ones by their old names too (with a warning)."""
+    def settings(
+        self, cmd: click.Command, table: dict[str, Any], where: str, node: dict[str, Any],
+        refused: dict[str, str],
+    ) -> None:  # fmt: skip
+        """Put `table`'s settings for `cmd` into `node`, click's default map (by parameter
+        name), and those it may not take into `refused`; options by their flag's name, renamed
+        ones by their old names too (with a warning). A later table replaces an earlier one's
+        setting, refused or not."""
         options, renamed, subcommands = _options(cmd), old_keys(cmd), _names(cmd)
-        out: dict[str, Any] = {}
         for key, value in table.items():
             k = str(key).replace("-", "_")
             if isinstance(value, dict) and k in subcommands:
                 continue  # its own table, read on its own
-            if k in options and options[k].name in NOT_IN_PYPROJECT:
-                why = NOT_IN_PYPROJECT[str(options[k].name)]
-                self.problems.append(f"{where} {key!r} is not allowed: {why}")
-            elif k in options:
-                out[str(options[k].name)] = value
+            if k in options:
+                param = options[k]
             elif k in renamed:
                 param, old = renamed[k]
                 if where + k not in self.warned:  # a shared key: said once, not per command
                     self.warned.add(where + k)
                     warn_renamed(repr(key), repr(flag_name(param)), f"pyproject.toml {where}")
-                out[str(param.name)] = old.from_key(value)
+                value = old.from_key(value)
             else:
-                self.problems.append(_unknown(where, str(key), [*options, *subcommands]))
-        return out
+                self.unknown.append(_unknown(where, str(key), [*options, *subcommands]))
+                continue
+            name = str(param.name)
+            why = self._refused(param, value)
+            if why is None:
+                node[name] = value
+                refused.pop(name, None)
+            else:
+                refused[name] = f"{where} {key!r}{why}"
+                node.pop(name, None)
+
+    def _refused(self, param: click.Parameter, value: Any) -> str | None:
+        """Why the file may not set `param` to `value` (as the message's tail), or None."""
+        if param.name in NOT_IN_PYPROJECT:
+            self.never.add(str(param.name))
+            return f" is not allowed: {NOT_IN_PYPROJECT[str(param.name)]}"
+        if self.trusted:
+            return None
+        flag = str(flag_name(param))
+        if flag not in HARMLESS:
+            return f": {WHY.get(flag, NOT_HARMLESS)}"
+        check = HARMLESS[flag]
+        bad = check(value) if check is not None else None
+        return f" = {_shown(value)}: {bad}" if bad else None
 
 
-def _table(pyproject: Path) -> dict[str, Any] | None:
+def _read(pyproject: Path) -> tuple[bytes, dict[str, Any]] | None:
+    """The file's bytes and its `[tool.verimap]` table; None (with a warning) when it has
+    none or cannot be read."""
     try:
-        data = tomllib.loads(pyproject.read_text(encoding="utf-8"))
+        data = pyproject.read_bytes()
     except FileNotFoundError:
         return None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as e:
-        raise SettingsError(f"{pyproject}: {e}") from None
-    table = data.get("tool", {}).get("verimap")
+    except OSError as e:
+        _warn(f"{pyproject}: {e.strerror}; its [tool.verimap] is ignored")
+        return None
+    try:
+        table = tomllib.loads(data.decode("utf-8")).get("tool", {}).get("verimap")
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError, AttributeError) as e:
+        _warn(f"{pyproject}: {e}; its [tool.verimap] is ignored")
+        return None
     if table is not None and not isinstance(table, dict):
-        raise SettingsError(f"{pyproject}: [tool.verimap] must be a table")
-    return table
+        _warn(f"{pyproject}: [tool.verimap] must be a table; ignored")
+        return None
+    return (data, table) if table else None
 
 
-def tool_defaults(root: click.Group, pyproject: Path) -> dict[str, Any]:
-    """click's default map from the `[tool.verimap]` table of `pyproject` ({} without one).
-    Keys right under `[tool.verimap]` apply to every command with that option (and must name
-    an option of some command); `[tool.verimap.COMMAND]` tables to that command and win.
-    Unknown keys are an error that names each one."""
-    table = _table(pyproject)
-    if not table:
-        return {}
+def _trust(pyproject: Path, data: bytes) -> str:
+    from verimap.cli.trust import TrustStoreError, trust_of
+
+    try:
+        return trust_of(pyproject, data)
+    except TrustStoreError as e:
+        _warn(f"{e}; {pyproject} is not trusted meanwhile")
+        return "untrusted"
+
+
+def read_pyproject(root: click.Group, pyproject: Path) -> Pyproject | None:
+    """What the `[tool.verimap]` table of `pyproject` gives each command under `root` (None
+    without one). Keys right under `[tool.verimap]` apply to every command with that option
+    (and should name an option of some command); `[tool.verimap.COMMAND]` tables to that
+    command and win. An unknown key or an unreadable file is a warning naming it."""
+    found = _read(pyproject)
+    if found is None:
+        return None
+    data, table = found
+    trust = _trust(pyproject, data)
+    read = Pyproject(pyproject, trust)
+    reading = _Reading(trusted=trust == "trusted")
     commands = [(path, cmd) for path, cmd in walk(root) if path]
     top = _names(root)
     shared = {k: v for k, v in table.items() if not (isinstance(v, dict) and k in top)}
-    reading = _Reading()
     used: set[str] = set()
-    tree: dict[str, Any] = {}
     for path, cmd in commands:
         own: Any = table
         for name in path:
@@ -147,18 +363,16 @@ def tool_defaults(root: click.Group, pyproject: Path) -> dict[str, Any]:
         known = {*_options(cmd), *old_keys(cmd)}
         common = {k: v for k, v in shared.items() if str(k).replace("-", "_") in known}
         used |= set(common)
-        node = tree
+        node = read.defaults
         for name in path:
             node = node.setdefault(name, {})
-        node.update(reading.settings(cmd, common, "[tool.verimap]"))
+        refused = read.refused.setdefault(path, {})
+        reading.settings(cmd, common, "[tool.verimap]", node, refused)
         where = f"[tool.verimap.{'.'.join(path)}]"
-        node.update(reading.settings(cmd, own if isinstance(own, dict) else {}, where))
+        reading.settings(cmd, own if isinstance(own, dict) else {}, where, node, refused)
+    read.never = reading.never
     every = {*top, *(o for _, cmd in commands for o in _options(cmd))}
     unused = [_unknown("[tool.verimap]", str(k), every) for k in shared if k not in used]
-    problems = list(dict.fromkeys([*reading.problems, *unused]))
-    if problems:
-        raise SettingsError(
-            f"{pyproject}: unknown or refused setting{'s' if len(problems) > 1 else ''}: "
-            + "; ".join(problems)
-        )
-    return tree
+    for text in dict.fromkeys([*reading.unknown, *unused]):
+        _warn(f"{pyproject}: unknown setting {text}; ignored")
+    return read

@@ -11,13 +11,12 @@ from typing import Any
 
 import click
 
-from verimap.cli.defaults import NOT_IN_PYPROJECT
+from verimap.cli.cli_only import NOT_IN_CONFIG_FILES
 from verimap.cli.eval_benchmark import expand_config_benchmark
 
-# Settings a config file may not hold: `models_factory` names Python code to import and
-# run, and a config file (shared, checked in, downloaded) is not trusted to run code. The same
-# list as [tool.verimap]'s, which is a config file too.
-CLI_ONLY = NOT_IN_PYPROJECT
+# Settings a config file may not hold: a config file (shared, checked in, downloaded) is not
+# trusted to run code. The same list as [tool.verimap]'s, which is a config file too.
+CLI_ONLY = NOT_IN_CONFIG_FILES
 ROLES = ("planner", "executor", "judge")
 
 

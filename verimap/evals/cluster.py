@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,7 +57,9 @@ def _ray() -> Any:
 
 
 def ray_address(value: Any) -> str | None:
-    """`--ray` as given on the command line or in a config file (`ray: true` means auto)."""
+    """`--ray` as given (True means auto): the address of a cluster this process joins, and
+    which can then run code in it (Ray unpickles what workers return), so only ever the
+    command line's."""
     if value is None or value is False or str(value).strip().lower() in ("", "false", "no", "off"):
         return None
     if value is True or str(value).strip().lower() in ("true", "yes", "on"):
@@ -248,6 +251,7 @@ async def eval_on_ray(
     models_factory: Any = None,
     data_dir: str | None = None,
     sandbox_kind: str = "auto",
+    env_names: Iterable[str] = (),
     max_concurrency: int = 4,
     config: Any = None,
     **common: Any,
@@ -256,7 +260,8 @@ async def eval_on_ray(
     HOST:PORT, or "auto": the one this machine belongs to; a process already connected
     keeps its connection), each running `max_concurrency` tasks at once. The
     other arguments are `run_eval`'s; the models come from `endpoint` (`connect`'s
-    settings), on each node its own with `endpoint_per_node`, or from `models_factory`."""
+    settings), on each node its own with `endpoint_per_node`, or from `models_factory`. The
+    workers get the driver's environment variables named in `env_names`, and no other."""
     check_per_node(endpoint_per_node)
     preflight(bench, method, out_dir, **common)  # before any worker starts (and a model loads)
     ray = _ray()
@@ -269,7 +274,7 @@ async def eval_on_ray(
         per_node=endpoint_per_node,
         models_factory=models_factory,
         data_dir=str(data_dir) if data_dir else None,
-        env=forwarded_env(dict(os.environ), endpoint_per_node),
+        env=forwarded_env(os.environ, env_names),
         samples=common.get("samples"),
     )
     owned = _connect(ray, address)

