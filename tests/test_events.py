@@ -1,5 +1,7 @@
 import json
 
+import pytest
+
 from verimap.events import (
     REDACTED,
     Event,
@@ -66,3 +68,22 @@ def test_unsubscribe():
     off()
     bus.emit(Event(type="x", run_id="r"))
     assert seen == []
+
+
+def test_the_trace_writer_appends_to_its_own_traces_only(tmp_path):
+    from verimap.out_files import OutFileError
+
+    trace = tmp_path / "run.jsonl"
+    for run in ("a", "b"):
+        writer = JsonlTraceWriter(trace)
+        writer(NodeStart(run_id=run, node_id="n"))
+        writer.close()
+    assert [e.run_id for e in read_trace(trace)] == ["a", "b"]
+    bashrc = tmp_path / ".bashrc"
+    bashrc.write_text("alias ll='ls -l'\n")
+    link = tmp_path / "planted.jsonl"
+    link.symlink_to(bashrc)
+    for path in (bashrc, link):
+        with pytest.raises(OutFileError, match="refusing"):
+            JsonlTraceWriter(path)
+    assert bashrc.read_text() == "alias ll='ls -l'\n"

@@ -13,6 +13,7 @@ from verimap.redaction import (
     printable,
     redact,
     secret_values,
+    visible,
 )
 
 # What a model can write to take the terminal over: an OSC 52 clipboard write, an OSC 0 title
@@ -115,3 +116,11 @@ def test_endpoints_are_named_by_host_and_port_only(url, name):
 def test_console_text_is_masked_and_stripped():
     add_secret("console-key-0c7d2e")
     assert for_console(f"key console-key-0c7d2e {OSC52}done") == f"key {REDACTED} done"
+
+
+@pytest.mark.parametrize("payload", PAYLOADS)
+def test_visible_spells_every_control_out_on_one_line(payload):
+    out = visible(f"model {payload}\nnext\t|é–")
+    assert out.isprintable() and "\n" not in out
+    assert out.startswith("model ") and out.endswith(r"\nnext\t|é–")
+    assert visible("\x1b]0;t\x07\u202e") == r"\x1b]0;t\x07\u202e"

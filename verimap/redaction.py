@@ -7,7 +7,8 @@ OpenTelemetry spans, the HTML report, the Inspect and preference exports) passes
 values of secret-named environment variables, the keys and base-URL passwords the process was
 given (`add_secret`, `add_url`; model clients register theirs), and anything shaped like a key.
 Model text printed to a terminal also passes through `printable`: a reply must not be able to
-write the clipboard, retitle the window or reset the terminal.
+write the clipboard, retitle the window or reset the terminal. A value read from a file that a
+line or a table row shows (a task id, a model name) is `visible`: its controls spelled out.
 
 This module imports only the standard library, so the lowest layers (the model clients) can use it.
 """
@@ -201,6 +202,20 @@ def printable(text: Any) -> str:
     if s.isprintable():
         return s
     return _CONTROLS.sub("", _ESCAPES.sub("", s.replace("\r\n", "\n")))
+
+
+_SPELLED = {"\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
+def visible(text: Any) -> str:
+    """`text` on one line with every character that is not printable spelled as its Python
+    escape (a newline as `\\n`, ESC as `\\x1b`, a bidi override as `\\u202e`): for a value read
+    from a file (a task id, a model name) where a reader must see it whole, in a table row or a
+    line of its own, and it must not break the line or drive a terminal."""
+    s = str(text)
+    if s.isprintable():
+        return s
+    return "".join(c if c.isprintable() else _SPELLED.get(c) or repr(c)[1:-1] for c in s)
 
 
 def for_console(text: Any) -> str:

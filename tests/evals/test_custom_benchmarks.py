@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -508,3 +509,13 @@ def test_the_python_examples_load():
     assert arithmetic.domain == "math" and len(arithmetic.tasks()) == 5
     palindromes = open_benchmark(f"{REPO}/eval/examples/tasks.py@palindromes")
     assert [t.gold for t in palindromes.tasks()] == ["Yes", "No", "Yes", "No", "Yes"]
+
+
+def test_an_id_with_a_control_character_is_refused_by_file_and_row(tmp_path):
+    from verimap.evals.custom import load_file
+
+    rows = [{"id": "a", "question": "q", "answer": "1"},
+            {"id": "b\x1b]52;c;eA==\x07", "question": "q", "answer": "2"}]  # fmt: skip
+    path = jsonl(tmp_path / "b.jsonl", rows)
+    with pytest.raises(DataError, match=f"{re.escape(str(path))}: row 1: the id .* unprintable"):
+        load_file(path, FieldMap(id="id"))

@@ -4,6 +4,7 @@ import json
 from click.testing import CliRunner
 
 from verimap.cli import main
+from verimap.evals.report import REPORT_MARK
 from verimap.evals.run_dir import CONFIG
 from verimap.evals.runner import RESULTS
 
@@ -47,7 +48,8 @@ def test_run_prints_the_report_and_report_reprints_it(tmp_path):
     assert len((out / RESULTS).read_text().splitlines()) == 3
     again = invoke("report", str(out), "--out-file", str(tmp_path / "report.md"))
     assert again.exit_code == 0 and "| react | 100.0 ± 0.0 (n=3, runs=1) |" in again.output
-    assert (tmp_path / "report.md").read_text().strip() == again.output.strip()
+    written = (tmp_path / "report.md").read_text()
+    assert written.strip() == f"{REPORT_MARK}\n{again.output.strip()}"
 
 
 def test_a_cross_check_on_a_method_without_plan_vfs_is_named(tmp_path):

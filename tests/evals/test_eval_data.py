@@ -1,5 +1,6 @@
 import gzip
 import json
+import re
 
 import pytest
 
@@ -121,3 +122,15 @@ def test_committed_full_files_are_byte_identical_to_upstream(samples):
             "MIT"
             in (path.parent / "LICENSE").read_text() + (path.parent / "SOURCE.txt").read_text()
         )
+
+
+@pytest.mark.parametrize("bad", ["\x1b]0;title\x07", "\n", "\u202e", "\x9b"])
+def test_a_humaneval_id_with_an_unprintable_character_is_refused_by_file_and_line(tmp_path, bad):
+    (tmp_path / "humaneval").mkdir()
+    row = {"task_id": f"HumanEval/1{bad}", "prompt": "p", "canonical_solution": "s",
+           "test": "t", "entry_point": "f"}  # fmt: skip
+    path = tmp_path / "humaneval" / "HumanEval.jsonl.gz"
+    with gzip.open(path, "wt") as f:
+        f.write(json.dumps({**row, "task_id": "HumanEval/0"}) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(d.DataError, match=f"{re.escape(str(path))}: line 2: the id .* unprintable"):
+        d.load_humaneval(d.resolve("humaneval", tmp_path))

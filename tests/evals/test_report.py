@@ -428,3 +428,32 @@ def test_any_lines_into_the_report_and_the_exports_raise_nothing(tmp_path_factor
     assert all(any(p.startswith(m) for p in problems) for m in must)
     _, summary = preference_pairs([d])
     assert all(any(m in w for w in summary.warnings) for m in must if "results" in m)
+
+
+# What a foreign config.json or results.jsonl can hold to break a report: a newline that starts
+# a line of its own (which a shell reading the file would run), a bar that opens a cell, an
+# OSC 52 clipboard write, an 8-bit CSI and a bidi override.
+HOSTILE = "qwen\ntouch MARKER\n#|\x1b]52;c;Y3VybCBldmls\x07\x9b2J\u202e"
+
+
+def _cells(row: str) -> int:
+    return len(re.findall(r"(?<!\\)\|", row)) - 1
+
+
+def test_names_from_a_foreign_directory_cannot_break_a_row_or_a_line(tmp_path):
+    d = tmp_path / "run"
+    d.mkdir()
+    models = {"planner": HOSTILE, "executor": "a|b", "judge": "\x1bc"}
+    (d / "config.json").write_text(json.dumps({"benchmark": "gsm8k", "models": models}))
+    recs = [rec(f"m{HOSTILE}", f"b{HOSTILE}", 0, 0, True), rec("verimap", "gsm8k", 0, 1, False)]
+    recs[0]["meta"] = {"question_type": HOSTILE}
+    (d / RESULTS).write_text("".join(json.dumps(r) + "\n" for r in recs))
+    text = report_dirs([d])
+    assert not any(c in text for c in "\x1b\x07\x9b\u202e")
+    assert "touch MARKER" not in text.splitlines()
+    assert r"qwen\ntouch MARKER\n#\|\x1b]52;c;Y3VybCBldmls\x07\x9b2J\u202e" in text
+    tables = [block.splitlines() for block in text.split("\n\n") if block.startswith("|")]
+    assert len(tables) >= 6
+    for lines in tables:
+        assert all(ln.startswith("|") and ln.endswith("|") for ln in lines)
+        assert len({_cells(ln) for ln in lines}) == 1, lines

@@ -32,7 +32,7 @@ from inspect_ai.model import GenerateConfig, ModelOutput, ModelUsage, get_model
 from inspect_ai.scorer import match
 
 from verimap.integrations import completions, shared_models
-from verimap.integrations.inspect_ai import run_config, verified, verimap_solver
+from verimap.integrations.inspect_ai import run_config, trace_file, verified, verimap_solver
 from verimap.integrations.inspect_events import NODE_SPAN
 from verimap.integrations.inspect_model import (
     InspectModel,
@@ -495,3 +495,53 @@ def test_inspect_eval_runs_verimap_on_three_gsm8k_samples_with_the_local_model(
         assert infos(s, "verimap/plan") and infos(s, "verimap/finish")
     scores = {s.id: (s.output.completion, s.scores["match"].value) for s in samples}
     print(f"inspect eval, 3 GSM8K samples on the local model: {took:.0f}s; {scores}")
+
+
+# ---- what the solver writes: trace files, the transcript -----------------------------------------
+
+
+def test_a_sample_ids_trace_file_stays_inside_the_trace_dir(tmp_path):
+    traces = tmp_path / "deep" / "traces"
+    sample = Sample(id="../../escaped", target="3", input=GSM8K_LIKE[1].input)
+    solver = verimap_solver("verimap", sandbox=InProcessSandboxDouble(), domain="math",
+                            config=ONE_NODE, trace_dir=str(traces))  # fmt: skip
+    log = run_eval(solver, tmp_path, [sample], mock_model('{"answer": 3}'))
+    assert log.status == "success", log.error
+    (written,) = traces.iterdir()
+    assert written.name.startswith(".._.._escaped-") and written.name.endswith("-1.jsonl")
+    assert not (tmp_path / "escaped-1.jsonl").exists()
+    for sid in ("../x", "..", "a/b", "a\x1b]0;t\x07", 7):
+        p = trace_file(traces, sid, 2)
+        assert p.parent == traces and p.name.isprintable() and p.name.endswith("-2.jsonl")
+    assert trace_file(traces, "eggs", 1).name == "eggs-1.jsonl"
+    assert trace_file(traces, "a/b", 1) != trace_file(traces, "a_b", 1)
+
+
+def test_the_transcript_of_a_served_model_is_redacted_and_the_model_gets_it_whole(
+    tmp_path, monkeypatch
+):
+    secret = "hunter2-s3cret-value"
+    monkeypatch.setenv("VERIMAP_TEST_API_KEY", secret)
+    plan = json.loads(json.dumps(EGGS_PLAN))
+    plan["nodes"][0]["instruction"] += f" The key is {secret}."
+    prompts: list[str] = []
+
+    def outputs(node: str, k: int, inputs: dict[str, Any], prompt: str) -> dict[str, Any]:
+        prompts.append(prompt)
+        return eggs_outputs(node, k, inputs, prompt)
+
+    world = ScriptedWorld([plan], outputs)
+    solver = verimap_solver(
+        "verimap", planner=world.model, executor=world.model, sandbox=InProcessSandboxDouble(),
+        domain="math", config={"max_retries": 1, "vacuity_check": False},
+    )  # fmt: skip
+    log = run_eval(solver, tmp_path, GSM8K_LIKE[:1], mock_model())
+    assert log.status == "success", log.error
+    (s,) = log.samples or []
+    assert s.metadata["verimap"]["verified"] is True  # the plan reached verimap whole
+    assert any(secret in p for p in prompts)  # and so did the executor's prompt
+    calls = [e for e in s.events if isinstance(e, ModelEvent)]
+    assert {e.role for e in calls} == {"planner", "executor"}
+    assert secret not in s.model_dump_json()
+    assert "[REDACTED]" in s.model_dump_json()
+    assert log.location and secret not in read_eval_log(log.location).model_dump_json()

@@ -23,8 +23,7 @@ from verimap.view.svg import sanitize_svg
 
 from .conftest import PWN, Page, need_dot, records
 
-# Model-written text that a method or benchmark name could carry (no "|": it splits the
-# markdown tables the page re-draws, as in every table of the report).
+# Model-written text that a method or benchmark name could carry.
 NASTY = f'{PWN}"];]]></textarea><!-- <img src=x onerror="window.pwned=2">'
 
 
@@ -129,6 +128,18 @@ def test_hostile_method_and_benchmark_names_stay_text(tmp_path: Path):
     (row,) = _rows(text, "summary")
     assert row[0] == NASTY and row[4:8] == ["3", "66.7 [20.8, 93.9]", "75.0", "1 / 0"]
     assert text.count('<figure class="plot risk-plot">') == 1
+
+
+def test_a_bar_or_a_newline_in_a_name_stays_in_its_cell(tmp_path: Path):
+    need_dot()
+    d = tmp_path / "run"
+    d.mkdir()
+    rec = {"key": "r0/x/0", "run": 0, "task_id": "x/0", "benchmark": "b|x", "method": "m|a\nb",
+           "correct": True, "verified": True}  # fmt: skip
+    (d / "results.jsonl").write_text(json.dumps(rec) + "\n")
+    text = write_report([d], tmp_path / "r.html").read_text()
+    (row,) = _rows(text, "summary")
+    assert row[:3] == ["m|a\\nb", "b|x", "1"]
 
 
 def test_sanitize_gives_kept_ids_and_their_references_a_prefix():

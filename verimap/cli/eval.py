@@ -54,6 +54,7 @@ from verimap.cli.vocabulary import (
     max_tasks_option,
     out_file_option,
     quiet_option,
+    typed_here,
 )
 from verimap.config import flatten
 from verimap.methods.presets import METHODS, method_config
@@ -279,6 +280,7 @@ def run_command(**kw: Any) -> int:
     from verimap.llm.base import ModelError
     from verimap.local.server import ServerError
     from verimap.local.weights import WeightsError
+    from verimap.redaction import printable
     from verimap.sandbox import get_sandbox
     from verimap.sandbox.base import SandboxUnavailable
 
@@ -397,27 +399,37 @@ def run_command(**kw: Any) -> int:
             "them",
             err=True,
         )
-    click.echo(report_dirs([out]))
+    click.echo(printable(report_dirs([out])))
     return 1 if t.errors else 0
 
 
 @eval_.command("report")
 @click.argument("dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
-@out_file_option("Also write the markdown to FILE.", old=["-o", "--output"], default=None)
+@out_file_option(
+    "Also write the markdown to FILE (an existing file only if verimap wrote it, or FILE is "
+    "given here).",
+    old=["-o", "--output"],
+    default=None,
+)
 def report(dirs: tuple[str, ...], out_file: Path | None) -> None:
     """Print the tables for one or more eval output DIRS: first accuracy and verification per
     method (95% CIs, verified precision, coverage, false positives and negatives, the
     risk–coverage points), then the paper-style tables."""
-    from verimap.evals.report import report_dirs
+    from verimap.evals.report import REPORT_FILE, REPORT_MARK, report_dirs
     from verimap.evals.runner import RunDirError
+    from verimap.out_files import OutFileError, check_replace, write_file
+    from verimap.redaction import printable
 
+    named = typed_here("out_file")
     try:
+        if out_file:
+            check_replace(out_file, REPORT_FILE, named=named)
         text = report_dirs(dirs)
-    except RunDirError as e:
+        if out_file:
+            write_file(out_file, f"{REPORT_MARK}\n{text}", REPORT_FILE, named=named)
+    except (RunDirError, OutFileError) as e:
         raise click.ClickException(str(e)) from None
-    click.echo(text)
-    if out_file:
-        out_file.write_text(text)
+    click.echo(printable(text))
 
 
 INSPECT_MISSING = (
@@ -445,19 +457,22 @@ def export(dirs: tuple[Path, ...], fmt: str, out: Path | None) -> None:
     if importlib.util.find_spec("inspect_ai") is None:
         raise click.ClickException(INSPECT_MISSING)
     from verimap.evals.inspect_export import ExportError, export_dirs
-    from verimap.redaction import printable
+    from verimap.out_files import OutFileError
+    from verimap.redaction import printable, visible
 
     target = out or Path(getenv("INSPECT_LOG_DIR") or "logs")
     try:
         written = export_dirs(dirs, target)
     except ExportError as e:
         raise click.BadParameter(str(e), param_hint="DIR") from None
+    except OutFileError as e:
+        raise click.ClickException(str(e)) from None
     for w in written:
         for line in w.problems:
             click.echo(f"skipped: {printable(line)}", err=True)
         acc = "no task scored" if w.accuracy is None else f"accuracy {w.accuracy:.1%}"
-        click.echo(f"{w.path}: {w.benchmark}/{w.method}, {w.scored} scored ({acc}), "
-                   f"{w.errored} errored, not scored")  # fmt: skip
+        click.echo(f"{w.path}: {visible(w.benchmark)}/{visible(w.method)}, {w.scored} scored "
+                   f"({acc}), {w.errored} errored, not scored")  # fmt: skip
     click.echo(f"open with: inspect view --log-dir {target}", err=True)
 
 

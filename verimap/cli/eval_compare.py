@@ -36,6 +36,7 @@ def _load(dirs: Sequence[str]) -> list[Record]:
     from verimap.evals.report import double_counted, load_records
     from verimap.evals.runner import RunDirError
     from verimap.evals.stats import record_key
+    from verimap.redaction import visible
 
     loaded: list[tuple[Path, list[Record]]] = []
     for d in dirs:
@@ -48,7 +49,7 @@ def _load(dirs: Sequence[str]) -> list[Record]:
         loaded.append((Path(d), got))
     if twice := double_counted(loaded, key=record_key):
         raise click.ClickException(
-            f"{twice.path}: task {record_key(twice.record)} is also in {twice.first}, on the "
+            f"{twice.path}: task {visible(record_key(twice.record))} is also in {twice.first}, on the "
             "same side; each --also pair must hold other tasks (another draw)"
         )
     return [r for _, got in loaded for r in got]
@@ -56,6 +57,13 @@ def _load(dirs: Sequence[str]) -> list[Record]:
 
 def _methods(records: Sequence[Record]) -> list[str]:
     return sorted({str(r.get("method", "?")) for r in records})
+
+
+def _label(records: Sequence[Record]) -> str:
+    """The methods of a side, as a table cell may show them (read from files: escaped)."""
+    from verimap.evals.report import cell
+
+    return ", ".join(map(cell, _methods(records)))
 
 
 def _pct(x: float) -> str:
@@ -88,7 +96,7 @@ def _signed(x: float) -> str:
 
 def render_comparison(bc: BenchmarkComparison, label_a: str, label_b: str) -> str:
     """One benchmark's comparison as markdown."""
-    from verimap.evals.report import BENCH_TITLE
+    from verimap.evals.report import BENCH_TITLE, cell
 
     c, va, vb = bc.comparison, bc.verification_a, bc.verification_b
     rows = [
@@ -101,7 +109,7 @@ def render_comparison(bc: BenchmarkComparison, label_a: str, label_b: str) -> st
     ]
     disagree = c.wins + c.losses
     lines = [
-        f"## {BENCH_TITLE.get(bc.benchmark, bc.benchmark)}: {c.n} common tasks",
+        f"## {cell(BENCH_TITLE.get(bc.benchmark, bc.benchmark))}: {c.n} common tasks",
         "",
         *rows,
         "",
@@ -142,7 +150,7 @@ def _paired(
 
 def _header(names: tuple[str, str], a: list[Record], b: list[Record], pairing: Pairing,
             runs: int) -> list[str]:  # fmt: skip
-    label_a, label_b = ", ".join(_methods(a)), ", ".join(_methods(b))
+    label_a, label_b = _label(a), _label(b)
     lines = [
         f"# {label_a} (A) vs {label_b} (B)",
         "",
@@ -199,8 +207,11 @@ def compare(
             "benchmarks": to_json(comps),
         }, indent=2))  # fmt: skip
         return
-    label_a, label_b = ", ".join(_methods(a)), ", ".join(_methods(b))
+    from verimap.evals.report import cell
+    from verimap.redaction import printable
+
+    label_a, label_b = _label(a), _label(b)
     if label_a == label_b:
-        label_a, label_b = Path(dir_a).name, Path(dir_b).name
+        label_a, label_b = cell(Path(dir_a).name), cell(Path(dir_b).name)
     body = [render_comparison(bc, label_a, label_b) for bc in comps]
-    click.echo("\n\n".join(["\n".join(_header(names, a, b, pairing, runs)), *body]))
+    click.echo(printable("\n\n".join(["\n".join(_header(names, a, b, pairing, runs)), *body])))

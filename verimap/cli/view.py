@@ -6,14 +6,14 @@ from pathlib import Path
 
 import click
 
-from verimap.cli.vocabulary import out_file_option
+from verimap.cli.vocabulary import out_file_option, typed_here
 
 
 @click.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @out_file_option(
     "The HTML file to write [default: report.html in the first PATH, or TRACE.html beside a "
-    "trace].",
+    "trace]. An existing file is replaced only if verimap wrote it or FILE is given here.",
     old=["-o", "--out"],
 )
 @click.option(
@@ -41,7 +41,8 @@ def view(paths: tuple[Path, ...], out_file: Path | None, max_chars: int) -> None
         click.echo(f"skipped: {printable(line)}", err=True)
 
     try:
-        target = write_report(list(paths), out_file, max_chars=max_chars, warn=skipped)
+        target = write_report(list(paths), out_file, max_chars=max_chars, warn=skipped,
+                              named=typed_here("out_file"))  # fmt: skip
     except ViewError as e:
         raise click.ClickException(str(e)) from None
     size = target.stat().st_size

@@ -61,6 +61,14 @@ def out_file_option(help: str, old: Sequence[str], **kw: Any) -> Callable[..., A
     )
 
 
+def typed_here(param: str, ctx: click.Context | None = None) -> bool:
+    """Whether the user gave `param` on this command line (not the environment, pyproject.toml,
+    a --config file or a default): only such a path may replace a file verimap did not write
+    (`verimap.out_files`)."""
+    ctx = ctx or click.get_current_context()
+    return ctx.get_parameter_source(param) is click.core.ParameterSource.COMMANDLINE
+
+
 CROSS_CHECK_HELP = (
     "Confirm a final answer only when independently drawn solutions agree with it: sampled "
     "replies for a number (--ballot), fresh samples run on generated inputs for code (more "

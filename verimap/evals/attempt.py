@@ -9,7 +9,6 @@ keeps a task from being written twice however many processes solve tasks.
 from __future__ import annotations
 
 import asyncio
-import re
 import time
 import traceback
 from collections.abc import Awaitable, Callable
@@ -21,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from verimap.evals.tasksets import Benchmark, EvalTask
 from verimap.events import EventBus
+from verimap.out_files import file_name
 from verimap.planning.plan import LLMVF, PythonVF
 from verimap.sandbox.base import Sandbox
 from verimap.verdicts import SKIPPED
@@ -77,13 +77,9 @@ def task_key(run: int, task_id: str) -> str:
     return f"r{run}/{task_id}"
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
-
-
 def trace_rel(run: int, task_id: str) -> Path:
     """Where a task's trace lives, relative to the run directory."""
-    return Path("traces") / f"run{run}" / f"{_safe(task_id)}.jsonl"
+    return Path("traces") / f"run{run}" / f"{file_name(task_id)}.jsonl"
 
 
 def vf_stats(plans: list[Any]) -> dict[str, int]:

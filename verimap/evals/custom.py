@@ -31,7 +31,7 @@ from verimap.evals.custom_scoring import (
     as_check,
     entry_point_of,
 )
-from verimap.evals.data import DataError, DataSource
+from verimap.evals.data import DataError, DataSource, checked_id
 from verimap.evals.scoring import Score
 from verimap.evals.tasksets import Benchmark, EvalTask
 from verimap.evals.tools import math_tools, programming_tools
@@ -185,7 +185,9 @@ def tasks_from_rows(
     tasks: list[EvalTask] = []
     seen: dict[str, int] = {}
     for i, row in enumerate(rows):
-        task_id = _text(_value(row, id_f, i, where)) if id_f else str(i)
+        task_id = (
+            checked_id(_text(_value(row, id_f, i, where)), where, f"row {i}") if id_f else str(i)
+        )
         if task_id in seen:
             raise DataError(f"{where}: rows {seen[task_id]} and {i} have the same id {task_id!r}")
         seen[task_id] = i

@@ -228,7 +228,12 @@ def load_gsm8k(src: DataSource) -> list[GSM8KItem]:
 
 def load_humaneval(src: DataSource) -> list[HumanEvalItem]:
     path = src.files["humaneval/HumanEval.jsonl.gz"]
-    return [_validate(HumanEvalItem, o, path, f"line {n}") for n, o in read_jsonl(path)]
+    items = []
+    for n, o in read_jsonl(path):
+        item = _validate(HumanEvalItem, o, path, f"line {n}")
+        checked_id(item.task_id, path, f"line {n}")
+        items.append(item)
+    return items
 
 
 def _load_json_list(path: Path) -> list[Any]:
@@ -258,6 +263,18 @@ def load_multihoprag(src: DataSource) -> tuple[list[MultiHopQuery], list[Article
         _validate(Article, o, cpath, f"item {i}") for i, o in enumerate(_load_json_list(cpath))
     ]
     return queries, corpus
+
+
+def checked_id(value: str, path: str | os.PathLike[str], where: str) -> str:
+    """`value` as a task id read from `path` at `where` (`line 3`): a DataError if it holds a
+    character that is not printable (a control character such as ESC or a newline, a bidi
+    override), which would reach terminals, reports and file names."""
+    if not value.isprintable():
+        bad = next(c for c in value if not c.isprintable())
+        raise DataError(
+            f"{path}: {where}: the id {value!r} holds the unprintable character {bad!r}"
+        )
+    return value
 
 
 def humaneval_id(task_id: str) -> str:

@@ -18,6 +18,7 @@ import re
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, cast
@@ -53,6 +54,7 @@ from verimap.evals.inspect_samples import (
 )
 from verimap.evals.report import accuracy_by_run
 from verimap.evals.runner import CONFIG, RESULTS, unscored_errors
+from verimap.out_files import INSPECT_LOG, replace_with
 from verimap.redaction import redact, secret_values
 from verimap.trace_files import read_json_object, read_results
 
@@ -314,7 +316,8 @@ def log_name(log: EvalLog) -> str:
 def export_dirs(
     paths: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str]
 ) -> list[Exported]:
-    """Write one Inspect log per run directory among `paths` into `out_dir`."""
+    """Write one Inspect log per run directory among `paths` into `out_dir`; a log of that name
+    already there is replaced only if it is an Inspect log (`verimap.out_files.INSPECT_LOG`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Exported] = []
@@ -322,7 +325,7 @@ def export_dirs(
         problems: list[str] = []
         log = to_eval_log(d, problems)
         target = out / log_name(log)
-        write_eval_log(log, target)
+        replace_with(target, INSPECT_LOG, named=False, write=partial(write_eval_log, log))
         samples = log.samples or []
         acc = log.results.scores[0].metrics["accuracy"].value if log.results else None
         written.append(

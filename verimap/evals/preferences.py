@@ -44,6 +44,7 @@ from verimap.evals.tasksets import BENCHMARKS, get_benchmark
 from verimap.evals.tools import math_tools, programming_tools, qa_tools
 from verimap.llm.base import AssistantMessage, Model, to_openai
 from verimap.methods.presets import METHODS
+from verimap.out_files import jsonl_of, write_file
 from verimap.planning.fallback import fallback_plan
 from verimap.planning.plan import PlanError, parse_plan
 from verimap.planning.planner import LLMPlanner
@@ -357,17 +358,21 @@ def preference_pairs(
     return pairs, summary
 
 
-def write_pairs(pairs: Iterable[dict[str, Any]], out: str | os.PathLike[str]) -> None:
-    """Written whole, then moved into place, so a reader never sees half a file. The pairs
+# What a pairs file verimap wrote starts with: a later export may replace it.
+PAIRS_FILE = jsonl_of("preference pairs file", frozenset({"prompt", "chosen", "rejected"}))
+
+
+def write_pairs(
+    pairs: Iterable[dict[str, Any]], out: str | os.PathLike[str], *, named: bool = True
+) -> None:
+    """Written whole, then moved into place, so a reader never sees half a file; an existing
+    file only if it holds pairs or the user `named` the path (`verimap.out_files`). The pairs
     become training data that gets shared, so secrets are masked (`redaction.redact`)."""
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
     secrets = secret_values()
-    with tmp.open("w", encoding="utf-8") as f:
-        for row in pairs:
-            f.write(json.dumps(redact(row, secrets), ensure_ascii=False) + "\n")
-    os.replace(tmp, path)
+    text = "".join(json.dumps(redact(row, secrets), ensure_ascii=False) + "\n" for row in pairs)
+    write_file(path, text, PAIRS_FILE, named=named)
 
 
 __all__ = [

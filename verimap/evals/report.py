@@ -11,6 +11,10 @@
   their average length.
 - Table 4: verification against gold correctness: false positives (verified but wrong)
   and false negatives (rejected but right).
+
+Every value read from a directory (method, benchmark and model names, question types, the
+problems found) may come from somebody else's files: it is shown `visible` (controls spelled
+out), and in a table cell its `|` is escaped, so it can neither break a row nor a line.
 """
 
 from __future__ import annotations
@@ -27,10 +31,15 @@ from verimap.evals import stats
 from verimap.evals.report_cache import cache_section
 from verimap.evals.runner import CONFIG, ERRORS, RESULTS, RunDirError, unscored_errors
 from verimap.methods.presets import METHODS
+from verimap.out_files import marked
+from verimap.redaction import visible
 from verimap.trace_files import read_json_object, read_results
 
 BENCH_ORDER = ["gsm8k", "humaneval", "multihoprag"]
 BENCH_TITLE = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "multihoprag": "MultiHopRAG"}
+# The first line of a report written to a file, by which a later report knows it may replace it.
+REPORT_MARK = "<!-- verimap eval report -->"
+REPORT_FILE = marked("eval report", REPORT_MARK)
 
 
 @dataclass
@@ -94,8 +103,9 @@ class DoubleCount:
     record: dict[str, Any]
 
     def __str__(self) -> str:
-        return (f"{self.path}: task {self.record['key']} of method {self.record.get('method')} "
-                f"is also in {self.first}, so the tables count it twice")  # fmt: skip
+        return (f"{self.path}: task {visible(self.record['key'])} of method "
+                f"{visible(self.record.get('method'))} is also in {self.first}, so the tables "
+                "count it twice")  # fmt: skip
 
 
 def _method_and_key(rec: dict[str, Any]) -> Hashable:
@@ -139,9 +149,18 @@ def _group(records: Sequence[dict[str, Any]]) -> dict[tuple[str, str], list[dict
     return g
 
 
+def cell(value: object) -> str:
+    """`value` as a markdown table cell: `visible`, with `|` escaped."""
+    return visible(value).replace("|", "\\|")
+
+
 def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    """A markdown table; every cell goes through `cell`."""
+    lines = [
+        "| " + " | ".join(map(cell, header)) + " |",
+        "|" + "|".join("---" for _ in header) + "|",
+    ]
+    lines += ["| " + " | ".join(map(cell, r)) + " |" for r in rows]
     return "\n".join(lines)
 
 
@@ -387,8 +406,10 @@ def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> st
     """All tables as one markdown document."""
     if not records:
         return "No finished tasks yet."
-    models = sorted({f"{k}={v}" for r in records for k, v in (r.get("models") or {}).items()})
-    parts = [f"# {title}" if title else "# verimap eval report"]
+    models = sorted(
+        {visible(f"{k}={v}") for r in records for k, v in (r.get("models") or {}).items()}
+    )
+    parts = [f"# {visible(title)}" if title else "# verimap eval report"]
     if models:
         parts.append("Models: " + ", ".join(models))
     parts += [
@@ -423,7 +444,7 @@ MAX_PROBLEMS_LISTED = 200
 def problem_lines(problems: Sequence[str], limit: int = MAX_PROBLEMS_LISTED) -> list[str]:
     """The first `limit` problems, and a line saying how many more there are."""
     more = len(problems) - limit
-    return [*problems[:limit], *([f"… and {more:,} more"] if more > 0 else [])]
+    return [*map(visible, problems[:limit]), *([f"… and {more:,} more"] if more > 0 else [])]
 
 
 def report_dirs(dirs: Sequence[str | os.PathLike[str]]) -> str:
@@ -433,7 +454,8 @@ def report_dirs(dirs: Sequence[str | os.PathLike[str]]) -> str:
     problems: list[str] = []
     text = render(load_records(dirs, problems))
     notes = [
-        f"- {d}: {n} task(s) errored, not scored (why: {Path(d) / ERRORS}); `--resume` retries them"
+        f"- {visible(d)}: {n} task(s) errored, not scored (why: {visible(Path(d) / ERRORS)}); "
+        "`--resume` retries them"
         for d in dirs
         if (n := len(unscored_errors(d, problems)))
     ]

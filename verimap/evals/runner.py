@@ -254,7 +254,10 @@ async def run_eval(
         tally.skipped = tally.done
         if pending and dispatch is None:
             bench.prepare()
+        from rich.markup import escape  # the bar's description is markup
+
         from verimap import live_view  # rich loads only when an eval runs
+        from verimap.live import clean
 
         console = live_view.stderr_console()
         # The tasks in flight, drawn under the bar; only where the bar itself redraws (and
@@ -274,8 +277,8 @@ async def run_eval(
         sem = asyncio.Semaphore(max_concurrency)
         outcome = EvalOutcome(out, tally)
         with _progress(tally.total, progress, console, board) as bar:
-            pid = bar.add_task(f"{bench.name}/{method}", total=tally.total, completed=tally.done,
-                               acc="-", tok=0, cost="0.0000")  # fmt: skip
+            pid = bar.add_task(escape(clean(f"{bench.name}/{method}")), total=tally.total,
+                               completed=tally.done, acc="-", tok=0, cost="0.0000")  # fmt: skip
 
             def refresh() -> None:
                 bar.update(pid, completed=tally.done, acc=f"{tally.accuracy:.1%}" if tally.done else "-",
@@ -305,7 +308,7 @@ async def run_eval(
                 if progress and not bar.console.is_terminal:
                     # No live bar in a log file or CI: one line per finished task instead.
                     print(
-                        f"[{tally.done}/{tally.total}] {rec['key']} "
+                        f"[{tally.done}/{tally.total}] {clean(rec['key'], 200)} "
                         f"{'correct' if rec['correct'] else 'wrong'} ({rec['status']}); "
                         f"acc {tally.accuracy:.1%}, {tally.tokens} tok, ${tally.cost:.4f}",
                         file=sys.stderr,

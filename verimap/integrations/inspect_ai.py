@@ -29,6 +29,8 @@ finds `verimap/verimap_solver` and `verimap/verified` by name.
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import os
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,8 @@ from verimap.integrations.inspect_model import InspectModel
 from verimap.integrations.inspect_served import serve
 from verimap.integrations.shared_models import shared_models
 from verimap.llm.base import Model, ModelError
+from verimap.out_files import file_name
+from verimap.redaction import redact
 from verimap.sandbox.base import Sandbox
 from verimap.tools import ToolRegistry
 from verimap.usage import EXECUTOR, JUDGE, PLANNER, ROLES
@@ -113,7 +117,7 @@ def verimap_solver(
 
         entry = state.metadata.get("entry_point")
         kind = ("programming" if entry else None) if domain == "auto" else domain
-        trace = Path(trace_dir) / f"{state.sample_id}-{state.epoch}.jsonl" if trace_dir else None
+        trace = trace_file(trace_dir, state.sample_id, state.epoch) if trace_dir else None
         async with span(f"verimap {method}", type="verimap"):
             recorder = TranscriptRecorder()
             events = EventBus()
@@ -207,6 +211,18 @@ def run_config(
     return {**fill(user, get_policies(names)), "policies": names}
 
 
+def trace_file(trace_dir: str | os.PathLike[str], sample_id: object, epoch: int) -> Path:
+    """Where a sample's trace goes: `<sample id>-<epoch>.jsonl` directly in `trace_dir`. An id
+    is data, so it becomes one safe file name (`out_files.file_name`: no separator, no `..`,
+    no control character), with a digest of the id when that changed it, so two ids never
+    share a file."""
+    raw = str(sample_id)
+    name = file_name(raw)
+    if name != raw:
+        name += "-" + hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return Path(trace_dir) / f"{name}-{epoch}.jsonl"
+
+
 def _sandbox(kind: str | Sandbox) -> Sandbox:
     if isinstance(kind, Sandbox):
         return kind
@@ -229,10 +245,10 @@ def _tools(domain: str | None, sandbox: Sandbox) -> ToolRegistry:
 
 
 def summary(result: RunResult, method: str) -> dict[str, Any]:
-    """What a sample keeps of its run: JSON, for the log."""
+    """What a sample keeps of its run: JSON, for the log, secrets masked."""
     from pydantic_core import to_jsonable_python
 
-    return {
+    kept = {
         "method": method,
         "status": result.status,
         "verified": result.verified,
@@ -244,6 +260,7 @@ def summary(result: RunResult, method: str) -> dict[str, Any]:
         "usage": {role: u.model_dump() for role, u in result.usage.roles.items()},
         "wall_time_s": round(result.wall_time_s, 3),
     }
+    return dict(redact(kept))
 
 
 @metric

@@ -17,7 +17,10 @@ path (`verimap.llm.structured`), as for an endpoint in JSON mode; a call's purpo
 reaches the provider (it names the node span instead); tool-call arguments that are not JSON
 reach Inspect as an empty object with a parse error; a reply Inspect served from its cache
 counts in verimap's usage as the call it replays. A model of verimap's own served to Inspect
-(`inspect_served`) gets the request whole, schema and purpose included.
+(`inspect_served`) gets the request whole, schema and purpose included, beside Inspect's types
+(`ServedCall`), and answers whole the same way; what Inspect records of such a call (the
+messages, the reply, the raw call) has its secrets masked (`redaction.redact`), and a reply
+Inspect replays from its cache is that masked copy.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import contextlib
 import json
 from collections.abc import Callable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from verimap.integrations import missing_extra
@@ -41,6 +45,7 @@ from verimap.llm.base import (
     ToolMessage,
 )
 from verimap.llm.openai_model import parse_text_tool_calls
+from verimap.redaction import redact, secret_values
 from verimap.usage import Usage, cost_of, price_known
 
 try:
@@ -63,10 +68,20 @@ try:
 except ModuleNotFoundError as e:
     raise missing_extra(e, "inspect_ai", "inspect") from None
 
-# The request a served verimap model answers (`inspect_served`): passed beside Inspect's types,
-# which cannot hold all of it, for the one generate call the adapter makes.
-CURRENT_REQUEST: ContextVar[ModelRequest | None] = ContextVar("verimap_request", default=None)
-# Where a served model's reply travels whole, in its `ModelOutput.metadata`.
+
+@dataclass
+class ServedCall:
+    """The generate call a served verimap model answers (`inspect_served`): the request whole,
+    which Inspect's types cannot hold, and the reply whole once it answered."""
+
+    request: ModelRequest
+    response: ModelResponse | None = None
+
+
+# The call of the one generate call the adapter makes, passed beside Inspect's types.
+CURRENT_CALL: ContextVar[ServedCall | None] = ContextVar("verimap_call", default=None)
+# Where a served model's reply travels, secrets masked, in its `ModelOutput.metadata`: for a
+# reply Inspect replays from its cache, when no `ServedCall` was answered.
 RESPONSE_KEY = "verimap_response"
 
 _STOP = {"max_tokens": "length", "model_length": "length"}
@@ -90,6 +105,17 @@ def to_inspect_messages(messages: list[Message]) -> list[ChatMessage]:
             )
         else:
             out.append(ChatMessageUser(content=m.content))
+    return out
+
+
+def _masked(messages: list[Message]) -> list[Message]:
+    """`messages` with their secrets masked, each message kept as its own type."""
+    secrets = secret_values()
+    out: list[Message] = []
+    for m in messages:
+        dumped = m.model_dump()
+        clean = redact(dumped, secrets)
+        out.append(m if clean == dumped else type(m).model_validate(clean))
     return out
 
 
@@ -260,11 +286,14 @@ class InspectModel:
     async def request(self, req: ModelRequest) -> ModelResponse:
         tools = to_inspect_tools(req.tools)
         span = self.span_for(req.purpose) if self.span_for else None
-        token = CURRENT_REQUEST.set(req)
+        call = ServedCall(req)
+        token = CURRENT_CALL.set(call)
+        # A served model reads the request from `call`: Inspect records only a masked copy.
+        messages = req.messages if self.served is None else _masked(req.messages)
         try:
             with parent_span(span) if span else contextlib.nullcontext():
                 output = await self.model.generate(
-                    to_inspect_messages(req.messages),
+                    to_inspect_messages(messages),
                     tools=tools,
                     tool_choice=to_inspect_choice(req.tool_choice, bool(tools)),
                     config=self.config_for(req),
@@ -277,10 +306,12 @@ class InspectModel:
                 raise theirs from None
             raise ModelError(f"{self.name}: {type(e).__name__}: {e}") from e
         finally:
-            CURRENT_REQUEST.reset(token)
-        exact = (output.metadata or {}).get(RESPONSE_KEY)
-        if isinstance(exact, dict):  # a served verimap model's reply
-            return ModelResponse.model_validate(exact)
+            CURRENT_CALL.reset(token)
+        if call.response is not None:
+            return call.response
+        replayed = (output.metadata or {}).get(RESPONSE_KEY)
+        if isinstance(replayed, dict):  # a served verimap model's reply, from Inspect's cache
+            return ModelResponse.model_validate(replayed)
         if not output.choices:
             raise ModelError(f"{self.name} returned no choices", usage=usage_of(output))
         content, calls = calls_of(output, req)

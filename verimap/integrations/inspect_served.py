@@ -4,9 +4,11 @@ The solver's fallback (verimap's local llama.cpp model, or the endpoint `verimap
 and any verimap `Model` passed to it (a test double) are wrapped so that their calls too go
 through Inspect's `Model.generate`: they are model events in the transcript, counted in the
 log's usage, cached by `--cache` and limited by `--max-connections`. The adapter hands the API
-the request whole (`CURRENT_REQUEST`), so what Inspect's types cannot hold (the planner's
-schema, the purpose a test double answers by) still reaches the model; the event records
-Inspect's view of it, and the request as the endpoint would get it as the raw call.
+the request whole (`CURRENT_CALL`), so what Inspect's types cannot hold (the planner's
+schema, the purpose a test double answers by) still reaches the model, and takes the reply
+back whole the same way; the event records Inspect's view of both, and the request as the
+endpoint would get it as the raw call, all with their secrets masked (`redaction.redact`):
+the transcript is a file that gets shared.
 
 Retries stay with the served model (`OpenAIModel` retries, and restarts a local server that
 died), so Inspect does not retry them again. The local server runs one request at a time, so
@@ -19,12 +21,13 @@ from typing import Any
 
 from verimap.integrations import missing_extra
 from verimap.integrations.inspect_model import (
-    CURRENT_REQUEST,
+    CURRENT_CALL,
     RESPONSE_KEY,
     inspect_call,
     model_usage,
 )
 from verimap.llm.base import Model, ModelError, ModelResponse, to_openai
+from verimap.redaction import redact, secret_values
 
 try:
     from inspect_ai.model import (
@@ -88,25 +91,29 @@ class ServedModelAPI(ModelAPI):
         tool_choice: ToolChoice,
         config: GenerateConfig,
     ) -> tuple[ModelOutput | Exception, ModelCall]:
-        req = CURRENT_REQUEST.get()
-        if req is None:
+        call = CURRENT_CALL.get()
+        if call is None:
             raise RuntimeError(f"verimap/{self.model_name} answers only verimap's own requests")
-        sent: dict[str, Any] = {
+        req = call.request
+        secrets = secret_values()
+        sent: dict[str, Any] = redact({
             "messages": to_openai(req.messages), "tools": req.tools, "tool_choice": req.tool_choice,
             "response_schema": req.response_schema, **req.settings.model_dump(exclude_none=True),
-        }  # fmt: skip
+        }, secrets)  # fmt: skip
         try:
             resp = await self.served.request(req)
         except ModelError as e:  # Inspect records it in the model event, then raises it
-            return e, ModelCall.create(request=sent, response={"error": str(e)})
-        return _output(resp, self.model_name), ModelCall.create(
-            request=sent, response=resp.model_dump(mode="json")
+            return e, ModelCall.create(request=sent, response={"error": redact(str(e), secrets)})
+        call.response = resp
+        shown = ModelResponse.model_validate(redact(resp.model_dump(mode="json"), secrets))
+        return _output(shown, self.model_name), ModelCall.create(
+            request=sent, response=shown.model_dump(mode="json")
         )
 
 
 def _output(resp: ModelResponse, name: str) -> ModelOutput:
-    """Inspect's view of the reply, for the transcript and the log's usage; the reply itself
-    travels whole in the metadata, back to the adapter (also out of Inspect's cache)."""
+    """Inspect's view of the (masked) reply, for the transcript and the log's usage; it also
+    travels whole in the metadata, for the adapter to take out of Inspect's cache."""
     calls = [inspect_call(tc) for tc in resp.tool_calls]
     message = ChatMessageAssistant(
         content=resp.content, tool_calls=calls or None, model=resp.model or name, source="generate"

@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 
 from verimap.evals import report as tables
 from verimap.evals.runner import CONFIG, RESULTS, RunDirError, unscored_errors
+from verimap.out_files import OutFileError, check_replace, marked, write_file
 from verimap.redaction import Redactor
 from verimap.trace_files import DEFAULT_MAX_CHARS, clip_deep, clip_text, trace_path
 from verimap.view.curves import MAX_RISK_PLOTS, Plots, RiskPlot, draw_plots, risk_plots
@@ -44,6 +45,9 @@ MAX_TASKS = 2_000
 MAX_TABLE_ROWS = 200  # per table, and methods or benchmarks in the filters
 MAX_POINTS = 60  # method x benchmark points in the plot: the ones with the most tasks
 T = TypeVar("T")
+# In every page's <head>: how a later `verimap view` knows it may replace the file.
+PAGE_MARK = '<meta name="generator" content="verimap view">'
+PAGE = marked("verimap view page", PAGE_MARK)
 
 
 @dataclass
@@ -148,11 +152,15 @@ def _natural(text: str) -> list[Any]:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
 
 
+# A bar between cells: one a cell holds is escaped (`verimap.evals.report.cell`).
+_CELL_BAR = re.compile(r"(?<!\\)\|")
+
+
 def _md_table(markdown: str) -> tuple[list[str], list[list[str]]]:
     """Header and rows of one of `verimap.evals.report`'s markdown tables: the paper's tables
     are computed there, once, and only re-drawn here."""
     lines = [ln.strip() for ln in markdown.strip().splitlines() if ln.strip().startswith("|")]
-    cells = [[c.strip() for c in ln.strip("|").split("|")] for ln in lines]
+    cells = [[c.strip().replace("\\|", "|") for c in _CELL_BAR.split(ln[1:-1])] for ln in lines]
     if len(cells) < 2:
         return [], []
     header, rows = cells[0], cells[2:]
@@ -463,25 +471,22 @@ def write_report(
     *,
     max_chars: int = DEFAULT_MAX_CHARS,
     warn: Callable[[str], object] | None = None,
+    named: bool = True,
 ) -> Path:
     """Build the report of `paths` and write it to `out` (default: `default_output`). Each
-    line skipped as unreadable is listed on the page and, when given, passed to `warn`."""
+    line skipped as unreadable is listed on the page and, when given, passed to `warn`. An
+    existing file is replaced only when it is a page verimap wrote, or `out` is given and
+    `named` (the user chose that path: `verimap.out_files`)."""
     if not paths:
         raise ViewError("nothing to view: give a trace or an eval directory")
     target = Path(out) if out is not None else default_output(paths)
-    report = build_report(paths, max_chars=max_chars)
-    if warn is not None:
-        for line in report.problems_listed:
-            warn(line)
-    page = render_html(report, max_chars=max_chars)
-    data = page.encode("utf-8", errors="replace")  # a lone surrogate from a trace's JSON
-    tmp = target.with_name(f".{target.name}.tmp")
+    named = named and out is not None
     try:
-        tmp.write_bytes(data)
-        os.replace(tmp, target)
-    except OSError as e:
-        tmp.unlink(missing_ok=True)
-        raise ViewError(
-            f"cannot write {target}: {e.strerror or e}; choose another with -o"
-        ) from None
-    return target
+        check_replace(target, PAGE, named=named)  # before the work, not only after it
+        report = build_report(paths, max_chars=max_chars)
+        if warn is not None:
+            for line in report.problems_listed:
+                warn(line)
+        return write_file(target, render_html(report, max_chars=max_chars), PAGE, named=named)
+    except OutFileError as e:
+        raise ViewError(str(e)) from None
