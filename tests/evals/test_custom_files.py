@@ -3,19 +3,16 @@ loader read something else than its own rows, is a DataError naming the file, ne
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from verimap.evals.custom_files import load_rows
 from verimap.evals.data import DataError
 from verimap.testing import need
-
-try:
-    import datasets
-except ImportError:  # the `datasets` extra; the tests that need it say so
-    datasets = None
 
 ROWS = [{"question": "Capital of France?", "answer": "Paris"}]
 
@@ -38,13 +35,18 @@ def test_a_malformed_file_is_a_data_error_naming_file_and_line(tmp_path, name, c
         load_rows(tmp_path / name)
 
 
-def _need_datasets() -> None:
-    need(datasets is not None, "the `datasets` package is not installed (pip install -e '.[dev]')")
+def _datasets() -> Any:
+    """The `datasets` package (the dev extra): without it the test fails under CI, else skips."""
+    try:
+        return importlib.import_module("datasets")
+    except ImportError:
+        need(False, "the `datasets` package is not installed (pip install -e '.[dev]')")
 
 
 def _saved_with_image_paths(path: Path, image: str) -> Path:
     """A saved dataset whose `image` column names `image` and holds no bytes, as a hand-written
     directory can (save_to_disk itself embeds the file's bytes): decoding it reads `image`."""
+    datasets = _datasets()
     struct = {"bytes": datasets.Value("binary"), "path": datasets.Value("string")}
     features = datasets.Features({"question": datasets.Value("string"),
                                   "answer": datasets.Value("string"), "image": struct})  # fmt: skip
@@ -58,7 +60,7 @@ def _saved_with_image_paths(path: Path, image: str) -> Path:
 
 @pytest.mark.parametrize("image", ["secret.png", "http://127.0.0.1:9/secret.png"])
 def test_a_datasets_image_column_is_refused_before_any_image_is_read(tmp_path, monkeypatch, image):
-    _need_datasets()
+    datasets = _datasets()
     opened: list[object] = []
     monkeypatch.setattr("PIL.Image.open", lambda *a, **k: opened.append(a) or 1 / 0)
     (tmp_path / "secret.png").write_text("not for the benchmark")
@@ -71,7 +73,7 @@ def test_a_datasets_image_column_is_refused_before_any_image_is_read(tmp_path, m
 
 
 def test_a_datasets_directory_with_embedded_images_is_refused(tmp_path):
-    _need_datasets()
+    datasets = _datasets()
     (tmp_path / "a.png").write_bytes(b"\x89PNG not really")
     ds = datasets.Dataset.from_list([{**ROWS[0], "pics": [str(tmp_path / "a.png")]}])
     ds = ds.cast_column("pics", datasets.Sequence(datasets.Image()))
@@ -84,13 +86,19 @@ def test_a_datasets_directory_with_embedded_images_is_refused(tmp_path):
 
 
 def test_a_datasets_directory_naming_data_files_elsewhere_is_refused(tmp_path):
-    _need_datasets()
+    datasets = _datasets()
     datasets.Dataset.from_list(ROWS).save_to_disk(str(tmp_path / "elsewhere"))
     datasets.Dataset.from_list(ROWS).save_to_disk(str(tmp_path / "ds"))
     state = json.loads((tmp_path / "ds" / "state.json").read_text())
     name = state["_data_files"][0]["filename"]
     state["_data_files"][0]["filename"] = f"../elsewhere/{name}"
     (tmp_path / "ds" / "state.json").write_text(json.dumps(state))
+    with pytest.raises(DataError, match=r"state\.json: '_data_files' must name files in"):
+        load_rows(tmp_path / "ds")
+    state["_data_files"][0]["filename"] = name
+    (tmp_path / "ds" / "state.json").write_text(json.dumps(state))
+    (tmp_path / "ds" / name).unlink()
+    (tmp_path / "ds" / name).symlink_to(tmp_path / "elsewhere" / name)
     with pytest.raises(DataError, match=r"state\.json: '_data_files' must name files in"):
         load_rows(tmp_path / "ds")
     datasets.DatasetDict({"test": datasets.Dataset.from_list(ROWS)}).save_to_disk(
@@ -102,7 +110,7 @@ def test_a_datasets_directory_naming_data_files_elsewhere_is_refused(tmp_path):
 
 
 def test_a_datasets_row_that_cannot_be_read_is_a_data_error(tmp_path, monkeypatch):
-    _need_datasets()
+    datasets = _datasets()
     datasets.Dataset.from_list(ROWS).save_to_disk(str(tmp_path / "ds"))
 
     def broken(self):

@@ -99,20 +99,19 @@ def _csv_rows(p: Path, delimiter: str) -> Rows:
     return Rows(rows, fields, "csv")
 
 
-def _plain_name(name: Any) -> bool:
-    return (
-        isinstance(name, str) and name not in ("", ".", "..") and not any(c in name for c in "/\\:")
-    )
+def _in_dir(p: Path, name: Any) -> bool:
+    """Whether `name` names a file right inside `p`, symbolic links followed."""
+    return isinstance(name, str) and (p / name).resolve().parent == p.resolve()
 
 
 def _check_saved_files(p: Path) -> None:
-    """The data files and splits a saved dataset's own JSON names are plain names inside `p`:
-    `datasets` joins them to the directory, so `..` or an absolute path would read a dataset
-    elsewhere on the machine into the tasks."""
+    """The data files and splits a saved dataset's own JSON names are right inside `p`:
+    `datasets` joins them to the directory, so `..`, an absolute path or a symbolic link would
+    read a dataset elsewhere on the machine into the tasks."""
     if (p / "dataset_dict.json").is_file():
         splits = read_json(p / "dataset_dict.json")
         names = splits.get("splits") if isinstance(splits, dict) else None
-        if not isinstance(names, list) or not all(_plain_name(n) for n in names):
+        if not isinstance(names, list) or not all(_in_dir(p, n) for n in names):
             raise DataError(
                 f"{p / 'dataset_dict.json'}: 'splits' must list the names of subdirectories"
             )
@@ -122,7 +121,7 @@ def _check_saved_files(p: Path) -> None:
         state = read_json(p / "state.json")
         files = state.get("_data_files") if isinstance(state, dict) else None
         if not isinstance(files, list) or not all(
-            isinstance(f, dict) and _plain_name(f.get("filename")) for f in files
+            isinstance(f, dict) and _in_dir(p, f.get("filename")) for f in files
         ):
             raise DataError(f"{p / 'state.json'}: '_data_files' must name files in {p}")
 
