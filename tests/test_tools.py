@@ -1,9 +1,15 @@
+import asyncio
 import json
+import math
+import sys
+import time
 
 import pytest
 
+from verimap import tools
 from verimap.sandbox.base import ExecResult, Outcome, Sandbox
 from verimap.tools import (
+    MAX_DIGITS,
     CalculatorError,
     Tool,
     ToolRegistry,
@@ -39,6 +45,100 @@ def test_calculator_arithmetic(expr, value):
 def test_calculator_refuses_code(expr):
     with pytest.raises(CalculatorError):
         safe_eval(expr)
+
+
+# Each ran for hours (or without end) on the host, in the event loop, before results were sized.
+HOSTILE = [
+    "factorial(10**8)", "comb(10**9, 5*10**8)", "perm(10**9, 10**6)", "perm(10**7)",
+    "2**2**2**2**2", "9**9**9", "((10**1000)**1000)**1000", "round(5, -10**30)", "10**4001 * 7",
+]  # fmt: skip
+
+
+def _calculate(expressions: list[str]) -> list[tuple[str, float]]:
+    """In a child process: the calculator's reply to each expression and the seconds it took."""
+    out = []
+    for e in expressions:
+        start = time.perf_counter()
+        reply = asyncio.run(calculator_tool().run(expression=e))
+        out.append((reply, time.perf_counter() - start))
+    return out
+
+
+def test_hostile_expressions_are_refused_before_they_are_computed(bounded):
+    replies = bounded(120, _calculate, HOSTILE)
+    for expr, (reply, seconds) in zip(HOSTILE, replies, strict=True):
+        assert reply.startswith("error: refused:"), (expr, reply)
+        assert seconds < 1, (expr, seconds)
+    assert f"over {MAX_DIGITS} digits" in replies[0][0]
+
+
+@pytest.mark.parametrize(
+    ("expr", "value"),
+    [("factorial(1000)", math.factorial(1000)), ("comb(10**100, 2)", math.comb(10**100, 2)),
+     ("comb(2**20, 1000)", math.comb(2**20, 1000)), ("perm(2000, 1000)", math.perm(2000, 1000)),
+     ("(-1)**(10**100)", 1), ("2**13000", 2**13000), ("round(1234, -2)", 1200)],
+    ids=lambda v: str(v)[:24],
+)  # fmt: skip
+def test_big_results_within_the_bound_are_exact(expr, value):
+    assert safe_eval(expr) == value
+
+
+@pytest.mark.parametrize(
+    ("expr", "match"),
+    [("3 * 10**400 / 7", "too large for floating point"), ("factorial(1700)", "over 4000 digits"),
+     ("2**13289", "over 4000 digits"), ("(-8)**0.5", "not a real number"), ("1e308 * 10", "finite"),
+     ("sqrt(-1)", "math domain"), ("factorial(2.5)", "cannot compute"), ("min()", "cannot compute"),
+     ("1+" * 2000 + "1", "nests too deeply"), ("-" * 9000 + "1", "nests too deeply"),
+     ("1" * 5000, "not an arithmetic expression"), ("1 + 1" * 3000, "over 10000 characters")],
+    ids=lambda v: str(v)[:24],
+)  # fmt: skip
+def test_what_cannot_be_computed_is_a_calculator_error(expr, match):
+    with pytest.raises(CalculatorError, match=match):
+        safe_eval(expr)
+
+
+async def _tick(ticks: list[int]) -> None:
+    for i in range(5):
+        await asyncio.sleep(0.01)
+        ticks.append(i)
+
+
+async def _calculate_beside_a_ticker(expression: str) -> tuple[str, list[int]]:
+    ticks: list[int] = []
+    reply, _ = await asyncio.wait_for(
+        asyncio.gather(
+            default_tools().call("calculator", {"expression": expression}), _tick(ticks)
+        ),
+        30,
+    )
+    return reply, ticks
+
+
+def _calculate_in_a_loop(expression: str) -> tuple[str, list[int]]:
+    return asyncio.run(_calculate_beside_a_ticker(expression))
+
+
+def test_a_hostile_expression_does_not_hold_up_other_tasks(bounded):
+    reply, ticks = bounded(120, _calculate_in_a_loop, "factorial(10**8)")
+    assert reply.startswith("error: refused:") and ticks == [0, 1, 2, 3, 4]
+
+
+async def test_the_calculator_answers_within_its_timeout_and_the_loop_runs_meanwhile(monkeypatch):
+    monkeypatch.setattr(tools, "safe_eval", lambda expression: time.sleep(0.5) or 1)
+    ticks: list[int] = []
+    reply, _ = await asyncio.gather(calculator_tool(timeout=0.1).run(expression="1"), _tick(ticks))
+    assert reply == "error: refused: the expression took over 0.1 s to compute"
+    assert ticks == [0, 1, 2, 3, 4]
+
+
+def test_a_result_past_the_int_printing_limit_is_an_error():
+    old = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(640)
+    try:
+        with pytest.raises(CalculatorError, match="refused"):
+            tools.format_number(10**700)
+    finally:
+        sys.set_int_max_str_digits(old)
 
 
 async def test_registry_call_reports_problems_as_text():

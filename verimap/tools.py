@@ -8,6 +8,7 @@ protocol both need.
 from __future__ import annotations
 
 import ast
+import asyncio
 import inspect
 import json
 import math
@@ -15,7 +16,7 @@ import operator
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from verimap.errors import VerimapError
 from verimap.sandbox.base import ExecResult, Sandbox, SandboxUnavailable
@@ -138,17 +139,123 @@ _FUNCS: dict[str, Callable[..., Any]] = {
 _CONSTS = {"pi": math.pi, "e": math.e}
 THOUSANDS_SEP = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 
+# The largest integer the calculator holds at any step, in decimal digits: below Python's limit
+# on printing an int (4300 digits), and small enough that every step takes microseconds.
+MAX_DIGITS = 4000
+MAX_BITS = math.floor(MAX_DIGITS * math.log2(10))
+# The longest expression read, in characters.
+MAX_EXPRESSION = 10_000
+# How long the calculator tool waits for a result, in seconds.
+CALCULATOR_TIMEOUT = 5.0
+# Below this, log-gamma is exact enough to size a factorial quotient; above it the size is bounded
+# from above by k * log2(n), within k**2 / n bits of the truth for the k allowed.
+_LGAMMA_EXACT = 2**20
+
 
 class CalculatorError(VerimapError, ValueError):
     pass
 
 
+_TOO_DEEP = "refused: the expression nests too deeply or chains too many operations"
+
+
+def _too_big() -> CalculatorError:
+    return CalculatorError(f"refused: the result would have over {MAX_DIGITS} digits")
+
+
+def _is_int(x: Any) -> TypeGuard[int]:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _log2_factorial(n: int) -> float:
+    return math.lgamma(n + 1) / math.log(2)
+
+
+def _log2_falling(n: int, k: int) -> float:
+    """log2 of n * (n - 1) * ... * (n - k + 1), for 0 <= k <= n and k small enough to hold."""
+    if n <= _LGAMMA_EXACT:
+        return (math.lgamma(n + 1) - math.lgamma(n - k + 1)) / math.log(2)
+    return k * math.log2(n)
+
+
+def _guard_power(base: Any, exp: Any) -> None:
+    big = _is_int(base) and _is_int(exp) and exp > 0 and abs(base) > 1
+    if big and math.log2(abs(base)) * exp > MAX_BITS:
+        raise _too_big()
+
+
+def _guard_product(a: Any, b: Any) -> None:
+    if _is_int(a) and _is_int(b) and a.bit_length() + b.bit_length() - 1 > MAX_BITS:
+        raise _too_big()
+
+
+def _no_guard(*args: Any) -> None:
+    pass
+
+
+def _guard_factorial(n: Any) -> None:
+    # n! >= 2 ** (n - 1): the cheap bound refuses first, so log-gamma sees small n only.
+    if _is_int(n) and n > 1 and (n - 1 > MAX_BITS or _log2_factorial(n) > MAX_BITS):
+        raise _too_big()
+
+
+def _guard_comb(n: Any = None, k: Any = None, *rest: Any) -> None:
+    if not (_is_int(n) and _is_int(k) and 0 <= k <= n):
+        return
+    k = min(k, n - k)  # comb(n, k) >= 2 ** k for this k
+    if k > MAX_BITS or _log2_falling(n, k) - _log2_factorial(k) > MAX_BITS:
+        raise _too_big()
+
+
+def _guard_perm(n: Any = None, k: Any = None, *rest: Any) -> None:
+    if k is None:
+        _guard_factorial(n)
+    elif not (_is_int(n) and _is_int(k) and 0 <= k <= n):
+        return
+    elif k - 1 > MAX_BITS or _log2_falling(n, k) > MAX_BITS:  # perm(n, k) >= k! >= 2 ** (k - 1)
+        raise _too_big()
+
+
+def _guard_round(x: Any = None, ndigits: Any = None, *rest: Any) -> None:
+    if _is_int(ndigits) and abs(ndigits) > MAX_DIGITS:  # round(5, -10**9) computes 10**10**9
+        raise CalculatorError(f"refused: rounding to over {MAX_DIGITS} digits")
+
+
+# Checks run on the operands before the step: each refuses what would be too big to compute.
+_OP_GUARDS: dict[type, Callable[[Any, Any], None]] = {
+    ast.Pow: _guard_power,
+    ast.Mult: _guard_product,
+}
+_CALL_GUARDS: dict[str, Callable[..., None]] = {
+    "factorial": _guard_factorial, "comb": _guard_comb, "perm": _guard_perm, "round": _guard_round,
+}  # fmt: skip
+
+
+def _checked(value: Any) -> int | float:
+    """`value` when it is a number the calculator may hold, else a CalculatorError."""
+    if _is_int(value):
+        if value.bit_length() > MAX_BITS:
+            raise _too_big()
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise CalculatorError("the result is not a finite number")
+        return value
+    raise CalculatorError(f"the result is not a real number: {value!r}"[:120])
+
+
 def safe_eval(expression: str) -> int | float:
     """Arithmetic over numbers, + - * / // % **, parentheses and a few math functions.
 
-    Walks the AST instead of calling `eval`, so no attribute access, names or
-    calls outside the whitelist can run; huge powers are refused.
+    Walks the AST instead of calling `eval`, so no attribute access, names or calls outside the
+    whitelist can run. Every step is bounded before it runs: a power, factorial, binomial or
+    permutation whose result would pass `MAX_DIGITS` digits is refused from its operands' sizes,
+    and every integer along the way is held to the same size, so any accepted expression takes
+    at most milliseconds. Raises CalculatorError, and nothing else, for anything it does not
+    compute (too long, too big, not arithmetic, division by zero, a math domain error).
     """
+    if len(expression) > MAX_EXPRESSION:
+        raise CalculatorError(f"refused: the expression is over {MAX_EXPRESSION} characters")
     try:
         text = THOUSANDS_SEP.sub("", expression.replace("^", "**")).strip()
         if len(text) > 1 and text[0] == text[-1] and text[0] in "'\"`":
@@ -156,8 +263,10 @@ def safe_eval(expression: str) -> int | float:
         tree = ast.parse(text, mode="eval")
     except SyntaxError as e:
         raise CalculatorError(f"not an arithmetic expression: {e.msg}") from None
+    except (ValueError, MemoryError, RecursionError):
+        raise CalculatorError(_TOO_DEEP) from None
 
-    def ev(n: ast.AST) -> Any:
+    def ev(n: ast.AST) -> int | float:
         if isinstance(n, ast.Expression):
             return ev(n.body)
         if (
@@ -165,14 +274,13 @@ def safe_eval(expression: str) -> int | float:
             and isinstance(n.value, int | float)
             and not isinstance(n.value, bool)
         ):
-            return n.value
+            return _checked(n.value)
         if isinstance(n, ast.BinOp) and type(n.op) in _BINOPS:
             left, right = ev(n.left), ev(n.right)
-            if isinstance(n.op, ast.Pow) and abs(right) > 1000:
-                raise CalculatorError("exponent too large")
-            return _BINOPS[type(n.op)](left, right)
+            _OP_GUARDS.get(type(n.op), _no_guard)(left, right)
+            return _checked(_BINOPS[type(n.op)](left, right))
         if isinstance(n, ast.UnaryOp) and type(n.op) in _UNOPS:
-            return _UNOPS[type(n.op)](ev(n.operand))
+            return _checked(_UNOPS[type(n.op)](ev(n.operand)))
         if isinstance(n, ast.Name) and n.id in _CONSTS:
             return _CONSTS[n.id]
         if (
@@ -181,24 +289,52 @@ def safe_eval(expression: str) -> int | float:
             and n.func.id in _FUNCS
             and not n.keywords
         ):
-            return _FUNCS[n.func.id](*[ev(a) for a in n.args])
+            args = [ev(a) for a in n.args]
+            _CALL_GUARDS.get(n.func.id, _no_guard)(*args)
+            return _checked(_FUNCS[n.func.id](*args))
         raise CalculatorError(f"unsupported element: {ast.dump(n)[:60]}")
 
     try:
         value = ev(tree)
     except ZeroDivisionError:
         raise CalculatorError("division by zero") from None
+    except OverflowError:
+        raise CalculatorError("refused: a number too large for floating point") from None
+    except RecursionError:
+        raise CalculatorError(_TOO_DEEP) from None
+    except CalculatorError:
+        raise
+    except (ValueError, TypeError) as e:
+        raise CalculatorError(f"cannot compute: {e}") from None
     if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
         return int(value)
     return value
 
 
-def calculator_tool() -> Tool:
-    def calc(expression: str) -> str:
+def format_number(value: int | float) -> str:
+    """How the calculator shows a result; a CalculatorError past Python's int printing limit
+    (lowered by `sys.set_int_max_str_digits` below `MAX_DIGITS`)."""
+    try:
+        return str(value)
+    except ValueError as e:
+        raise CalculatorError(f"refused: {e}") from None
+
+
+def calculator_tool(*, timeout: float = CALCULATOR_TIMEOUT) -> Tool:
+    """The `calculator` tool: `safe_eval` on a worker thread, so the event loop keeps running,
+    with a result or an error message within `timeout` seconds. A thread cannot be stopped, so
+    one still computing after `timeout` keeps its core until it finishes; `safe_eval`'s size
+    bounds make every expression it accepts take milliseconds, and the timeout is the limit on
+    what the caller waits, which a run's time limit can then cut short as it can any await."""
+
+    async def calc(expression: str) -> str:
         try:
-            return str(safe_eval(expression))
-        except (CalculatorError, ValueError, OverflowError) as e:
+            value = await asyncio.wait_for(asyncio.to_thread(safe_eval, expression), timeout)
+            return format_number(value)
+        except CalculatorError as e:
             return f"error: {e}"
+        except TimeoutError:
+            return f"error: refused: the expression took over {timeout:g} s to compute"
 
     return Tool(
         name="calculator",

@@ -77,6 +77,15 @@ async def test_a_sample_whose_written_sum_slips_does_not_vote(process_sandbox):
     assert r.nodes["solve"].unconfirmed == "votes: 391 x2, 381 x1 (the first attempt)"
 
 
+async def test_a_sample_with_a_claim_too_big_to_check_still_votes(process_sandbox):
+    """`3 * 10**400 = 7` cannot be compared in floating point: the claim is unverifiable, and
+    the sample votes on its answer rather than make the whole check abstain."""
+    reply = "Not 3 * 10**400 = 7: 17 * 23 = 391.\nThe answer is 391."
+    world = ScriptedWorld([PLAN], totals(391), sample=lambda task: reply)
+    r = await run(world, process_sandbox, BALLOT)
+    assert r.verified and r.answer == 391 and judge_calls(world) == 3
+
+
 def test_under_the_mixed_ballot_a_slipped_sample_still_votes():
     assert AnswerAgreement.with_ballot("mixed").sound_samples is False
     assert AnswerAgreement().sound_samples is True

@@ -1,7 +1,8 @@
 import json
+import time
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import verimap
@@ -102,6 +103,44 @@ def test_a_true_claim_is_never_a_slip_and_an_off_by_one_is(a, b, op):
     if op != "/":
         wrong = exact + 1
         assert claims(f"We get {a} {op} {b} = {wrong} in all.") == [(f"{a} {op} {b}", str(wrong))]
+
+
+# Claims whose left side is too big to compute, or too big to compare: before they were sized,
+# the first hung the check and the others raised out of it.
+HOSTILE_CLAIMS = [
+    "So ((10**1000)**1000)**1000 = 1.", "3 * 10**400 = 7", "9**9**9 = 1", "2**2**2**2**2 = 4",
+    "factorial(10**8) = 7", "comb(10**9, 5*10**8) = 3", "10 / 3 = " + "9" * 300 + ".12345",
+    " + ".join(["12"] * 2000) + " = 5",
+]  # fmt: skip
+
+
+def _check_all(texts: list[str]) -> list[tuple[str | None, float]]:
+    """In a child process: the check's outcome on each reply and the seconds it took."""
+    out = []
+    for text in texts:
+        start = time.perf_counter()
+        verdict = arithmetic.check([AssistantMessage(content=text)])
+        out.append((None if verdict is None else verdict.outcome, time.perf_counter() - start))
+    return out
+
+
+def test_a_claim_too_big_to_compute_is_unverifiable_not_a_crash(bounded):
+    found = bounded(120, _check_all, HOSTILE_CLAIMS)
+    assert [outcome for outcome, _ in found] == ["PASS"] * 6 + ["FAIL", "PASS"]
+    assert all(seconds < 2 for _, seconds in found), found
+
+
+def test_an_unverifiable_claim_leaves_the_rest_of_the_reply_checked():
+    assert claims("3 * 10**400 = 7, and 2 * 3 = 7") == [("2 * 3", "7")]
+    long_sum = " + ".join(["12"] * (arithmetic.MAX_CLAIM // 5 + 1))
+    assert claims(f"{long_sum} = 5") == [] and claims("12 + 12 = 5") == [("12 + 12", "5")]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="0123456789+-*/^().=% x", max_size=40))
+def test_no_text_makes_the_check_raise(text):
+    verdict = arithmetic.check([AssistantMessage(content=text)])
+    assert verdict is None or verdict.outcome in ("PASS", "FAIL")
 
 
 def test_check_reads_only_the_executors_replies():

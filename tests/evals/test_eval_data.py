@@ -134,3 +134,53 @@ def test_a_humaneval_id_with_an_unprintable_character_is_refused_by_file_and_lin
         f.write(json.dumps({**row, "task_id": "HumanEval/0"}) + "\n" + json.dumps(row) + "\n")
     with pytest.raises(d.DataError, match=f"{re.escape(str(path))}: line 2: the id .* unprintable"):
         d.load_humaneval(d.resolve("humaneval", tmp_path))
+
+
+# Each raised out of the loader as a traceback (UnicodeDecodeError, ValueError, RecursionError).
+GOOD_LINE = b'{"question": "q", "answer": "#### 1"}\n'
+MALFORMED = [
+    (GOOD_LINE + b'{"question": "caf\xe9", "answer": "#### 2"}\n', "line 2: not UTF-8 text (byte 0xe9)"),
+    (GOOD_LINE + b'{"question": "q", "answer": "#### 1", "n": ' + b"7" * 5000 + b"}\n",
+     "line 2: an integer of over 4300 digits"),
+    (GOOD_LINE + b"[" * 100_000 + b"]" * 100_000 + b"\n", "line 2: nested 100000 levels deep"),
+    (GOOD_LINE + b'{"question": "q", "ans', "line 2 column 19: not valid JSON"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("content", "match"), MALFORMED, ids=["utf8", "digits", "deep", "cut"])
+def test_a_malformed_jsonl_line_is_a_data_error_naming_file_and_line(tmp_path, content, match):
+    (tmp_path / "gsm8k").mkdir()
+    (tmp_path / "gsm8k" / "test.jsonl").write_bytes(content)
+    with pytest.raises(d.DataError, match=r"gsm8k/test\.jsonl: " + re.escape(match)):
+        d.load_gsm8k(d.resolve("gsm8k", tmp_path))
+
+
+@pytest.mark.parametrize(
+    ("content", "match"),
+    [(b'[\n{"a": 1},\n{"b": "\xff"}]', "line 3: not UTF-8 text"),
+     (b'[\n{"a": 1},\n{"c": -' + b"7" * 5000 + b"}]", "line 3: an integer of over 4300 digits"),
+     (b'[\n{"a": 1},\n' + b"[" * 100_000 + b"]" * 100_000 + b"\n]", "line 3: nested 100001 levels"),
+     (b'[\n{"a": 1},\n{"b": ', "line 3 column 7: not valid JSON: Expecting value")],
+    ids=["utf8", "digits", "deep", "cut"],
+)  # fmt: skip
+def test_a_malformed_json_file_is_a_data_error_naming_file_and_line(tmp_path, content, match):
+    path = tmp_path / "corpus.json"
+    path.write_bytes(content)
+    with pytest.raises(d.DataError, match=r"corpus\.json: " + re.escape(match)):
+        d.read_json(path)
+
+
+def test_long_digits_in_a_string_or_a_float_are_read(tmp_path):
+    path = tmp_path / "corpus.json"
+    path.write_bytes(b'[{"a": "' + b"9" * 5000 + b'"}, {"a": 1.' + b"9" * 5000 + b"}]")
+    assert d.read_json(path)[0]["a"] == "9" * 5000
+
+
+def test_a_truncated_gzip_is_a_data_error(tmp_path):
+    path = tmp_path / "HumanEval.jsonl.gz"
+    path.write_bytes(gzip.compress(b'{"task_id": "x"}\n' * 500)[:-20])
+    with pytest.raises(d.DataError, match=r"HumanEval\.jsonl\.gz: cannot read"):
+        list(d.read_jsonl(path))
+    path.write_bytes(b"\x1f\x8b" + b"not gzip" * 10)
+    with pytest.raises(d.DataError, match="cannot read"):
+        list(d.read_jsonl(path))

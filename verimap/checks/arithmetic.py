@@ -61,6 +61,10 @@ _EXPR_CHARS = set("0123456789.+-*/() \t")
 _OPERATOR = re.compile(r"\d\s*[-+*/]\s*[\d(]|\)\s*[-+*/]")
 _FIRST_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _OPERATORS = frozenset("+-*/")
+# The longest calculation read, in characters (those in the eval transcripts are under 80):
+# every tail of it is tried, so a claim costs the square of its length, and a longer one is
+# left unchecked rather than hold up the event loop.
+MAX_CLAIM = 240
 
 
 class Slip(BaseModel):
@@ -100,19 +104,23 @@ def normalise(text: str) -> str:
 
 
 def _value(expr: str) -> int | float | None:
+    """The value of `expr`; None when the calculator does not compute it (not arithmetic, or
+    too big: `safe_eval` bounds it) or it is past a float's range, where no written claim can be
+    compared with it: such a claim is unverifiable, neither right nor wrong."""
     try:
         value = safe_eval(expr)
-    except (CalculatorError, ArithmeticError, ValueError, TypeError, RecursionError):
+    except CalculatorError:
         return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
+    try:
+        return value if math.isfinite(float(value)) else None
+    except OverflowError:
         return None
-    return value if math.isfinite(value) else None
 
 
 def _readings(expr: str) -> list[int | float]:
     """Every value the text can mean: with and without percentages as fractions."""
     out = []
-    for form in (_PERCENT.sub(r"(\1/100)", expr), _PERCENT.sub(r"\1", expr)):
+    for form in dict.fromkeys((_PERCENT.sub(r"(\1/100)", expr), _PERCENT.sub(r"\1", expr))):
         v = _value(form)
         if v is not None:
             out.append(v)
@@ -159,6 +167,8 @@ def _agrees(
             digits = re.search(r"\.(\d+)", text)
             unit = 10.0 ** -(len(digits.group(1)) if digits else 0)
             have, want = abs(left) / unit, abs(right) / unit
+            if not (math.isfinite(have) and math.isfinite(want)):
+                continue
             if abs(have - want) <= 0.5 + 1e-9 * have:
                 return True
             if "/" in expr and round(want) in (math.floor(have + 1e-9), math.ceil(have - 1e-9)):
@@ -200,7 +210,9 @@ def slips(text: str) -> list[Slip]:
             offset = len(after) - len(body)
             while end < len(body) and (body[end] in _EXPR_CHARS or body[end] == "%"):
                 end += 1
-            if _in_equation(before[:start], before[start:], body[:end], body[end:]):
+            if len(before) - start > MAX_CLAIM or _in_equation(
+                before[:start], before[start:], body[:end], body[end:]
+            ):
                 continue
             lefts = _left_candidates(before[start:])
             rights_text = _right_candidates(after[: offset + end])

@@ -15,6 +15,8 @@ import gzip
 import json
 import os
 import re
+import sys
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -191,21 +193,101 @@ def _bad(path: Path, where: str, err: Exception) -> DataError:
     return DataError(f"{path}: {where}: {err}")
 
 
+def decode_text(raw: bytes, path: Path, line: int | None = None) -> str:
+    """`raw` as UTF-8 text (a leading byte-order mark dropped): line `line` of `path`, or the
+    whole file when `line` is None. Bytes that are not UTF-8 are a DataError naming the file and
+    the line."""
+    try:
+        return raw.decode("utf-8-sig" if line in (None, 1) else "utf-8")
+    except UnicodeDecodeError as e:
+        at = line if line is not None else raw.count(b"\n", 0, e.start) + 1
+        raise DataError(
+            f"{path}: line {at}: not UTF-8 text (byte {raw[e.start]:#04x}); save it as UTF-8"
+        ) from None
+
+
+# Outside strings: the brackets that nest, and the integers json turns into ints.
+_JSON_PARTS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[{]|[\]}]|(?<![\d.eE+-])-?\d+(?![\d.eE])')
+
+
+def _nesting(text: str) -> tuple[int, int]:
+    """How deep `text`'s brackets nest at most, and where they first do."""
+    depth = deepest = at = 0
+    for m in _JSON_PARTS.finditer(text):
+        c = m.group()[0]
+        if c in "[{":
+            depth += 1
+            if depth > deepest:
+                deepest, at = depth, m.start()
+        elif c in "]}":
+            depth -= 1
+    return deepest, at
+
+
+def _long_integer(text: str, digits: int) -> int:
+    """Where the first integer of more than `digits` digits starts (0 when there is none)."""
+    for m in _JSON_PARTS.finditer(text):
+        if m.group()[0] in "-0123456789" and len(m.group().lstrip("-")) > digits:
+            return m.start()
+    return 0
+
+
+def parse_json(text: str, path: Path, line: int | None = None) -> Any:
+    """`text` as JSON: line `line` of `path`, or the whole file when `line` is None. Whatever
+    json cannot read is a DataError naming the file and the line: bad syntax or a truncated
+    file, nesting deeper than Python's recursion limit, an integer longer than Python converts
+    (`sys.get_int_max_str_digits`)."""
+
+    def line_of(pos: int) -> int:
+        return line if line is not None else text.count("\n", 0, pos) + 1
+
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        where = (
+            f"line {line} column {e.colno}"
+            if line is not None
+            else f"line {e.lineno} column {e.colno}"
+        )
+        raise DataError(f"{path}: {where}: not valid JSON: {e.msg}") from None
+    except RecursionError:
+        deepest, at = _nesting(text)
+        raise DataError(
+            f"{path}: line {line_of(at)}: nested {deepest} levels deep, too deep to read"
+        ) from None
+    except ValueError:
+        limit = sys.get_int_max_str_digits()
+        at = _long_integer(text, limit)
+        raise DataError(
+            f"{path}: line {line_of(at)}: an integer of over {limit} digits, too long to read; "
+            "write it as a string"
+        ) from None
+
+
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """(line number, record) for each non-blank line of a JSONL file, gzipped or not; a bad
-    line or an unreadable file is a DataError naming the file and the line."""
+    line or an unreadable file is a DataError naming the file and the line (see `parse_json`)."""
     path = Path(path)
     opener = gzip.open if path.suffix == ".gz" else open
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            for lineno, line in enumerate(f, 1):
-                if line.strip():
-                    try:
-                        yield lineno, json.loads(line)
-                    except json.JSONDecodeError as e:
-                        raise _bad(path, f"line {lineno}", e) from None
-    except (OSError, EOFError) as e:
+        with opener(path, "rb") as f:
+            for lineno, raw in enumerate(f, 1):
+                if raw.strip():
+                    yield lineno, parse_json(decode_text(raw, path, lineno), path, lineno)
+    except (OSError, EOFError, zlib.error) as e:
         raise DataError(f"{path}: cannot read: {e}") from None
+
+
+def read_json(path: Path) -> Any:
+    """The JSON value a whole file holds; an unreadable file, a Git LFS pointer, or text that is
+    not UTF-8 or not JSON is a DataError naming the file and the line (see `parse_json`)."""
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise DataError(f"{path}: cannot read: {e}") from None
+    if raw.startswith(b"version https://git-lfs"):
+        raise DataError(f"{path} is a Git LFS pointer, not the data; fetch the real file")
+    return parse_json(decode_text(raw, path), path)
 
 
 def _validate(model: type[BaseModel], obj: Any, path: Path, where: str) -> Any:
@@ -237,16 +319,7 @@ def load_humaneval(src: DataSource) -> list[HumanEvalItem]:
 
 
 def _load_json_list(path: Path) -> list[Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise DataError(f"{path}: cannot read: {e}") from None
-    if text.startswith("version https://git-lfs"):
-        raise DataError(f"{path} is a Git LFS pointer, not the data; fetch the real file")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise _bad(path, "not valid JSON", e) from None
+    data = read_json(path)
     if not isinstance(data, list):
         raise DataError(f"{path}: expected a JSON list, got {type(data).__name__}")
     return data
