@@ -1,6 +1,7 @@
 """`verimap eval`: run a benchmark with a method, report results, measure retrieval.
 
 verimap eval --benchmark humaneval --method verimap --limit 3
+verimap eval --benchmark mbpp --split full:validation --method bare
 verimap eval --benchmark gsm8k --method map --sample paper --seed 0 --epochs 3
 verimap eval --config eval/gsm8k/verimap.yaml --resume
 verimap eval report runs/gsm8k-verimap runs/gsm8k-react
@@ -202,7 +203,8 @@ def eval_(ctx: click.Context, **kw: Any) -> None:
     limit_or_sample(kw, from_config)
     if not kw.get("benchmark"):
         raise click.UsageError(
-            "choose a benchmark: --benchmark gsm8k|humaneval|multihoprag|FILE (or --config FILE)"
+            "choose a benchmark: --benchmark gsm8k|humaneval|multihoprag|mbpp|FILE (or --config "
+            "FILE)"
         )
     if kw.get("method") not in METHODS:
         raise click.UsageError(

@@ -29,8 +29,10 @@ from verimap.evals.runner import CONFIG, ERRORS, RESULTS, RunDirError, unscored_
 from verimap.methods.presets import METHODS
 from verimap.trace_files import read_json_object, read_results
 
-BENCH_ORDER = ["gsm8k", "humaneval", "multihoprag"]
-BENCH_TITLE = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "multihoprag": "MultiHopRAG"}
+BENCH_ORDER = ["gsm8k", "humaneval", "mbpp", "multihoprag"]
+BENCH_TITLE = {
+    "gsm8k": "GSM8K", "humaneval": "HumanEval", "mbpp": "MBPP", "multihoprag": "MultiHopRAG",
+}  # fmt: skip
 
 
 @dataclass
