@@ -2,7 +2,9 @@
 sandbox, except the listed ones, which fail for the listed reason; a wrong answer fails."""
 
 import asyncio
+import re
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +21,12 @@ MBPP_CANONICAL_FAILURES = {
     "CandidateFunction cannot cross the sandbox boundary",
     "mbpp/88": "a value of type Counter cannot cross the sandbox boundary",
 }
+
+
+def test_the_docs_list_the_same_failures():
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "eval.md").read_text()
+    section = docs[docs.index("## MBPP") :].split("\n## ")[0]
+    assert set(re.findall(r"^\| `(mbpp/\d+)` \|", section, re.M)) == set(MBPP_CANONICAL_FAILURES)
 
 
 def _default_split() -> MBPP:
