@@ -135,7 +135,7 @@ RUN_CONFIG_FLAGS = {
     "--data-dir",
     type=click.Path(file_okay=False),
     default=None,
-    help="Data directory [$VERIMAP_DATA, ../shared/datasets, datasets/].",
+    help="Data directory [$VERIMAP_DATA, ../shared/datasets, datasets/full, datasets/].",
 )
 @sandbox_option()
 @click.option("--temperature", type=float, default=None, help="Sampling temperature [paper: 1.0].")
