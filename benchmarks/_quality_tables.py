@@ -25,7 +25,12 @@ from verimap.evals.stats import (
 )
 
 VERIMAP, REACT = "verimap", "react"
-TITLES = {"gsm8k": "GSM8K test", "humaneval": "HumanEval"}
+TITLES = {"gsm8k": "GSM8K test", "humaneval": "HumanEval", "mbpp": "MBPP sanitized test"}
+# The benchmarks whose every item was seen: their results are development data, not a measurement.
+DEVELOPMENT_DATA = {
+    "humaneval": "development data: every item was seen while the prompts and checks were "
+    "developed; not a measurement",
+}
 
 
 def pct(x: float | None) -> str:
@@ -90,7 +95,8 @@ def summary_row(cell: Cell, react: Cell | None) -> str:
 
 
 def caption(bench: str) -> list[str]:
-    return ["", f"**{TITLES.get(bench, bench)}**", ""]
+    note = f" ({DEVELOPMENT_DATA[bench]})" if bench in DEVELOPMENT_DATA else ""
+    return ["", f"**{TITLES.get(bench, bench)}**{note}", ""]
 
 
 def summary_table(bench: str, ids: list[str], cells: list[Cell]) -> list[str]:

@@ -1,6 +1,6 @@
 """Does "verified" mean correct, and does verimap beat the same compute spent another way?
 
-    python3 benchmarks/verification_quality.py --seed S [--gsm8k 30] [--humaneval 30]
+    python3 benchmarks/verification_quality.py --seed S [--gsm8k 30] [--mbpp 30] [--humaneval 0]
         [--methods bare,sc,program,react,verimap] [--samples K] [--ballot B] [--pens]
         [--model qwen2.5-coder-1.5b] [--runs-dir DIR] [--resume | --report-only]
         [--out RUNS_DIR/report.md] [--sandbox docker] [--data-dir DIR]
@@ -13,10 +13,14 @@ Pick the seed before looking at any task, and report it:
 
     python3 -c 'import secrets; print(secrets.randbelow(10**6))'
 
-The tasks are drawn by that seed from the full GSM8K test set and HumanEval, leaving out every
-window measured while the prompts and checks were developed (`DEV_WINDOWS`), so no number here
-comes from tasks anybody tuned on. The drawn ids are printed in the header and written to every
-run directory's config.json.
+The tasks are drawn by that seed from the full GSM8K test set and, for code, MBPP's default
+split (the sanitized test tasks), leaving out every window measured while the prompts and checks
+were developed (`DEV_WINDOWS`) and every task an earlier draw ran (`SEEN_DRAWS`), so no number
+here comes from tasks anybody tuned on or looked at. A pool with fewer unseen tasks than asked is
+refused, with how many are left. HumanEval has none left: every item was seen while the prompts
+and checks were developed, so it is drawn only to continue a seen draw, and its tables are
+marked as development data. The drawn ids are printed in the header and written to every run
+directory's config.json.
 
 Every method runs on the same tasks, one task at a time, against one local server and one
 sandbox started once, under the policy `verimap eval` applies (the small-model one). Methods
@@ -58,7 +62,7 @@ from _common import (
     say,
     seconds,
 )
-from _quality_tables import REACT, TITLES, VERIMAP, render, task_cell
+from _quality_tables import DEVELOPMENT_DATA, REACT, TITLES, VERIMAP, render, task_cell
 
 from verimap.check_names import BALLOTS, DEFAULT_BALLOT
 from verimap.cli import chosen_policies, log_to_stderr
@@ -78,11 +82,15 @@ from verimap.policies import get_policies
 from verimap.sandbox import KINDS
 
 # The windows every earlier run measured (GSM8K 0-199, HumanEval 0-19 and 110-139): prompts and
-# checks were tuned on them, so they are never drawn.
+# checks were tuned on them, so they are never drawn. MBPP's first 10 are its smoke-check window
+# (`verimap eval -b mbpp --limit N` runs the first tasks of the split).
 DEV_WINDOWS: dict[str, tuple[range, ...]] = {
     "gsm8k": (range(0, 200),),
     "humaneval": (range(0, 20), range(110, 140)),
+    "mbpp": (range(0, 10),),
 }
+# What each benchmark option draws from, in run order.
+DRAWN = ("gsm8k", "mbpp", "humaneval")
 # Earlier draws (seed, {benchmark: tasks run}), measured and looked at: their tasks are seen
 # now, so a new draw leaves them out as it leaves out the development windows. Only the tasks
 # that ran are seen: 896396's HumanEval run was stopped after the first 7 of its draw.
@@ -138,7 +146,11 @@ def draw(bench: str, size: int, n: int, seed: int) -> list[int]:
     keeps its own)."""
     pool = [i for i in range(size) if i not in excluded(bench, size, seed)]
     if not 0 <= n <= len(pool):
-        raise ValueError(f"{bench}: cannot draw {n} of the {len(pool)} items not yet seen")
+        where = "; draw code tasks from MBPP (--mbpp N)" if bench in DEVELOPMENT_DATA else ""
+        raise ValueError(
+            f"{bench}: cannot draw {n} of the {len(pool)} items not yet seen: {len(pool)} of its "
+            f"{size} are left outside the development windows and seen draws{where}"
+        )
     return random.Random(seed).sample(pool, len(pool))[:n]
 
 
@@ -293,7 +305,7 @@ def cell_configs(seed: int, model: str, windows: list[Window]) -> dict[str, dict
     for w in windows:
         dev = [[r.start, r.stop - 1] for r in DEV_WINDOWS.get(w.name, ())]
         seen = [[s, counts.get(w.name, 0)] for s, counts in seen_before(seed)]
-        draw = {"excluded": dev, "seen_draws": seen, "task_ids": w.ids}
+        draw = {"excluded": dev, "seen_draws": seen, "task_ids": w.ids, **w.bench.identity()}
         out[w.name] = {"seed": seed, "model": model, "draw": draw}
     return out
 
@@ -398,6 +410,7 @@ def make_header(
     draws = "".join(
         f"\n  - {TITLES.get(w.name, w.name)}, {len(w.ids)} of the {w.pool} items outside the "
         f"development windows and seen draws (data: {w.bench.source.root}): {', '.join(w.ids)}"
+        + (f" (**{DEVELOPMENT_DATA[w.name]}**)" if w.name in DEVELOPMENT_DATA else "")
         for w in windows
     )
     dev = "; ".join(
@@ -437,8 +450,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         windows = [
             draw_window(name, n, args.seed, args.data_dir)
-            for name, n in (("gsm8k", args.gsm8k), ("humaneval", args.humaneval))
-            if n > 0
+            for name in DRAWN
+            if (n := getattr(args, name)) > 0
         ]
         pairs = (pens_pairs() if args.pens else []) + interleave(windows, methods)
         args.samples_from = "set with --samples"
@@ -491,7 +504,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--seed", type=int, default=None, help=f"required; pick one: {SEED_HINT}")
     p.add_argument("--gsm8k", type=int, default=30, help="GSM8K tasks to draw (0: none)")
-    p.add_argument("--humaneval", type=int, default=30, help="HumanEval tasks to draw (0: none)")
+    p.add_argument("--mbpp", type=int, default=30,
+                   help="MBPP tasks to draw, from its sanitized test split (0: none)")  # fmt: skip
+    p.add_argument("--humaneval", type=int, default=0,
+                   help="HumanEval tasks to draw (0: none); every item is seen, so only a seen "
+                   "draw's seed can still draw them, and they are reported as development "
+                   "data")  # fmt: skip
     p.add_argument("--methods", default=DEFAULT_METHODS, help=f"from {', '.join(METHODS)}")
     p.add_argument(
         "--samples", type=int, default=None,
@@ -519,7 +537,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown or not methods:
         p.error(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
     args.methods = ",".join(methods)
-    if min(args.gsm8k, args.humaneval) < 0 or (args.samples is not None and args.samples < 1):
+    if min(args.gsm8k, args.mbpp, args.humaneval) < 0 or (
+        args.samples is not None and args.samples < 1
+    ):
         p.error("task counts must be >= 0 and --samples >= 1")
     args.runs_dir = args.runs_dir or f"runs/verification-quality-{args.seed}"
     if args.out is None:

@@ -92,6 +92,37 @@ def test_only_the_tasks_a_seen_draw_ran_are_seen(monkeypatch):
     assert vq.seen_text(vq.seen_before(5)) == "41: HumanEval 7"
 
 
+def test_code_tasks_are_drawn_from_mbpp_and_humaneval_is_development_data(monkeypatch):
+    window = vq.draw_window("mbpp", 30, seed=12345)
+    assert window.name == "mbpp" and len(set(window.ids)) == 30 and window.pool == 257 - 10
+    first = [t.id for t in window.bench.tasks()[:10]]  # the smoke-check window
+    assert not set(window.ids) & set(first)
+    monkeypatch.setattr(vq, "SEEN_DRAWS", (*vq.SEEN_DRAWS, (12345, {"mbpp": 30})))
+    assert len(vq.excluded("mbpp", 257)) == 40
+    with pytest.raises(ValueError, match="cannot draw 218 of the 217 items not yet seen: 217 of "
+                       "its 257 are left"):  # fmt: skip
+        vq.draw("mbpp", 257, 218, seed=1)
+    # Every HumanEval item is seen: a new seed cannot draw one, and is told where to go.
+    with pytest.raises(ValueError, match=r"0 of its 164 are left .*--mbpp N"):
+        vq.draw("humaneval", 164, 1, seed=1)
+    args = vq.parse_args(["--seed", "5"])
+    assert (args.gsm8k, args.mbpp, args.humaneval) == (30, 30, 0)
+
+
+def test_humaneval_tables_are_marked_development_data(tmp_path):
+    bench = get_benchmark("humaneval", SAMPLES)
+    window = vq.Window(bench, bench.tasks()[:1])
+    _write(
+        tmp_path,
+        "humaneval",
+        "bare",
+        [_record(window.ids[0], "bare", 1, 0, 1.0, 1, bench="humaneval")],
+    )
+    cells = vq.read_cells(tmp_path, vq.interleave([window], ["bare"]), [window], {})
+    md = vq.render("## h", {"humaneval": window.ids}, cells, 3)
+    assert "**HumanEval** (development data: every item was seen" in md
+
+
 def test_a_larger_draw_with_the_same_seed_extends_the_smaller_one():
     assert vq.draw("gsm8k", 1319, 40, seed=99)[:30] == vq.draw("gsm8k", 1319, 30, seed=99)
 
@@ -415,7 +446,7 @@ def test_a_finished_run_reports_from_its_directories_without_starting_a_server(t
         records = [_record(t, method, 1, 1, 3.0, 1) for t in window.ids]
         _write(runs, "gsm8k", method, records, seed=5, model="qwen2.5-coder-1.5b")
     out = tmp_path / "vq.md"
-    argv = ["--seed", "5", "--gsm8k", "2", "--humaneval", "0", "--methods", "bare,verimap",
+    argv = ["--seed", "5", "--gsm8k", "2", "--humaneval", "0", "--mbpp", "0", "--methods", "bare,verimap",
             "--runs-dir", str(runs), "--out", str(out), "--resume"]  # fmt: skip
     assert vq.main(argv) == 0
     md = out.read_text()
@@ -431,7 +462,7 @@ def test_report_only_rebuilds_the_tables_of_an_unfinished_run_and_runs_nothing(t
     _write(runs, "gsm8k", "verimap", [_record(window.ids[0], "verimap", 1, 1, 3.0, 1)],
            seed=5, model="qwen2.5-coder-1.5b")  # fmt: skip
     out = tmp_path / "vq.md"
-    argv = ["--seed", "5", "--gsm8k", "2", "--humaneval", "0", "--methods", "verimap",
+    argv = ["--seed", "5", "--gsm8k", "2", "--humaneval", "0", "--mbpp", "0", "--methods", "verimap",
             "--runs-dir", str(runs), "--out", str(out), "--report-only"]  # fmt: skip
     assert vq.main(argv) == 0  # no server: nothing left is run
     md = out.read_text()

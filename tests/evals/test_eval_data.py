@@ -79,9 +79,18 @@ def test_lfs_pointer_is_explained(tmp_path):
         d.resolve("multihoprag", tmp_path)
 
 
-def test_default_falls_back_to_samples_for_multihoprag():
-    src = d.resolve("multihoprag")
-    assert (src.root / "multihoprag" / "corpus.json").is_file()
+@pytest.mark.parametrize("name", ["multihoprag", "mbpp"])
+def test_without_a_data_dir_the_committed_full_copy_wins_over_the_fixture(
+    name, monkeypatch, samples
+):
+    monkeypatch.setattr(d, "_shared_dirs", lambda: [])
+    src = d.resolve(name)
+    assert (src.origin, src.root) == ("full", samples / "full") and not src.is_sample
+    if name == "multihoprag":
+        queries, corpus = d.load_multihoprag(src)
+        assert (len(queries), len(corpus)) == (2556, 609)
+        fixture = d.resolve(name, samples)  # the logic tests name it
+        assert fixture.is_sample and len(d.load_multihoprag(fixture)[0]) == 6
 
 
 @pytest.mark.parametrize(
@@ -113,15 +122,17 @@ def test_committed_full_files_are_byte_identical_to_upstream(samples):
     upstream = {  # sha256 recorded in each SOURCE.txt beside the file
         "full/gsm8k/test.jsonl": "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
         "full/humaneval/HumanEval.jsonl.gz": "b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef",
+        "full/multihoprag/MultiHopRAG.json": "03cfb4926461f868684903aadc8024447bdda5bb3f6804741424cce338515bff",
+        "full/multihoprag/corpus.json": "20b61b5ab84de84a927420c5d265b7ec8d859ae49980699958a787ade9e4d28f",
+        "full/mbpp/mbpp.jsonl": "ccf64ceae9c5403bf50a044cb6d505bfd2a2963ee58338ba268fd65beab92a9f",
+        "full/mbpp/sanitized-mbpp.json": "ca95deaa9a01ef0a6f439f88bcf0dd3db3563d22f22aad6cae04ebb9a8d8c8e9",
     }
+    licenses = {"gsm8k": "MIT", "humaneval": "MIT", "multihoprag": "ODC-BY", "mbpp": "CC BY 4.0"}
     for rel, sha in upstream.items():
         path = samples / rel
         assert hashlib.sha256(path.read_bytes()).hexdigest() == sha, rel
         assert sha in (path.parent / "SOURCE.txt").read_text()
-        assert (
-            "MIT"
-            in (path.parent / "LICENSE").read_text() + (path.parent / "SOURCE.txt").read_text()
-        )
+        assert licenses[path.parent.name] in (path.parent / "LICENSE").read_text()
 
 
 @pytest.mark.parametrize("bad", ["\x1b]0;title\x07", "\n", "\u202e", "\x9b"])

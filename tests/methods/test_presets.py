@@ -265,13 +265,14 @@ ENGINE_METHODS = [m for m, spec in METHODS.items() if spec.planner != "baseline"
 
 
 @pytest.mark.parametrize("method", ENGINE_METHODS)
-@pytest.mark.parametrize("bench_name", ["gsm8k", "humaneval", "multihoprag"])
+@pytest.mark.parametrize("bench_name", ["gsm8k", "humaneval", "multihoprag", "mbpp"])
 async def test_every_method_on_every_benchmark_end_to_end(method, bench_name, sandbox, tmp_path):
     from tests.evals.test_retrieval import HashingEmbedderDouble
     from verimap.testing import oracle_models
 
     kw = {"embedder": HashingEmbedderDouble()} if bench_name == "multihoprag" else {}
-    bench = get_benchmark(bench_name, SAMPLES, **kw)
+    data = SAMPLES / "full" if bench_name == "mbpp" else SAMPLES  # MBPP has no sample
+    bench = get_benchmark(bench_name, data, **kw)
     if bench_name == "multihoprag":
         from verimap.evals.retrieval import CorpusIndex
 

@@ -140,6 +140,33 @@ async def test_run_tests_pass_and_fail(any_sandbox):
     assert missing.outcome is Outcome.ERROR and "no function named 'srt'" in missing.message
 
 
+async def test_run_tests_candidate_names_never_stand_in_for_builtins(any_sandbox):
+    """MBPP's tests wrap the call in `set(...)`, `abs(...)`: a candidate that defines those
+    names (returning one constant) must not make both sides of an assertion equal."""
+    tests = (
+        "from __future__ import annotations\n"
+        "def check(candidate):\n"
+        "    assert set(common((1, 2), (2, 3))) == set((2,))\n"
+        "    assert abs(common((1,), (1,))[0] - 1) < 1e-9\n"
+    )
+    forger = (
+        "def common(a, b):\n    return (7,)\n"
+        "def set(*args):\n    return 0\n"
+        "def abs(x):\n    return 0\n"
+    )
+    honest = "def common(a, b):\n    return tuple(x for x in a if x in b)\n"
+    forged = await any_sandbox.run_tests(forger, tests, "common")
+    assert forged.outcome is Outcome.FAIL and "set(common" in forged.message
+    assert (await any_sandbox.run_tests(honest, tests, "common")).outcome is Outcome.PASS
+    # The entry point may itself have a builtin's name (MBPP task 126 asks for `sum`).
+    own_sum = await any_sandbox.run_tests(
+        "def sum(a, b):\n    return a - b\n",
+        "def check(candidate):\n    assert sum(10, 4) == 6\n",
+        "sum",
+    )
+    assert own_sum.outcome is Outcome.PASS
+
+
 async def test_load_function_in_a_vf(any_sandbox):
     vf = (
         "f = load_function(outputs['code'], 'square')\n"

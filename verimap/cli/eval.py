@@ -1,6 +1,7 @@
 """`verimap eval`: run a benchmark with a method, report results, measure retrieval.
 
 verimap eval --benchmark humaneval --method verimap --limit 3
+verimap eval --benchmark mbpp --split full:validation --method bare
 verimap eval --benchmark gsm8k --method map --sample paper --seed 0 --epochs 3
 verimap eval --config eval/gsm8k/verimap.yaml --resume
 verimap eval report runs/gsm8k-verimap runs/gsm8k-react
@@ -135,7 +136,7 @@ RUN_CONFIG_FLAGS = {
     "--data-dir",
     type=click.Path(file_okay=False),
     default=None,
-    help="Data directory [$VERIMAP_DATA, ../shared/datasets, datasets/].",
+    help="Data directory [$VERIMAP_DATA, ../shared/datasets, datasets/full, datasets/].",
 )
 @sandbox_option()
 @click.option("--temperature", type=float, default=None, help="Sampling temperature [paper: 1.0].")
@@ -203,7 +204,8 @@ def eval_(ctx: click.Context, **kw: Any) -> None:
     limit_or_sample(kw, from_config)
     if not kw.get("benchmark"):
         raise click.UsageError(
-            "choose a benchmark: --benchmark gsm8k|humaneval|multihoprag|FILE (or --config FILE)"
+            "choose a benchmark: --benchmark gsm8k|humaneval|multihoprag|mbpp|FILE (or --config "
+            "FILE)"
         )
     if kw.get("method") not in METHODS:
         raise click.UsageError(

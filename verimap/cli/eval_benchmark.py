@@ -12,14 +12,31 @@ from typing import Any
 import click
 
 from verimap.evals.custom_scoring import DOMAINS, SCORERS
+from verimap.evals.mbpp import SPLIT_HELP
 
 BENCHMARK_METAVAR = "NAME|FILE|DIR|FILE.py@FN"
 BENCHMARK_HELP = (
-    "gsm8k, humaneval or multihoprag; a .jsonl/.csv/.tsv/.json file or a saved Hugging Face "
+    "gsm8k, humaneval, multihoprag or mbpp; a .jsonl/.csv/.tsv/.json file or a saved Hugging Face "
     "`datasets` directory (with the field map below); or FILE.py@FUNCTION returning tasks and "
     "a scorer (docs/eval.md#your-own-benchmark)."
 )
 LIMIT_HELP = "The first N tasks, or the range A:B (0-based, B exclusive, as a Python slice)."
+
+
+class MBPPSplit(click.ParamType):
+    """MBPP's `SET[:PART]` (`verimap.evals.mbpp.parse_split`), kept in its full spelling."""
+
+    name = "SET[:PART]"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        from verimap.evals.data import DataError
+        from verimap.evals.mbpp import parse_split
+
+        try:
+            return str(parse_split(str(value)))
+        except DataError as e:
+            self.fail(str(e), param, ctx)
+
 
 # Field-map options: parameter name -> the key of a config file's `benchmark:` mapping.
 FIELD_KEYS = {
@@ -54,6 +71,7 @@ OPTIONS = [
     click.option("--entry-point-field", metavar="FIELD", default=None,
                  help="code-tests: the field naming the function under test [entry_point, "
                  "else the function the tests assert on]."),
+    click.option("--split", type=MBPPSplit(), default=None, help=SPLIT_HELP),
     click.option("--sample-id", "sample_id", multiple=True, metavar="ID[,ID...]",
                  help="Run only the tasks with these ids (repeatable, or comma-separated)."),
 ]  # fmt: skip
@@ -129,6 +147,7 @@ def open_benchmark(kw: dict[str, Any]) -> Any:
     from verimap.evals.any_benchmark import open_benchmark as open_any
     from verimap.evals.custom import FieldMap
     from verimap.evals.data import DataError
+    from verimap.evals.tasksets import is_builtin
 
     fm = FieldMap(
         input=kw.get("input_field"), target=kw.get("target_field"), id=kw.get("id_field"),
@@ -139,19 +158,20 @@ def open_benchmark(kw: dict[str, Any]) -> Any:
     _settle_ids(kw, from_config)
     try:
         bench = open_any(
-            kw["benchmark"], kw.get("data_dir"), fm, run_code=bool(kw.get("benchmark_runs_code"))
-        )
+            kw["benchmark"], kw.get("data_dir"), fm, run_code=bool(kw.get("benchmark_runs_code")),
+            split=kw.get("split"),
+        )  # fmt: skip
     except DataError as e:
         raise click.ClickException(str(e)) from None
-    if bench.identity() and kw.get("data_dir"):
+    if not is_builtin(bench) and kw.get("data_dir"):
         click.echo(f"note: --data-dir is for the built-in benchmarks; {bench.name} is read "
                    f"from {bench.source.root}", err=True)  # fmt: skip
     return bench
 
 
 def factory_benchmark(bench: Any) -> Any:
-    """What a `--models-factory` is given: a built-in benchmark's name, or a custom benchmark
-    itself (it has no name to be opened by)."""
+    """What a `--models-factory` is given: a built-in benchmark's name, or a benchmark that a
+    name alone does not open (a custom one, MBPP with its split) itself."""
     return bench if bench.identity() else bench.name
 
 

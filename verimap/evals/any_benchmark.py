@@ -17,16 +17,26 @@ KNOWN = (
 
 
 def open_benchmark(
-    spec: str, data_dir: str | None = None, fm: FieldMap | None = None, *, run_code: bool = True
+    spec: str,
+    data_dir: str | None = None,
+    fm: FieldMap | None = None,
+    *,
+    run_code: bool = True,
+    split: str | None = None,
 ) -> Benchmark:
-    """A built-in benchmark by name, a file or `datasets` directory read through `fm`, or
-    (with `run_code`) what `FILE.py@FUNCTION` returns."""
+    """A built-in benchmark by name (MBPP's tasks of `split`), a file or `datasets` directory
+    read through `fm`, or (with `run_code`) what `FILE.py@FUNCTION` returns."""
     fm = fm or FieldMap()
+    if split is not None and spec != "mbpp":
+        raise DataError(
+            f"--split chooses MBPP's tasks; {spec} has no splits to choose (a saved `datasets` "
+            "directory's split is DIR/SPLIT)"
+        )
     if spec in BENCHMARKS:
         if given := fm.given():
             raise DataError(f"{spec} has its own fields and scorer: {', '.join(given)} "
                             "are for a file benchmark")  # fmt: skip
-        return get_benchmark(spec, data_dir)
+        return get_benchmark(spec, data_dir, **({"split": split} if split else {}))
     if is_python_spec(spec):
         if not run_code:
             raise DataError(f"{spec!r} names Python code to run, which a config file may not "

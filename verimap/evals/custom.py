@@ -28,11 +28,9 @@ from verimap.evals.custom_scoring import (
     SCORERS,
     ScoreFn,
     Scoring,
-    as_check,
-    entry_point_of,
 )
 from verimap.evals.data import DataError, DataSource, checked_id
-from verimap.evals.scoring import Score
+from verimap.evals.scoring import Score, as_check, entry_point_of
 from verimap.evals.tasksets import Benchmark, EvalTask
 from verimap.evals.tools import math_tools, programming_tools
 from verimap.numbers import normalize_number

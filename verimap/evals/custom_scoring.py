@@ -8,14 +8,13 @@ logged as an error and retried on resume, never counted wrong.
 
 from __future__ import annotations
 
-import builtins
 import inspect
-import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from verimap.evals.scoring import (
+    CODE_NOTE,
     Score,
     answer_text,
     normalize_text,
@@ -46,8 +45,7 @@ PROMPT_NOTES = {
     "exact": "Give only the final answer (a word, a name, a number or a short phrase), with no "
     "explanation.",
     "numeric": "The final answer is a single number.",
-    "code-tests": "The final answer is the complete Python code of the function `{entry_point}` "
-    "(with any imports it needs).",
+    "code-tests": CODE_NOTE,
     "judge": "",
 }
 
@@ -141,28 +139,3 @@ def user_scorer(fn: Callable[..., Any]) -> ScoreFn:
         )
 
     return score
-
-
-_ASSERT = re.compile(r"^\s*assert\b(.*)$", re.M)
-_CALL = re.compile(r"(?<![.\w])([A-Za-z_]\w*)\s*\(")
-
-
-def entry_point_of(tests: str) -> str | None:
-    """The first function the asserts of `tests` call that is no builtin (MBPP-style tests
-    name no entry point): `f` in `assert abs(f(2) - 1.5) < 1e-9`."""
-    for line in _ASSERT.findall(tests):
-        for name in _CALL.findall(line):
-            if not hasattr(builtins, name):
-                return str(name)
-    return None
-
-
-def as_check(tests: Any) -> str:
-    """HumanEval-style tests (`def check(candidate): ...`) as given; plain asserts (a string,
-    or a list of them as MBPP writes them) wrapped into a `check(candidate)` that runs them
-    with the candidate's functions in scope."""
-    text = "\n".join(map(str, tests)) if isinstance(tests, list | tuple) else str(tests)
-    if re.search(r"^def\s+check\s*\(", text, re.M):
-        return text
-    body = "\n".join(f"    {line}" for line in text.splitlines()) or "    pass"
-    return f"def check(candidate):\n{body}\n"

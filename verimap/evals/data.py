@@ -3,8 +3,9 @@
 The data directory is resolved in this order: an explicit `--data-dir`, the
 `VERIMAP_DATA` environment variable, `../shared/datasets` beside the checkout (or
 the current directory) when it exists, the full copies committed in `datasets/full`
-(GSM8K, HumanEval), and last the small samples committed in `datasets/` (the only
-MultiHopRAG a fresh clone has). Every reader of benchmark data resolves through here.
+(GSM8K, HumanEval, MultiHopRAG, MBPP), and last the small samples committed in `datasets/`
+(the MultiHopRAG fixture among them, which only a test naming `datasets/` reads).
+Every reader of benchmark data resolves through here.
 An explicit directory is taken at its word: a missing file there is an error
 naming the file and where to put it, never a silent fall back to samples.
 """
@@ -22,20 +23,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from verimap.env import getenv
 from verimap.errors import VerimapError
 
 ENV_VAR = "VERIMAP_DATA"
-BENCHMARKS = ("gsm8k", "humaneval", "multihoprag")
+BENCHMARKS = ("gsm8k", "humaneval", "multihoprag", "mbpp")
 
 # What each loader reads, relative to the data directory (also in datasets/MANIFEST.md).
 MANIFEST: dict[str, tuple[str, ...]] = {
     "gsm8k": ("gsm8k/test.jsonl",),
     "humaneval": ("humaneval/HumanEval.jsonl.gz",),
     "multihoprag": ("multihoprag/MultiHopRAG.json", "multihoprag/corpus.json"),
+    "mbpp": ("mbpp/sanitized-mbpp.json", "mbpp/mbpp.jsonl"),
 }
+# MBPP's two task sets: the file each is read from.
+MBPP_FILES = {"sanitized": "mbpp/sanitized-mbpp.json", "full": "mbpp/mbpp.jsonl"}
 
 
 class DataError(VerimapError, RuntimeError):
@@ -187,6 +191,35 @@ class Article(BaseModel):
     category: str = ""
     url: str = ""
     body: str
+
+
+class MBPPItem(BaseModel):
+    """One MBPP task as the sanitized set writes it (the full set's records become one, with its
+    `text` as the prompt and no test imports)."""
+
+    model_config = ConfigDict(extra="ignore")
+    task_id: int = Field(strict=True)
+    prompt: str
+    code: str
+    test_imports: list[str]
+    test_list: list[str] = Field(min_length=1)
+    test_setup_code: str = ""
+
+
+class _FullMBPPRow(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    task_id: int = Field(strict=True)
+    text: str
+    code: str
+    test_setup_code: str
+    test_list: list[str] = Field(min_length=1)
+    challenge_test_list: list[str]
+
+    def item(self) -> MBPPItem:
+        return MBPPItem(
+            task_id=self.task_id, prompt=self.text, code=self.code, test_imports=[],
+            test_list=self.test_list, test_setup_code=self.test_setup_code,
+        )  # fmt: skip
 
 
 def _bad(path: Path, where: str, err: Exception) -> DataError:
@@ -348,6 +381,32 @@ def checked_id(value: str, path: str | os.PathLike[str], where: str) -> str:
             f"{path}: {where}: the id {value!r} holds the unprintable character {bad!r}"
         )
     return value
+
+
+def load_mbpp(src: DataSource, task_set: str = "sanitized") -> list[MBPPItem]:
+    """The tasks of MBPP's `task_set` (sanitized: `sanitized-mbpp.json`; full: `mbpp.jsonl`),
+    in file order; a record off the official schema, or a task id given twice, is a DataError
+    naming the file and the record (the line, in the JSONL file)."""
+    if task_set not in MBPP_FILES:
+        raise DataError(
+            f"unknown MBPP task set {task_set!r}; choose one of {', '.join(MBPP_FILES)}"
+        )
+    path = src.files[MBPP_FILES[task_set]]
+    items: list[tuple[str, MBPPItem]] = []
+    if task_set == "full":
+        for n, obj in read_jsonl(path):
+            items.append((f"line {n}", _validate(_FullMBPPRow, obj, path, f"line {n}").item()))
+    else:
+        for i, obj in enumerate(_load_json_list(path)):
+            items.append((f"item {i}", _validate(MBPPItem, obj, path, f"item {i}")))
+    seen: dict[int, str] = {}
+    for where, it in items:
+        if it.task_id in seen:
+            raise DataError(
+                f"{path}: {where}: task_id {it.task_id} again (first at {seen[it.task_id]})"
+            )
+        seen[it.task_id] = where
+    return [it for _, it in items]
 
 
 def humaneval_id(task_id: str) -> str:

@@ -113,7 +113,9 @@ def _planner_tools(benchmark: str) -> ToolRegistry:
     sandbox = _NoSandbox()
     if benchmark == "multihoprag":
         return qa_tools(None)
-    return {"gsm8k": math_tools, "humaneval": programming_tools}[benchmark](sandbox)
+    return {"math": math_tools, "programming": programming_tools}[BENCHMARKS[benchmark].domain](
+        sandbox
+    )
 
 
 class _Planners:
@@ -251,7 +253,9 @@ def _labels_for(
 
 def _task_texts(config: dict[str, Any]) -> dict[str, str]:
     data_dir = (config.get("data") or {}).get("dir")
-    return {t.id: t.prompt for t in get_benchmark(config["benchmark"], data_dir).tasks()}
+    source = config.get("benchmark_source") or {}
+    again = {"split": source["split"]} if "split" in source else {}  # MBPP's
+    return {t.id: t.prompt for t in get_benchmark(config["benchmark"], data_dir, **again).tasks()}
 
 
 def _message(text: str) -> list[dict[str, Any]]:

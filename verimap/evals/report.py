@@ -35,8 +35,10 @@ from verimap.out_files import marked
 from verimap.redaction import visible
 from verimap.trace_files import read_json_object, read_results
 
-BENCH_ORDER = ["gsm8k", "humaneval", "multihoprag"]
-BENCH_TITLE = {"gsm8k": "GSM8K", "humaneval": "HumanEval", "multihoprag": "MultiHopRAG"}
+BENCH_ORDER = ["gsm8k", "humaneval", "mbpp", "multihoprag"]
+BENCH_TITLE = {
+    "gsm8k": "GSM8K", "humaneval": "HumanEval", "mbpp": "MBPP", "multihoprag": "MultiHopRAG",
+}  # fmt: skip
 # The first line of a report written to a file, by which a later report knows it may replace it.
 REPORT_MARK = "<!-- verimap eval report -->"
 REPORT_FILE = marked("eval report", REPORT_MARK)

@@ -7,6 +7,7 @@ what was compared and a wrong extraction is visible rather than silent.
 from __future__ import annotations
 
 import ast
+import builtins
 import json
 import re
 import string
@@ -122,7 +123,37 @@ def score_multihoprag(answer: Any, gold: str) -> Score:
     return Score(correct=ok, predicted=pred, gold=gold, detail=f"upstream_match={upstream}")
 
 
-# ---- HumanEval -----------------------------------------------------------------------------
+# ---- code tasks (HumanEval, MBPP, a custom benchmark's code-tests) -------------------------
+
+# Ends a code task's prompt, so that the answer comes as the function its tests call.
+CODE_NOTE = (
+    "The final answer is the complete Python code of the function `{entry_point}` (with any "
+    "imports it needs)."
+)
+
+_ASSERT = re.compile(r"^\s*assert\b(.*)$", re.M)
+_CALL = re.compile(r"(?<![.\w])([A-Za-z_]\w*)\s*\(")
+
+
+def entry_point_of(tests: str) -> str | None:
+    """The first function the asserts of `tests` call that is no builtin (MBPP-style tests
+    name no entry point): `f` in `assert abs(f(2) - 1.5) < 1e-9`."""
+    for line in _ASSERT.findall(tests):
+        for name in _CALL.findall(line):
+            if not hasattr(builtins, name):
+                return str(name)
+    return None
+
+
+def as_check(tests: Any) -> str:
+    """HumanEval-style tests (`def check(candidate): ...`) as given; plain asserts (a string,
+    or a list of them as MBPP writes them) wrapped into a `check(candidate)` that runs them
+    with the candidate's functions in scope."""
+    text = "\n".join(map(str, tests)) if isinstance(tests, list | tuple) else str(tests)
+    if re.search(r"^def\s+check\s*\(", text, re.M):
+        return text
+    body = "\n".join(f"    {line}" for line in text.splitlines()) or "    pass"
+    return f"def check(candidate):\n{body}\n"
 
 
 def extract_code(text: Any, entry_point: str) -> str:

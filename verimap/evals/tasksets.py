@@ -1,4 +1,4 @@
-"""The three task sets (GSM8K, HumanEval, MultiHopRAG) as eval tasks: how each is loaded, posed,
+"""The built-in task sets (GSM8K, HumanEval, MultiHopRAG, MBPP) as eval tasks: how each is loaded, posed,
 tooled and scored. (Performance benchmarks are the scripts under `benchmarks/`.)"""
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verimap.evals import data as d
+from verimap.evals import mbpp
+from verimap.evals.mbpp import parse_split
 from verimap.evals.scoring import Score, score_gsm8k, score_humaneval, score_multihoprag
 from verimap.evals.tools import math_tools, programming_tools, qa_tools
 from verimap.sandbox.base import Sandbox
@@ -52,7 +54,8 @@ class Benchmark(abc.ABC):
 
     def identity(self) -> dict[str, Any]:
         """What a resumed run must find unchanged besides the name (a custom benchmark's file
-        and field map); the built-in ones are their name."""
+        and field map, MBPP's split); the other built-in ones are their name. A built-in
+        benchmark is opened again by `get_benchmark(name, data_dir, **identity)`."""
         return {}
 
     def use_models(self, models: Mapping[str, Any]) -> None:  # noqa: B027
@@ -162,7 +165,60 @@ class MultiHopRAG(Benchmark):
         return score_multihoprag(answer, task.gold)
 
 
-BENCHMARKS: dict[str, type[Benchmark]] = {b.name: b for b in (GSM8K, HumanEval, MultiHopRAG)}
+class MBPP(Benchmark):
+    """MBPP's tasks of one split (`verimap.evals.mbpp`: `sanitized:test` unless `split` says)."""
+
+    name = "mbpp"
+    domain = "programming"
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, split: str | None = None):
+        super().__init__(data_dir)
+        self.split = parse_split(split)
+
+    def tasks(self) -> list[EvalTask]:
+        out = []
+        for it in d.load_mbpp(self.source, self.split.task_set):
+            if not self.split.holds(it):
+                continue
+            entry = mbpp.entry_point(it)
+            out.append(
+                EvalTask(
+                    id=f"mbpp/{it.task_id}",
+                    benchmark=self.name,
+                    prompt=mbpp.task_prompt(it, entry),
+                    gold=entry,
+                    meta={
+                        "prompt": "",
+                        "test": mbpp.tests_of(it, self.split.task_set),
+                        "entry_point": entry,
+                        "solution": mbpp.plain(it.code) + "\n",
+                    },
+                )
+            )
+        return out
+
+    def tools(self, sandbox: Sandbox) -> ToolRegistry:
+        return programming_tools(sandbox)
+
+    async def score(self, task: EvalTask, answer: Any, sandbox: Sandbox) -> Score:
+        return await score_humaneval(
+            answer,
+            prompt="",
+            test=task.meta["test"],
+            entry_point=task.meta["entry_point"],
+            sandbox=sandbox,
+        )
+
+    def identity(self) -> dict[str, Any]:
+        return {"split": str(self.split)}
+
+
+BENCHMARKS: dict[str, type[Benchmark]] = {b.name: b for b in (GSM8K, HumanEval, MultiHopRAG, MBPP)}
+
+
+def is_builtin(bench: Benchmark) -> bool:
+    """One of `BENCHMARKS`, opened by name (not a file or a function that reuses a name)."""
+    return type(bench) in BENCHMARKS.values()
 
 
 def get_benchmark(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import posixpath
+import re
 import time
 from typing import Any
 
@@ -26,6 +27,22 @@ def _check_files(files: dict[str, str] | None) -> dict[str, str]:
             raise ValueError(f"file path must be relative and inside the scratch dir: {rel!r}")
         out[norm] = text
     return out
+
+
+_FUTURE = re.compile(r"^from[ \t]+__future__[ \t]+import[^\n]*\n?", re.M)
+# Rebinds every builtin name in the tests' namespace after the worker has put the candidate's
+# functions there, so a candidate cannot stand in for `set`, `abs` or `round` in an assertion.
+_OWN_BUILTINS = "from builtins import *\n"
+
+
+def trusted_tests(test_code: str) -> str:
+    """`test_code` as the worker runs it: Python's own builtins bound after any `__future__`
+    import, so the only candidate names it calls are those no builtin has (and the entry point,
+    which the worker binds after the tests load)."""
+    futures = list(_FUTURE.finditer(test_code))
+    cut = futures[-1].end() if futures else 0
+    head = test_code[:cut] + ("\n" if cut and not test_code[:cut].endswith("\n") else "")
+    return head + _OWN_BUILTINS + test_code[cut:]
 
 
 def vf_job(
@@ -145,7 +162,7 @@ class PooledSandbox(Sandbox):
         job = {
             "kind": "tests",
             "candidate_code": candidate_code,
-            "test_code": test_code,
+            "test_code": trusted_tests(test_code),
             "entry_point": entry_point,
         }
         return await self._submit(job, timeout)
