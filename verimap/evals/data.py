@@ -1,10 +1,11 @@
 """Where benchmark data lives, and loaders for the official file formats.
 
 The data directory is resolved in this order: an explicit `--data-dir`, the
-`VERIMAP_DATA` environment variable, `../shared/datasets` beside the checkout (or
-the current directory) when it exists, the full copies committed in `datasets/full`
-(GSM8K, HumanEval, MultiHopRAG, MBPP), and last the small samples committed in `datasets/`
-(the MultiHopRAG fixture among them, which only a test naming `datasets/` reads).
+`VERIMAP_DATA` environment variable, `../shared/datasets` beside the checkout when it
+exists, the full copies committed in `datasets/full` (GSM8K, HumanEval, MultiHopRAG,
+MBPP), and last the small samples committed in `datasets/` (the MultiHopRAG fixture among
+them, which only a test naming `datasets/` reads). The current directory is never
+searched: a cloned repository there does not choose the data whose tests the sandbox runs.
 Every reader of benchmark data resolves through here.
 An explicit directory is taken at its word: a missing file there is an error
 naming the file and where to put it, never a silent fall back to samples.
@@ -51,12 +52,9 @@ def _repo_root() -> Path:
 
 
 def samples_dir() -> Path | None:
-    """The committed samples (`datasets/` in the checkout, or in the current directory)."""
-    for base in (_repo_root(), Path.cwd()):
-        d = base / "datasets"
-        if (d / "MANIFEST.md").is_file():
-            return d
-    return None
+    """The committed samples (`datasets/` in the checkout verimap runs from)."""
+    d = _repo_root() / "datasets"
+    return d if (d / "MANIFEST.md").is_file() else None
 
 
 def full_dir() -> Path | None:
@@ -66,12 +64,8 @@ def full_dir() -> Path | None:
 
 
 def _shared_dirs() -> list[Path]:
-    seen: list[Path] = []
-    for base in (_repo_root(), Path.cwd()):
-        d = (base / ".." / "shared" / "datasets").resolve()
-        if d.is_dir() and d not in seen:
-            seen.append(d)
-    return seen
+    d = (_repo_root() / ".." / "shared" / "datasets").resolve()
+    return [d] if d.is_dir() else []
 
 
 @dataclass
