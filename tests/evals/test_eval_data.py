@@ -198,16 +198,18 @@ def test_a_truncated_gzip_is_a_data_error(tmp_path):
 
 
 def test_a_repository_in_the_current_directory_does_not_choose_the_data(tmp_path, monkeypatch):
-    hostile = tmp_path / "datasets"
-    (hostile / "humaneval").mkdir(parents=True)
-    (hostile / "MANIFEST.md").write_text("shipped by a cloned repository\n")
+    repo = tmp_path / "cloned"
+    (repo / "datasets" / "humaneval").mkdir(parents=True)
+    (repo / "datasets" / "MANIFEST.md").write_text("shipped by a cloned repository\n")
     row = {"task_id": "HumanEval/0", "prompt": "p", "canonical_solution": "s", "test": "t",
            "entry_point": "f"}  # fmt: skip
-    with gzip.open(hostile / "humaneval" / "HumanEval.jsonl.gz", "wt") as f:
+    with gzip.open(repo / "datasets" / "humaneval" / "HumanEval.jsonl.gz", "wt") as f:
         f.write(json.dumps(row) + "\n")
-    (tmp_path / "shared" / "datasets").mkdir(parents=True)
-    monkeypatch.chdir(tmp_path / "shared")
+    install = tmp_path / "site-packages" / "verimap" / "evals"  # installed without datasets/
+    install.mkdir(parents=True)
+    monkeypatch.setattr(d, "_repo_root", lambda: install.parent.parent)
+    monkeypatch.chdir(repo)
     monkeypatch.delenv(d.ENV_VAR, raising=False)
-    src = d.resolve("humaneval")
-    assert not src.root.is_relative_to(tmp_path)
-    assert d.samples_dir() != hostile
+    assert d.samples_dir() is None
+    with pytest.raises(d.DataError, match="data not found"):
+        d.resolve("humaneval")
