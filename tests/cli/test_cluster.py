@@ -26,3 +26,16 @@ def test_a_named_variable_that_is_not_set_is_an_error(monkeypatch):
     monkeypatch.delenv("HF_TOKEN", raising=False)
     with pytest.raises(click.BadParameter, match="HF_TOKEN not set"):
         sent_env(["HF_TOKEN"], None)
+
+
+def test_ray_env_without_a_cluster_is_refused(tmp_path):
+    from click.testing import CliRunner
+
+    from verimap.cli import main
+
+    args = ["eval", "-b", "gsm8k", "--limit", "1", "--ray-env", "OPENAI_API_KEY",
+            "--out", str(tmp_path / "out")]  # fmt: skip
+    r = CliRunner().invoke(main, args)
+    assert r.exit_code == 2, r.output
+    assert "--ray-env" in r.output and "needs --ray" in r.output
+    assert not (tmp_path / "out").exists()

@@ -302,6 +302,8 @@ def run_command(**kw: Any) -> int:
         click.echo(
             f"note: using the committed {bench_name} sample in {bench.source.root}", err=True
         )
+    if kw.get("ray_env") and not ray_address(kw.get("ray")):
+        raise click.UsageError("--ray-env names variables to send to a cluster: it needs --ray")
     endpoint: dict[str, Any] = {k: kw.get(k) for k in ENDPOINT_KEYS if kw.get(k) is not None}
     _drop_config_models_without_endpoint(endpoint, kw.get("from_config") or set())
     fixed = [
