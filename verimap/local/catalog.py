@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from verimap.env import getenv
+from verimap.env import state_dir as state_dir
 
 
 class CatalogModel(BaseModel):
@@ -81,15 +82,6 @@ def cache_dir() -> Path:
     if env:
         return Path(env).expanduser()
     base = getenv("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "verimap"
-
-
-def state_dir() -> Path:
-    """Where pid/port files of servers kept for reuse live (`VERIMAP_STATE_DIR` overrides)."""
-    env = getenv("VERIMAP_STATE_DIR")
-    if env:
-        return Path(env).expanduser()
-    base = getenv("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "verimap"
 
 
