@@ -42,6 +42,11 @@ class Budget(_Part):
     timeout_s: float | None = None
 
 
+# `verimap eval`'s wall-clock budget per task, in seconds: far above a task on a hosted model (a
+# minute or two), and room for the local model's many-node plans on a few CPU cores.
+EVAL_TASK_TIME_LIMIT = 1800.0
+
+
 class Loop(_Part):
     """How often the loop tries: attempts per node, plans per run, nodes at once."""
 

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from verimap.env import getenv
@@ -27,6 +27,9 @@ from verimap.llm.base import Model, ModelError
 from verimap.llm.cache import CACHE_MODES, CachedModel
 from verimap.llm.openai_model import DIALECTS, Dialect, OpenAIModel
 from verimap.usage import EXECUTOR, JUDGE, PLANNER
+
+if TYPE_CHECKING:
+    from verimap.local.server import ServerInfo
 
 log = logging.getLogger(__name__)
 
@@ -115,9 +118,10 @@ def default_temperature(
     return SmallModel().temperature if local else None
 
 
-def _own_server_token(url: str | None) -> str | None:
-    """The token of verimap's own kept server at `url` (`OPENAI_BASE_URL=$(verimap model serve)`):
-    it refuses requests without it, and must never be sent OPENAI_API_KEY. None elsewhere."""
+def _own_server(url: str | None) -> ServerInfo | None:
+    """verimap's own kept server at `url` (`OPENAI_BASE_URL=$(verimap model serve)`), whose
+    token it needs: it refuses requests without it, and must never be sent OPENAI_API_KEY.
+    None elsewhere."""
     if not url or urlsplit(url).hostname not in ("127.0.0.1", "localhost"):
         return None
     from verimap.local import server as srv
@@ -126,7 +130,7 @@ def _own_server_token(url: str | None) -> str | None:
         info = srv.kept_server_at(url.replace("//localhost:", "//127.0.0.1:", 1))
     except srv.ServerError:  # no private state directory: no kept server of ours either
         return None
-    return info.token if info else None
+    return info
 
 
 def _remote_target(
@@ -202,10 +206,16 @@ async def connect(
         "max_tokens_param": _max_tokens_param(),
     }
 
-    def cached(m: OpenAIModel, endpoint: str | None = None) -> Model:
+    def cached(m: OpenAIModel, served: ServerInfo | None = None) -> Model:
+        """`m` through the call cache, if asked; verimap's own server's `m` is known by the
+        model it serves, as its port changes with every start."""
         if cache == "off":
             return m
-        return CachedModel(m, cache_dir, sampled=cache == "sampled", endpoint=endpoint)
+        at = f"local/{served.alias}" if served else None
+        weights = Path(served.model_file) if served else None
+        return CachedModel(
+            m, cache_dir, sampled=cache == "sampled", endpoint=at, model_file=weights
+        )
 
     if model_file is None and is_remote(model, base_url):
         url = base_url or getenv("OPENAI_BASE_URL")
@@ -214,14 +224,15 @@ async def connect(
             EXECUTOR: executor_model or model or REMOTE_DEFAULTS[EXECUTOR],
             JUDGE: judge_model or model or REMOTE_DEFAULTS[JUDGE],
         }
-        token = await asyncio.to_thread(_own_server_token, url)
+        own_server = await asyncio.to_thread(_own_server, url)
+        token = own_server.token if own_server else None
         where = {role: _remote_target(n, url, token) for role, n in names.items()}
         made: dict[tuple[str | None, str], OpenAIModel] = {}
         for at, name, key, own in where.values():
             if (at, name) not in made:
                 made[(at, name)] = OpenAIModel(name, base_url=at, api_key=key, local=own, **common)
-        wrapped = {k: cached(m) for k, m in made.items()}
         try:
+            wrapped = {k: cached(m, own_server if m.local else None) for k, m in made.items()}
             yield {role: wrapped[(at, name)] for role, (at, name, _, _) in where.items()}
         finally:
             for m in made.values():
@@ -281,10 +292,8 @@ async def connect(
         on_unreachable=recover,
         **common,
     )
-    # The server's port changes with every start; the model it serves names it for the cache.
-    size = choice.model_file.stat().st_size if choice.model_file.is_file() else 0
-    served = cached(local_model, endpoint=f"local/{choice.alias}/{size}")
     try:
+        served = cached(local_model, info)  # refused before a call: the server still stops
         yield {PLANNER: served, EXECUTOR: served, JUDGE: served}
     finally:
         await local_model.aclose()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar, overload
 
 from verimap.errors import VerimapError
@@ -62,3 +63,13 @@ def _parsed(name: str, default: T, parse: Callable[[str], T], what: str) -> T:
         return parse(raw)
     except ValueError:
         raise EnvError(f"{name} must be {what}, got {raw!r}") from None
+
+
+def state_dir() -> Path:
+    """Where verimap keeps its user's private state (kept servers' pid/port files, the call
+    cache's key, the files the user trusts): `$VERIMAP_STATE_DIR`, else `$XDG_STATE_HOME/verimap` (`~/.local/state/verimap`)."""
+    env = getenv("VERIMAP_STATE_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = getenv("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "verimap"

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from verimap.cli import main
@@ -17,6 +18,12 @@ from .conftest import API_KEY, SAMPLES
 # What differs between two runs of the same tasks however they were answered.
 TIMING = ("wall_time_s", "finished_at")
 USAGE = ("usage", "tokens", "cost")
+
+
+@pytest.fixture(autouse=True)
+def _own_state_dir(tmp_path, monkeypatch) -> None:
+    """The call cache's key in the test's own state directory, never the user's."""
+    monkeypatch.setenv("VERIMAP_STATE_DIR", str(tmp_path / "state"))
 
 
 def records(out: Path) -> dict[str, dict[str, Any]]:
@@ -102,3 +109,20 @@ def test_verimap_run_prints_what_the_cache_answered(tmp_path, monkeypatch, chat_
     assert len(endpoint.requests) == calls
     assert "usage: 0 calls (0 failed)" in again.stdout
     assert f"call cache: {calls} replies from the cache (not calls), saving" in again.stdout
+
+
+def test_a_cache_directory_others_may_write_is_refused_before_any_call(
+    tmp_path, monkeypatch, chat_endpoint
+):
+    monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
+    endpoint = chat_endpoint(get_benchmark("gsm8k", SAMPLES).tasks()[:1])
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    r = CliRunner().invoke(main, ["eval", "-b", "gsm8k", "-m", "react", "-n", "1", "--data-dir",
+                                  str(SAMPLES), "--sandbox", "process", "--quiet", "--model", "m",
+                                  "--base-url", endpoint.url, "--cache", "on", "--cache-dir",
+                                  str(shared), "-o", str(tmp_path / "out")])  # fmt: skip
+    assert r.exit_code == 1
+    assert f"the call cache {shared} may be written by others (mode 777)" in r.output
+    assert "Traceback" not in r.output and not endpoint.requests

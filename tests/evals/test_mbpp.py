@@ -114,7 +114,9 @@ def test_a_truncated_jsonl_file_names_its_broken_line(tmp_path):
     text = (folder / "mbpp.jsonl").read_text()
     (folder / "mbpp.jsonl").write_text(text[: len(text) // 2])
     cut_line = text[: len(text) // 2].count("\n") + 1
-    with pytest.raises(d.DataError, match=rf"mbpp\.jsonl: line {cut_line} column \d+: not valid JSON"):
+    with pytest.raises(
+        d.DataError, match=rf"mbpp\.jsonl: line {cut_line} column \d+: not valid JSON"
+    ):
         _load(tmp_path, "full")
     assert len(_load(tmp_path, "sanitized")) == 427  # the other set is still whole
 
@@ -123,7 +125,9 @@ def test_a_truncated_json_file_names_the_place_it_breaks(tmp_path):
     folder = _copy(tmp_path)
     text = (folder / "sanitized-mbpp.json").read_text()
     (folder / "sanitized-mbpp.json").write_text(text[:100_000])
-    with pytest.raises(d.DataError, match=r"sanitized-mbpp\.json: line 1 column \d+: not valid JSON"):
+    with pytest.raises(
+        d.DataError, match=r"sanitized-mbpp\.json: line 1 column \d+: not valid JSON"
+    ):
         _load(tmp_path, "sanitized")
 
 
@@ -172,7 +176,9 @@ def test_a_sanitized_record_off_the_schema_is_named(tmp_path, change, match):
 def test_one_set_in_the_other_s_place_is_refused(tmp_path):
     folder = _copy(tmp_path)
     shutil.copy(FULL / "mbpp" / "mbpp.jsonl", folder / "sanitized-mbpp.json")
-    with pytest.raises(d.DataError, match=r"sanitized-mbpp\.json: line 2 column 1: not valid JSON: Extra data"):
+    with pytest.raises(
+        d.DataError, match=r"sanitized-mbpp\.json: line 2 column 1: not valid JSON: Extra data"
+    ):
         _load(tmp_path, "sanitized")
     shutil.copy(FULL / "mbpp" / "sanitized-mbpp.json", folder / "mbpp.jsonl")
     with pytest.raises(d.DataError, match=r"mbpp\.jsonl: line 1: "):

@@ -114,3 +114,9 @@ def http_server() -> Iterator[ScriptedHTTPServer]:
     s = ScriptedHTTPServer()
     yield s
     s.close()
+
+
+@pytest.fixture(autouse=True)
+def _own_state_dir(tmp_path_factory, monkeypatch) -> None:
+    """Each test's call-cache key in a state directory of its own, never the user's."""
+    monkeypatch.setenv("VERIMAP_STATE_DIR", str(tmp_path_factory.mktemp("state")))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import time
@@ -337,3 +338,58 @@ async def test_a_request_s_purpose_never_reaches_the_endpoint(http_server):
     bodies = [json.dumps(body) for body in http_server.requests]
     assert len(bodies) == 5 and len(set(bodies)) == 1  # the same body, with or without a purpose
     assert "purpose" not in bodies[0] and "MARK" not in bodies[0]
+
+
+async def _trickle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    """An endpoint that answers at once, then sends its body a byte every 0.2 s: no read
+    waits long, so only a deadline on the whole request ends it. After 20 bytes it waits for
+    the client to hang up (a client without a deadline does after its read timeout)."""
+    await reader.readuntil(b"\r\n\r\n")
+    body = json.dumps(completion("slow")).encode()
+    writer.write(b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n")
+    writer.write(f"content-length: {len(body)}\r\n\r\n".encode())
+    try:
+        for i in range(20):
+            if reader.at_eof():
+                return
+            writer.write(body[i : i + 1])
+            await writer.drain()
+            await asyncio.sleep(0.2)
+        await reader.read()
+    except ConnectionError:
+        pass
+    finally:
+        writer.close()
+
+
+async def test_a_trickling_endpoint_is_ended_at_the_request_s_deadline():
+    server = await asyncio.start_server(_trickle, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    waits: list[float] = []
+
+    async def no_wait(s: float) -> None:
+        waits.append(s)
+
+    try:
+        m = fast(f"http://127.0.0.1:{port}/v1", timeout=1.0, max_retries=1, sleep=no_wait)
+        t0 = time.monotonic()
+        with pytest.raises(ModelError) as ei:
+            await m.request(ask())
+        took = time.monotonic() - t0
+    finally:
+        server.close()
+    assert took < 2 * 1.0 + 1.5  # two attempts of 1 s each, and slack
+    assert "timed out after 2 attempts (no complete reply within 1 s)" in str(ei.value)
+    assert len(waits) == 1  # retried once, as a timeout is
+    assert (ei.value.usage.calls, ei.value.usage.failed_calls) == (2, 2)
+
+
+def test_the_deadline_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("VERIMAP_REQUEST_TIMEOUT", "42")
+    assert fast("http://127.0.0.1:1/v1").request_timeout == 42
+    assert fast("http://127.0.0.1:1/v1", timeout=3).request_timeout == 3
+    monkeypatch.setenv("VERIMAP_REQUEST_TIMEOUT", "0")
+    with pytest.raises(ModelError, match="VERIMAP_REQUEST_TIMEOUT must be a number of seconds"):
+        fast("http://127.0.0.1:1/v1")
+    monkeypatch.delenv("VERIMAP_REQUEST_TIMEOUT")
+    assert fast("http://127.0.0.1:1/v1").request_timeout == 600

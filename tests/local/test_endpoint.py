@@ -147,3 +147,29 @@ def test_blank_local_model_variables_mean_the_default_model(monkeypatch):
     monkeypatch.setenv("VERIMAP_LOCAL_MODEL", "")
     with pytest.raises(ModelError, match=r"verimap model pull --model qwen2\.5-coder-1\.5b"):
         resolve_local(None)
+
+
+async def test_the_local_model_is_cached_by_its_file_s_content(monkeypatch, tmp_path):
+    from verimap.llm.base import ModelRequest
+    from verimap.llm.cache import CachedModel
+    from verimap.llm.messages import UserMessage
+    from verimap.local import server as srv
+
+    def running(model_file, *, alias, keep, timeout):  # a server already up: nothing starts
+        info = srv.ServerInfo(
+            pid=1, port=9, model_file=str(model_file), alias=alias, token="t" * 16
+        )
+        return info, False
+
+    monkeypatch.setattr(srv, "ensure_server", running)
+    req = ModelRequest(messages=[UserMessage(content="2 + 2?")])
+    keys = []
+    for where, fill in (("a", b"\x01"), ("b", b"\x02")):  # one name, one size, two models
+        weights = tmp_path / where / "qwen.gguf"
+        weights.parent.mkdir()
+        weights.write_bytes(b"GGUF" + fill * 60)
+        async with connect(model_file=weights, cache="on") as models:
+            cached = models["executor"]
+            assert isinstance(cached, CachedModel)
+            keys.append(cached.key(req))
+    assert keys[0] != keys[1]

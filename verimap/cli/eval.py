@@ -57,7 +57,7 @@ from verimap.cli.vocabulary import (
     quiet_option,
     typed_here,
 )
-from verimap.config import flatten
+from verimap.config import EVAL_TASK_TIME_LIMIT, flatten
 from verimap.methods.presets import METHODS, method_config
 
 ENDPOINT_KEYS = (
@@ -132,6 +132,14 @@ RUN_CONFIG_FLAGS = {
     help="Output dir [runs/BENCHMARK-METHOD].",
 )
 @click.option("--resume", is_flag=True, help="Continue DIR: skip finished tasks.")
+@click.option(
+    "--time-limit",
+    type=click.FloatRange(min=0),
+    default=EVAL_TASK_TIME_LIMIT,
+    show_default=True,
+    help="Wall-clock seconds each task may take: a task past it ends as a failure "
+    "(budget_exhausted) that says why, and the others run on. 0: no limit.",
+)
 @click.option(
     "--data-dir",
     type=click.Path(file_okay=False),
@@ -354,6 +362,7 @@ def run_command(**kw: Any) -> int:
             progress=not kw.get("quiet"),
             events=events,
             samples=kw.get("samples"),
+            task_time_limit=kw.get("time_limit", EVAL_TASK_TIME_LIMIT) or None,
         )
         preflight(bench, method, out, **common)  # a refused --out costs no model start
         if ray_address(kw.get("ray")):

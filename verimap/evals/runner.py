@@ -14,6 +14,9 @@ retries, a sandbox that cannot run, a task the data or the scorer cannot handle)
 are never scored: they are logged to `DIR/errors.jsonl` instead, and since they
 are not in the results a resume retries them.
 
+A task past its wall-clock budget (`task_time_limit`) ends as a scored failure
+(`verimap.evals.task_budget`), and the tasks finished before it are kept.
+
 Only this process writes the directory. Tasks may be solved elsewhere (`dispatch`: a
 cluster's workers, see `verimap.evals.cluster`) and come back as `Attempt`s, which the
 runner stores as it stores its own.
@@ -57,6 +60,7 @@ from verimap.evals.run_dir import (
     write_config,
 )
 from verimap.evals.sampling import select_tasks, selection_record
+from verimap.evals.task_budget import time_limited, within
 from verimap.evals.tasksets import Benchmark, EvalTask
 from verimap.events import EventBus
 from verimap.llm.base import Model
@@ -191,6 +195,7 @@ async def run_eval(
     events: EventBus | None = None,
     dispatch: Dispatch | None = None,
     samples: int | None = None,
+    task_time_limit: float | None = None,
 ) -> EvalOutcome:
     """Run `runs` x the first `limit` tasks (or the range `limit` = "A:B"), x a seeded random
     `sample` of them (an int, or "paper": see `paper_sample_size`), or x the tasks with
@@ -202,12 +207,15 @@ async def run_eval(
 
     With a `dispatch`, tasks are solved by whatever it sends them to (`models`, `sandbox`,
     `solver` and `events` are then unused, and the bar shows no live board), and only what it
-    returns is written here. `samples`: the k of a method that samples (sc), in config.json."""
+    returns is written here. `samples`: the k of a method that samples (sc), in config.json.
+    `task_time_limit`: seconds each task may take (None: no limit; see the module docstring)."""
     custom = solver is not None and method not in METHODS
     if not custom:
         get_method(method)
     if runs < 1 or max_concurrency < 1:
         raise ValueError("runs and max_concurrency must be >= 1")
+    if task_time_limit is not None and not task_time_limit > 0:
+        raise ValueError(f"task_time_limit must be a number of seconds > 0, got {task_time_limit}")
     out = Path(out_dir)
     if custom:
         cfg = config if isinstance(config, RunConfig) else RunConfig.model_validate(config or {})
@@ -230,6 +238,7 @@ async def run_eval(
         "sandbox": getattr(sandbox, "kind", "?"),
         "run_config": cfg.model_dump(mode="json"),
         **({"samples": samples} if samples is not None else {}),
+        **({"task_time_limit": task_time_limit} if task_time_limit is not None else {}),
         **(extra_config or {}),
     }
     check_run_dir(out, run_cfg, resume)  # before the lock file is made in somebody's folder
@@ -268,12 +277,15 @@ async def run_eval(
         if dispatch is None:
             if solver is None:
                 solver = method_solver(
-                    bench, method, models, cast(Sandbox, sandbox), cfg, events, watch, samples
-                )
+                    bench, method, models, cast(Sandbox, sandbox),
+                    within(cfg, task_time_limit), events, watch, samples,
+                )  # fmt: skip
             # A custom solver may need no sandbox (the bare model); scoring GSM8K or QA needs
             # none either, and HumanEval's scorer fails its tasks as errors without one.
             dispatch = _local(bench, method, out, cast(Sandbox, sandbox), solver)
         run_one: Dispatch = dispatch
+        if task_time_limit is not None:
+            run_one = time_limited(dispatch, task_time_limit, bench.name, method)
         sem = asyncio.Semaphore(max_concurrency)
         outcome = EvalOutcome(out, tally)
         with _progress(tally.total, progress, console, board) as bar:

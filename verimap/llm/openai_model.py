@@ -23,7 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
+import hmac
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
@@ -43,7 +43,15 @@ from verimap.llm.providers import (
     sampling_refused,
     token_limit_field,
 )
-from verimap.llm.retries import GiveUp, Retries, RetryPolicy, max_wait_from_env, server_wait
+from verimap.llm.retries import (
+    GiveUp,
+    Retries,
+    RetryPolicy,
+    max_wait_from_env,
+    request_timeout_from_env,
+    server_wait,
+)
+from verimap.llm.text_tool_calls import parse_text_tool_calls
 from verimap.redaction import add_secret, add_url, endpoint_name, redact
 from verimap.usage import Price, Usage, cost_of, price_known
 
@@ -64,6 +72,14 @@ _UNSUPPORTED = re.compile(
 _FALLBACK_ORDER = {"openai": "llamacpp", "llamacpp": "json_mode"}
 # Waits shorter than this pass without a note: a note per sub-second backoff is noise.
 _NOTE_WAIT_S = 1.0
+
+
+class AttemptTimedOut(Exception):
+    """An attempt with no complete reply by its deadline: retried, and reported, as a timeout."""
+
+    def __init__(self, seconds: float):
+        super().__init__(f"no complete reply within {seconds:g} s")
+        self.seconds = seconds
 
 
 def response_format_for(dialect: str, schema: dict[str, Any], name: str) -> dict[str, Any]:
@@ -102,51 +118,15 @@ def _is_strict(schema: Any) -> bool:
     return True
 
 
-def parse_text_tool_calls(content: str, tool_names: set[str]) -> list[ToolCall]:
-    """Tool calls a model wrote as text (Qwen's `<tool_call>{...}</tool_call>` format).
-
-    llama.cpp's default chat handler renders the tools into the prompt for
-    `tool_choice="auto"` but returns the model's call as plain content; this
-    recovers it, so `auto` works without a special `--chat_format`.
-    """
-    text = content.strip()
-    if not text or not tool_names:
-        return []
-    chunks = re.findall(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", text, re.S) or [text]
-    calls: list[ToolCall] = []
-    for chunk in chunks:
-        chunk = re.sub(r"^```(?:json)?\s*|\s*```$", "", chunk.strip())
-        objs: list[Any] = []
-        try:
-            objs = [json.loads(chunk, strict=False)]
-        except json.JSONDecodeError:
-            lines = [ln for ln in chunk.splitlines() if ln.strip()]
-            try:
-                objs = [json.loads(ln, strict=False) for ln in lines]
-            except json.JSONDecodeError:
-                return []
-        for obj in objs:
-            if not (isinstance(obj, dict) and obj.get("name") in tool_names):
-                return []
-            args = obj.get("arguments", obj.get("parameters", {}))
-            if not isinstance(args, (dict, str)):
-                return []
-            arguments = args if isinstance(args, str) else json.dumps(args)
-            calls.append(
-                ToolCall(
-                    id=f"call_{len(calls)}_{obj['name']}", name=obj["name"], arguments=arguments
-                )
-            )
-    return calls
-
-
 class OpenAIModel:
     """An OpenAI-compatible chat endpoint as a verimap `Model`.
 
     Retries: `max_retries` for server errors, timeouts and an unreachable endpoint,
     `max_rate_limit_retries` for 429s; a `Retry-After` (or `retry-after-ms`) is honoured up to
     `max_retry_wait` seconds (default `VERIMAP_MAX_RETRY_WAIT`, else 60), and one request waits
-    at most `retry_budget` seconds in all. `sleep` does the waiting (tests pass their own).
+    at most `retry_budget` seconds in all. `timeout`: seconds each attempt may take, from
+    sending to the reply's last byte, and the HTTP client's per-read timeout (default
+    `VERIMAP_REQUEST_TIMEOUT`, else 600). `sleep` does the waiting (tests pass their own).
     `max_connections`: requests in flight at this endpoint, shared with every model on it
     (default 1 for verimap's local server, 16 elsewhere). `max_tokens_param`: the field a
     reply's token limit is sent in (`auto`: see `providers.token_limit_field`)."""
@@ -162,7 +142,7 @@ class OpenAIModel:
         api_key: str | None = None,
         dialect: Dialect = "auto",
         supports_tools: bool = True,
-        timeout: float = 600.0,
+        timeout: float | None = None,
         max_retries: int = 4,
         backoff_base: float = 0.5,
         backoff_max: float = 8.0,
@@ -191,8 +171,11 @@ class OpenAIModel:
         self.dialect: str = "llamacpp" if dialect == "auto" and local else dialect
         try:
             max_wait = max_wait_from_env() if max_retry_wait is None else max_retry_wait
+            self.request_timeout = request_timeout_from_env() if timeout is None else timeout
         except EnvError as e:
             raise ModelError(str(e)) from None
+        if not self.request_timeout > 0:
+            raise ValueError(f"timeout must be a number of seconds > 0, got {timeout}")
         self.retry_policy = RetryPolicy(
             max_retries=max_retries,
             max_rate_limit_retries=max_rate_limit_retries,
@@ -218,7 +201,6 @@ class OpenAIModel:
         self.local = local
         self.on_unreachable = on_unreachable
         self.extra_body = extra_body
-        self._timeout = timeout
         # Our local server gets its own token (`api_key`), never OPENAI_API_KEY: that key is for
         # the user's endpoint, and a process that took the local server's port would receive it.
         key = api_key if local else api_key or getenv("OPENAI_API_KEY")
@@ -241,11 +223,25 @@ class OpenAIModel:
         OPENAI_PROJECT_ID as a value and send it as an empty `OpenAI-Organization` /
         `OpenAI-Project` header. The local server is sent neither."""
         client = AsyncOpenAI(
-            base_url=self.base_url, api_key=self._key, timeout=self._timeout, max_retries=0
+            base_url=self.base_url, api_key=self._key, timeout=self.request_timeout, max_retries=0
         )
         client.organization = None if self.local else getenv("OPENAI_ORG_ID")
         client.project = None if self.local else getenv("OPENAI_PROJECT_ID")
         return client
+
+    @property
+    def account(self) -> dict[str, str | None]:
+        """The organization and project the endpoint is sent (None: none)."""
+        return {"organization": self._client.organization, "project": self._client.project}
+
+    def credential_digest(self, secret: bytes) -> str | None:
+        """An HMAC under `secret` of the API key this model sends, never the key: what tells
+        two accounts apart in the call cache. None when the key says nothing lasting (none is
+        needed, or it is verimap's local server's, new with every start)."""
+        if self.local or self._key == NO_KEY:
+            return None
+        data = f"verimap api key\0{self._key}".encode()
+        return hmac.new(secret, data, hashlib.sha256).hexdigest()
 
     @property
     def price_known(self) -> bool:
@@ -320,10 +316,7 @@ class OpenAIModel:
             dialect, field, sampling = self.dialect, self.token_limit_field, self.sends_sampling
             attempts += 1
             try:
-                async with self._slot():
-                    resp = await self._client.chat.completions.create(
-                        **self._kwargs(req, dialect, seed)
-                    )
+                resp = await self._attempt(self._kwargs(req, dialect, seed))
             except openai.APIStatusError as e:
                 failures += 1
                 body = _error_text(e)
@@ -344,9 +337,9 @@ class OpenAIModel:
                     raise self._error(failed + why, attempts, failures) from e
                 await self._wait(wait, what, asked is not None, retries.retries)
                 continue
-            except openai.APIConnectionError as e:  # includes timeouts
+            except (openai.APIConnectionError, AttemptTimedOut) as e:  # includes timeouts
                 failures += 1
-                timed_out = isinstance(e, openai.APITimeoutError)
+                timed_out = isinstance(e, openai.APITimeoutError | AttemptTimedOut)
                 if not timed_out and self.on_unreachable is not None and not recovered:
                     recovered = True
                     try:
@@ -380,6 +373,19 @@ class OpenAIModel:
             if dialect == "auto":
                 self.dialect = "openai" if req.response_schema is not None else "auto"
             return self._to_response(resp, req, attempts, failures)
+
+    async def _attempt(self, kwargs: dict[str, Any]) -> Any:
+        """One HTTP attempt in one of the endpoint's slots, ended by `AttemptTimedOut` at
+        `request_timeout` seconds (the wait for a slot is not counted)."""
+        async with self._slot():
+            deadline = asyncio.timeout(self.request_timeout)
+            try:
+                async with deadline:
+                    return await self._client.chat.completions.create(**kwargs)
+            except TimeoutError:
+                if deadline.expired():
+                    raise AttemptTimedOut(self.request_timeout) from None
+                raise
 
     @contextlib.asynccontextmanager
     async def _slot(self) -> AsyncIterator[None]:

@@ -6,7 +6,9 @@ A server that says when to come back (`Retry-After` in seconds or as an HTTP dat
 (a quota spent for the day) ends the request at once, with the wait in the error, rather than
 hammering the endpoint or sleeping for an hour. Without a word from the server the wait grows
 exponentially, with jitter. Every request has a total budget of waiting, so a run never stalls
-on one call however the limits are set.
+on one call however the limits are set, and every attempt a deadline (`request_timeout_from_env`):
+an HTTP client's timeout is per read, so a server sending a byte at a time would hold it
+forever. An attempt past its deadline is retried as a timeout.
 
 Rate limits (429) have their own, larger count of retries: they say the endpoint is busy, not
 broken, while the other failures (5xx, timeouts, an unreachable endpoint) stop after
@@ -26,6 +28,8 @@ from verimap.env import EnvError, getenv_float
 
 DEFAULT_MAX_WAIT = 60.0
 DEFAULT_BUDGET = 300.0
+# Generous for the local model on a few CPU cores, whose long replies take minutes.
+DEFAULT_REQUEST_TIMEOUT = 600.0
 
 
 def max_wait_from_env() -> float:
@@ -34,6 +38,16 @@ def max_wait_from_env() -> float:
     value = getenv_float("VERIMAP_MAX_RETRY_WAIT", DEFAULT_MAX_WAIT)
     if not math.isfinite(value) or value < 0:
         raise EnvError(f"VERIMAP_MAX_RETRY_WAIT must be a number of seconds >= 0, got {value}")
+    return value
+
+
+def request_timeout_from_env() -> float:
+    """The deadline of one attempt, from sending the request to the reply's last byte:
+    `VERIMAP_REQUEST_TIMEOUT` seconds, else 600 (`EnvError` when it is no number of seconds
+    above 0)."""
+    value = getenv_float("VERIMAP_REQUEST_TIMEOUT", DEFAULT_REQUEST_TIMEOUT)
+    if not math.isfinite(value) or value <= 0:
+        raise EnvError(f"VERIMAP_REQUEST_TIMEOUT must be a number of seconds > 0, got {value}")
     return value
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from verimap.env import getenv
+from verimap.env import state_dir as state_dir
 from verimap.errors import VerimapError
 
 
@@ -84,16 +85,6 @@ def cache_dir() -> Path:
     if env:
         return Path(env).expanduser()
     base = getenv("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "verimap"
-
-
-def state_dir() -> Path:
-    """Where verimap keeps its state: pid/port files of servers kept for reuse, the files the
-    user trusts (`VERIMAP_STATE_DIR` overrides)."""
-    env = getenv("VERIMAP_STATE_DIR")
-    if env:
-        return Path(env).expanduser()
-    base = getenv("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "verimap"
 
 
