@@ -70,6 +70,12 @@ def sent_env(names: Iterable[str], per_node: str | None) -> list[str]:
     return chosen
 
 
+def refuse_idle_ray_env(names: Iterable[str] | None, address: str | None) -> None:
+    """`--ray-env` names variables for a cluster: without `--ray` it is a usage error."""
+    if names and not address:
+        raise click.UsageError("--ray-env names variables to send to a cluster: it needs --ray")
+
+
 async def run_on_ray(
     kw: dict[str, Any], bench: Any, out: Path, endpoint: dict[str, Any], common: dict[str, Any]
 ) -> Any:

@@ -33,7 +33,7 @@ from verimap.cli import (
     warn_idle_cross_check,
     with_cross_check,
 )
-from verimap.cli.cluster import ray_options, run_on_ray
+from verimap.cli.cluster import ray_options, refuse_idle_ray_env, run_on_ray
 from verimap.cli.eval_benchmark import (
     BENCHMARK_HELP,
     BENCHMARK_METAVAR,
@@ -310,8 +310,7 @@ def run_command(**kw: Any) -> int:
         click.echo(
             f"note: using the committed {bench_name} sample in {bench.source.root}", err=True
         )
-    if kw.get("ray_env") and not ray_address(kw.get("ray")):
-        raise click.UsageError("--ray-env names variables to send to a cluster: it needs --ray")
+    refuse_idle_ray_env(kw.get("ray_env"), ray_address(kw.get("ray")))
     endpoint: dict[str, Any] = {k: kw.get(k) for k in ENDPOINT_KEYS if kw.get(k) is not None}
     _drop_config_models_without_endpoint(endpoint, kw.get("from_config") or set())
     fixed = [
