@@ -205,3 +205,16 @@ async def test_python_tool_goes_through_sandbox():
     )
     out = await python_tool(sb).run(code="x")
     assert "[ERROR] NameError: x" in out and "Traceback" in out
+
+
+def test_a_deep_expression_is_refused_whatever_the_recursion_limit():
+    import sys
+
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(100_000)
+    try:
+        with pytest.raises(CalculatorError, match="nests too deeply"):
+            safe_eval("1+" * 2000 + "1")
+    finally:
+        sys.setrecursionlimit(old)
+    assert safe_eval("1+" * 300 + "1") == 301

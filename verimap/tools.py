@@ -156,6 +156,8 @@ class CalculatorError(VerimapError, ValueError):
     pass
 
 
+# Deeper trees are refused before evaluation, whatever the interpreter's recursion limit.
+MAX_DEPTH = 400
 _TOO_DEEP = "refused: the expression nests too deeply or chains too many operations"
 
 
@@ -244,6 +246,16 @@ def _checked(value: Any) -> int | float:
     raise CalculatorError(f"the result is not a real number: {value!r}"[:120])
 
 
+def _depth(tree: ast.AST) -> int:
+    """The deepest nesting of `tree`, found without recursion."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((child, d + 1) for child in ast.iter_child_nodes(node))
+    return deepest
+
+
 def safe_eval(expression: str) -> int | float:
     """Arithmetic over numbers, + - * / // % **, parentheses and a few math functions.
 
@@ -265,6 +277,8 @@ def safe_eval(expression: str) -> int | float:
         raise CalculatorError(f"not an arithmetic expression: {e.msg}") from None
     except (ValueError, MemoryError, RecursionError):
         raise CalculatorError(_TOO_DEEP) from None
+    if _depth(tree) > MAX_DEPTH:
+        raise CalculatorError(_TOO_DEEP)
 
     def ev(n: ast.AST) -> int | float:
         if isinstance(n, ast.Expression):
