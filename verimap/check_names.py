@@ -135,6 +135,8 @@ def arg_problems(check: str, args: dict[str, object]) -> list[str]:
                 problems.append(f"argument {name!r} must be a number, got {v!r}")
         elif not isinstance(v, str) or not v.strip():
             problems.append(f"argument {name!r} must be a non-empty string, got {v!r}")
+    if not problems and "first" in spec.args and args["first"] == args.get("second"):
+        problems.append(f"arguments 'first' and 'second' name the same output {args['first']!r}")
     if (
         not problems
         and spec.args.get("min") == "number"

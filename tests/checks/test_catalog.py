@@ -222,3 +222,9 @@ def test_every_check_a_plan_may_name_is_in_the_plan_schema_and_described():
     qa = set(DOMAIN_CHECKS["qa"])
     assert {"yes_no", "entity", "number_in_range", "date", "fact_in_source", "facts_from_sources",
             "reports_in_order"} <= qa  # fmt: skip
+
+
+def test_the_two_sides_of_a_comparison_are_two_outputs():
+    with pytest.raises(ValueError, match="name the same output 'fact'"):
+        CheckVF(name="c", check="facts_from_sources", args={"first": "fact", "first_source": "A",
+                                                            "second": "fact", "second_source": "B"})  # fmt: skip

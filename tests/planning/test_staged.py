@@ -307,3 +307,28 @@ def _two_plans(req, model):
     if req.schema_name == "outline":
         return outline
     return nodes[req.schema_name.removeprefix("node ")]
+
+
+async def test_a_code_tasks_final_node_is_checked_against_the_tasks_examples():
+    task = 'def inc(x):\n    """Add one.\n    >>> inc(1)\n    2\n    """\n'
+    model = staged_model(
+        {"steps": []}, {"final": node("Write inc.", ["USER_TASK"], [{"check": "code_agreement"}])}
+    )
+    plan = await StagedPlanner(model).plan(task, ctx=RunContext())
+    final = plan.node("final")
+    assert final.outputs == {"answer": "code"}
+    assert [(v.name, v.check) for v in final.verification if isinstance(v, CheckVF)] == [
+        ("code_agreement", "code_agreement"), ("task_examples", "run_examples"),
+    ]  # fmt: skip
+
+
+async def test_a_node_that_names_an_output_of_the_example_plan_goes_back():
+    copied = {**NODES, "final": node("Answer.", ["USER_TASK", "verge.person", "techcrunch.person"],
+                                     [chk("entity", output="answer")], ["Named by verge_person.person."])}  # fmt: skip
+    model = staged_model(nodes=copied, repairs={"final": NODES["final"]})
+    plan = await StagedPlanner(model, domain="qa").plan(TASK, ctx=RunContext())
+    assert "copies the example plan" in model.requests[-1].messages[-1].content
+    assert (
+        plan.node("final").verification[-1].content
+        == "The answer is the person named in both inputs."
+    )

@@ -62,9 +62,13 @@ class Demo(BaseModel):
 
 
 class DemoPool(BaseModel):
+    """A domain's demonstrations; `development`: the indices of problems the planner was
+    measured on while it was built (never an evaluation's)."""
+
     model_config = ConfigDict(extra="forbid")
     domain: str
     pool: str
+    development: list[int] = Field(default_factory=list)
     demos: list[Demo]
 
 
@@ -82,9 +86,11 @@ def pool(domain: str) -> DemoPool:
 
 
 def held_out(domain: str = "qa") -> frozenset[int]:
-    """The indices of the problems the domain's demonstrations were written for: an evaluation
-    draw leaves them out, or the planner would be shown the answer's plan."""
-    return frozenset(d.index for d in pool(domain).demos)
+    """The indices of the problems the domain's demonstrations were written for, and of those
+    the planner was developed on: an evaluation draw leaves them out, or the planner would be
+    shown the answer's plan (or be scored where it was tuned)."""
+    p = pool(domain)
+    return frozenset([*(d.index for d in p.demos), *p.development])
 
 
 def _words(text: str) -> list[str]:

@@ -39,6 +39,7 @@ from verimap.planning import staged_prompts as sp
 from verimap.planning.demos import nearest
 from verimap.planning.domain import infer_domain
 from verimap.planning.failure import FailureContext
+from verimap.planning.fallback import with_task_examples
 from verimap.planning.plan import Plan, PlanError, parse_plan
 from verimap.planning.plan_checks import node_work, plan_quality_problems
 from verimap.planning.plan_fixes import join_extra_sinks
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
 # Reply limits per stage: an outline of four steps is about 120 tokens, a node about 200.
 OUTLINE_TOKENS = 300
 NODE_TOKENS = 450
+# The steps an outline may have when the plan's size has no cap.
+UNCAPPED_STEPS = 6
 _NODE_PROBLEM = re.compile(r"^node '([^']+)'")
 Kind = Literal["plan", "replan"]
 
@@ -188,10 +191,9 @@ class StagedPlanner:
     ) -> Plan:
         """The outline, then each node, then the validator's word on the whole."""
         messages = [*self._base(domain), *ask]
-        budget = (self.max_nodes or 1 + len(kept) + 4) - 1 - len(kept)
-        schema = skeleton_schema(
-            domain, min_steps=max(0, self.min_nodes - 1 - len(kept)), max_steps=max(0, budget)
-        )
+        max_steps = self.max_nodes - 1 - len(kept) if self.max_nodes is not None else UNCAPPED_STEPS
+        min_steps = self.min_nodes - 1 - len(kept)
+        schema = skeleton_schema(domain, min_steps=max(0, min_steps), max_steps=max(0, max_steps))
         raw, text = await self._ask(
             messages, schema, "outline", kind, task, ctx, OUTLINE_TOKENS, temperature
         )
@@ -210,7 +212,9 @@ class StagedPlanner:
             nodes = [make_node(nid, outs, replies[nid][1], with_vfs=self.with_vfs)
                      for nid, outs in steps]  # fmt: skip
             raw_plan = join_extra_sinks({"nodes": [*copy.deepcopy(kept), *nodes]})
-            problems = self._problems(raw_plan, domain)
+            if domain == "programming" and self.with_vfs:
+                raw_plan = with_task_examples(raw_plan, task, (ANSWER_TYPES[domain],))
+            problems = self._problems(raw_plan, domain, task)
             if not problems:
                 return parse_plan(raw_plan)
             ctx.emit(PlanInvalid(problems=problems, reply=json.dumps(raw_plan)[:8000]))
@@ -257,11 +261,18 @@ class StagedPlanner:
         reply = raw if isinstance(raw, dict) else {}
         return reply, [*messages, AssistantMessage(content=text)]
 
-    def _problems(self, raw_plan: dict[str, Any], domain: str) -> list[str]:
+    def _problems(self, raw_plan: dict[str, Any], domain: str, task: str) -> list[str]:
+        """The validator's problems, then the planner's: an output of the task's type, and no
+        output of a demonstration named (`demo.output` where this plan has no such node:
+        copied from the example, it means nothing here)."""
         try:
             plan = parse_plan(raw_plan)
         except PlanError as e:
             return e.problems
+        own = {f"{n.id}.{o}" for n in plan.nodes for o in n.outputs}
+        shown = nearest(task, domain, self.demos)
+        copied = {f"{st['id']}.{o['name']}" for d in shown for st in d.steps for o in st["outputs"]}
         return plan_quality_problems(
-            plan, require_vfs=self.with_vfs, answer_types=(ANSWER_TYPES[domain],)
-        )
+            plan, demo_markers=sorted(copied - own), require_vfs=self.with_vfs,
+            answer_types=(ANSWER_TYPES[domain],),
+        )  # fmt: skip

@@ -19,8 +19,10 @@ from verimap.planning.plan_fixes import numbered
 
 FINAL = "final"
 ANSWER = "answer"
-# Identifiers a small model writes whole: lower case, short.
-ID_PATTERN = r"^[a-z][a-z0-9_]{1,30}$"
+# Identifiers a small model writes whole: lower case. No length bounds in any string: llama.cpp
+# spells a bounded repetition out as nested optional rules, and sampling under such a grammar
+# crawls (a `maxLength` of 400 made each token of a node cost seconds on the 0.5B).
+ID_PATTERN = r"^[a-z][a-z0-9_]*$"
 OUTPUT_TYPES: dict[str, list[str]] = {
     "qa": ["string", "number", "list[string]"],
     "math": ["number", "integer", "string", "list[number]"],
@@ -30,8 +32,6 @@ ANSWER_TYPES = {"qa": "string", "math": "number", "programming": "code"}
 MAX_OUTPUTS = 3
 MAX_CHECKS = 3
 MAX_CRITERIA = 2
-MAX_INSTRUCTION = 400
-MAX_CRITERION = 250
 
 
 def skeleton_schema(domain: str, *, min_steps: int = 0, max_steps: int = 3) -> dict[str, Any]:
@@ -67,7 +67,7 @@ def _arg_schema(kind: str, outputs: list[str], available: list[str]) -> dict[str
         return {"enum": [*outputs, *available]}
     if kind == "number":
         return {"type": "number"}
-    return {"type": "string", "minLength": 2, "maxLength": 80}
+    return {"type": "string"}
 
 
 def check_schemas(domain: str, outputs: list[str], available: list[str]) -> list[dict[str, Any]]:
@@ -94,7 +94,7 @@ def node_schema(
 ) -> dict[str, Any]:
     """A node's instruction, inputs (`USER_TASK` or one of `available`), checks and criteria."""
     props: dict[str, Any] = {
-        "instruction": {"type": "string", "minLength": 10, "maxLength": MAX_INSTRUCTION},
+        "instruction": {"type": "string"},
         "inputs": {
             "type": "array", "minItems": 1, "maxItems": 1 + len(available),
             "items": {"enum": [USER_TASK, *available]},
@@ -107,7 +107,7 @@ def node_schema(
         }  # fmt: skip
         props["criteria"] = {
             "type": "array", "minItems": min_criteria, "maxItems": max(min_criteria, MAX_CRITERIA),
-            "items": {"type": "string", "minLength": 10, "maxLength": MAX_CRITERION},
+            "items": {"type": "string"},
         }  # fmt: skip
     return {"type": "object", "properties": props, "required": list(props)}
 
