@@ -20,8 +20,8 @@ from verimap.planning.plan_fixes import numbered
 FINAL = "final"
 ANSWER = "answer"
 # Identifiers a small model writes whole: lower case. No length bounds in any string: llama.cpp
-# spells a bounded repetition out as nested optional rules, and sampling under such a grammar
-# crawls (a `maxLength` of 400 made each token of a node cost seconds on the 0.5B).
+# spells a bounded repetition out as nested optional rules (bounds on a node's instruction and
+# criteria made its grammar 2.3 times longer), and a string too short is the validator's to name.
 ID_PATTERN = r"^[a-z][a-z0-9_]*$"
 OUTPUT_TYPES: dict[str, list[str]] = {
     "qa": ["string", "number", "list[string]"],
