@@ -260,3 +260,22 @@ def test_a_cost_budget_on_a_model_with_no_known_price_is_refused_before_any_call
     assert res.exit_code == 2, res.output
     assert "no price is known for no-such-model-anywhere" in res.output
     assert "--cost-limit" in res.output
+
+
+def test_a_question_not_about_a_number_is_not_asked_for_one(monkeypatch, tmp_path):
+    """On the local model `verimap run` answers with the one-node plan; before, every task got
+    the math node ("give the final numeric answer", a finite-number VF)."""
+    w = ScriptedWorld([PLAN], lambda nid, k, inp, p: {"answer": "William Shakespeare"})
+
+    @asynccontextmanager
+    async def fake_connect(**endpoint):
+        yield w.models()
+
+    monkeypatch.setattr(run_mod, "_connect", fake_connect)
+    r = invoke("Who wrote Hamlet?", "--sandbox", "process", "--trace-dir", str(tmp_path), "--json")
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.output[r.output.index("{") :])
+    (node,) = out["plans"][0]["nodes"]
+    assert node["outputs"] == {"answer": "string"} and "numeric" not in node["instruction"]
+    assert out["final_output"] == {"answer": "William Shakespeare"}
+    assert "numeric" not in w.executor_prompts["solve"][0]

@@ -120,7 +120,7 @@ def test_vf_kind_is_inferred_when_type_is_missing_and_named_when_unknown():
     assert [v.type for v in p.nodes[0].verification] == ["python", "llm"]
     bad = problems({"nodes": [node("a", vfs=[{"name": "p", "type": "sql", "code": "x"}])]})
     assert bad == [
-        'node \'a\' verification.0: a VF needs "type": "python" (with "code"), "llm" (with "content") or "check" (with "check", the name of a built-in check)'
+        'node \'a\' verification.0: a VF needs "type": "python" (with "code"), "llm" (with "content") or "check" (with "check", the name of a built-in or catalog check, and its "args")'
     ]
 
 

@@ -569,7 +569,9 @@ async def test_a_replan_is_thought_out_too_and_thinking_can_be_turned_off():
 async def test_a_final_node_without_an_answer_of_the_tasks_type_is_sent_back():
     typed = changed(GOOD, "b", outputs={"y": "boolean"})
     m = ScriptedModel([typed, typed])
-    plan = await LLMPlanner(m, answer_types=("code",), max_repairs=1).plan("t", ctx=RunContext())
+    plan = await LLMPlanner(m, answer_types=("code",), max_repairs=1, domain="math").plan(
+        "t", ctx=RunContext()
+    )
     assert "must have an output of type code" in m.requests[1].messages[-1].content
     assert [r.purpose.label for r in m.requests] == ["plan", "plan:repair"]
     assert plan.fallback_reason and plan.nodes[0].outputs == {"answer": "number"}

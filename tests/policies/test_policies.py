@@ -61,7 +61,9 @@ def test_the_paper_policy_turns_every_beyond_paper_switch_off():
 def test_unknown_policies_are_refused_by_name():
     with pytest.raises(ValueError, match="unknown policy 'fast'"):
         apply(RunConfig(policies=["fast"]), [])
-    with pytest.raises(ValueError, match="the policies are: small-model, paper"):
+    with pytest.raises(
+        ValueError, match="the policies are: small-model, small-model-planner, paper"
+    ):
         get_policies(["fast"])
 
 
@@ -149,3 +151,34 @@ def test_the_shipped_paper_configs_run_the_paper_policy():
     assert len(configs) == 18
     for path in configs:
         assert yaml.safe_load(path.read_text())["policy"] == "paper", path
+
+
+def test_the_planner_variant_lets_the_model_plan_and_the_default_stays_one_node():
+    default, planned = (apply(RunConfig(), [n]) for n in ("small-model", "small-model-planner"))
+    assert (default.planning.max_nodes, default.planning.plan_repairs) == (1, 0)
+    assert (planned.planning.max_nodes, planned.planning.plan_repairs) == (4, 1)
+    assert planned.verify.checks == default.verify.checks
+    (small,) = get_policies(["small-model"])
+    (planner,) = get_policies(["small-model-planner"])
+    assert small.planner_options() == {"one_node_rule": "one-node plan (small-model policy)"}
+    assert planner.planner_options() == {"decoding": "staged"}
+    assert SmallModel(planner="model").planner_options() == planner.planner_options()
+    assert planner.record()["planner"] == "model" and small.record()["planner"] == "rule"
+
+
+async def test_build_under_the_planner_variant_asks_the_model_for_the_plan_in_stages():
+    def answer(req):
+        if req.schema_name == "outline":
+            return {"steps": []}
+        if req.schema_name == "node final":
+            return {"instruction": "Work out 2 * 3.", "inputs": ["USER_TASK"],
+                    "checks": [{"check": "arithmetic"}], "criteria": []}  # fmt: skip
+        return '{"answer": 6}'
+
+    model = local(ScriptedModel(answer))
+    coord = verimap.build({"executor": model, "planner": model}, InProcessSandboxDouble(),
+                          config=RunConfig(policies=["small-model-planner"]))  # fmt: skip
+    assert isinstance(coord.planner, LLMPlanner) and coord.planner.staged is not None
+    r = await coord.run("What is 2 * 3?")
+    assert r.plan_rules == [] and r.answer == 6, r.error
+    assert [q.schema_name for q in model.requests[:2]] == ["outline", "node final"]

@@ -56,6 +56,12 @@ class CheckTools:
 
 @runtime_checkable
 class Check(Protocol):
+    """One verification of an attempt, whatever its origin: a framework check, a catalog check a
+    plan names with arguments, or a plan's own Python or natural-language VF
+    (`verimap.core.vf_checks`). The verifier ANDs their verdicts. A check may also say what it
+    costs with an integer `tier` (0 cheap, 1 the judge, 2 solutions of its own); without one, a
+    check that `disputes` is tier 2 and any other tier 0."""
+
     name: str
     strength: Strength
     disputes: bool
@@ -64,10 +70,14 @@ class Check(Protocol):
         """Whether the check has anything to say about this node and answer."""
         ...
 
-    async def check(self, sub: Submission, tools: CheckTools, ctx: RunContext) -> VFVerdict | None:
+    async def check(
+        self, sub: Submission, tools: CheckTools, ctx: RunContext
+    ) -> VFVerdict | Sequence[VFVerdict] | None:
         """The verdict, or None when the attempt gives the check nothing to look at (no
         calculation written out). ABSTAINED: it should have judged and could not (no
-        independent solution ran), which withholds confirmation."""
+        independent solution ran), which withholds confirmation. A check that judges several
+        criteria in one exchange (the judge on a node's natural-language VFs) gives one verdict
+        for each."""
         ...
 
 

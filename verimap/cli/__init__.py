@@ -108,11 +108,12 @@ max_nodes_option = click.option(
 
 policy_option = click.option(
     "--policy",
-    type=click.Choice(["small-model", "paper", "none"]),
+    type=click.Choice(["small-model", "small-model-planner", "paper", "none"]),
     default=None,
     help="The rules the run follows beyond the core loop (docs/engine.md#policies): small-model, "
-    "paper (the paper's protocol exactly), or none [default: small-model on the local model, "
-    "none on an endpoint].",
+    "small-model-planner (the same, but the model writes the plan in stages), paper (the "
+    "paper's protocol exactly), or none [default: small-model on the local model, none on an "
+    "endpoint].",
 )
 
 

@@ -11,11 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from verimap import iotypes
+from verimap.check_names import CATALOG
 from verimap.config import RunConfig
 from verimap.core.executor import TEXT_OUTPUT
 from verimap.core.result import NodeReport
 from verimap.planning.failure import AncestorContext, FailureContext
-from verimap.planning.plan import USER_TASK, Node, Plan
+from verimap.planning.plan import USER_TASK, CheckVF, Node, Plan
 
 
 def resolve_inputs(
@@ -112,6 +113,7 @@ def failure_context(
         node_id=node.id, instruction=node.instruction, inputs=inputs,
         outputs=last.outputs if last else None, error=last.error if last else None,
         verdicts=judged[-1].verdicts if judged else [], attempts=len(cur), ancestors=ancestors,
+        plan_checks=[v.name for v in node.verification if isinstance(v, CheckVF) and v.check in CATALOG],
     )  # fmt: skip
 
 

@@ -19,12 +19,21 @@ from pydantic import BaseModel, Field, model_validator
 
 from verimap import iotypes
 from verimap.accounting import BudgetExceeded
+from verimap.check_names import CATALOG
 from verimap.checks.base import Check, CheckTools, Submission, verdict
 from verimap.checks.disputing import Disputing
-from verimap.checks.strength import perturbations
 from verimap.config import RunConfig
 from verimap.core import prompts
 from verimap.core.agent import flatten_tool_messages, react_protocol, tool_loop, uses_tool_api
+from verimap.core.vf_checks import (
+    CHEAP_TIER,
+    DISPUTING_TIER,
+    JUDGE_TIER,
+    JudgeCheck,
+    PythonVFCheck,
+    judge_checks,
+    tier_of,
+)
 from verimap.errors import VerimapError
 from verimap.llm.base import (
     AssistantMessage,
@@ -43,7 +52,7 @@ from verimap.planning.plan import LLMVF, USER_TASK, CheckVF, Node, Plan, PythonV
 from verimap.sandbox.base import Outcome, Sandbox
 from verimap.tools import ToolRegistry
 from verimap.usage import JUDGE
-from verimap.verdicts import ABSTAINED, SKIPPED, VerificationReport, VFVerdict
+from verimap.verdicts import ABSTAINED, VerificationReport, VFVerdict
 
 if TYPE_CHECKING:
     from verimap.core.run_context import RunContext
@@ -164,18 +173,31 @@ class Verifier:
         return list(node.verification)
 
     def checks_for(self, sub: Submission) -> list[Check]:
-        """The checks that run on this attempt: those its plan asks for by name (the verifier's
-        own instance when it has one, so its settings hold), then the configured ones, each
-        once and only where it applies. None without the plan's VFs (react, map, map-v)."""
+        """The checks that run on this attempt besides the plan's Python and natural-language
+        VFs: those its plan asks for (a built-in one by name, the verifier's own instance when
+        it has one so its settings hold; a catalog one with the plan's arguments, under the
+        VF's name), then the configured ones, each once and only where it applies. None
+        without the plan's VFs (react, map, map-v)."""
         if self.mode != "full":
             return []
-        from verimap.checks.registry import get_check
+        from verimap.checks.registry import get_check, plan_check
 
         mine = {c.name: c for c in self.checks}
-        asked = [v.check for v in sub.node.verification if isinstance(v, CheckVF)]
-        chosen = [mine.get(n) or get_check(n) for n in dict.fromkeys(asked)]
-        chosen += [c for c in self.checks if c.name not in asked]
+        asked = [v for v in sub.node.verification if isinstance(v, CheckVF)]
+        builtin = dict.fromkeys(v.check for v in asked if v.check not in CATALOG)
+        chosen = [mine.get(n) or get_check(n) for n in builtin]
+        chosen += [plan_check(v) for v in asked if v.check in CATALOG]
+        chosen += [c for c in self.checks if c.name not in builtin]
         return [c for c in chosen if c.applies(sub)]
+
+    def all_checks(self, sub: Submission) -> list[Check]:
+        """Every check of this attempt, one protocol for all: the plan's Python VFs, the
+        checks (`checks_for`), and the judge's on the natural-language VFs."""
+        vfs = self.vfs_for(sub.node)
+        python: list[Check] = [PythonVFCheck(v, self) for v in vfs if isinstance(v, PythonVF)]
+        judged = [v for v in vfs if isinstance(v, LLMVF)]
+        judges: list[Check] = list(judge_checks(judged, self))
+        return [*python, *self.checks_for(sub), *judges]
 
     async def verify(
         self,
@@ -188,99 +210,65 @@ class Verifier:
         transcript: Sequence[TranscriptMessage] = (),
         final: bool = False,
     ) -> VerificationReport:
-        """Every verdict on one attempt, under strict AND: Python VFs and cheap checks first;
-        when one fails the verdict is decided, and the judge and the checks that call a model
-        (the slow, costly part) are not asked unless `full_feedback` is set. Model calls are
-        charged to `ctx`'s ledger, as calls of its node and attempt. On the final node, each
-        passing Python VF is probed for strength (does it fail a nearby wrong answer?)."""
+        """Every verdict on one attempt, reduced by strict AND (`aggregate`). The checks run by
+        tier (`vf_checks`): the cheap ones first; when one fails the verdict is decided, and
+        the judge and the checks that call a model (the slow, costly part) are not asked
+        unless `full_feedback` is set. Model calls are charged to `ctx`'s ledger, as calls of
+        its node and attempt. On the final node, each passing Python VF is probed for strength
+        (does it fail a nearby wrong answer?)."""
         task = task if task is not None else str(inputs.get(USER_TASK, ""))
         sub = Submission(task, node, inputs, outputs, tuple(transcript), final)
-        vfs = self.vfs_for(node)
-        python = [v for v in vfs if isinstance(v, PythonVF)]
-        judged = [v for v in vfs if isinstance(v, LLMVF)]
-        checks = self.checks_for(sub)
-        costly = [c for c in checks if c.disputes]
-        first = await self._gather(node, python, inputs, outputs, ctx)
-        first += await self._run_checks([c for c in checks if not c.disputes], sub, ctx)
+        checks = self.all_checks(sub)
+        tiers = {
+            t: [c for c in checks if tier_of(c) == t]
+            for t in (CHEAP_TIER, JUDGE_TIER, DISPUTING_TIER)
+        }
+        first = await self._run_checks(tiers[CHEAP_TIER], sub, ctx, together=True)
         decided = (
             self.threshold is None
             and not self.full_feedback
             and any(not v.passed and v.judged for v in first)
         )
-        if judged and decided:
-            rest = [
-                VFVerdict(name=v.name, type="llm", outcome=SKIPPED, weight=v.weight,
-                          message="not judged: a Python VF or a check already failed this attempt")
-                for v in judged
-            ]  # fmt: skip
-        elif self.batch_judge and len(judged) > 1 and self.judge_model is not None:
-            rest = await self.run_judge_many(node, judged, inputs, outputs, ctx=ctx)
+        rest: list[VFVerdict] = []
+        if decided:
+            for c in tiers[JUDGE_TIER]:
+                rest += c.skipped() if isinstance(c, JudgeCheck) else []
         else:
-            rest = await self._gather(node, judged, inputs, outputs, ctx)
+            rest = await self._run_checks(tiers[JUDGE_TIER], sub, ctx, together=True)
         if not decided and all(v.passed or not v.judged for v in rest):
-            rest += await self._run_checks(costly, sub, ctx)
-        if final:
-            first = await self._with_strength(first, python, inputs, outputs)
-        order = {v.name: i for i, v in enumerate(vfs)}
+            rest += await self._run_checks(tiers[DISPUTING_TIER], sub, ctx)
+        order = {v.name: i for i, v in enumerate(self.vfs_for(node))}
         verdicts = sorted([*first, *rest], key=lambda v: order.get(v.name, len(order)))
         return self.aggregate(verdicts)
 
     async def _run_checks(
-        self, checks: Sequence[Check], sub: Submission, ctx: RunContext
+        self, checks: Sequence[Check], sub: Submission, ctx: RunContext, *, together: bool = False
     ) -> list[VFVerdict]:
-        """The checks' verdicts, one after another: the costly ones share a run's state (the
-        independent solutions drawn so far), and the cheap ones are quick. A check with a bug
-        abstains (the answer is kept unverified, the run not lost); a verimap error does not."""
-        out = []
-        for check in checks:
-            try:
-                found = await check.check(sub, self.check_tools, ctx)
-            except VerimapError:
-                raise
-            except Exception as e:  # a fault in a check is no evidence about the answer
-                found = verdict(check, ABSTAINED, f"could not judge: {type(e).__name__}: {e}")
-            if found is not None:
-                out.append(found)
-        return out
+        """The checks' verdicts, in the checks' order: `together` runs them at once, else one
+        after another (the costly ones share a run's state, the independent solutions drawn so
+        far). A check with a bug abstains (the answer is kept unverified, the run not lost); a
+        verimap error does not."""
+        if together:
+            found = await asyncio.gather(*(self._run_check(c, sub, ctx) for c in checks))
+        else:
+            found = [await self._run_check(c, sub, ctx) for c in checks]
+        return [v for vs in found for v in vs]
 
-    async def _with_strength(
-        self, verdicts: list[VFVerdict], vfs: Sequence[PythonVF], inputs: dict, outputs: dict
-    ) -> list[VFVerdict]:
-        """Each passing Python VF marked strong when it fails a nearby wrong answer, else weak."""
-        code = {vf.name: vf for vf in vfs}
-        nearby = perturbations(outputs)
-        out = []
-        for v in verdicts:
-            vf = code.get(v.name)
-            if vf is not None and v.type == "python" and v.passed:
-                probes = await asyncio.gather(*(self.run_python(vf, inputs, o) for o in nearby))
-                strong = any(p.outcome == "FAIL" for p in probes)
-                v = v.model_copy(update={"strength": "strong" if strong else "weak"})
-            out.append(v)
-        return out
+    async def _run_check(self, check: Check, sub: Submission, ctx: RunContext) -> list[VFVerdict]:
+        try:
+            found = await check.check(sub, self.check_tools, ctx)
+        except VerimapError:
+            raise
+        except Exception as e:  # a fault in a check is no evidence about the answer
+            found = verdict(check, ABSTAINED, f"could not judge: {type(e).__name__}: {e}")
+        if found is None:
+            return []
+        return [found] if isinstance(found, VFVerdict) else list(found)
 
     @property
     def disputing(self) -> Disputing:
         """The checks that may dispute an answer, and what they say once they have."""
         return Disputing(self.checks)
-
-    async def _gather(
-        self,
-        node: Node,
-        vfs: Sequence[PythonVF | LLMVF],
-        inputs: dict,
-        outputs: dict,
-        ctx: RunContext | None = None,
-    ) -> list[VFVerdict]:
-        verdicts = await asyncio.gather(
-            *(self._run_one(node, vf, inputs, outputs, ctx) for vf in vfs), return_exceptions=True
-        )
-        out: list[VFVerdict] = []
-        for v in verdicts:
-            if isinstance(v, BaseException):
-                raise v
-            out.append(v)
-        return out
 
     async def vacuous_vfs(self, plan: Plan, task: str) -> list[tuple[str, str]]:
         """(node, VF) of every Python VF that passes both on null outputs of the declared types
@@ -321,18 +309,6 @@ class Verifier:
         else:
             passed = score >= self.threshold - 1e-12
         return VerificationReport(passed=passed, verdicts=verdicts, score=score)
-
-    async def _run_one(
-        self,
-        node: Node,
-        vf: PythonVF | LLMVF,
-        inputs: dict,
-        outputs: dict,
-        ctx: RunContext | None = None,
-    ) -> VFVerdict:
-        if isinstance(vf, PythonVF):
-            return await self.run_python(vf, inputs, outputs)
-        return await self.run_judge(node, vf, inputs, outputs, ctx=ctx)
 
     async def run_python(self, vf: PythonVF, inputs: dict, outputs: dict) -> VFVerdict:
         if self.sandbox is None:

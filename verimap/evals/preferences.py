@@ -317,7 +317,7 @@ def preference_pairs(
             key = (benchmark, rec["task_id"], json.dumps(prompt, sort_keys=True))
             group = groups.setdefault(key, _Group(benchmark, rec["task_id"], prompt))
             fallback_text = planner._as_written(
-                fallback_plan(task, planner.domain, with_vfs=write_vfs)
+                fallback_plan(task, planner.domain_of(task), with_vfs=write_vfs)
             )
             plans = rec.get("plans", [])
             for i, (raw, label, fb) in enumerate(zip(plans, labels, fallback, strict=True)):

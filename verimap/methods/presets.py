@@ -164,7 +164,7 @@ def build_runner(
         )
     else:
         planner = LLMPlanner(
-            models["planner"], tools, demo=demo, domain=domain or "math",
+            models["planner"], tools, demo=demo, domain=domain,
             settings=PLANNER_SETTINGS.replace(temperature=cfg.sampling.temperature),
             write_vfs=cfg.verify.verification == "full", think_first=cfg.planning.plan_reasoning,
             max_repairs=cfg.planning.plan_repairs, answer_types=PLAN_ANSWER_TYPES.get(domain or "", ()),

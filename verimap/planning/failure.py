@@ -32,13 +32,17 @@ class FailureContext(BaseModel):
     verdicts: list[VFVerdict] = Field(default_factory=list)
     attempts: int = 0
     ancestors: list[AncestorContext] = Field(default_factory=list)
+    # The node's VFs that are catalog checks the plan named (`fact_in_source`, ...): their
+    # verdicts are the plan's verification, not a built-in check of the executor's work.
+    plan_checks: list[str] = Field(default_factory=list)
 
     @property
     def kind(self) -> str:
-        """What failed: "verification" (a VF said no), "vf_error" (a VF could not run: its own
-        bug), or "executor" (no answer of the declared shape reached verification, or only a
-        built-in check of the executor's work, such as its arithmetic, failed)."""
-        vfs = [v for v in self.verdicts if v.type != "check"]
+        """What failed: "verification" (a VF said no, a catalog check the plan named among
+        them), "vf_error" (a VF could not run: its own bug), or "executor" (no answer of the
+        declared shape reached verification, or only a built-in check of the executor's work,
+        such as its arithmetic, failed)."""
+        vfs = [v for v in self.verdicts if v.type != "check" or v.name in self.plan_checks]
         if any(v.outcome == "FAIL" for v in vfs):
             return "verification"
         if any(not v.passed for v in vfs):

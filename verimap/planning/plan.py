@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from verimap import iotypes
+from verimap.check_names import CATALOG
 from verimap.errors import VerimapError
 from verimap.iotypes import TypeSpec
 from verimap.planning.plan_vfs import LLMVF as LLMVF
@@ -358,6 +359,8 @@ def check_plan(plan: Plan) -> list[str]:
             names.add(vf.name)
             if isinstance(vf, PythonVF):
                 problems.extend(vf_problems(n, vf))
+            elif isinstance(vf, CheckVF):
+                problems.extend(_check_arg_problems(n, vf))
 
     for e in plan.edges:
         for end in (e.source, e.target):
@@ -396,6 +399,24 @@ def check_plan(plan: Plan) -> list[str]:
             )
         elif not sinks and not any(p.startswith("cycle") for p in problems):
             problems.append("no final node")
+    return problems
+
+
+def _check_arg_problems(node: Node, vf: CheckVF) -> list[str]:
+    """A catalog check's arguments that name no output of the node (nor, for a `value`, an
+    input it reads)."""
+    spec = CATALOG.get(vf.check)
+    problems = []
+    for arg, ref in vf.named_values().items():
+        allowed = list(node.outputs)
+        if spec is not None and spec.args.get(arg) == "value":
+            allowed += [r for r in node.inputs if r != USER_TASK]
+        if ref not in allowed:
+            problems.append(
+                f"node {node.id!r}: check {vf.name!r}: argument {arg!r} names {ref!r}, which is "
+                f"not {'an output or input' if len(allowed) > len(node.outputs) else 'an output'}"
+                f" of the node (it has {', '.join(allowed)})"
+            )
     return problems
 
 

@@ -88,7 +88,7 @@ def _rewrite_inputs(raw: Any, resolve: Callable[[Any, str], Any]) -> Any:
     return raw
 
 
-def _numbered(name: str, taken: set[str]) -> str:
+def numbered(name: str, taken: set[str]) -> str:
     """`name_2` (or the first free `name_k`), now taken."""
     k = 2
     while f"{name}_{k}" in taken:
@@ -108,7 +108,7 @@ def number_repeated_node_ids(raw: Any) -> Any:
     for n in nodes:
         nid = n["id"]
         if nid in seen:
-            n["id"] = _numbered(nid, taken)
+            n["id"] = numbered(nid, taken)
         seen.setdefault(nid, []).append(n["id"])
     renamed = {nid: ids for nid, ids in seen.items() if len(ids) > 1}
     if not renamed:
@@ -317,6 +317,6 @@ def number_repeated_vf_names(raw: Any) -> Any:
             if not isinstance(name, str):
                 continue
             if name in seen:
-                vf["name"] = _numbered(name, taken)
+                vf["name"] = numbered(name, taken)
             seen.add(vf["name"])
     return raw

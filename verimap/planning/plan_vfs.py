@@ -5,9 +5,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    field_validator,
+    model_validator,
+)
 
-from verimap.check_names import BUILTIN_CHECKS
+from verimap.check_names import CATALOG, PLAN_CHECKS, arg_problems
 from verimap.planning.vfcheck import normalize_code
 
 __all__ = ["LLMVF", "VF", "CheckVF", "PythonVF"]
@@ -48,21 +56,37 @@ class LLMVF(BaseModel):
 
 
 class CheckVF(BaseModel):
-    """A built-in check asked for by name (`verimap.check_names`): a planner that cannot write
-    a strong Python VF can still choose one, so the plan decides how each node is verified."""
+    """A check asked for by name (`verimap.check_names`), with its arguments when it is one of
+    the catalog's: a planner that cannot write a strong Python VF can still choose one, so the
+    plan decides how each node is verified. Which outputs the arguments name is checked with
+    the node (`plan.check_plan`)."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=_require_type)
     name: str = Field(min_length=1)
     type: Literal["check"] = "check"
-    check: str = Field(json_schema_extra={"enum": list(BUILTIN_CHECKS)})
+    check: str = Field(json_schema_extra={"enum": list(PLAN_CHECKS)})
+    args: dict[str, Any] = Field(default_factory=dict)
     weight: float = Field(default=1.0, ge=0)
 
     @field_validator("check")
     @classmethod
     def _known(cls, v: str) -> str:
-        if v not in BUILTIN_CHECKS:
-            raise ValueError(f"unknown check {v!r}; choose one of {', '.join(BUILTIN_CHECKS)}")
+        if v not in PLAN_CHECKS:
+            raise ValueError(f"unknown check {v!r}; choose one of {', '.join(PLAN_CHECKS)}")
         return v
+
+    @model_validator(mode="after")
+    def _args(self) -> CheckVF:
+        problems = arg_problems(self.check, self.args)
+        if problems:
+            raise ValueError(f"check {self.check!r}: {'; '.join(problems)}")
+        return self
+
+    def named_values(self) -> dict[str, str]:
+        """The arguments that name an output or an input (`output` and `value` kinds)."""
+        spec = CATALOG.get(self.check)
+        kinds = spec.args if spec is not None else {}
+        return {a: str(v) for a, v in self.args.items() if kinds.get(a) in ("output", "value")}
 
 
 def _vf_kind(v: Any) -> str | None:
@@ -87,6 +111,6 @@ VF = Annotated[
         _vf_kind,
         custom_error_type="vf_type",
         custom_error_message='a VF needs "type": "python" (with "code"), "llm" (with "content") '
-        'or "check" (with "check", the name of a built-in check)',
+        'or "check" (with "check", the name of a built-in or catalog check, and its "args")',
     ),
 ]

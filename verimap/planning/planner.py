@@ -11,15 +11,12 @@ planner); `TemplatePlanner` and `AddVFsPlanner` in `verimap.planning.fixed_plann
 
 from __future__ import annotations
 
-import copy
 import json
-import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
-from verimap.errors import VerimapError
 from verimap.events import PlanInvalid
 from verimap.llm.base import (
     AssistantMessage,
@@ -34,13 +31,9 @@ from verimap.llm.base import (
 )
 from verimap.llm.structured import extract_json
 from verimap.planning import prompts
+from verimap.planning.domain import infer_domain
 from verimap.planning.failure import FailureContext
-from verimap.planning.fallback import (
-    fallback_plan,
-    nonempty_outputs_vf,
-    whole_task_plan,
-    with_task_examples,
-)
+from verimap.planning.fallback import fallback_plan, whole_task_plan, with_task_examples
 from verimap.planning.plan import Plan, PlanError, parse_plan
 from verimap.planning.plan_checks import (
     plan_quality_problems,
@@ -48,7 +41,9 @@ from verimap.planning.plan_checks import (
     repeated_failure_problems,
 )
 from verimap.planning.plan_fixes import fix_raw_plan
-from verimap.planning.vfcheck import UNDECLARED_OUTPUT
+from verimap.planning.planning_error import PlanningError as PlanningError
+from verimap.planning.salvage import salvage
+from verimap.planning.staged import StagedPlanner
 from verimap.tools import ToolRegistry
 from verimap.usage import PLANNER
 
@@ -71,22 +66,8 @@ class Planner(Protocol):
     ) -> Plan: ...
 
 
-class PlanningError(VerimapError, RuntimeError):
-    """The planner gave no valid plan within its repair attempts."""
-
-    def __init__(
-        self, message: str, problems: list[str], responses: list[ModelResponse] | None = None
-    ):
-        super().__init__(
-            message + ("\n" + "\n".join(f"- {p}" for p in problems) if problems else "")
-        )
-        self.problems = problems
-        self.responses = responses or []
-
-
 # Replies cut at the length limit in a row after which the planner stops asking.
 MAX_CUT_REPLIES = 2
-_VF_PROBLEM = re.compile(r"^node '([^']+)': python VF '([^']+)'(.*)$", re.S)
 
 
 def _without_vfs(raw: Any) -> Any:
@@ -121,7 +102,7 @@ class LLMPlanner:
         quality_checks: bool = True,
         require_vfs: bool = True,
         repeat_temperature: float = 0.7,
-        domain: str = "math",
+        domain: str | None = None,
         show_schema: bool = False,
         write_vfs: bool = True,
         challenge_repeats: bool = True,
@@ -133,6 +114,8 @@ class LLMPlanner:
         max_nodes: int | None = None,
         fix_plans: bool = True,
         one_node_rule: str = "one-node plan (max_nodes=1)",
+        decoding: Literal["whole", "staged"] = "whole",
+        min_nodes: int = 1,
     ):
         """`write_vfs=False` plans without verification functions (the paper's MAP and MAP-V
         baselines): no VF rules in the prompt or the demonstration, none in the schema, and any
@@ -159,7 +142,13 @@ class LLMPlanner:
         grammar it wrote its first step as the whole plan (docs/decisions.md, D03); the plan
         names the rule that made it (`one_node_rule`), never a fallback that did not happen.
         `fix_plans`: repair common mistakes of a model's plan before validating it
-        (`plan_fixes`; off: the paper's plans are taken as written)."""
+        (`plan_fixes`; off: the paper's plans are taken as written).
+        `domain` (math, programming, qa): the kind of the tasks, which sets the demonstration
+        and the one-node plan's answer type; None infers it from each task (`infer_domain`).
+        `decoding="staged"`: the model writes the plan in stages under the grammar, its VFs
+        from the catalog of checks (`staged.StagedPlanner`, with `max_nodes` and `min_nodes`
+        counting the final node, `max_repairs` rounds of validator messages); it is always
+        asked, even under `max_nodes=1`, for then it still writes the node and its VFs."""
         self.model = model
         self.think_first = think_first
         self.think_max_tokens = think_max_tokens
@@ -172,9 +161,11 @@ class LLMPlanner:
         self.demo = (
             demo
             if demo is not None
-            else (prompts.default_demo(domain, with_vfs=write_vfs) if use_demo else None)
+            else (prompts.default_demo(domain or "math", with_vfs=write_vfs) if use_demo else None)
         )
-        self.demo_markers = prompts.copy_markers(domain) if builtin else []
+        self.demo_markers = prompts.copy_markers(domain or "math") if builtin else []
+        # Without a domain, the built-in demonstration follows each task's inferred one.
+        self.demo_per_task = builtin and domain is None
         self.max_repairs = max_repairs
         self.settings = settings
         self.quality_checks = quality_checks
@@ -188,6 +179,15 @@ class LLMPlanner:
         self.max_nodes = max_nodes
         self.fix_plans = fix_plans
         self.one_node_rule = one_node_rule
+        self.staged = (
+            StagedPlanner(
+                model, tools, domain=domain, settings=settings, max_nodes=max_nodes,
+                min_nodes=min_nodes, repairs=max_repairs, with_vfs=write_vfs,
+                repeat_temperature=repeat_temperature,
+            )
+            if decoding == "staged"
+            else None
+        )  # fmt: skip
 
     def system_prompt(self) -> str:
         tools = (
@@ -205,6 +205,8 @@ class LLMPlanner:
         )
 
     def plan_messages(self, task: str) -> list[Message]:
+        if self.demo_per_task:
+            self.demo = prompts.default_demo(self.domain_of(task), with_vfs=self.write_vfs)
         demo = prompts.DEMO_SECTION.format(demo=self.demo) if self.demo else ""
         user = prompts.PLANNER_USER.format(
             demo_section=demo, task=task, schema_section=self._schema_section()
@@ -230,7 +232,8 @@ class LLMPlanner:
         final flags, weights), small models copy, e.g. as a node named "edges"."""
         defs = self.schema["$defs"]
         node_keys = set(defs["Node"]["properties"])
-        vf_keys = set(defs["PythonVF"]["properties"]) | set(defs["LLMVF"]["properties"])
+        vf_keys = {k for d in ("PythonVF", "LLMVF", "CheckVF") for k in defs[d]["properties"]}
+        vf_keys.discard("weight")
         nodes = []
         for n in json.loads(plan.to_json())["nodes"]:
             node = {k: v for k, v in n.items() if k in node_keys}
@@ -330,7 +333,7 @@ class LLMPlanner:
                 ctx.emit(PlanInvalid(problems=problems, reply=resp.content[:8000]))
             if challenged is not None and not fresh_challenge:
                 return challenged
-            if (salvaged := self._salvage(raw, problems)) is not None:
+            if (salvaged := salvage(raw, problems, self.check, self.write_vfs)) is not None:
                 return salvaged
             if problems in seen_problems:
                 # The repair changed nothing the validator sees: once more, sampled more
@@ -356,46 +359,6 @@ class LLMPlanner:
             else f"no valid plan after {self.max_repairs} repair(s)"
         )
         raise PlanningError(f"{why}; last problems:", problems, responses)
-
-    def _salvage(self, raw: Any, problems: list[str]) -> Plan | None:
-        """The plan without the Python VFs its problems name, when those VFs are all that is
-        wrong with it: a VF that cannot run or checks nothing adds no safety, and a repair round
-        costs a whole plan (minutes on a small model, and on the local 1.5B it never fixed one).
-        A node left without VFs gets the deterministic non-empty check, on top of its typed
-        outputs. The dropped VFs are recorded on the plan."""
-        reasons: dict[tuple[str, str], str] = {}
-        for p in problems:
-            m = _VF_PROBLEM.match(p)
-            if m is None:
-                return None
-            reasons.setdefault((m.group(1), m.group(2)), m.group(3).strip(" :"))
-        bad = set(reasons)
-        if not bad or not isinstance(raw, dict) or not isinstance(raw.get("nodes"), list):
-            return None
-        raw = copy.deepcopy(raw)
-        for n in raw["nodes"]:
-            if isinstance(n, dict) and isinstance(n.get("verification"), list):
-                n["verification"] = [
-                    v for v in n["verification"]
-                    if not (isinstance(v, dict) and (n.get("id"), v.get("name")) in bad)
-                ]  # fmt: skip
-        try:
-            plan = parse_plan(raw)
-        except PlanError:
-            return None
-        final = plan.final_node().id
-        if any(n == final and UNDECLARED_OUTPUT in why for (n, _), why in reasons.items()):
-            # The final node's VFs check an output it does not give: the node that gives the
-            # answer got lost (a 1.5B plan whose second node fell into a VF string left only its
-            # extraction node). The fallback plan at least asks for the whole task.
-            return None
-        for node in plan.nodes:
-            if not node.verification and self.write_vfs:
-                node.verification.append(nonempty_outputs_vf(node))
-        if self.check(plan):
-            return None
-        plan.dropped_vfs.extend(f"{n}.{vf} ({why[:120]})" for (n, vf), why in reasons.items())
-        return plan
 
     def _quality_of_raw(self, raw: Any) -> list[str]:
         """Quality problems of a plan that failed validation, so one round can fix everything."""
@@ -443,16 +406,21 @@ class LLMPlanner:
             UserMessage(content=prompts.PLAN_AFTER_THINKING),
         ]
 
+    def domain_of(self, task: str) -> str:
+        return self.domain or infer_domain(task)
+
     async def plan(self, task: str, *, ctx: RunContext) -> Plan:
-        if self.max_nodes == 1:
+        if self.max_nodes == 1 and self.staged is None:
             return self._one_node(task)
         try:
+            if self.staged is not None:
+                return await self.staged.plan(task, ctx=ctx)
             messages = await self._thought_out(self.plan_messages(task), task, ctx)
             return await self._solicit(messages, ctx=ctx, task=task)
         except PlanningError as e:
             if not self.fallback:
                 raise
-            return fallback_plan(task, self.domain, reason=str(e), with_vfs=self.write_vfs)
+            return fallback_plan(task, self.domain_of(task), reason=str(e), with_vfs=self.write_vfs)
 
     async def replan(
         self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext
@@ -460,14 +428,17 @@ class LLMPlanner:
         """With no valid new plan, the one-node fallback runs; a failed fallback runs again
         (a retry at its node may still pass, and the iteration cap bounds it)."""
 
-        if self.max_nodes == 1:
+        if self.max_nodes == 1 and self.staged is None:
             return self._one_node(task)
 
         def repeats(plan: Plan) -> list[str]:
             return repeated_failure_problems(previous, plan, failure)
 
-        messages = await self._thought_out(self.replan_messages(task, previous, failure), task, ctx)
         try:
+            if self.staged is not None:
+                return await self.staged.replan(task, previous, failure, ctx=ctx)
+            messages = self.replan_messages(task, previous, failure)
+            messages = await self._thought_out(messages, task, ctx)
             challenge = repeats if self.challenge_repeats else None
             return await self._solicit(messages, challenge, ctx, task, "replan")
         except PlanningError as e:
@@ -475,13 +446,13 @@ class LLMPlanner:
                 raise
             if previous.fallback_reason is not None:
                 return previous
-            return fallback_plan(task, self.domain, reason=str(e), with_vfs=self.write_vfs)
+            return fallback_plan(task, self.domain_of(task), reason=str(e), with_vfs=self.write_vfs)
 
     def _one_node(self, task: str) -> Plan:
         """Made by a rule, not planned: its VFs are built in, so they are not sent to a model for
         repair (asked to repair `is_number`, the 1.5B wrote `answer == 5`; docs/decisions.md,
         D04)."""
-        plan = whole_task_plan(task, self.domain, with_vfs=self.write_vfs)
+        plan = whole_task_plan(task, self.domain_of(task), with_vfs=self.write_vfs)
         plan.rule = self.one_node_rule
         return plan
 

@@ -13,11 +13,13 @@ from verimap.config import RunConfig, given
 from verimap.llm.base import Model
 from verimap.policies.base import Policy, fill
 from verimap.policies.paper import Paper
-from verimap.policies.small_model import SmallModel
+from verimap.policies.small_model import SmallModel, SmallModelPlanner
 
-POLICIES: dict[str, type[Policy]] = {SmallModel.name: SmallModel, Paper.name: Paper}
+POLICIES: dict[str, type[Policy]] = {
+    SmallModel.name: SmallModel, SmallModelPlanner.name: SmallModelPlanner, Paper.name: Paper,
+}  # fmt: skip
 
-__all__ = ["POLICIES", "Paper", "Policy", "SmallModel", "apply", "fill", "for_models",
+__all__ = ["POLICIES", "Paper", "Policy", "SmallModel", "SmallModelPlanner", "apply", "fill", "for_models",
            "get_policies", "planner_options", "wrap_models"]  # fmt: skip
 
 

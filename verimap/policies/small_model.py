@@ -4,12 +4,17 @@ Each rule is measured (docs/decisions.md): greedy first attempts and sampled, ex
 no plan repair and at most one replan; the whole task as one node, with no planner call; answers
 confirmed only by independently written solutions; code retries that alternate repair and a
 fresh start; and every reply capped, since a small model in a repetition loop runs to the cap.
+
+`planner="model"` (the `small-model-planner` policy) lets the model plan instead, in stages
+under the grammar (`verimap.planning.staged`): it writes up to `plan_nodes` nodes and names
+their checks, and the validator's messages go back to it once. Not the default until it is
+measured against the one-node plan on fresh draws.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -19,6 +24,7 @@ from verimap.llm.base import Model, ModelError, ModelRequest, ModelResponse, Wra
 from verimap.policies.base import Policy
 
 NAME = "small-model"
+PLANNER_NAME = "small-model-planner"
 
 
 class SmallModel(Policy):
@@ -42,6 +48,11 @@ class SmallModel(Policy):
     # solutions written apart (docs/checks.md).
     checks: tuple[str, ...] = (ARITHMETIC, ANSWER_AGREEMENT, CODE_AGREEMENT)
     fresh_code_retries: bool = True
+    # Who writes the plan: a rule (the whole task as one node) or the model, in stages.
+    planner: Literal["rule", "model"] = "rule"
+    # The most nodes the model's plan may have, and the validator's rounds it gets back.
+    plan_nodes: int = Field(default=4, ge=1)
+    staged_repairs: int = Field(default=1, ge=0)
 
     @field_validator("checks")
     @classmethod
@@ -60,22 +71,36 @@ class SmallModel(Policy):
             {} if "temperature" in given
             else {"temperature": self.temperature, "retry_temperature": self.retry_temperature}
         )  # fmt: skip
+        planned = self.planner == "model"
         return {
             **sampling,
-            "plan_repairs": self.plan_repairs,
+            "plan_repairs": self.staged_repairs if planned else self.plan_repairs,
             "max_iterations": self.max_iterations,
-            "max_nodes": self.max_nodes,
+            "max_nodes": self.plan_nodes if planned else self.max_nodes,
             "checks": list(self.checks),
             "fresh_code_retries": self.fresh_code_retries,
         }
 
     def planner_options(self) -> dict[str, Any]:
+        if self.planner == "model":
+            return {"decoding": "staged"}
         return {"one_node_rule": f"one-node plan ({self.name} policy)"}
 
     def wrap(self, model: Model) -> Model:
         if isinstance(model, ReplyCap) and model.limit <= self.reply_tokens:
             return model
         return ReplyCap(model, self.reply_tokens)
+
+
+class SmallModelPlanner(SmallModel):
+    """The small-model policy with the model planning (`planner="model"`), by name for `--policy`."""
+
+    name = PLANNER_NAME
+    summary = (
+        "the small-model policy, but the model writes the plan in stages under the grammar (up to "
+        "4 nodes, checks named from the catalog, the validator's messages fed back once)"
+    )
+    planner: Literal["rule", "model"] = "model"
 
 
 def reply_cap() -> int:

@@ -1,0 +1,286 @@
+"""The catalog's evidence checks: what a QA node claims comes from the sources it names.
+
+An executor answers from the passages its searches retrieved. These checks read those passages
+back out of the node's transcript (the search tool's results: a header `[rank] title | source |
+author | category | date` and the passage's text) and ask whether the claim is there:
+
+- `fact_in_source`: most of the output's content words occur in one retrieved passage of the
+  named source (a claim that is a date must be the date of such a passage, or occur in one);
+- `facts_from_sources`: the same for the two sides of a comparison, each with its own source;
+- `reports_in_order`: two report dates are in the order the task states.
+
+Only this node's own retrievals count, so the check rewards a node that searched for what it
+claims. An answer "Insufficient information" gives the checks nothing to look at.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from verimap.check_names import FACT_IN_SOURCE, FACTS_FROM_SOURCES, REPORTS_IN_ORDER
+from verimap.checks.answer_form import is_abstention, named_value, parse_date
+from verimap.checks.base import CheckTools, Strength, Submission, verdict
+from verimap.llm.messages import Message, ToolMessage, UserMessage
+from verimap.verdicts import VFVerdict
+
+if TYPE_CHECKING:
+    from verimap.core.run_context import RunContext
+
+# The share of a claim's content words one passage must hold.
+MIN_OVERLAP = 0.7
+_HEADER = re.compile(r"^(?:Observation:\s*)?\[(\d+)\] (.+)$")
+_WORD = re.compile(r"[a-z0-9]+(?:['.-][a-z0-9]+)*")
+_STOPWORDS = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "for",
+        "by",
+        "with",
+        "from",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "their",
+        "his",
+        "her",
+        "he",
+        "she",
+        "they",
+        "them",
+        "we",
+        "you",
+        "i",
+        "not",
+        "no",
+        "yes",
+        "did",
+        "does",
+        "do",
+        "has",
+        "have",
+        "had",
+        "will",
+        "would",
+        "can",
+        "could",
+        "about",
+        "after",
+        "before",
+        "into",
+        "than",
+        "then",
+        "there",
+        "which",
+        "who",
+        "whom",
+        "what",
+        "when",
+        "where",
+        "while",
+        "also",
+        "both",
+        "said",
+        "says",
+        "say",
+        "according",
+        "report",
+        "reported",
+        "article",
+        "news",
+    ]
+)
+
+
+@dataclass(frozen=True)
+class Passage:
+    """One retrieved passage: its source, publication date (as written) and header plus text."""
+
+    source: str
+    date: str
+    text: str
+
+
+def passages(messages: Sequence[Message]) -> list[Passage]:
+    """Every passage the search tool returned in `messages`: in tool results, and in the
+    "Observation:" turns of the text protocol (user turns after the first)."""
+    out: list[Passage] = []
+    users = 0
+    for m in messages:
+        if isinstance(m, UserMessage):
+            users += 1
+        if isinstance(m, ToolMessage) or (isinstance(m, UserMessage) and users > 1):
+            out.extend(_parse(m.content))
+    return out
+
+
+def _parse(text: str) -> list[Passage]:
+    out: list[Passage] = []
+    header: list[str] | None = None
+    body: list[str] = []
+
+    def close() -> None:
+        if header is not None:
+            # title | source (may hold " | " itself) | author | category | date
+            source = " | ".join(header[1:-3])
+            text = " | ".join(header) + "\n" + "\n".join(body)
+            out.append(Passage(source=source, date=header[-1].strip(), text=text))
+
+    for line in text.splitlines():
+        m = _HEADER.match(line.strip())
+        fields = m[2].split(" | ") if m else []
+        if len(fields) >= 5:
+            close()
+            header, body = fields, []
+        elif line.startswith("(page "):
+            close()
+            header, body = None, []
+        elif header is not None:
+            body.append(line)
+    close()
+    return out
+
+
+def _norm_source(s: str) -> str:
+    return re.sub(r"[^a-z0-9]+", " ", s.lower()).removeprefix("the ").strip()
+
+
+def same_source(named: str, passage_source: str) -> bool:
+    """Whether a passage's source is the one a plan named ("The Verge" and "Verge" are one)."""
+    a, b = _norm_source(named), _norm_source(passage_source)
+    return bool(a) and bool(b) and (a in b or b in a)
+
+
+def content_words(text: str) -> list[str]:
+    return [w for w in _WORD.findall(text.lower()) if w not in _STOPWORDS]
+
+
+def supports(claim: Any, passage: Passage) -> bool:
+    """Whether `passage` holds `claim`: its date when the claim is one, else most of its
+    content words (all of them when it has three or fewer: a name must be there whole)."""
+    if isinstance(claim, bool) or claim is None:
+        return False
+    text = str(claim)
+    claimed_date = parse_date(text)
+    if claimed_date is not None and parse_date(passage.date[:10]) == claimed_date:
+        return True
+    words = content_words(text)
+    if not words:
+        return False
+    held = set(content_words(passage.text))
+    share = sum(w in held for w in words) / len(words)
+    return share >= (1.0 if len(words) <= 3 else MIN_OVERLAP)
+
+
+def _from_source(claim: Any, source: str, found: list[Passage]) -> str | None:
+    """Why `claim` is not supported by a retrieved passage of `source` (None: it is)."""
+    mine = [p for p in found if same_source(source, p.source)]
+    if not mine:
+        seen = sorted({p.source for p in found})
+        return (
+            f"no passage of {source!r} was retrieved"
+            + (f" (retrieved: {', '.join(seen)})" if seen else " (no search result at all)")
+            + f"; search {source} for it"
+        )
+    if not any(supports(claim, p) for p in mine):
+        return f"{str(claim)[:120]!r} is not in any of the {len(mine)} passage(s) of {source!r} retrieved"
+    return None
+
+
+@dataclass
+class FactsFromSources:
+    """Each (output, source) pair's output is supported by a passage of its source."""
+
+    name: str
+    claims: tuple[tuple[str, str], ...]
+    strength: Strength = "strong"
+    disputes: bool = False
+
+    def applies(self, sub: Submission) -> bool:
+        return True
+
+    async def check(self, sub: Submission, tools: CheckTools, ctx: RunContext) -> VFVerdict | None:
+        values = []
+        for output, source in self.claims:
+            present, value = named_value(sub, output)
+            if not present:
+                return verdict(self, "FAIL", f"the node gave no output {output!r}")
+            values.append((output, source, value))
+        if all(is_abstention(v) for _, _, v in values):
+            return None
+        found = passages(sub.transcript)
+        problems = [
+            f"{output}: {why}"
+            for output, source, value in values
+            if (why := _from_source(value, source, found)) is not None
+        ]
+        return verdict(self, "FAIL", "; ".join(problems)) if problems else verdict(self, "PASS")
+
+
+@dataclass
+class ReportsInOrder:
+    """The date `earlier` names is before (or on) the date `later` names."""
+
+    name: str
+    earlier: str
+    later: str
+    strength: Strength = "weak"
+    disputes: bool = False
+
+    def applies(self, sub: Submission) -> bool:
+        return True
+
+    async def check(self, sub: Submission, tools: CheckTools, ctx: RunContext) -> VFVerdict | None:
+        dates = []
+        for ref in (self.earlier, self.later):
+            present, value = named_value(sub, ref)
+            if not present:
+                return verdict(self, "FAIL", f"no value {ref!r} in the node's outputs or inputs")
+            if is_abstention(value):
+                return None
+            day = parse_date(value)
+            if day is None:
+                return verdict(self, "FAIL", f"{ref}: expected a date, got {value!r}")
+            dates.append(day)
+        if dates[0] > dates[1]:
+            return verdict(
+                self, "FAIL",
+                f"{self.earlier} ({dates[0]}) is after {self.later} ({dates[1]}), against the "
+                "order the task states: the reports found are not the ones it means",
+            )  # fmt: skip
+        return verdict(self, "PASS")
+
+
+def evidence_check(
+    name: str, check: str, args: dict[str, Any]
+) -> FactsFromSources | ReportsInOrder:
+    """The evidence check `check` (a catalog name) as the plan's VF `name` asks for it."""
+    if check == FACT_IN_SOURCE:
+        return FactsFromSources(name, ((str(args["output"]), str(args["source"])),))
+    if check == FACTS_FROM_SOURCES:
+        pairs = ((args["first"], args["first_source"]), (args["second"], args["second_source"]))
+        return FactsFromSources(name, tuple((str(o), str(s)) for o, s in pairs))
+    if check == REPORTS_IN_ORDER:
+        return ReportsInOrder(name, str(args["earlier"]), str(args["later"]))
+    raise ValueError(f"{check!r} is not an evidence check")

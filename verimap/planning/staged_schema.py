@@ -1,0 +1,176 @@
+"""The grammars of the staged planner, and the plan its replies make.
+
+A small model fills in whatever its grammar allows, so each stage's schema allows only what
+can be right: the outline's ids and output names are identifiers and its types the domain's;
+a node's inputs are an enum of `USER_TASK` and the outputs of the nodes before it (the DAG is
+valid by construction), and its checks an `anyOf` of the domain's checks, each with its
+arguments (an output the node declares, a source's name, a number). The final node is not the
+model's to outline: it always gives one output, `answer`, of the domain's answer type.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from verimap.check_names import CATALOG, DOMAIN_CHECKS
+from verimap.planning.plan import USER_TASK
+from verimap.planning.plan_fixes import numbered
+
+FINAL = "final"
+ANSWER = "answer"
+# Identifiers a small model writes whole: lower case. No length bounds in any string: llama.cpp
+# spells a bounded repetition out as nested optional rules (bounds on a node's instruction and
+# criteria made its grammar 2.3 times longer), and a string too short is the validator's to name.
+ID_PATTERN = r"^[a-z][a-z0-9_]*$"
+OUTPUT_TYPES: dict[str, list[str]] = {
+    "qa": ["string", "number", "list[string]"],
+    "math": ["number", "integer", "string", "list[number]"],
+    "programming": ["code", "string", "list[string]"],
+}
+ANSWER_TYPES = {"qa": "string", "math": "number", "programming": "code"}
+MAX_OUTPUTS = 3
+MAX_CHECKS = 3
+MAX_CRITERIA = 2
+
+
+def skeleton_schema(domain: str, *, min_steps: int = 0, max_steps: int = 3) -> dict[str, Any]:
+    """The outline: the steps before the final node, each an id and its typed outputs."""
+    output = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "pattern": ID_PATTERN},
+            "type": {"enum": OUTPUT_TYPES[domain]},
+        },
+        "required": ["name", "type"],
+    }
+    step = {
+        "type": "object",
+        "properties": {
+            "id": {"type": "string", "pattern": ID_PATTERN},
+            "outputs": {"type": "array", "minItems": 1, "maxItems": MAX_OUTPUTS, "items": output},
+        },
+        "required": ["id", "outputs"],
+    }
+    steps = {"type": "array", "minItems": min_steps, "maxItems": max(min_steps, max_steps)}
+    return {
+        "type": "object",
+        "properties": {"steps": {**steps, "items": step}},
+        "required": ["steps"],
+    }
+
+
+def _arg_schema(kind: str, outputs: list[str], available: list[str]) -> dict[str, Any]:
+    if kind == "output":
+        return {"enum": outputs}
+    if kind == "value":
+        return {"enum": [*outputs, *available]}
+    if kind == "number":
+        return {"type": "number"}
+    return {"type": "string"}
+
+
+def check_schemas(domain: str, outputs: list[str], available: list[str]) -> list[dict[str, Any]]:
+    """One schema per check a node of `domain` may name: its name as a constant and its
+    arguments, outputs as an enum of the node's `outputs`, values of those and `available`."""
+    out = []
+    for name in DOMAIN_CHECKS[domain]:
+        props: dict[str, Any] = {"check": {"const": name}}
+        spec = CATALOG.get(name)
+        if spec is not None:
+            args = {a: _arg_schema(k, outputs, available) for a, k in spec.args.items()}
+            props["args"] = {"type": "object", "properties": args, "required": list(args)}
+        out.append({"type": "object", "properties": props, "required": list(props)})
+    return out
+
+
+def node_schema(
+    domain: str,
+    outputs: list[str],
+    available: list[str],
+    *,
+    with_vfs: bool = True,
+    min_criteria: int = 0,
+) -> dict[str, Any]:
+    """A node's instruction, inputs (`USER_TASK` or one of `available`), checks and criteria."""
+    props: dict[str, Any] = {
+        "instruction": {"type": "string"},
+        "inputs": {
+            "type": "array", "minItems": 1, "maxItems": 1 + len(available),
+            "items": {"enum": [USER_TASK, *available]},
+        },
+    }  # fmt: skip
+    if with_vfs:
+        props["checks"] = {
+            "type": "array", "minItems": 1, "maxItems": MAX_CHECKS,
+            "items": {"anyOf": check_schemas(domain, outputs, available)},
+        }  # fmt: skip
+        props["criteria"] = {
+            "type": "array", "minItems": min_criteria, "maxItems": max(min_criteria, MAX_CRITERIA),
+            "items": {"type": "string"},
+        }  # fmt: skip
+    return {"type": "object", "properties": props, "required": list(props)}
+
+
+def unique_id(wanted: str, taken: set[str]) -> str:
+    """`wanted`, or `wanted_2` (the first free `wanted_k`) when it is taken."""
+    return wanted if wanted not in taken else numbered(wanted, set(taken))
+
+
+def outline(raw: Any, taken: set[str]) -> list[tuple[str, dict[str, str]]]:
+    """The steps of an outline reply as (id, {output: type}), ids made unique among themselves,
+    `taken` and the final node's, output names unique within a step."""
+    steps = raw.get("steps", []) if isinstance(raw, dict) else []
+    out: list[tuple[str, dict[str, str]]] = []
+    seen = {*taken, FINAL, USER_TASK}
+    for s in steps:
+        if not isinstance(s, dict) or not isinstance(s.get("id"), str):
+            continue
+        nid = unique_id(s["id"], seen)
+        seen.add(nid)
+        outs: dict[str, str] = {}
+        for o in s.get("outputs", []):
+            if isinstance(o, dict) and isinstance(o.get("name"), str):
+                outs.setdefault(o["name"], str(o.get("type", "string")))
+        if outs:
+            out.append((nid, outs))
+    return out
+
+
+def make_node(
+    nid: str, outputs: dict[str, str], reply: dict[str, Any], *, with_vfs: bool = True
+) -> dict[str, Any]:
+    """A plan node from a node reply: inputs without repeats and with every input a check
+    names, checks as VFs named after the check (numbered when one repeats), criteria as the
+    judge's VFs (`criterion_1`, ...)."""
+    inputs = list(dict.fromkeys(r for r in reply.get("inputs", []) if isinstance(r, str)))
+    node: dict[str, Any] = {
+        "id": nid, "instruction": str(reply.get("instruction", "")).strip(), "inputs": inputs,
+        "outputs": dict(outputs),
+    }  # fmt: skip
+    if not with_vfs:
+        return node
+    vfs: list[dict[str, Any]] = []
+    names: set[str] = set()
+    for c in reply.get("checks", []):
+        if not isinstance(c, dict) or not isinstance(c.get("check"), str):
+            continue
+        args = copy.deepcopy(c.get("args") or {})
+        spec = CATALOG.get(c["check"])
+        for a, kind in spec.args.items() if spec else ():
+            ref = args.get(a)
+            if (
+                kind == "value"
+                and isinstance(ref, str)
+                and ref not in outputs
+                and ref not in inputs
+            ):
+                inputs.append(ref)
+        name = unique_id(c["check"], names)
+        names.add(name)
+        vfs.append({"name": name, "type": "check", "check": c["check"], "args": args})
+    for i, text in enumerate(reply.get("criteria", []), 1):
+        if isinstance(text, str) and text.strip():
+            vfs.append({"name": f"criterion_{i}", "type": "llm", "content": text.strip()})
+    node["verification"] = vfs
+    return node
