@@ -223,9 +223,15 @@ def test_a_killed_driver_resumes_without_loss_or_duplicates(ray_cluster, tmp_pat
     config = tmp_path / "eval.yaml"
     config.write_text(
         f"benchmark: gsm8k\nmethod: react\nlimit: 20\nmax_tasks: 2\nout: {out}\n"
-        f"data_dir: {SAMPLES}\nsandbox: process\nray: {ray_cluster.address}\n"
+        f"data_dir: {SAMPLES}\nsandbox: process\n"
     )
-    factory_flag = ("--models-factory", "verimap.testing:oracle_factory")  # never from a file
+    # Code to import and a cluster to join are never taken from a file.
+    factory_flag = (
+        "--models-factory",
+        "verimap.testing:oracle_factory",
+        "--ray",
+        ray_cluster.address,
+    )
     first = _driver(out, "--config", str(config), *factory_flag)
     deadline = time.monotonic() + 120
     while not (out / RESULTS).exists() or len((out / RESULTS).read_text().splitlines()) < 4:
