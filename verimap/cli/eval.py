@@ -95,7 +95,7 @@ RUN_CONFIG_FLAGS = {
     default="verimap",
     show_default=True,
     help="Method: a preset of planner, verification, retries and iterations, or a baseline "
-    "(bare, sc, program) (docs/eval.md).",
+    "(bare, sc, program, rag) (docs/eval.md).",
 )
 @samples_option
 @click.option("--limit", "-n", type=LimitRange(), default=None, help=LIMIT_HELP)
@@ -284,6 +284,11 @@ def run_command(**kw: Any) -> int:
 
     bench = open_benchmark(kw)  # built-in, file, datasets directory or FILE.py@FUNCTION
     bench_name, method = bench.name, kw["method"]
+    if method == "rag" and bench.domain != "qa":
+        raise click.UsageError(
+            f"rag answers questions over a corpus; {bench_name} is a {bench.domain} benchmark "
+            "(use it with -b multihoprag)"
+        )
     out = Path(kw.get("out") or Path("runs") / f"{bench_name}-{method}")
     try:  # a config file may give a part's knobs flat or nested; the CLI works on flat ones
         run_config = flatten(kw.get("run_config") or {})
