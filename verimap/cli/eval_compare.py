@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import click
 
@@ -117,6 +117,57 @@ def render_comparison(bc: BenchmarkComparison, label_a: str, label_b: str) -> st
     return "\n".join(lines)
 
 
+class TypeRow(NamedTuple):
+    """A against B on the common tasks of one question type."""
+
+    question_type: str
+    tasks: int
+    right_a: int
+    right_b: int
+    wins: int
+    losses: int
+    p_value: float
+
+
+def by_question_type(pairing: Pairing, benchmark: str | None = None) -> list[TypeRow]:
+    """The pairs split by the question type their task has (MultiHopRAG), in the report's
+    order of types; none when no task has one."""
+    from verimap.evals.report import QUESTION_TYPES
+    from verimap.evals.stats import benchmark_of, mcnemar_exact
+
+    groups: dict[str, list[tuple[bool, bool]]] = {}
+    for ra, rb in pairing.pairs:
+        qt = (ra.get("meta") or {}).get("question_type")
+        if qt and (benchmark is None or benchmark_of(ra) == benchmark):
+            groups.setdefault(qt, []).append((bool(ra.get("correct")), bool(rb.get("correct"))))
+    order = [t for t in QUESTION_TYPES if t in groups] + sorted(set(groups) - set(QUESTION_TYPES))
+    rows = []
+    for qt in order:
+        g = groups[qt]
+        wins = sum(a and not b for a, b in g)
+        losses = sum(b and not a for a, b in g)
+        rows.append(TypeRow(qt, len(g), sum(a for a, _ in g), sum(b for _, b in g), wins, losses,
+                            mcnemar_exact(wins, losses)))  # fmt: skip
+    return rows
+
+
+def render_question_types(rows: Sequence[TypeRow], label_a: str, label_b: str) -> str:
+    """The per-type rows as markdown."""
+    lines = [
+        "## By question type (common tasks)",
+        "",
+        f"| question type | tasks | A: {label_a} | B: {label_b} | wins / losses | McNemar p |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        a, b = 100 * r.right_a / r.tasks, 100 * r.right_b / r.tasks
+        lines.append(
+            f"| {r.question_type.removesuffix('_query')} | {r.tasks} | {a:.1f}% ({r.right_a}) | "
+            f"{b:.1f}% ({r.right_b}) | {r.wins} / {r.losses} | {r.p_value:.3g} |"
+        )
+    return "\n".join(lines)
+
+
 def _paired(
     a: list[Record], b: list[Record], names: tuple[str, str], benchmark: str | None, **boot: int
 ) -> tuple[Pairing, list[BenchmarkComparison]]:
@@ -181,7 +232,8 @@ def compare(
     also: tuple[tuple[str, str], ...],
 ) -> None:
     """Pair two eval output dirs on their common tasks (run i of a task with run i of it):
-    wins, losses, exact McNemar p, bootstrap CI of the accuracy difference, per benchmark.
+    wins, losses, exact McNemar p, bootstrap CI of the accuracy difference, per benchmark, and
+    per question type where tasks have one (MultiHopRAG).
     With --also, several draws are pooled, each side's directories holding different tasks."""
     from verimap.evals.stats import to_json
 
@@ -190,6 +242,7 @@ def compare(
     names = (" + ".join(dirs_a), " + ".join(dirs_b))
     pairing, comps = _paired(a, b, names, benchmark, resamples=resamples, seed=seed)
     runs = len({ra.get("run", 0) for ra, _ in pairing.pairs})
+    types = by_question_type(pairing, benchmark)
     if as_json:
         click.echo(json.dumps({
             "a": {"dir": dir_a, "dirs": dirs_a, "methods": _methods(a), "tasks": len(a)},
@@ -197,10 +250,13 @@ def compare(
             "common": len(pairing.pairs), "only_a": len(pairing.only_a),
             "only_b": len(pairing.only_b), "runs": runs,
             "benchmarks": to_json(comps),
+            "question_types": [r._asdict() for r in types],
         }, indent=2))  # fmt: skip
         return
     label_a, label_b = ", ".join(_methods(a)), ", ".join(_methods(b))
     if label_a == label_b:
         label_a, label_b = Path(dir_a).name, Path(dir_b).name
     body = [render_comparison(bc, label_a, label_b) for bc in comps]
+    if types:
+        body.append(render_question_types(types, label_a, label_b))
     click.echo("\n\n".join(["\n".join(_header(names, a, b, pairing, runs)), *body]))

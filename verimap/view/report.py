@@ -173,7 +173,10 @@ def _tables(records: list[dict[str, Any]]) -> list[Table]:
         ),
     ]
     if any((r.get("meta") or {}).get("question_type") for r in records):
-        specs.append(("MultiHopRAG accuracy (%) by question type", tables.table_question_types, ""))
+        specs.append((
+            "MultiHopRAG accuracy (%) by question type", tables.table_question_types,
+            tables.QUESTION_TYPE_NOTE,
+        ))  # fmt: skip
     return [_table(title, fn(records), note) for title, fn, note in specs]
 
 
