@@ -77,8 +77,13 @@ class Tool:
 
 
 class ToolRegistry:
-    def __init__(self, tools: Iterable[Tool] = ()):
+    """Tools by name. `guidance`: how an executor is told to go about the task with these tools,
+    in place of the general "think step by step, use a tool for hard calculations" (the search
+    tool's: look the facts up first)."""
+
+    def __init__(self, tools: Iterable[Tool] = (), *, guidance: str | None = None):
         self._tools: dict[str, Tool] = {}
+        self.guidance = guidance
         for t in tools:
             self.register(t)
 

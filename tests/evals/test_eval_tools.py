@@ -5,6 +5,7 @@ import pytest
 from verimap.evals import data as d
 from verimap.evals.retrieval import CorpusIndex
 from verimap.evals.tools import (
+    QA_GUIDANCE,
     QA_INSTRUCTION,
     SearchLimits,
     math_tools,
@@ -166,3 +167,30 @@ async def test_passages_search_the_question_only(fixture_index):
     hits = fixture_index.search("Which bank raised its rates?", k=3)
     assert _labels(text) == ["[1]", "[2]", "[3]"]
     assert all(h.chunk.text in text for h in hits)
+
+
+async def test_filters_no_article_passes_are_ignored_and_named(fixture_index):
+    reg = qa_tools(fixture_index)
+    args = {"query": "Greenleaf Bank", "title": "Yes", "source": "Money Wire", "date_to": "soon"}
+    out = await reg.call("search", args)
+    assert out.startswith("(ignored filters that match no article: title='Yes', date_to='soon')")
+    assert "Money Wire" in out and "The Ledger" not in out  # the filter that matches is kept
+    blank = await reg.call("search", {"query": "Greenleaf Bank", "title": "", "author": ""})
+    assert blank.startswith("[1]")
+
+
+def test_qa_tools_tell_the_executor_to_look_facts_up(fixture_index):
+    from verimap.core.executor import Executor
+    from verimap.planning.fallback import whole_task_plan
+    from verimap.testing import ScriptedModel
+
+    node = whole_task_plan("Who won?", "qa", with_vfs=False).nodes[0]
+    tools = qa_tools(fixture_index)
+    prompt = Executor(ScriptedModel([]), tools).build_messages(node, {"USER_TASK": "Who won?"})
+    text = prompt[-1].content
+    assert text.rstrip().endswith(
+        f"{QA_GUIDANCE} End by stating the final value of every required output."
+    )
+    assert "Think step by step" not in text
+    plain = Executor(ScriptedModel([]), math_tools(None)).build_messages(node, {"USER_TASK": "1+1"})
+    assert "Think step by step" in plain[-1].content

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import posixpath
+import re
 import threading
 import weakref
 from dataclasses import dataclass, field
@@ -263,6 +264,11 @@ def question_of(task: str) -> str:
     return task.replace(QA_INSTRUCTION, "").strip()
 
 
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+# How an executor with the search tool is told to go about a task (`ToolRegistry.guidance`).
+QA_GUIDANCE = "Look the facts up with the search tool, then answer from its results."
+
+
 @dataclass(frozen=True)
 class SearchLimits:
     """What one agent conversation gets of the search tool. `results`: passages a search
@@ -294,8 +300,10 @@ class CorpusSearch:
     the same words (any page) is answered with a short note, not results again; a passage
     already shown is named, not shown again; and `SearchLimits` bound the calls and the text.
     Passages are labelled [1], [2], ... in the order the conversation first saw them. Outside
-    any conversation each call stands alone. The embedder is not thread-safe, so queries take
-    turns on it. Without an index the tool only describes itself (a planner's prompt lists it).
+    any conversation each call stands alone. A filter no article passes (a small model fills
+    every optional argument) is ignored and named in the result. The embedder is not
+    thread-safe, so queries take turns on it. Without an index the tool only describes itself
+    (a planner's prompt lists it).
     """
 
     def __init__(self, index: CorpusIndex | None, limits: SearchLimits | None = None):
@@ -331,9 +339,11 @@ class CorpusSearch:
             return ("Already searched for this; its results are above. Search with other "
                     "words, or give your final answer.")  # fmt: skip
         seen.queries.add(key)
+        f, ignored = self._usable(f)
+        note = f"(ignored filters that match no article: {', '.join(ignored)})\n" if ignored else ""
         hits = await asyncio.to_thread(self._hits, query, lim.results, page, f)
         if not hits:
-            return "No results." + (" Try fewer filters." if filters else "")
+            return note + "No results." + (" Try fewer filters." if f != Filters() else "")
         entries = []
         for h in hits:
             if h.chunk_id in seen.labels:
@@ -351,7 +361,22 @@ class CorpusSearch:
             )
         text, whole = _fit(entries, room)
         seen.chars = seen.chars + len(text) if whole else lim.chars
-        return text
+        return note + text
+
+    def _usable(self, f: Filters) -> tuple[Filters, list[str]]:
+        """`f` without the filters no article passes alone (a small model fills every optional
+        argument, with "Yes" or a date in words), and those left out as `name='value'`."""
+        chunks = self.index.chunks if self.index is not None else []
+        ignored: dict[str, str] = {}
+        for name, value in f.model_dump().items():
+            if not value:
+                continue
+            alone = Filters.model_validate({name: value})
+            bad_date = name.startswith("date_") and not _ISO_DAY.match(value)
+            if bad_date or not any(alone.accepts(c) for c in chunks):
+                ignored[name] = value
+        kept = f.model_copy(update=dict.fromkeys(ignored))
+        return kept, [f"{k}={v!r}" for k, v in ignored.items()]
 
     def passages(self, task: str, k: int) -> str:
         """The `k` passages that best match the task's question, whole and numbered: the
@@ -419,11 +444,9 @@ def search_tool(index: CorpusIndex | None, *, limits: SearchLimits | None = None
     tool = SearchTool(
         name="search",
         description=(
-            f"Search the news corpus: the {engine.limits.results} passages that best match the "
-            "query, each cut to its sentences nearest the query. Optional filters "
+            f"Search the news corpus ({engine.limits.results} results a search). Optional filters "
             "(case-insensitive substrings): title, author, category, source, content; dates as "
-            "YYYY-MM-DD: date_from, date_to. A repeated search shows nothing new: search other "
-            "words."
+            "YYYY-MM-DD: date_from, date_to."
         ),
         parameters=_schema(
             {
@@ -446,4 +469,4 @@ def search_tool(index: CorpusIndex | None, *, limits: SearchLimits | None = None
 
 
 def qa_tools(index: CorpusIndex | None, *, limits: SearchLimits | None = None) -> ToolRegistry:
-    return ToolRegistry([search_tool(index, limits=limits)])
+    return ToolRegistry([search_tool(index, limits=limits)], guidance=QA_GUIDANCE)
