@@ -15,11 +15,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 import click
 
 if TYPE_CHECKING:
+    from verimap.evals.question_types import TypeRow
     from verimap.evals.stats import (
         BenchmarkComparison,
         Pairing,
@@ -117,42 +118,10 @@ def render_comparison(bc: BenchmarkComparison, label_a: str, label_b: str) -> st
     return "\n".join(lines)
 
 
-class TypeRow(NamedTuple):
-    """A against B on the common tasks of one question type."""
-
-    question_type: str
-    tasks: int
-    right_a: int
-    right_b: int
-    wins: int
-    losses: int
-    p_value: float
-
-
-def by_question_type(pairing: Pairing, benchmark: str | None = None) -> list[TypeRow]:
-    """The pairs split by the question type their task has (MultiHopRAG), in the report's
-    order of types; none when no task has one."""
-    from verimap.evals.report import QUESTION_TYPES
-    from verimap.evals.stats import benchmark_of, mcnemar_exact
-
-    groups: dict[str, list[tuple[bool, bool]]] = {}
-    for ra, rb in pairing.pairs:
-        qt = (ra.get("meta") or {}).get("question_type")
-        if qt and (benchmark is None or benchmark_of(ra) == benchmark):
-            groups.setdefault(qt, []).append((bool(ra.get("correct")), bool(rb.get("correct"))))
-    order = [t for t in QUESTION_TYPES if t in groups] + sorted(set(groups) - set(QUESTION_TYPES))
-    rows = []
-    for qt in order:
-        g = groups[qt]
-        wins = sum(a and not b for a, b in g)
-        losses = sum(b and not a for a, b in g)
-        rows.append(TypeRow(qt, len(g), sum(a for a, _ in g), sum(b for _, b in g), wins, losses,
-                            mcnemar_exact(wins, losses)))  # fmt: skip
-    return rows
-
-
 def render_question_types(rows: Sequence[TypeRow], label_a: str, label_b: str) -> str:
-    """The per-type rows as markdown."""
+    """A and B per question type, as markdown."""
+    from verimap.evals.question_types import title
+
     lines = [
         "## By question type (common tasks)",
         "",
@@ -162,7 +131,7 @@ def render_question_types(rows: Sequence[TypeRow], label_a: str, label_b: str) -
     for r in rows:
         a, b = 100 * r.right_a / r.tasks, 100 * r.right_b / r.tasks
         lines.append(
-            f"| {r.question_type.removesuffix('_query')} | {r.tasks} | {a:.1f}% ({r.right_a}) | "
+            f"| {title(r.question_type)} | {r.tasks} | {a:.1f}% ({r.right_a}) | "
             f"{b:.1f}% ({r.right_b}) | {r.wins} / {r.losses} | {r.p_value:.3g} |"
         )
     return "\n".join(lines)
@@ -235,14 +204,17 @@ def compare(
     wins, losses, exact McNemar p, bootstrap CI of the accuracy difference, per benchmark, and
     per question type where tasks have one (MultiHopRAG).
     With --also, several draws are pooled, each side's directories holding different tasks."""
-    from verimap.evals.stats import to_json
+    from verimap.evals.question_types import paired_by_type
+    from verimap.evals.stats import benchmark_of, to_json
 
     dirs_a, dirs_b = [dir_a, *(x for x, _ in also)], [dir_b, *(y for _, y in also)]
     a, b = _load(dirs_a), _load(dirs_b)
     names = (" + ".join(dirs_a), " + ".join(dirs_b))
     pairing, comps = _paired(a, b, names, benchmark, resamples=resamples, seed=seed)
     runs = len({ra.get("run", 0) for ra, _ in pairing.pairs})
-    types = by_question_type(pairing, benchmark)
+    types = paired_by_type(
+        (ra, rb) for ra, rb in pairing.pairs if benchmark is None or benchmark_of(ra) == benchmark
+    )
     if as_json:
         click.echo(json.dumps({
             "a": {"dir": dir_a, "dirs": dirs_a, "methods": _methods(a), "tasks": len(a)},

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verimap.evals import stats
+from verimap.evals import question_types, stats
 from verimap.evals.report_cache import cache_section
 from verimap.evals.runner import CONFIG, ERRORS, RESULTS, RunDirError, unscored_errors
 from verimap.methods.presets import METHODS
@@ -365,75 +365,18 @@ def table_summary(records: Sequence[dict[str, Any]]) -> str:
     )  # fmt: skip
 
 
-# MultiHopRAG's question types in the paper's order; another type goes after them.
-QUESTION_TYPES = ("inference_query", "comparison_query", "temporal_query", "null_query")
-QUESTION_TYPE_NOTE = (
-    "Accuracy % (right/tasks) per question type, pooled over runs. Strict: the gold answer inside "
-    'the answer as whole words (yes/no: the first yes/no word; the null answer, "Insufficient '
-    "information\": saying the information is insufficient). Official: MultiHop-RAG's "
-    "qa_evaluate.py, right when the answer shares any word with the gold answer (the paper's "
-    "accuracy; lenient). Null queries have no evidence in the corpus. Calls, tokens and seconds "
-    "are means per task over all types."
-)
-
-
-def official_correct(record: dict[str, Any]) -> bool | None:
-    """MultiHop-RAG's own verdict on a record, as its scorer left it in `score_detail`."""
-    from verimap.evals.scoring import OFFICIAL_MARK
-
-    detail = str(record.get("score_detail") or "")
-    if OFFICIAL_MARK not in detail:
-        return None
-    return detail.split(OFFICIAL_MARK, 1)[1].startswith("True")
-
-
-def _type_title(qt: str) -> str:
-    return qt.removesuffix("_query")
-
-
-def _right(verdicts: Sequence[bool]) -> str:
-    k, n = sum(verdicts), len(verdicts)
-    return f"{100.0 * k / n:.1f} ({k}/{n})" if n else "–"
-
-
-def _calls(r: dict[str, Any]) -> int:
-    return sum(int(u.get("calls", 0)) for u in (r.get("usage") or {}).values())
-
-
 def table_question_types(records: Sequence[dict[str, Any]]) -> str:
-    """MultiHopRAG accuracy by question type (see `QUESTION_TYPE_NOTE`), one row per method and
+    """MultiHopRAG accuracy by question type (`question_types.NOTE`), one row per method and
     scoring, with the method's calls, tokens and seconds per task."""
-    by_method: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in records:
-        if (r.get("meta") or {}).get("question_type"):
-            by_method[r["method"]].append(r)
-    seen = {r["meta"]["question_type"] for recs in by_method.values() for r in recs}
-    types = [t for t in QUESTION_TYPES if t in seen] + sorted(seen - set(QUESTION_TYPES))
-    rows = []
-    for m in _method_order(by_method):
-        recs = by_method[m]
-        cost = [
-            _fmt(statistics.fmean(_calls(r) for r in recs), 1),
-            _fmt(statistics.fmean(int(r.get("tokens", 0)) for r in recs), 0),
-            _fmt(statistics.fmean(float(r.get("wall_time_s", 0.0)) for r in recs), 1),
-        ]
-        scorings: list[tuple[str, Callable[[dict[str, Any]], bool | None]]] = [
-            ("strict", lambda r: bool(r["correct"])),
-            ("official", official_correct),
-        ]
-        for name, verdict in scorings:
-            if any(verdict(r) is None for r in recs):
-                continue  # records scored before the official verdict was kept
-            cells = [
-                _right([bool(verdict(r)) for r in recs if r["meta"]["question_type"] == t])
-                for t in types
-            ]
-            rows.append([m, name, *cells, _right([bool(verdict(r)) for r in recs]), *cost])
-    return _table(
-        ["Method", "Scoring", *[_type_title(t) for t in types], "all", "Calls / task",
-         "Tokens / task", "s / task"],
-        rows,
-    )  # fmt: skip
+    groups = question_types.by_method(records)
+    types = question_types.ordered(t for recs in groups.values() for r in recs
+                                   if (t := question_types.question_type(r)))  # fmt: skip
+    rows = [
+        row
+        for m in _method_order(groups)
+        for row in question_types.method_rows(m, groups[m], types)
+    ]
+    return _table(question_types.header(types), rows)
 
 
 def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> str:
@@ -467,7 +410,7 @@ def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> st
     if any((r.get("meta") or {}).get("question_type") for r in records):
         parts += [
             "## MultiHopRAG accuracy (%) by question type",
-            QUESTION_TYPE_NOTE,
+            question_types.NOTE,
             table_question_types(records),
         ]
     return "\n\n".join(parts) + "\n"

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from verimap.evals import question_types
 from verimap.evals import report as tables
 from verimap.evals.runner import CONFIG, RESULTS, RunDirError, unscored_errors
 from verimap.redaction import Redactor
@@ -175,7 +176,7 @@ def _tables(records: list[dict[str, Any]]) -> list[Table]:
     if any((r.get("meta") or {}).get("question_type") for r in records):
         specs.append((
             "MultiHopRAG accuracy (%) by question type", tables.table_question_types,
-            tables.QUESTION_TYPE_NOTE,
+            question_types.NOTE,
         ))  # fmt: skip
     return [_table(title, fn(records), note) for title, fn, note in specs]
 
