@@ -9,17 +9,48 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import inspect
 import json
 import math
 import operator
 import re
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from verimap.errors import VerimapError
 from verimap.sandbox.base import ExecResult, Sandbox, SandboxUnavailable
+
+
+class ToolsExhausted(VerimapError, RuntimeError):
+    """Raised by a tool that takes no more calls in this transcript (a search budget spent).
+    The message is what the agent is told; the tool loop then stops and asks for the answer."""
+
+
+class Transcript:
+    """One agent conversation, for tools whose answers depend on what it has already been
+    shown (a search that does not repeat results, a budget of calls)."""
+
+
+_TRANSCRIPT: ContextVar[Transcript | None] = ContextVar("verimap_transcript", default=None)
+
+
+@contextlib.contextmanager
+def transcript_scope() -> Iterator[Transcript]:
+    """Tool calls made inside belong to one new transcript (`current_transcript`)."""
+    t = Transcript()
+    token = _TRANSCRIPT.set(t)
+    try:
+        yield t
+    finally:
+        _TRANSCRIPT.reset(token)
+
+
+def current_transcript() -> Transcript | None:
+    """The transcript the running tool call belongs to; None outside any agent loop."""
+    return _TRANSCRIPT.get()
 
 
 @dataclass
@@ -47,8 +78,13 @@ class Tool:
 
 
 class ToolRegistry:
-    def __init__(self, tools: Iterable[Tool] = ()):
+    """Tools by name. `guidance`: how an executor is told to go about the task with these tools,
+    in place of the general "think step by step, use a tool for hard calculations" (the search
+    tool's: look the facts up first)."""
+
+    def __init__(self, tools: Iterable[Tool] = (), *, guidance: str | None = None):
         self._tools: dict[str, Tool] = {}
+        self.guidance = guidance
         for t in tools:
             self.register(t)
 
@@ -87,8 +123,9 @@ class ToolRegistry:
 
     async def call(self, name: str, arguments: str | dict[str, Any]) -> str:
         """Run a tool from a model's call; problems come back as text the model can act on,
-        except a sandbox that cannot run at all: no model can act on that, and the run must end
-        as an infrastructure failure rather than go on without the tool."""
+        except a sandbox that cannot run at all (no model can act on that, and the run must end
+        as an infrastructure failure rather than go on without the tool) and a tool that takes
+        no more calls (`ToolsExhausted`, for the loop to stop on)."""
         try:
             tool = self.get(name)
         except KeyError as e:
@@ -114,7 +151,7 @@ class ToolRegistry:
             return await tool.run(**arguments) + note
         except TypeError as e:
             return f"error: bad arguments for {name}: {e}"
-        except SandboxUnavailable:
+        except (SandboxUnavailable, ToolsExhausted):
             raise
         except Exception as e:
             return f"error: {type(e).__name__}: {e}"

@@ -6,7 +6,7 @@ from verimap.core import prompts
 from verimap.core.agent import inline_tool_call, tool_loop
 from verimap.llm.base import UserMessage
 from verimap.testing import ScriptedModel, tool_call_reply
-from verimap.tools import ToolRegistry, default_tools
+from verimap.tools import Tool, ToolRegistry, ToolsExhausted, current_transcript, default_tools
 
 TOOLS = default_tools()
 PENS = (
@@ -78,3 +78,55 @@ async def test_a_repeated_tool_call_is_not_run_again_and_ends_the_loop(api):
     assert (done.steps, done.tool_calls, done.answered) == (2, 1, False)
     assert heard == [("calculator", json.dumps(same), "3")]
     assert messages[-1].content == prompts.REPEATED_TOOL_CALL
+
+
+def _budget_tool(budget: int) -> tuple[ToolRegistry, list]:
+    """A tool that takes `budget` calls per conversation and records which one each call was in."""
+    seen: list = []
+
+    def lookup(word: str) -> str:
+        t = current_transcript()
+        seen.append(t)
+        if sum(x is t for x in seen) > budget:
+            raise ToolsExhausted("No lookups left: answer now.")
+        return f"{word} means {len(word)}"
+
+    tool = Tool(
+        "lookup", "Look a word up.",
+        {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]},
+        lookup,
+    )  # fmt: skip
+    return ToolRegistry([tool]), seen
+
+
+@pytest.mark.parametrize("api", [True, False])
+async def test_a_tool_that_takes_no_more_calls_ends_the_loop(api):
+    """A spent budget stops the agent at once, whatever it asks next: the caller then asks it for
+    the answer (the executor's final call)."""
+    tools, _ = _budget_tool(2)
+    words = ["a", "bb", "ccc", "dddd", "eeeee"]
+    if api:
+        script = [tool_call_reply("lookup", {"word": w}) for w in words]
+    else:
+        script = [f'Action: lookup\nAction Input: {{"word": "{w}"}}' for w in words]
+    heard = []
+    messages = [UserMessage(content="t")]
+    done = await tool_loop(
+        ScriptedModel(script, supports_tools=api), tools, messages, role="executor",
+        max_steps=10, on_tool_call=lambda *call: heard.append(call[2]),
+    )  # fmt: skip
+    assert (done.steps, done.tool_calls, done.answered) == (3, 2, False)
+    assert heard == ["a means 1", "bb means 2", "No lookups left: answer now."]
+    assert messages[-1].content == "No lookups left: answer now."
+
+
+async def test_each_loop_is_its_own_conversation_for_the_tools():
+    tools, seen = _budget_tool(5)
+    for _ in range(2):
+        reply = tool_call_reply("lookup", {"word": "a"})
+        await tool_loop(
+            ScriptedModel([reply, "done"], supports_tools=True), tools,
+            [UserMessage(content="t")], role="executor", max_steps=3,
+        )  # fmt: skip
+    assert len(seen) == 2 and seen[0] is not None and seen[1] is not None
+    assert seen[0] is not seen[1] and current_transcript() is None

@@ -165,6 +165,13 @@ def test_retrieval_command_on_the_fixture(tmp_path, minilm):
     assert r.exit_code == 0, r.output
     m = json.loads(r.output.strip().splitlines()[-1])
     assert m["fixture"] and m["queries"] == 5 and m["hits_at_10"] == 1.0
+    assert m["excluded"] == {"null_query": 1} and m["by_type"]["comparison_query"]["queries"] == 2
+    assert m["index_built"] and m["index_disk_bytes"] > 0 and m["peak_rss_mb"] > 0
+    text = invoke("retrieval", "--data-dir", str(SAMPLES), "--cache-dir", str(tmp_path))
+    assert text.exit_code == 0, text.output
+    assert "5 queries with evidence (left out: 1 null_query)" in text.output
+    assert "| comparison | 2 | 1.0000 | 1.0000 |" in text.output
+    assert "Index loaded from the cache" in text.output
 
 
 def test_config_models_need_an_endpoint_else_the_local_model_is_used(tmp_path, monkeypatch):
@@ -392,3 +399,12 @@ def test_config_sections_must_be_mappings(tmp_path):
     r = CliRunner().invoke(main, ["eval", "--config", str(cfg)])
     assert r.exit_code == 2 and "models must be a mapping, not list" in r.output
     assert r.exception is None or isinstance(r.exception, SystemExit)
+
+
+def test_rag_needs_a_question_over_a_corpus(tmp_path):
+    r = invoke("-b", "gsm8k", "-m", "rag", "--data-dir", str(SAMPLES), "--out", str(tmp_path / "o"))
+    assert r.exit_code == 2
+    assert "rag answers questions over a corpus; gsm8k is a math benchmark" in r.output
+    assert not (tmp_path / "o").exists()
+    run = CliRunner().invoke(main, ["run", "-m", "rag", "What is 2 + 2?"])
+    assert run.exit_code != 0 and "rag answers questions over a corpus" in run.output

@@ -156,3 +156,33 @@ def test_errors_are_clear(tmp_path):
 def test_compare_is_listed_under_eval():
     r = CliRunner().invoke(main, ["eval", "--help"])
     assert "compare" in r.output
+
+
+def test_question_types_are_compared_one_by_one(tmp_path):
+    """MultiHopRAG tasks carry a question type: the pairs are also split by it."""
+    types = ["inference_query"] * 4 + ["null_query"] * 3
+    a_right = [1, 1, 1, 0, 1, 1, 1]
+    b_right = [1, 0, 0, 0, 0, 0, 1]
+
+    def side(method, right):
+        out = []
+        for i, (qt, c) in enumerate(zip(types, right, strict=True)):
+            r = rec(method, i, bool(c), False, bench="multihoprag")
+            r["meta"] = {"question_type": qt}
+            out.append(r)
+        return out
+
+    a = write(tmp_path / "a", side("rag", a_right))
+    b = write(tmp_path / "b", side("bare", b_right))
+    r = invoke(a, b)
+    assert r.exit_code == 0, r.output
+    assert "## By question type (common tasks)" in r.output
+    assert "| inference | 4 | 75.0% (3) | 25.0% (1) | 2 / 0 | 0.5 |" in r.output
+    assert "| null | 3 | 100.0% (3) | 33.3% (1) | 2 / 0 | 0.5 |" in r.output
+    js = json.loads(invoke(a, b, "--json").output)
+    assert [(t["question_type"], t["wins"], t["losses"]) for t in js["question_types"]] == [
+        ("inference_query", 2, 0),
+        ("null_query", 2, 0),
+    ]
+    plain = json.loads(invoke(*margin_dirs(tmp_path / "g"), "--json").output)
+    assert plain["question_types"] == []

@@ -213,3 +213,93 @@ def test_a_repository_in_the_current_directory_does_not_choose_the_data(tmp_path
     assert d.samples_dir() is None
     with pytest.raises(d.DataError, match="data not found"):
         d.resolve("humaneval")
+
+
+# ---- malformed copies of the MultiHopRAG files ------------------------------------------------
+# Made from the files the loader resolves by default: the official ones wherever the machine or
+# the checkout has them (`datasets/full`), else the committed fixture.
+
+
+@pytest.fixture
+def mhrag_copy(tmp_path):
+    """A writable copy of the resolved MultiHopRAG files, and their parsed records."""
+    src = d.resolve("multihoprag")
+    out = tmp_path / "multihoprag"
+    out.mkdir()
+    raw = {}
+    for rel, path in src.files.items():
+        name = rel.split("/")[-1]
+        (out / name).write_bytes(path.read_bytes())
+        raw[name] = json.loads(path.read_text(encoding="utf-8"))
+    return tmp_path, raw
+
+
+def _rewrite(root, name, records):
+    (root / "multihoprag" / name).write_text(json.dumps(records, indent=4), encoding="utf-8")
+
+
+def test_the_copy_loads_like_the_original(mhrag_copy):
+    root, raw = mhrag_copy
+    q, c = d.load_multihoprag(d.resolve("multihoprag", root))
+    assert len(q) == len(raw["MultiHopRAG.json"]) and len(c) == len(raw["corpus.json"])
+
+
+@pytest.mark.parametrize("name", ["MultiHopRAG.json", "corpus.json"])
+def test_a_truncated_file_is_refused_naming_file_and_line(mhrag_copy, name):
+    root, _ = mhrag_copy
+    path = root / "multihoprag" / name
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text[: len(text) // 2], encoding="utf-8")
+    line = text[: len(text) // 2].count("\n") + 1
+    with pytest.raises(d.DataError) as e:
+        d.load_multihoprag(d.resolve("multihoprag", root))
+    msg = str(e.value)
+    assert str(path) in msg and "not valid JSON" in msg and f"line {line}" in msg
+
+
+@pytest.mark.parametrize(
+    ("name", "index", "change", "field"),
+    [
+        ("MultiHopRAG.json", 3, lambda r: r.pop("answer"), "answer"),
+        ("MultiHopRAG.json", 5, lambda r: r.update(question_type=7), "question_type"),
+        ("MultiHopRAG.json", 0, lambda r: r["evidence_list"][0].pop("fact"), "evidence_list.0.fact"),
+        ("MultiHopRAG.json", 2, lambda r: r.update(evidence_list="none"), "evidence_list"),
+        ("corpus.json", 4, lambda r: r.update(content=r.pop("body")), "body"),
+        ("corpus.json", 1, lambda r: r.update(title=None), "title"),
+    ],
+)  # fmt: skip
+def test_a_record_of_the_wrong_schema_is_refused_naming_file_and_record(
+    mhrag_copy, name, index, change, field
+):
+    root, raw = mhrag_copy
+    records = raw[name]
+    change(records[index])
+    _rewrite(root, name, records)
+    with pytest.raises(d.DataError) as e:
+        d.load_multihoprag(d.resolve("multihoprag", root))
+    assert str(root / "multihoprag" / name) in str(e.value)
+    assert f"item {index}: field '{field}'" in str(e.value)
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "match"),
+    [
+        ("MultiHopRAG.json", [], "holds no records"),
+        ("corpus.json", [], "holds no records"),
+        ("MultiHopRAG.json", {"data": []}, "expected a JSON list, got dict"),
+        ("corpus.json", ["an article"], "item 0: .*valid dictionary"),
+    ],
+)
+def test_a_file_of_the_wrong_shape_is_refused(mhrag_copy, name, content, match):
+    root, _ = mhrag_copy
+    _rewrite(root, name, content)
+    with pytest.raises(d.DataError, match=match) as e:
+        d.load_multihoprag(d.resolve("multihoprag", root))
+    assert str(root / "multihoprag" / name) in str(e.value)
+
+
+def test_the_files_swapped_are_refused(mhrag_copy):
+    root, raw = mhrag_copy
+    _rewrite(root, "MultiHopRAG.json", raw["corpus.json"])
+    with pytest.raises(d.DataError, match=r"MultiHopRAG\.json: item 0: field 'query'"):
+        d.load_multihoprag(d.resolve("multihoprag", root))

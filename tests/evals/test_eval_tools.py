@@ -4,7 +4,17 @@ import pytest
 
 from verimap.evals import data as d
 from verimap.evals.retrieval import CorpusIndex
-from verimap.evals.tools import math_tools, programming_tools, qa_tools, sympy_tool
+from verimap.evals.tools import (
+    QA_GUIDANCE,
+    QA_INSTRUCTION,
+    SearchLimits,
+    math_tools,
+    programming_tools,
+    qa_tools,
+    question_of,
+    sympy_tool,
+)
+from verimap.tools import ToolsExhausted, transcript_scope
 
 from .test_retrieval import HashingEmbedderDouble
 
@@ -77,13 +87,110 @@ async def test_workspace_edit_needs_a_unique_match(sandbox):
     )
 
 
-async def test_search_tool_pages_and_filters(samples, tmp_path):
+@pytest.fixture
+def fixture_index(samples, tmp_path):
     _, corpus = d.load_multihoprag(d.resolve("multihoprag", samples))
-    idx = CorpusIndex.build(corpus, embedder=HashingEmbedderDouble(), cache_dir=tmp_path)
-    reg = qa_tools(idx)
+    return CorpusIndex.build(corpus, embedder=HashingEmbedderDouble(), cache_dir=tmp_path)
+
+
+def _bodies(text):
+    return [e.split("\n", 1)[1] for e in text.split("\n\n")]
+
+
+def _labels(text):
+    return [ln.split("]")[0] + "]" for ln in text.splitlines() if ln.startswith("[")]
+
+
+async def test_search_tool_pages_and_filters(fixture_index):
+    reg = qa_tools(fixture_index)
     p1 = await reg.call("search", json.dumps({"query": "Greenleaf Bank"}))
     p2 = await reg.call("search", {"query": "Greenleaf Bank", "page": 2})
-    assert p1.startswith("[1]") and p2.startswith("[5]")
+    assert p1.startswith("[1]") and p2 and p2 != p1
+    assert not set(_bodies(p1)) & set(_bodies(p2))  # pages do not overlap
     only = await reg.call("search", {"query": "bank", "source": "Money Wire"})
     assert "Money Wire" in only and "The Ledger" not in only
     assert "error" in await reg.call("search", {"query": "x", "page": 0})
+
+
+async def test_results_are_short_passages_near_the_query(fixture_index):
+    limits = SearchLimits(results=3, words=12)
+    out = await qa_tools(fixture_index, limits=limits).call("search", {"query": "Greenleaf Bank"})
+    entries = out.split("\n\n")
+    assert len(entries) == 3
+    for e in entries:
+        header, body = e.split("\n", 1)
+        assert " | " in header  # title | source | author | date
+        assert len(body.replace("…", "").split()) <= 12 + 1
+
+
+async def test_a_conversation_is_not_shown_a_search_or_a_passage_twice(fixture_index):
+    reg = qa_tools(fixture_index)
+    with transcript_scope():
+        first = await reg.call("search", {"query": "Greenleaf Bank"})
+        again = await reg.call("search", {"query": "greenleaf bank!", "page": 2})
+        other = await reg.call("search", {"query": "Greenleaf Bank profits"})
+    assert _labels(first) == ["[1]", "[2]", "[3]", "[4]"]
+    assert again.startswith("Already searched for this")
+    shown = [ln for ln in other.splitlines() if "(shown above)" in ln]
+    assert shown and all(ln.split("]")[0] + "]" in _labels(first) for ln in shown)
+    fresh = [lb for lb in _labels(other) if lb not in _labels(first)]
+    assert fresh == [f"[{i}]" for i in range(5, 5 + len(fresh))]
+    with transcript_scope():  # another conversation has seen nothing
+        assert await reg.call("search", {"query": "Greenleaf Bank"}) == first
+
+
+async def test_a_conversation_gets_a_bounded_number_of_searches(fixture_index):
+    reg = qa_tools(fixture_index, limits=SearchLimits(searches=2))
+    with transcript_scope():
+        await reg.call("search", {"query": "bank"})
+        await reg.call("search", {"query": "bank"})  # a repeat counts too
+        with pytest.raises(ToolsExhausted, match="No searches left"):
+            await reg.call("search", {"query": "robot"})
+    with transcript_scope():
+        assert (await reg.call("search", {"query": "robot"})).startswith("[1]")
+
+
+async def test_a_conversation_gets_a_bounded_amount_of_results(fixture_index):
+    reg = qa_tools(fixture_index, limits=SearchLimits(chars=500))
+    with transcript_scope():
+        first = await reg.call("search", {"query": "Greenleaf Bank"})
+        assert len(first) <= 500 + 40 and "left out: no room" in first
+        with pytest.raises(ToolsExhausted, match="filled the space"):
+            await reg.call("search", {"query": "football"})
+
+
+async def test_passages_search_the_question_only(fixture_index):
+    tool = qa_tools(fixture_index).get("search")
+    task = f"Which bank raised its rates?\n\n{QA_INSTRUCTION}"
+    assert question_of(task) == "Which bank raised its rates?"
+    text = tool.passages(task, 3)
+    hits = fixture_index.search("Which bank raised its rates?", k=3)
+    assert _labels(text) == ["[1]", "[2]", "[3]"]
+    assert all(h.chunk.text in text for h in hits)
+
+
+async def test_filters_no_article_passes_are_ignored_and_named(fixture_index):
+    reg = qa_tools(fixture_index)
+    args = {"query": "Greenleaf Bank", "title": "Yes", "source": "Money Wire", "date_to": "soon"}
+    out = await reg.call("search", args)
+    assert out.startswith("(ignored filters that match no article: title='Yes', date_to='soon')")
+    assert "Money Wire" in out and "The Ledger" not in out  # the filter that matches is kept
+    blank = await reg.call("search", {"query": "Greenleaf Bank", "title": "", "author": ""})
+    assert blank.startswith("[1]")
+
+
+def test_qa_tools_tell_the_executor_to_look_facts_up(fixture_index):
+    from verimap.core.executor import Executor
+    from verimap.planning.fallback import whole_task_plan
+    from verimap.testing import ScriptedModel
+
+    node = whole_task_plan("Who won?", "qa", with_vfs=False).nodes[0]
+    tools = qa_tools(fixture_index)
+    prompt = Executor(ScriptedModel([]), tools).build_messages(node, {"USER_TASK": "Who won?"})
+    text = prompt[-1].content
+    assert text.rstrip().endswith(
+        f"{QA_GUIDANCE} End by stating the final value of every required output."
+    )
+    assert "Think step by step" not in text
+    plain = Executor(ScriptedModel([]), math_tools(None)).build_messages(node, {"USER_TASK": "1+1"})
+    assert "Think step by step" in plain[-1].content

@@ -179,15 +179,24 @@ def test_directories_pool_but_a_task_counts_once_per_method(tmp_path):
 
 def test_multihoprag_question_types():
     recs = []
-    for i, (qt, ok) in enumerate(
-        [("null_query", True), ("null_query", False), ("temporal_query", True)]
+    for i, (qt, ok, official) in enumerate(
+        [("null_query", True, True), ("null_query", False, True), ("temporal_query", True, False)]
     ):
-        r = rec("verimap", "multihoprag", 0, i, ok)
-        r["meta"] = {"question_type": qt}
+        usage = {"executor": {"calls": 2 + i}}
+        r = rec("rag", "multihoprag", 0, i, ok, usage=usage)
+        r.update(meta={"question_type": qt}, score_detail=f"upstream_match={official}",
+                 tokens=100 * (i + 1), wall_time_s=3.0)  # fmt: skip
         recs.append(r)
-    text = render(recs)
-    assert "| Method | null_query | temporal_query |" in text
-    assert "| verimap | 50.0 (n=2) | 100.0 (n=1) |" in text
+    old = rec("react", "multihoprag", 0, 0, False)  # scored before the official verdict was kept
+    old["meta"] = {"question_type": "null_query"}
+    text = render([*recs, old])
+    head = "| Method | Scoring | temporal | null | all | Calls / task | Tokens / task | s / task |"
+    assert head in text
+    assert "| rag | strict | 100.0 (1/1) | 50.0 (1/2) | 66.7 (2/3) | 3.0 | 200 | 3.0 |" in text
+    assert "| rag | official | 0.0 (0/1) | 100.0 (2/2) | 66.7 (2/3) | 3.0 | 200 | 3.0 |" in text
+    assert "| react | strict | – | 0.0 (0/1) | 0.0 (0/1) |" in text
+    assert "| react | official |" not in text
+    assert "MultiHop-RAG's qa_evaluate.py" in text
 
 
 # -- accuracy and verification (the first table) ------------------------------------------------

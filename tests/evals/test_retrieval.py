@@ -11,6 +11,7 @@ from verimap.evals.retrieval import (
     Hit,
     chunk_articles,
     evaluate_retrieval,
+    focus,
 )
 
 
@@ -103,10 +104,13 @@ class FixedRankingIndexDouble:
     def __init__(self, texts):
         self.texts = texts
 
-    def search(self, query, k=10):
+    def search_many(self, queries, k=10):
         return [
-            Hit(rank=i + 1, score=0.0, chunk=Chunk(article=0, text=t, title="t"))
-            for i, t in enumerate(self.texts[:k])
+            [
+                Hit(rank=i + 1, score=0.0, chunk=Chunk(article=0, text=t, title="t"))
+                for i, t in enumerate(self.texts[:k])
+            ]
+            for _ in queries
         ]
 
 
@@ -127,7 +131,64 @@ def test_metrics_by_hand():
     assert m.queries == 2
     assert m.hits_at_4 == pytest.approx(0.5) and m.hits_at_10 == pytest.approx(0.5)
     assert m.mrr_at_10 == pytest.approx((1 / 2) / 2)
-    assert m.map_at_10 == pytest.approx(((1 / 2 + 2 / 5) / 2) / 2)
+    # upstream's MAP@10: each hit adds the facts it finds first over its rank
+    assert m.map_at_10 == pytest.approx(((1 / 2 + 1 / 5) / 2) / 2)
+
+
+def test_map_counts_facts_as_upstream_lists_them():
+    """A fact listed twice counts twice in the divisor and once when found; a chunk holding two
+    new facts adds both over its rank."""
+    idx = FixedRankingIndexDouble(["noise", "alpha and beta", "gamma"])
+    m = evaluate_retrieval(idx, [_q(["alpha", "beta", "alpha", "gamma"])])
+    assert m.map_at_10 == pytest.approx((2 / 2 + 1 / 3) / 4)
+
+
+def test_metrics_per_question_type_and_null_queries_left_out():
+    idx = FixedRankingIndexDouble(["fact a", "noise", "noise", "noise", "fact b"])
+    m = evaluate_retrieval(
+        idx,
+        [_q(["fact a"], "inference_query"), _q(["fact b"], "comparison_query"),
+         _q(["fact b"], "comparison_query"), _q([], "null_query"), _q([], "null_query")],
+    )  # fmt: skip
+    assert m.queries == 3 and m.excluded == {"null_query": 2}
+    assert set(m.by_type) == {"inference_query", "comparison_query"}
+    inf, comp = m.by_type["inference_query"], m.by_type["comparison_query"]
+    assert (inf.queries, inf.hits_at_4, inf.mrr_at_10) == (1, 1.0, 1.0)
+    assert (comp.queries, comp.hits_at_4, comp.hits_at_10) == (2, 0.0, 1.0)
+    assert comp.mrr_at_10 == pytest.approx(1 / 5)
+    assert m.hits_at_4 == pytest.approx(1 / 3) and m.mrr_at_10 == pytest.approx((1 + 2 / 5) / 3)
+
+
+def test_focus_keeps_the_sentences_nearest_the_query_in_order():
+    text = (
+        "The match opened slowly. Rain fell in the first half. Kestrel scored twice for the "
+        "Hawks late on. Fans went home happy. The coach praised Kestrel after the game."
+    )
+    out = focus(text, "How many goals did Kestrel score?", max_words=15)
+    assert (
+        out
+        == "… Kestrel scored twice for the Hawks late on. … The coach praised Kestrel after the game."
+    )
+    assert focus(text, "anything", max_words=200) == text
+    one = focus("word " * 50 + "end.", "word", max_words=10)
+    assert one.endswith("…") and len(one.split()) <= 12
+
+
+def test_search_many_matches_search(index):
+    queries = ["Kestrel shipments delayed", "bank"]
+    many = index.search_many(queries, k=3)
+    assert [[h.chunk_id for h in hs] for hs in many] == [
+        [h.chunk_id for h in index.search(q, k=3)] for q in queries
+    ]
+    assert all(index.chunks[h.chunk_id] == h.chunk for hs in many for h in hs)
+
+
+def test_index_reports_its_cost(corpus, tmp_path):
+    built = CorpusIndex.build(corpus[1], embedder=HashingEmbedderDouble(), cache_dir=tmp_path)
+    loaded = CorpusIndex.build(corpus[1], embedder=HashingEmbedderDouble(), cache_dir=tmp_path)
+    assert built.path == loaded.path and built.path.parent == tmp_path
+    assert built.seconds > 0 and loaded.seconds > 0
+    assert built.disk_bytes() == loaded.disk_bytes() > 0
 
 
 def test_fixture_retrieval_with_the_real_minilm(corpus, tmp_path, minilm):

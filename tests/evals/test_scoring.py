@@ -4,6 +4,7 @@ from verimap.evals import data as d
 from verimap.evals.scoring import (
     build_candidate,
     extract_gsm8k,
+    official_multihop_match,
     score_gsm8k,
     score_humaneval,
     score_multihoprag,
@@ -73,6 +74,28 @@ def test_multihoprag_matching(pred, gold, correct):
 def test_multihoprag_reports_upstream_verdict_too():
     s = score_multihoprag("Harbor City Hawks", "Harbor Stars")
     assert not s.correct and "upstream_match=True" in s.detail
+
+
+@pytest.mark.parametrize(
+    ("pred", "gold", "strict", "official"),
+    [
+        ("Sam Altman", "Sam Bankman-Fried", False, True),  # any shared word is right upstream
+        ("Googled it", "Google", False, False),  # whole words only
+        ("It was Google.", "Google", True, False),  # upstream keeps the period: "google."
+        ("yes", "Yes", True, True),
+        ("Yes.", "Yes", True, False),  # upstream splits on spaces only: "yes." is not "yes"
+        ("There is not enough information.", "Insufficient information.", True, True),
+        ("Insufficient Information", "Insufficient information.", True, True),
+        ("I do not know", "Insufficient information.", False, False),
+        ('The answer to the question is "no" because...', "no", True, True),
+        ('the answer to the question is "no".', "Yes", False, False),
+    ],
+)  # fmt: skip
+def test_multihoprag_strict_and_official_verdicts(pred, gold, strict, official):
+    s = score_multihoprag(pred, gold)
+    assert s.correct is strict
+    assert official_multihop_match(pred, gold) is official
+    assert s.detail == f"upstream_match={official}"
 
 
 HE = d.load_humaneval(d.resolve("humaneval", d.samples_dir()))

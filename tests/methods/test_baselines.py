@@ -12,11 +12,13 @@ from verimap.evals.attempt import attempt_task
 from verimap.evals.tasksets import get_benchmark
 from verimap.events import FINISH, MODEL_CALL, REPLIES, RUN_START, VOTE, EventBus, read_trace
 from verimap.llm.base import ModelError, ModelRequest
-from verimap.methods.answers import BARE_PROMPTS, bare_prompt, read_answer
+from verimap.methods.answers import BARE_PROMPTS, bare_prompt, qa_prompt, read_answer
 from verimap.methods.baselines import (
+    RAG_PASSAGES,
     UNVERIFIED,
     Bare,
     Program,
+    Rag,
     SelfConsistency,
     baseline,
 )
@@ -349,3 +351,73 @@ async def test_an_eval_record_of_sc_carries_its_calls_tokens_and_vote_share(tmp_
     assert rec is not None and rec["correct"] and rec["verified"] is False
     assert rec["meta"]["confidence"] == pytest.approx(2 / 3)
     assert rec["usage"][EXECUTOR]["calls"] == 3 and rec["tokens"] > 0
+
+
+# ---- questions over a corpus (MultiHopRAG) ------------------------------------------------------
+
+
+@pytest.fixture
+def qa_bench(samples, tmp_path, monkeypatch):
+    from tests.evals.test_retrieval import HashingEmbedderDouble
+
+    monkeypatch.setenv("VERIMAP_CACHE", str(tmp_path / "cache"))
+    return get_benchmark("multihoprag", samples, embedder=HashingEmbedderDouble())
+
+
+def _qa(bench, name, model, **kw):
+    return baseline(name, {EXECUTOR: model}, None, domain=bench.domain,
+                    tools=bench.tools(None), **kw)  # fmt: skip
+
+
+async def test_rag_reads_the_top_passages_and_the_question_in_one_call(qa_bench, tmp_path):
+    task = qa_bench.tasks()[0]
+    question = qa_bench.queries[0].query
+    model = replies("Northwind Robotics")
+    rag = _qa(qa_bench, "rag", model)
+    assert isinstance(rag, Rag)
+    attempt = await attempt_task(
+        qa_bench, "rag", task, 0, tmp_path / "t.jsonl", None,
+        lambda t, run, path: rag.run(t.prompt, trace_path=path),
+    )  # fmt: skip
+    rec = attempt.record
+    assert rec is not None and rec["correct"] and rec["usage"][EXECUTOR]["calls"] == 1
+    prompt = model.requests[0].messages[0].content
+    hits = qa_bench.index.search(question, k=RAG_PASSAGES)
+    assert prompt == qa_prompt(
+        question, qa_bench.tools(None).get("search").passages(task.prompt, RAG_PASSAGES)
+    )
+    assert all(h.chunk.text in prompt for h in hits) and f"[{RAG_PASSAGES}]" in prompt
+    assert "search tool" not in prompt and prompt.endswith("Answer:")
+
+
+async def test_bare_answers_a_question_over_a_corpus_closed_book(qa_bench):
+    task = qa_bench.tasks()[1]
+    model = replies("Yes")
+    r = await _qa(qa_bench, "bare", model).run(task.prompt)
+    assert r.answer == "Yes"
+    assert model.requests[0].messages[0].content == qa_prompt(qa_bench.queries[1].query)
+
+
+async def test_sc_votes_over_samples_that_read_the_same_passages(qa_bench):
+    task = qa_bench.tasks()[2]
+    model = replies("Yes.", "no", "yes")
+    sc = _qa(qa_bench, "sc", model, samples=3)
+    r = await sc.run(task.prompt)
+    prompts = [req.messages[0].content for req in model.requests]
+    assert len(prompts) == 3 and len(set(prompts)) == 1 and "Passages:" in prompts[0]
+    assert r.answer == "Yes." and r.confidence == pytest.approx(2 / 3)
+
+
+def test_rag_needs_a_question_over_a_corpus(qa_bench):
+    models = {EXECUTOR: ScriptedModel([])}
+    with pytest.raises(ValueError, match="rag baseline answers questions over a corpus"):
+        baseline("rag", models, None, domain="qa")
+    with pytest.raises(ValueError, match="rag baseline answers questions over a corpus"):
+        baseline("rag", models, None, domain="math", tools=qa_bench.tools(None))
+
+
+async def test_a_text_task_without_a_corpus_keeps_the_plain_prompt():
+    model = replies("Paris")
+    r = await baseline("bare", {EXECUTOR: model}, None, domain="qa").run("Capital of France?")
+    assert r.answer == "Paris"
+    assert model.requests[0].messages[0].content == bare_prompt("Capital of France?", "text")

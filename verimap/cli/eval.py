@@ -97,7 +97,7 @@ RUN_CONFIG_FLAGS = {
     default="verimap",
     show_default=True,
     help="Method: a preset of planner, verification, retries and iterations, or a baseline "
-    "(bare, sc, program) (docs/eval.md).",
+    "(bare, sc, program, rag) (docs/eval.md).",
 )
 @samples_option
 @click.option("--limit", "-n", type=LimitRange(), default=None, help=LIMIT_HELP)
@@ -271,14 +271,6 @@ def _apply_policies(
     return names
 
 
-def _own_sandbox(get_sandbox: Any, kind: str) -> Any:
-    """A sandbox this command owns and closes (not the process-wide shared pool)."""
-    try:
-        return get_sandbox(kind, shared=False)
-    except TypeError:  # a backend factory without pooling
-        return get_sandbox(kind)
-
-
 def run_command(**kw: Any) -> int:
     """The body of `verimap eval` without click, so it can be driven from Python."""
     from verimap.evals.cluster import ClusterError, ray_address
@@ -296,6 +288,11 @@ def run_command(**kw: Any) -> int:
 
     bench = open_benchmark(kw)  # built-in, file, datasets directory or FILE.py@FUNCTION
     bench_name, method = bench.name, kw["method"]
+    if method == "rag" and bench.domain != "qa":
+        raise click.UsageError(
+            f"rag answers questions over a corpus; {bench_name} is a {bench.domain} benchmark "
+            "(use it with -b multihoprag)"
+        )
     out = Path(kw.get("out") or Path("runs") / f"{bench_name}-{method}")
     try:  # a config file may give a part's knobs flat or nested; the CLI works on flat ones
         run_config = flatten(kw.get("run_config") or {})
@@ -368,7 +365,7 @@ def run_command(**kw: Any) -> int:
             return await run_on_ray(kw, bench, out, endpoint, common)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
-            sandbox = _own_sandbox(get_sandbox, kw.get("sandbox_kind") or "auto")
+            sandbox = get_sandbox(kw.get("sandbox_kind") or "auto", shared=False)  # closed here
         async with sandbox:
             if kw.get("models_factory"):
                 factory = load_factory(kw["models_factory"])

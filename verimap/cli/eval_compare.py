@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
+    from verimap.evals.question_types import TypeRow
     from verimap.evals.stats import (
         BenchmarkComparison,
         Pairing,
@@ -125,6 +126,25 @@ def render_comparison(bc: BenchmarkComparison, label_a: str, label_b: str) -> st
     return "\n".join(lines)
 
 
+def render_question_types(rows: Sequence[TypeRow], label_a: str, label_b: str) -> str:
+    """A and B per question type, as markdown."""
+    from verimap.evals.question_types import title
+
+    lines = [
+        "## By question type (common tasks)",
+        "",
+        f"| question type | tasks | A: {label_a} | B: {label_b} | wins / losses | McNemar p |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        a, b = 100 * r.right_a / r.tasks, 100 * r.right_b / r.tasks
+        lines.append(
+            f"| {title(r.question_type)} | {r.tasks} | {a:.1f}% ({r.right_a}) | "
+            f"{b:.1f}% ({r.right_b}) | {r.wins} / {r.losses} | {r.p_value:.3g} |"
+        )
+    return "\n".join(lines)
+
+
 def _paired(
     a: list[Record], b: list[Record], names: tuple[str, str], benchmark: str | None, **boot: int
 ) -> tuple[Pairing, list[BenchmarkComparison]]:
@@ -189,15 +209,20 @@ def compare(
     also: tuple[tuple[str, str], ...],
 ) -> None:
     """Pair two eval output dirs on their common tasks (run i of a task with run i of it):
-    wins, losses, exact McNemar p, bootstrap CI of the accuracy difference, per benchmark.
+    wins, losses, exact McNemar p, bootstrap CI of the accuracy difference, per benchmark, and
+    per question type where tasks have one (MultiHopRAG).
     With --also, several draws are pooled, each side's directories holding different tasks."""
-    from verimap.evals.stats import to_json
+    from verimap.evals.question_types import paired_by_type
+    from verimap.evals.stats import benchmark_of, to_json
 
     dirs_a, dirs_b = [dir_a, *(x for x, _ in also)], [dir_b, *(y for _, y in also)]
     a, b = _load(dirs_a), _load(dirs_b)
     names = (" + ".join(dirs_a), " + ".join(dirs_b))
     pairing, comps = _paired(a, b, names, benchmark, resamples=resamples, seed=seed)
     runs = len({ra.get("run", 0) for ra, _ in pairing.pairs})
+    types = paired_by_type(
+        (ra, rb) for ra, rb in pairing.pairs if benchmark is None or benchmark_of(ra) == benchmark
+    )
     if as_json:
         click.echo(json.dumps({
             "a": {"dir": dir_a, "dirs": dirs_a, "methods": _methods(a), "tasks": len(a)},
@@ -205,6 +230,7 @@ def compare(
             "common": len(pairing.pairs), "only_a": len(pairing.only_a),
             "only_b": len(pairing.only_b), "runs": runs,
             "benchmarks": to_json(comps),
+            "question_types": [r._asdict() for r in types],
         }, indent=2))  # fmt: skip
         return
     from verimap.evals.report import cell
@@ -214,4 +240,6 @@ def compare(
     if label_a == label_b:
         label_a, label_b = cell(Path(dir_a).name), cell(Path(dir_b).name)
     body = [render_comparison(bc, label_a, label_b) for bc in comps]
+    if types:
+        body.append(render_question_types(types, label_a, label_b))
     click.echo(printable("\n\n".join(["\n".join(_header(names, a, b, pairing, runs)), *body])))

@@ -200,7 +200,7 @@ def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
               help="Use this fixed plan instead of asking the planner model.")  # fmt: skip
 @click.option("--method", "-m", type=click.Choice(list(METHODS)), default=None,
               help="Run as one of the eval methods (react, map, map-v, verimap, ...) or baselines "
-              "(bare, sc, program), with the same presets as `verimap eval`, to compare methods on "
+              "(bare, sc, program, rag), with the same presets as `verimap eval`, to compare methods on "
               "one task.")  # fmt: skip
 @samples_option
 @sandbox_option()
@@ -243,6 +243,10 @@ def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_n
         sys.exit(EXIT_BAD_INPUT)
     if method and plan_file:
         click.echo("error: --method and --plan-file exclude each other", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    if method == "rag":
+        click.echo("error: rag answers questions over a corpus: run it with `verimap eval -b "
+                   "multihoprag -m rag`", err=True)  # fmt: skip
         sys.exit(EXIT_BAD_INPUT)
     given = _given_on_the_command_line()
     user: dict[str, Any] = {k: v for k, v in (

@@ -25,7 +25,7 @@ from verimap.llm.base import (
     UserMessage,
 )
 from verimap.llm.structured import extract_json
-from verimap.tools import ToolRegistry
+from verimap.tools import ToolRegistry, ToolsExhausted, transcript_scope
 
 _ACTION = re.compile(
     r"Action\s*:\s*(?P<tool>[A-Za-z_][\w\-]*)\s*\n+\s*Action Input\s*:\s*(?P<args>.*)", re.S
@@ -126,10 +126,27 @@ async def tool_loop(
     on_tool_call: OnToolCall | None = None,
     purpose: Purpose | None = None,
 ) -> LoopResult:
-    """Call the model until it replies without asking for a tool, or `max_steps` replies.
+    """Call the model until it replies without asking for a tool, `max_steps` replies, or a
+    tool takes no more calls (`ToolsExhausted`: its message is the last thing the agent hears).
     `messages` grows with the transcript; `on_tool_call(tool, arguments, result, seconds)` hears
-    every call (traces record them); `purpose` goes with every request. Model and budget errors
-    propagate; `model` is metered by whoever passes it (a run passes its `RunContext.model`)."""
+    every call (traces record them); `purpose` goes with every request. The calls belong to one
+    `transcript_scope`, for tools that answer by what this conversation was shown. Model and
+    budget errors propagate; `model` is metered by whoever passes it (a run passes its
+    `RunContext.model`)."""
+    with transcript_scope():
+        return await _loop(model, tools, messages, role, max_steps, settings, on_tool_call, purpose)
+
+
+async def _loop(
+    model: Model,
+    tools: ToolRegistry,
+    messages: list[Message],
+    role: str,
+    max_steps: int,
+    settings: GenerationSettings | None,
+    on_tool_call: OnToolCall | None,
+    purpose: Purpose | None,
+) -> LoopResult:
     api = uses_tool_api(model, tools)
     steps = tool_calls = 0
     text = ""
@@ -143,7 +160,12 @@ async def tool_loop(
         if (name, arguments) in done:
             return done[name, arguments], False
         start = time.monotonic()
-        result = done[name, arguments] = await tools.call(name, arguments)
+        try:
+            result = done[name, arguments] = await tools.call(name, arguments)
+        except ToolsExhausted as e:
+            if on_tool_call is not None:
+                on_tool_call(name, arguments, str(e), time.monotonic() - start)
+            raise
         tool_calls += 1
         if on_tool_call is not None:
             on_tool_call(name, arguments, result, time.monotonic() - start)
@@ -160,10 +182,19 @@ async def tool_loop(
         if resp.tool_calls:
             messages.append(AssistantMessage(content=text, tool_calls=resp.tool_calls))
             new = False
+            spent: str | None = None
             for tc in resp.tool_calls:
-                result, fresh = await call(tc.name, tc.arguments)
+                if spent is None:
+                    try:
+                        result, fresh = await call(tc.name, tc.arguments)
+                    except ToolsExhausted as e:
+                        spent = str(e)
+                if spent is not None:
+                    result, fresh = spent, False
                 new |= fresh
                 messages.append(ToolMessage(tool_call_id=tc.id, content=result))
+            if spent is not None:
+                return LoopResult(messages, text, False, steps, tool_calls)
             if new:
                 continue
             messages.append(UserMessage(content=prompts.REPEATED_TOOL_CALL))
@@ -176,7 +207,12 @@ async def tool_loop(
         else:
             said, reply = text, "Observation: {result}"
         if action is not None:
-            result, fresh = await call(*action)
+            try:
+                result, fresh = await call(*action)
+            except ToolsExhausted as e:
+                messages.append(AssistantMessage(content=said))
+                messages.append(UserMessage(content=str(e)))
+                return LoopResult(messages, text, False, steps, tool_calls)
             messages.append(AssistantMessage(content=said))
             if not fresh:
                 messages.append(UserMessage(content=prompts.REPEATED_TOOL_CALL))

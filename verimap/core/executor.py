@@ -226,15 +226,21 @@ class Executor:
             outputs=describe_outputs(node),
             feedback=feedback.render() if feedback else "",
             scope="" if final else prompts.EXECUTOR_PART,
-            closing=(prompts.EXECUTOR_CODE_RETRY_CLOSING if feedback and not feedback.fresh
-                     else prompts.EXECUTOR_CODE_CLOSING)
-            if single_code_output(node)
-            else prompts.EXECUTOR_CLOSING.format(
-                tool_hint=prompts.EXECUTOR_TOOL_HINT if len(self.tools) else ""
-            ),
+            closing=self._closing(node, feedback),
         )  # fmt: skip
         system = [SystemMessage(content=protocol.lstrip("\n"))] if protocol else []
         return [*system, UserMessage(content=user)]
+
+    def _closing(self, node: Node, feedback: Feedback | None) -> str:
+        """What the prompt ends with: the request for code, the tools' own guidance, or the
+        general one (think step by step, a tool for hard calculations)."""
+        if single_code_output(node):
+            retry = feedback is not None and not feedback.fresh
+            return prompts.EXECUTOR_CODE_RETRY_CLOSING if retry else prompts.EXECUTOR_CODE_CLOSING
+        if self.tools.guidance:
+            return prompts.EXECUTOR_GUIDED_CLOSING.format(guidance=self.tools.guidance)
+        hint = prompts.EXECUTOR_TOOL_HINT if len(self.tools) else ""
+        return prompts.EXECUTOR_CLOSING.format(tool_hint=hint)
 
     @staticmethod
     def _text_prompt(

@@ -70,6 +70,11 @@ REPEATED_TOOL_CALL = "You made that same tool call before; its result is above. 
 
 EXECUTOR_TOOL_HINT = " Use a tool when a calculation is hard to do reliably by hand."
 
+# A node whose tools say how to go about the task (`ToolRegistry.guidance`). Asked to think step by
+# step, the 1.5B wrote 450 tokens about how one would search and never called the search tool;
+# told to look the facts up, it called it at once.
+EXECUTOR_GUIDED_CLOSING = "{guidance} End by stating the final value of every required output."
+
 EXECUTOR_CONTEXT = "\nResults of earlier subtasks, for context (JSON):\n{context}\n"
 
 # Text-only hand-offs (the paper's MAP): no named values, no JSON, only what earlier agents wrote.

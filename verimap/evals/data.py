@@ -323,7 +323,8 @@ def _validate(model: type[BaseModel], obj: Any, path: Path, where: str) -> Any:
     except ValidationError as e:
         first = e.errors()[0]
         loc = ".".join(str(x) for x in first["loc"])
-        raise DataError(f"{path}: {where}: field {loc!r}: {first['msg']}") from None
+        field = f"field {loc!r}: " if loc else ""
+        raise DataError(f"{path}: {where}: {field}{first['msg']}") from None
 
 
 def load_gsm8k(src: DataSource) -> list[GSM8KItem]:
@@ -349,6 +350,8 @@ def _load_json_list(path: Path) -> list[Any]:
     data = read_json(path)
     if not isinstance(data, list):
         raise DataError(f"{path}: expected a JSON list, got {type(data).__name__}")
+    if not data:
+        raise DataError(f"{path}: the list holds no records")
     return data
 
 

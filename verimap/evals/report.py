@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verimap.evals import stats
+from verimap.evals import question_types, stats
 from verimap.evals.report_cache import cache_section
 from verimap.evals.runner import CONFIG, ERRORS, RESULTS, RunDirError, unscored_errors
 from verimap.methods.presets import METHODS
@@ -387,21 +387,17 @@ def table_summary(records: Sequence[dict[str, Any]]) -> str:
 
 
 def table_question_types(records: Sequence[dict[str, Any]]) -> str:
-    """MultiHopRAG accuracy (%) by question type, pooled over runs."""
-    cells: dict[tuple[str, str], list[bool]] = defaultdict(list)
-    for r in records:
-        qt = (r.get("meta") or {}).get("question_type")
-        if qt:
-            cells[(r["method"], qt)].append(bool(r["correct"]))
-    types = sorted({qt for _, qt in cells})
-    rows = []
-    for m in _method_order(m for m, _ in cells):
-        row = [m]
-        for qt in types:
-            v = cells.get((m, qt), [])
-            row.append(f"{100.0 * sum(v) / len(v):.1f} (n={len(v)})" if v else "–")
-        rows.append(row)
-    return _table(["Method", *types], rows)
+    """MultiHopRAG accuracy by question type (`question_types.NOTE`), one row per method and
+    scoring, with the method's calls, tokens and seconds per task."""
+    groups = question_types.by_method(records)
+    types = question_types.ordered(t for recs in groups.values() for r in recs
+                                   if (t := question_types.question_type(r)))  # fmt: skip
+    rows = [
+        row
+        for m in _method_order(groups)
+        for row in question_types.method_rows(m, groups[m], types)
+    ]
+    return _table(question_types.header(types), rows)
 
 
 def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> str:
@@ -435,7 +431,11 @@ def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> st
         table_verification(records),
     ]
     if any((r.get("meta") or {}).get("question_type") for r in records):
-        parts += ["## MultiHopRAG accuracy (%) by question type", table_question_types(records)]
+        parts += [
+            "## MultiHopRAG accuracy (%) by question type",
+            question_types.NOTE,
+            table_question_types(records),
+        ]
     return "\n\n".join(parts) + "\n"
 
 

@@ -18,6 +18,8 @@ import hashlib
 import json
 import os
 import re
+import time
+from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,6 +162,7 @@ class Hit(BaseModel):
     rank: int
     score: float
     chunk: Chunk
+    chunk_id: int = -1  # the chunk's position in the index
 
 
 def _tokenize(texts: list[str]) -> list[list[str]]:
@@ -184,6 +187,14 @@ class CorpusIndex:
     embedder: Embedder
     bm25: Any
     built: bool = False  # False when loaded from the cache
+    path: Path | None = None  # the cache directory holding it
+    seconds: float = 0.0  # to build it (chunk, BM25, embed, save) or to load it
+
+    def disk_bytes(self) -> int:
+        """What the cached index takes on disk (0 when it is not cached)."""
+        if self.path is None or not self.path.is_dir():
+            return 0
+        return sum(f.stat().st_size for f in self.path.rglob("*") if f.is_file())
 
     @classmethod
     def build(
@@ -207,13 +218,14 @@ class CorpusIndex:
         ).hexdigest()[:24]
         cdir = Path(cache_dir) if cache_dir else default_cache_dir()
         path = cdir / key
+        start = time.monotonic()
         if (path / "complete").is_file():
             chunks = [
                 Chunk.model_validate(c) for c in json.loads((path / "chunks.json").read_text())
             ]
             emb = np.load(path / "embeddings.npy")
             bm25 = bm25s.BM25.load(str(path / "bm25"), show_progress=False)
-            return cls(chunks, emb, embedder, bm25, built=False)
+            return cls(chunks, emb, embedder, bm25, False, path, time.monotonic() - start)
         chunks = chunk_articles(articles, max_words=max_words)
         docs = [f"{c.title}\n{c.text}" for c in chunks]
         bm25 = bm25s.BM25()
@@ -231,7 +243,7 @@ class CorpusIndex:
             import shutil
 
             shutil.rmtree(tmp, ignore_errors=True)
-        return cls(chunks, emb, embedder, bm25, built=True)
+        return cls(chunks, emb, embedder, bm25, True, path, time.monotonic() - start)
 
     def search(
         self,
@@ -242,12 +254,17 @@ class CorpusIndex:
         filters: Filters | None = None,
     ) -> list[Hit]:
         """Page `page` (1-based) of `k` hits, ranked by fused BM25 and dense rank."""
-        import numpy as np
-
         if page < 1 or k < 1:
             raise ValueError("page and k must be >= 1")
         if not self.chunks:
             return []
+        return self._ranked(query, self.embedder.encode([query])[0], k, page, filters)
+
+    def _ranked(
+        self, query: str, qvec: np.ndarray, k: int, page: int = 1, filters: Filters | None = None
+    ) -> list[Hit]:
+        import numpy as np
+
         mask = np.array([filters.accepts(c) for c in self.chunks]) if filters else None
         toks = _tokenize([query])[0]
         sparse = (
@@ -255,7 +272,7 @@ class CorpusIndex:
             if toks
             else np.zeros(len(self.chunks))
         )
-        dense = self.embeddings @ self.embedder.encode([query])[0]
+        dense = self.embeddings @ qvec
         fused = np.zeros(len(self.chunks))
         for scores, use in ((sparse, bool(toks)), (dense, True)):
             if not use:
@@ -273,9 +290,50 @@ class CorpusIndex:
         start = (page - 1) * k
         sel = idx[start : start + k]
         return [
-            Hit(rank=start + i + 1, score=float(fused[j]), chunk=self.chunks[j])
+            Hit(rank=start + i + 1, score=float(fused[j]), chunk=self.chunks[j], chunk_id=int(j))
             for i, j in enumerate(sel)
         ]
+
+    def search_many(self, queries: Sequence[str], *, k: int = 10) -> list[list[Hit]]:
+        """The first `k` hits of each query, the queries embedded in one batch."""
+        if k < 1:
+            raise ValueError("k must be >= 1")
+        if not self.chunks or not queries:
+            return [[] for _ in queries]
+        vecs = self.embedder.encode(list(queries))
+        return [self._ranked(q, v, k) for q, v in zip(queries, vecs, strict=True)]
+
+
+def focus(text: str, query: str, max_words: int) -> str:
+    """At most `max_words` words of `text`: the sentences sharing most words with `query`
+    (stopwords aside), kept in their order, with "…" where sentences were left out. A text
+    that fits is returned whole."""
+    if len(text.split()) <= max_words:
+        return text
+    sents = _SENT.split(text.strip())
+    wanted = set(_tokenize([query])[0])
+    shared = [len(wanted & set(t)) for t in _tokenize(sents)]
+    chosen: list[int] = []
+    n = 0
+    for i in sorted(range(len(sents)), key=lambda i: (-shared[i], i)):
+        w = len(sents[i].split())
+        if chosen and n + w > max_words:
+            continue
+        chosen.append(i)
+        n += w
+    chosen.sort()
+    parts: list[str] = ["…"] if chosen[0] > 0 else []
+    for a, b in zip(chosen, [*chosen[1:], None], strict=True):
+        words = sents[a].split()
+        parts.append(" ".join(words[:max_words]) + (" …" if len(words) > max_words else ""))
+        if (b is not None and b != a + 1) or (b is None and a < len(sents) - 1):
+            parts.append("…")
+    return " ".join(parts)
+
+
+def hit_header(c: Chunk) -> str:
+    """Title | source | author | date: what a reader needs to tell articles apart."""
+    return " | ".join(x for x in (c.title, c.source, c.author, c.published_at[:10]) if x)
 
 
 def format_hits(hits: list[Hit], page: int) -> str:
@@ -296,7 +354,8 @@ def format_hits(hits: list[Hit], page: int) -> str:
 
 
 def _squash(s: str) -> str:
-    return re.sub(r"\s+", "", s)
+    """Text without spaces and newlines, as upstream compares a fact with a chunk."""
+    return s.replace(" ", "").replace("\n", "")
 
 
 class RetrievalMetrics(BaseModel):
@@ -305,47 +364,76 @@ class RetrievalMetrics(BaseModel):
     hits_at_10: float
     map_at_10: float
     mrr_at_10: float
+    # The same metrics per question type; `excluded`: queries left out (no evidence to find).
+    by_type: dict[str, RetrievalMetrics] = {}
+    excluded: dict[str, int] = {}
+
+
+class _QueryScore(BaseModel):
+    hit4: bool
+    hit10: bool
+    ap: float
+    rr: float
+
+
+def _score_query(hits: list[Hit], facts: list[str], k: int) -> _QueryScore:
+    """Upstream's per-query scores: a hit is a chunk holding a gold fact; each hit adds the
+    gold facts it finds first divided by its rank, and the sum is divided by min(#facts, k)
+    (facts counted as listed, a repeated one twice)."""
+    found: set[str] = set()
+    first: int | None = None
+    ap = 0.0
+    for h in hits[:k]:
+        text = _squash(h.chunk.text)
+        matched = {f for f in facts if f in text}
+        if not matched:
+            continue
+        if first is None:
+            first = h.rank
+        ap += len(matched - found) / h.rank
+        found |= matched
+    return _QueryScore(
+        hit4=first is not None and first <= 4,
+        hit10=first is not None,
+        ap=ap / min(len(facts), k),
+        rr=1.0 / first if first is not None else 0.0,
+    )
+
+
+def _mean(scores: Sequence[_QueryScore]) -> RetrievalMetrics:
+    n = len(scores) or 1
+    return RetrievalMetrics(
+        queries=len(scores),
+        hits_at_4=sum(s.hit4 for s in scores) / n,
+        hits_at_10=sum(s.hit10 for s in scores) / n,
+        map_at_10=sum(s.ap for s in scores) / n,
+        mrr_at_10=sum(s.rr for s in scores) / n,
+    )
 
 
 def evaluate_retrieval(
     index: CorpusIndex, queries: Sequence[MultiHopQuery], k: int = 10
 ) -> RetrievalMetrics:
-    """The MultiHop-RAG paper's metrics over non-null queries.
+    """The MultiHop-RAG paper's metrics over the queries that have evidence, overall and per
+    question type. Null queries have none (nothing in the corpus answers them), so, as
+    upstream's scorer does, they are left out and counted in `excluded`.
 
-    A retrieved chunk is a hit when a gold fact appears in it with all whitespace
-    removed from both (as upstream's scorer does). MAP@10 is average precision
-    over the top 10, each chunk's gain being the gold facts it newly covers,
-    divided by min(#facts, 10).
+    The scores are upstream's (`retrieval_evaluate.py`, see `_score_query`): a retrieved chunk
+    is a hit when a gold fact appears in it, spaces and newlines removed from both.
     """
     scored = [q for q in queries if q.question_type != "null_query" and q.evidence_list]
-    h4 = h10 = ap_sum = rr_sum = 0.0
-    for q in scored:
-        hits = index.search(q.query, k=k)
-        facts = list(dict.fromkeys(_squash(e.fact) for e in q.evidence_list))
-        found: set[str] = set()
-        first: int | None = None
-        ap = 0.0
-        relevant = 0
-        for h in hits:
-            text = _squash(h.chunk.text)
-            matched = [f for f in facts if f in text]
-            if matched and first is None:
-                first = h.rank
-            new = [f for f in matched if f not in found]
-            if new:
-                relevant += 1
-                found.update(new)
-                ap += len(new) * relevant / h.rank
-        if first is not None:
-            rr_sum += 1.0 / first
-            h10 += 1
-            h4 += first <= 4
-        ap_sum += ap / min(len(facts), k)
-    n = len(scored) or 1
-    return RetrievalMetrics(
-        queries=len(scored),
-        hits_at_4=h4 / n,
-        hits_at_10=h10 / n,
-        map_at_10=ap_sum / n,
-        mrr_at_10=rr_sum / n,
-    )
+    excluded: dict[str, int] = defaultdict(int)
+    for q in queries:
+        if q.question_type == "null_query" or not q.evidence_list:
+            excluded[q.question_type] += 1
+    hits = index.search_many([q.query for q in scored], k=k)
+    per: dict[str, list[_QueryScore]] = defaultdict(list)
+    every: list[_QueryScore] = []
+    for q, found in zip(scored, hits, strict=True):
+        one = _score_query(found, [_squash(e.fact) for e in q.evidence_list], k)
+        every.append(one)
+        per[q.question_type].append(one)
+    overall = _mean(every)
+    overall.by_type = {t: _mean(v) for t, v in sorted(per.items())}
+    overall.excluded = dict(sorted(excluded.items()))
+    return overall

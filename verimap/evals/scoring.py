@@ -85,7 +85,12 @@ def score_gsm8k(answer: Any, gold: str) -> Score:
 # ---- MultiHopRAG ---------------------------------------------------------------------------
 
 _ANSWER_IS = re.compile(r'the answer to the question is\s*"([^"]*)"', re.I)
+# Upstream's extraction is case-sensitive and takes the shortest quoted text.
+_OFFICIAL_ANSWER_IS = re.compile(r'The answer to the question is "(.*?)"')
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
+_NULL_SAYINGS = ("insufficient", "not enough information")
+# What `score_detail` holds of upstream's verdict (the report reads it back).
+OFFICIAL_MARK = "upstream_match="
 
 
 def normalize_text(s: str) -> str:
@@ -101,26 +106,37 @@ def extract_multihop(text: str) -> str:
     return m.group(1) if m else text.strip()
 
 
-def score_multihoprag(answer: Any, gold: str) -> Score:
-    """The dataset's own answer matching, made less lenient where it can be gamed.
+def official_multihop_match(answer: str, gold: str) -> bool:
+    """MultiHop-RAG's own verdict (`qa_evaluate.py`, which the paper's accuracy is): the
+    quoted text after `The answer to the question is` when the answer has it, else the whole
+    answer, is right when it shares any whitespace-separated word with the gold answer, both
+    lower-cased. Lenient: "Sam Altman" is right for "Sam Bankman-Fried"."""
+    m = _OFFICIAL_ANSWER_IS.search(answer)
+    pred = m.group(1) if m else answer
+    return bool(set(pred.lower().split()) & set(gold.lower().split()))
 
-    Upstream counts a prediction right when it shares any word with the gold answer.
-    Here: yes/no golds need the prediction's first yes/no word to agree; the null
-    answer ("Insufficient information") needs "insufficient"; other golds need the
-    normalized gold inside the normalized prediction. `detail` also gives upstream's
-    verdict so both can be reported.
+
+def score_multihoprag(answer: Any, gold: str) -> Score:
+    """Whether the normalised gold answer is in the normalised prediction, read so that it
+    cannot be gamed; upstream's verdict is kept in `detail` (`OFFICIAL_MARK`) beside it.
+
+    Yes/no golds need the prediction's first yes/no word to agree (containment alone would
+    count "yes or no" right for both); the null answer ("Insufficient information.") needs
+    the prediction to say the information is insufficient (or "not enough information"); any
+    other gold must appear in the prediction as whole words ("Google" is not in "Googled").
     """
-    pred = extract_multihop(answer_text(answer))
+    text = answer_text(answer)
+    pred = extract_multihop(text)
     np_, ng = normalize_text(pred), normalize_text(gold)
-    upstream = bool(set(pred.lower().split()) & set(gold.lower().split()))
     if ng in ("yes", "no"):
         words = [w for w in np_.split() if w in ("yes", "no")]
         ok = bool(words) and words[0] == ng
     elif ng.startswith("insufficient information"):
-        ok = "insufficient" in np_ or "not enough information" in np_
+        ok = any(x in np_ for x in _NULL_SAYINGS)
     else:
-        ok = bool(ng) and (ng in np_)
-    return Score(correct=ok, predicted=pred, gold=gold, detail=f"upstream_match={upstream}")
+        ok = bool(ng) and f" {ng} " in f" {np_} "
+    official = official_multihop_match(text, gold)
+    return Score(correct=ok, predicted=pred, gold=gold, detail=f"{OFFICIAL_MARK}{official}")
 
 
 # ---- code tasks (HumanEval, MBPP, a custom benchmark's code-tests) -------------------------

@@ -13,7 +13,7 @@ from verimap.evals import data as d
 from verimap.evals import mbpp
 from verimap.evals.mbpp import parse_split
 from verimap.evals.scoring import Score, score_gsm8k, score_humaneval, score_multihoprag
-from verimap.evals.tools import math_tools, programming_tools, qa_tools
+from verimap.evals.tools import QA_INSTRUCTION, math_tools, programming_tools, qa_tools
 from verimap.sandbox.base import Sandbox
 from verimap.tools import ToolRegistry
 
@@ -146,11 +146,7 @@ class MultiHopRAG(Benchmark):
             EvalTask(
                 id=f"multihoprag/{i}",
                 benchmark=self.name,
-                prompt=(
-                    f"{q.query}\n\nAnswer from the news corpus, using the search tool. Give a short "
-                    "answer (a name, a phrase, or Yes/No). If the corpus does not hold the "
-                    'information, answer "Insufficient information."'
-                ),
+                prompt=f"{q.query}\n\n{QA_INSTRUCTION}",
                 gold=q.answer,
                 meta={"question_type": q.question_type},
             )

@@ -11,12 +11,26 @@ from __future__ import annotations
 import asyncio
 import json
 import posixpath
+import re
 import threading
+import weakref
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from verimap.errors import VerimapError
+from verimap.evals.retrieval import Filters, Hit, focus, hit_header
+from verimap.methods.votes import normal_text
 from verimap.sandbox.base import Sandbox
-from verimap.tools import Tool, ToolRegistry, calculator_tool, python_tool, render_result
+from verimap.tools import (
+    Tool,
+    ToolRegistry,
+    ToolsExhausted,
+    Transcript,
+    calculator_tool,
+    current_transcript,
+    python_tool,
+    render_result,
+)
 
 if TYPE_CHECKING:
     from verimap.evals.retrieval import CorpusIndex
@@ -237,20 +251,173 @@ def programming_tools(sandbox: Sandbox) -> ToolRegistry:
 
 # ---- QA ------------------------------------------------------------------------------------
 
+# What a QA task asks of the agent, after its question.
+QA_INSTRUCTION = (
+    "Answer from the news corpus, using the search tool. Give a short answer (a name, a phrase, "
+    'or Yes/No). If the corpus does not hold the information, answer "Insufficient information."'
+)
 
-def search_tool(index: CorpusIndex | None, *, page_size: int = 4) -> Tool:
-    """Search over the corpus; the embedder is not thread-safe, so queries take turns on it.
-    Without an index the tool only describes itself (a planner's prompt lists it)."""
-    from verimap.evals.retrieval import Filters, format_hits
 
-    lock = threading.Lock()
+def question_of(task: str) -> str:
+    """The question of a QA task: the task without `QA_INSTRUCTION`, which is nothing to search
+    for and names a tool a closed-book model does not have."""
+    return task.replace(QA_INSTRUCTION, "").strip()
 
-    def _search(query: str, page: int, filters: Filters) -> str:
-        if index is None:
+
+_ISO_DAY = re.compile(r"\d{4}-\d{2}-\d{2}")
+# How an executor with the search tool is told to go about a task (`ToolRegistry.guidance`).
+QA_GUIDANCE = "Look the facts up with the search tool, then answer from its results."
+
+
+@dataclass(frozen=True)
+class SearchLimits:
+    """What one agent conversation gets of the search tool. `results`: passages a search
+    shows; `words`: of each, the sentences nearest the query up to this many words;
+    `searches`: calls, after which the next call ends the agent's tool use (it then answers);
+    `chars`: results text in all, which bounds what the searches add to its prompt (a search
+    whose results did not all fit is the last one)."""
+
+    results: int = 4
+    words: int = 70
+    searches: int = 6
+    chars: int = 8000
+
+
+@dataclass
+class _Shown:
+    """What one conversation has been shown: its searches, the passages with their labels."""
+
+    queries: set[tuple[str, ...]] = field(default_factory=set)
+    labels: dict[int, int] = field(default_factory=dict)
+    calls: int = 0
+    chars: int = 0
+
+
+class CorpusSearch:
+    """The search tool's engine over one corpus index.
+
+    Within one agent conversation (`verimap.tools.current_transcript`) a search repeated with
+    the same words (any page) is answered with a short note, not results again; a passage
+    already shown is named, not shown again; and `SearchLimits` bound the calls and the text.
+    Passages are labelled [1], [2], ... in the order the conversation first saw them. Outside
+    any conversation each call stands alone. A filter no article passes (a small model fills
+    every optional argument) is ignored and named in the result. The embedder is not
+    thread-safe, so queries take turns on it. Without an index the tool only describes itself
+    (a planner's prompt lists it).
+    """
+
+    def __init__(self, index: CorpusIndex | None, limits: SearchLimits | None = None):
+        self.index = index
+        self.limits = limits or SearchLimits()
+        self._lock = threading.Lock()
+        self._shown: weakref.WeakKeyDictionary[Transcript, _Shown] = weakref.WeakKeyDictionary()
+
+    def _hits(self, query: str, k: int, page: int = 1, filters: Filters | None = None) -> list[Hit]:
+        if self.index is None:
             raise RuntimeError("this search tool has no corpus index: it only describes itself")
-        with lock:
-            hits = index.search(query, k=page_size, page=page, filters=filters)
-        return format_hits(hits, page)
+        with self._lock:
+            return self.index.search(query, k=k, page=page, filters=filters)
+
+    def _state(self) -> _Shown:
+        t = current_transcript()
+        if t is None:
+            return _Shown()
+        return self._shown.setdefault(t, _Shown())
+
+    async def search(self, query: str, page: int = 1, filters: Filters | None = None) -> str:
+        """What the agent reads for one search call (see the class docstring)."""
+        lim, seen = self.limits, self._state()
+        if seen.calls >= lim.searches:
+            raise ToolsExhausted(
+                f"No searches left: {seen.calls} made. Give your final answer now from the "
+                "results above."
+            )
+        seen.calls += 1
+        f = filters or Filters()
+        key = (normal_text(query), *(str(v or "") for v in f.model_dump().values()))
+        if key in seen.queries:
+            return ("Already searched for this; its results are above. Search with other "
+                    "words, or give your final answer.")  # fmt: skip
+        seen.queries.add(key)
+        f, ignored = self._usable(f)
+        note = f"(ignored filters that match no article: {', '.join(ignored)})\n" if ignored else ""
+        hits = await asyncio.to_thread(self._hits, query, lim.results, page, f)
+        if not hits:
+            return note + "No results." + (" Try fewer filters." if f != Filters() else "")
+        entries = []
+        for h in hits:
+            if h.chunk_id in seen.labels:
+                entries.append(f"[{seen.labels[h.chunk_id]}] (shown above) {h.chunk.title}")
+                continue
+            label = seen.labels[h.chunk_id] = len(seen.labels) + 1
+            entries.append(
+                f"[{label}] {hit_header(h.chunk)}\n{focus(h.chunk.text, query, lim.words)}"
+            )
+        room = lim.chars - seen.chars
+        if room <= 0:
+            raise ToolsExhausted(
+                "The search results have filled the space for them. Give your final answer now "
+                "from the results above."
+            )
+        text, whole = _fit(entries, room)
+        seen.chars = seen.chars + len(text) if whole else lim.chars
+        return note + text
+
+    def _usable(self, f: Filters) -> tuple[Filters, list[str]]:
+        """`f` without the filters no article passes alone (a small model fills every optional
+        argument, with "Yes" or a date in words), and those left out as `name='value'`."""
+        chunks = self.index.chunks if self.index is not None else []
+        ignored: dict[str, str] = {}
+        for name, value in f.model_dump().items():
+            if not value:
+                continue
+            alone = Filters.model_validate({name: value})
+            bad_date = name.startswith("date_") and not _ISO_DAY.match(value)
+            if bad_date or not any(alone.accepts(c) for c in chunks):
+                ignored[name] = value
+        kept = f.model_copy(update=dict.fromkeys(ignored))
+        return kept, [f"{k}={v!r}" for k, v in ignored.items()]
+
+    def passages(self, task: str, k: int) -> str:
+        """The `k` passages that best match the task's question, whole and numbered: the
+        context a retrieve-then-read baseline gives the model."""
+        hits = self._hits(question_of(task), k)
+        return "\n\n".join(f"[{h.rank}] {hit_header(h.chunk)}\n{h.chunk.text}" for h in hits)
+
+
+def _fit(entries: list[str], room: int) -> tuple[str, bool]:
+    """The entries that fit in `room` characters, in order (the first one cut when alone it
+    does not fit), with a note of how many were left out; and whether all of them fit."""
+    out: list[str] = []
+    used = 0
+    for e in entries:
+        if used + len(e) + 2 > room:
+            break
+        out.append(e)
+        used += len(e) + 2
+    if not out:
+        return entries[0][: max(room - 1, 0)] + "…", False
+    left = len(entries) - len(out)
+    return "\n\n".join(out) + (f"\n({left} more left out: no room)" if left else ""), not left
+
+
+@dataclass
+class SearchTool(Tool):
+    """The `search` tool, with its engine at hand for methods that retrieve without an agent
+    (`passages`)."""
+
+    engine: CorpusSearch = field(default_factory=lambda: CorpusSearch(None), repr=False)
+
+    def question(self, task: str) -> str:
+        return question_of(task)
+
+    def passages(self, task: str, k: int) -> str:
+        return self.engine.passages(task, k)
+
+
+def search_tool(index: CorpusIndex | None, *, limits: SearchLimits | None = None) -> SearchTool:
+    """Search over the corpus (see `CorpusSearch`)."""
+    engine = CorpusSearch(index, limits)
 
     async def search(
         query: str,
@@ -271,14 +438,15 @@ def search_tool(index: CorpusIndex | None, *, page_size: int = 4) -> Tool:
             return "error: page must be an integer >= 1"
         f = Filters(title=title, author=author, category=category, source=source,
                     content=content, date_from=date_from, date_to=date_to)  # fmt: skip
-        return await asyncio.to_thread(_search, query, page, f)
+        return await engine.search(query, page, f if f != Filters() else None)
 
     s = {"type": "string"}
-    return Tool(
+    tool = SearchTool(
         name="search",
         description=(
-            f"Search the news corpus ({page_size} results a page). Optional filters (case-insensitive "
-            "substrings): title, author, category, source, content; dates as YYYY-MM-DD: date_from, date_to."
+            f"Search the news corpus ({engine.limits.results} results a search). Optional filters "
+            "(case-insensitive substrings): title, author, category, source, content; dates as "
+            "YYYY-MM-DD: date_from, date_to."
         ),
         parameters=_schema(
             {
@@ -295,8 +463,10 @@ def search_tool(index: CorpusIndex | None, *, page_size: int = 4) -> Tool:
             ["query"],
         ),
         fn=search,
+        engine=engine,
     )
+    return tool
 
 
-def qa_tools(index: CorpusIndex | None) -> ToolRegistry:
-    return ToolRegistry([search_tool(index)])
+def qa_tools(index: CorpusIndex | None, *, limits: SearchLimits | None = None) -> ToolRegistry:
+    return ToolRegistry([search_tool(index, limits=limits)], guidance=QA_GUIDANCE)

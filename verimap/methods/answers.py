@@ -34,6 +34,23 @@ BARE_PROMPTS: dict[str, str] = {
     "code_stub": "Complete this Python function. " + _CODE_REPLY + "\n\n```python\n{task}```",
     "text": "{task}\n\nGive your final answer in one line, as the last line of your reply.",
 }
+# A question answered from the model's own knowledge (closed book), and from passages retrieved
+# for it, in the MultiHop-RAG paper's setup: the question, then the context; a word or entity
+# for an answer, and the null answer when the context does not hold it.
+_QA_CLOSED = (
+    "Answer the question. The answer is a word or an entity (or Yes or No). If you do not know, "
+    'answer "Insufficient information". Answer directly, without explanation.'
+)
+_QA_RAG = (
+    "Below is a question and passages from news articles. Answer the question from the "
+    "passages. The answer is a word or an entity (or Yes or No). If the passages do not hold "
+    'the information, answer "Insufficient information". Answer directly, without explanation.'
+)
+QA_PROMPTS: dict[str, str] = {
+    "closed": _QA_CLOSED + "\n\nQuestion: {question}\n\nAnswer:",
+    "rag": _QA_RAG + "\n\nQuestion: {question}\n\nPassages:\n\n{passages}\n\n"
+    "Question: {question}\nAnswer:",
+}
 # What a kind's answer is called in a run's error when a reply has none.
 WHAT: dict[Kind, str] = {
     "number": "no final number",
@@ -66,6 +83,13 @@ def bare_prompt(task: str, kind: Kind) -> str:
     if kind == "code" and is_code(task):
         return BARE_PROMPTS["code_stub"].format(task=task)
     return BARE_PROMPTS[kind].format(task=task)
+
+
+def qa_prompt(question: str, passages: str | None = None) -> str:
+    """The one message for a question, closed book or over retrieved `passages`."""
+    if passages is None:
+        return QA_PROMPTS["closed"].format(question=question)
+    return QA_PROMPTS["rag"].format(question=question, passages=passages)
 
 
 def as_number(text: str | float | None) -> int | float | str | None:

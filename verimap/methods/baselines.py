@@ -5,6 +5,12 @@
   k is settable, so it can be matched to verimap's mean calls per task.
 - `Program` (`program`): the model writes one program for the task and the sandbox runs it
   (PAL, Gao et al. 2023).
+- `Rag` (`rag`): for a question over a corpus, the passages the search tool ranks first and the
+  question in one call (the MultiHop-RAG paper's retrieve-then-read baseline, Tang & Yang 2024).
+
+A question over a corpus (a QA task whose tools include a search that can give passages) is
+asked as the MultiHop-RAG paper asks it: `bare` closed book, `rag` and `sc` over the same
+retrieved passages, `sc` voting over the normalised answers of its samples.
 
 Each is run as a coordinator is (a `Runner`: `run`, `run_sync`, the same `RunScope`): the config's budget
 stops it, its model calls are metered per role and traced, a dead endpoint is reported as
@@ -23,7 +29,7 @@ import asyncio
 from collections.abc import Mapping
 from functools import partial
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from verimap import events as ev
 from verimap.checks.behaviour import (
@@ -44,9 +50,19 @@ from verimap.core.run_scope import Runner
 from verimap.events import EventBus
 from verimap.llm.base import Model, ModelRequest, SolveCall
 from verimap.llm.messages import GenerationSettings, UserMessage
-from verimap.methods.answers import KINDS, WHAT, Kind, as_number, bare_prompt, kind_of, read_answer
+from verimap.methods.answers import (
+    KINDS,
+    WHAT,
+    Kind,
+    as_number,
+    bare_prompt,
+    kind_of,
+    qa_prompt,
+    read_answer,
+)
 from verimap.methods.votes import Vote, by_clusters, by_code_text, by_text, by_value
 from verimap.sandbox.base import Sandbox, SandboxUnavailable
+from verimap.tools import ToolRegistry
 from verimap.usage import EXECUTOR
 from verimap.verdicts import clip
 
@@ -56,6 +72,31 @@ REPLY_CHARS = 3000
 # Inputs the code samples of `sc` are run on, and the time limit of each call.
 VOTE_INPUTS = 24
 CALL_TIMEOUT_S = 2.0
+# Passages `rag` and QA `sc` give the model: enough for the two to four articles a multi-hop
+# question joins, and a prompt a small local model reads in well under a minute.
+RAG_PASSAGES = 6
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    """A search tool that can also hand over passages: what makes a task a question over a
+    corpus for the baselines (`verimap.evals.tools.SearchTool`)."""
+
+    def question(self, task: str) -> str:
+        """The task's question, without instructions about tools or the answer's form."""
+        ...
+
+    def passages(self, task: str, k: int) -> str:
+        """The `k` passages that best match the task's question, as text for a prompt."""
+        ...
+
+
+def retriever_of(tools: ToolRegistry | None) -> Retriever | None:
+    """The registry's search tool when it can give passages, else None."""
+    if tools is None or "search" not in tools:
+        return None
+    tool = tools.get("search")
+    return tool if isinstance(tool, Retriever) else None
 
 
 class Baseline(Runner):
@@ -74,12 +115,16 @@ class Baseline(Runner):
         events: EventBus | None = None,
         trace_dir: str | Path | None = None,
         policies: list[dict[str, Any]] | None = None,
+        tools: ToolRegistry | None = None,
     ):
+        """`tools`: the task's tools; a search among them that gives passages makes a text
+        task a question over a corpus (see the module docstring)."""
         if kind not in KINDS:
             raise ValueError(f"unknown answer kind {kind!r}; known: {', '.join(KINDS)}")
         self.model = model
         self.sandbox = sandbox
         self.kind: Kind = kind
+        self.retriever = retriever_of(tools) if kind == "text" else None
         super().__init__(config, events, trace_dir, policies)
         # An attempt's settings, as verimap's executor gets them from the same config.
         self.settings = EXECUTOR_SETTINGS.replace(
@@ -105,10 +150,25 @@ class Baseline(Runner):
     async def _solve(self, task: str, ctx: RunContext) -> RunResult:
         raise NotImplementedError
 
-    async def _ask(self, ctx: RunContext, task: str, settings: GenerationSettings) -> str:
-        """One plain call for `task`, metered as an executor call of the run."""
+    def _prompt(self, task: str, passages: str | None = None) -> str:
+        """The plain prompt; a question over a corpus closed book, or over `passages`."""
+        if self.retriever is None:
+            return bare_prompt(task, self.kind)
+        return qa_prompt(self.retriever.question(task), passages)
+
+    async def _passages(self, task: str) -> str:
+        """The passages retrieved for the task's question (off the event loop: it embeds)."""
+        if self.retriever is None:
+            raise ValueError(f"{self.name} needs a search tool over a corpus to retrieve from")
+        return await asyncio.to_thread(self.retriever.passages, task, RAG_PASSAGES)
+
+    async def _ask(
+        self, ctx: RunContext, task: str, settings: GenerationSettings, passages: str | None = None
+    ) -> str:
+        """One plain call for `task` (over `passages` when given), metered as an executor
+        call of the run."""
         request = ModelRequest(
-            messages=[UserMessage(content=bare_prompt(task, self.kind))],
+            messages=[UserMessage(content=self._prompt(task, passages))],
             settings=settings,
             role=EXECUTOR,
             purpose=SolveCall(kind="sample", task=task),
@@ -213,9 +273,10 @@ class SelfConsistency(Baseline):
         replies: list[str] = []
         answers: list[Any] = []
         runs: list[ProgramRun | None] = []
+        passages = await self._passages(task) if self.retriever is not None else None
         try:
             for _ in range(self.samples):
-                replies.append(await self._ask(ctx, task, self.settings))
+                replies.append(await self._ask(ctx, task, self.settings, passages))
                 answer, run = await self._read(replies[-1])
                 answers.append(answer)
                 runs.append(run)
@@ -292,10 +353,27 @@ class Program(Bare):
         return self._result(ctx.run_id, task, "success", answer=answer)
 
 
+class Rag(Baseline):
+    """The `RAG_PASSAGES` passages the search ranks first for the question, and the question,
+    in one call; the answer is the reply's last line. Only for questions over a corpus."""
+
+    name = "rag"
+
+    def parameters(self) -> dict[str, Any]:
+        return {**super().parameters(), "passages": RAG_PASSAGES}
+
+    async def _solve(self, task: str, ctx: RunContext) -> RunResult:
+        reply = await self._ask(ctx, task, self.settings, await self._passages(task))
+        answer = read_answer(reply, self.kind)
+        _replies(ctx, [reply], [answer])
+        return self._answered(ctx, task, answer)
+
+
 BASELINES: Mapping[str, type[Baseline]] = {
     Bare.name: Bare,
     SelfConsistency.name: SelfConsistency,
     Program.name: Program,
+    Rag.name: Rag,
 }
 
 
@@ -310,17 +388,26 @@ def baseline(
     samples: int | None = None,
     trace_dir: str | Path | None = None,
     policies: list[dict[str, Any]] | None = None,
+    tools: ToolRegistry | None = None,
 ) -> Baseline:
-    """The baseline `name` ("bare", "sc" or "program") on the executor model, for tasks of
-    `domain` (math: numbers, programming: code, qa: text; None: math). `samples` is sc's k
-    (None: its default); the other baselines take one sample and ignore it."""
+    """The baseline `name` ("bare", "sc", "program" or "rag") on the executor model, for tasks
+    of `domain` (math: numbers, programming: code, qa: text; None: math). `samples` is sc's k
+    (None: its default); the other baselines take one sample and ignore it. `tools`: the task's
+    tools, whose search makes a QA task a question over a corpus; `rag` needs one."""
     if name not in BASELINES:
         raise ValueError(f"unknown baseline {name!r}; known: {', '.join(BASELINES)}")
     if EXECUTOR not in models:
         raise ValueError(f"the {name} baseline needs an {EXECUTOR!r} model")
+    kind = kind_of(domain)
+    if name == Rag.name and (kind != "text" or retriever_of(tools) is None):
+        raise ValueError(
+            "the rag baseline answers questions over a corpus: it needs a QA benchmark whose "
+            "tools include a search (e.g. multihoprag)"
+        )
     kw: dict[str, Any] = dict(
-        kind=kind_of(domain), config=config, events=events, trace_dir=trace_dir, policies=policies
-    )
+        kind=kind, config=config, events=events, trace_dir=trace_dir, policies=policies,
+        tools=tools,
+    )  # fmt: skip
     if name == SelfConsistency.name and samples is not None:
         kw["samples"] = samples
     return BASELINES[name](models[EXECUTOR], sandbox, **kw)

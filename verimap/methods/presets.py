@@ -12,6 +12,10 @@ overrides), and the baselines that spend the same compute without checking anyth
 | bare | none: one call, the model alone | none | 1 x 1 | a reply's own program is run |
 | sc | none: k samples at 0.7, majority vote | none | 1 x 1 | k: `samples`; as bare |
 | program | none: one program (PAL) run in the sandbox | none | 1 x 1 | |
+| rag | none: the top passages and the question, one call | none | 1 x 1 | QA over a corpus only |
+
+On a question over a corpus (MultiHopRAG) bare answers closed book, and sc votes over samples
+that all read the passages rag reads.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ BASELINE_METHODS = {
     "bare": "the model alone: one call, the plain prompt",
     "sc": "self-consistency: k samples at temperature 0.7 and a majority vote",
     "program": "one program written for the task and run in the sandbox (PAL)",
+    "rag": "retrieve then read: the top passages for the question and the question, one call",
 }
 
 METHODS: dict[str, Method] = {
@@ -154,7 +159,7 @@ def build_runner(
     if m.planner == "baseline":
         return baseline(
             m.name, models, sandbox, domain=domain, config=cfg, events=events, samples=samples,
-            policies=[p.record() for p in policies],
+            policies=[p.record() for p in policies], tools=tools,
         )  # fmt: skip
     if m.planner == "react":
         planner: Any = (

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from verimap.evals import question_types
 from verimap.evals import report as tables
 from verimap.evals.runner import CONFIG, RESULTS, RunDirError, unscored_errors
 from verimap.out_files import OutFileError, check_replace, marked, write_file
@@ -181,7 +182,10 @@ def _tables(records: list[dict[str, Any]]) -> list[Table]:
         ),
     ]
     if any((r.get("meta") or {}).get("question_type") for r in records):
-        specs.append(("MultiHopRAG accuracy (%) by question type", tables.table_question_types, ""))
+        specs.append((
+            "MultiHopRAG accuracy (%) by question type", tables.table_question_types,
+            question_types.NOTE,
+        ))  # fmt: skip
     return [_table(title, fn(records), note) for title, fn, note in specs]
 
 
