@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verimap.cli.eval import _own_sandbox
 from verimap.endpoint import connect
 from verimap.evals.data import DataSource
 from verimap.evals.runner import ERRORS, RESULTS, ResultsLog
@@ -268,7 +267,7 @@ async def local_session(
         asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, lambda: me and me.cancel())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        sandbox = _own_sandbox(get_sandbox, sandbox_kind)
+        sandbox = get_sandbox(sandbox_kind, shared=False)
     async with sandbox, connect(model=model, keep_server=False) as models:
         yield models, sandbox
 
