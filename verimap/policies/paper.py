@@ -1,5 +1,6 @@
-"""The paper policy: VeriMAP exactly as Xu et al. describe it (arXiv:2510.17109), with every
-beyond-paper switch off, so that `--policy paper` measures the paper's method and not ours.
+"""The paper policy: VeriMAP as Xu et al. describe it (arXiv:2510.17109), as closely as this
+engine can, with every beyond-paper switch off. Its prompts are paraphrases of the paper's, and
+the coordinator infers edges from the named inputs.
 
 Nodes run one at a time in topological order and a replan restarts from the top; every VF runs
 (one judge exchange per natural-language VF, even after a Python VF failed); roles sample at
