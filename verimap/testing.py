@@ -6,6 +6,7 @@ in-process sandbox. They are shipped so that tests of code built on verimap can 
 - `oracle_models`: planner, executor and judge doubles that answer a benchmark's tasks from its
   gold data (`oracle_factory` for `verimap eval --models-factory`).
 - `InProcessSandboxDouble`: a sandbox double that judges VFs in this process.
+- `HashingEmbedderDouble`: an embedder for the retrieval index with no model to load.
 
 The model doubles route each request on its purpose (`verimap.llm.purpose`: which node, which
 criteria, which kind of independent solution), never on the wording of its prompt, so a prompt
@@ -22,6 +23,7 @@ import asyncio
 import atexit
 import contextlib
 import functools
+import hashlib
 import inspect
 import io
 import json
@@ -545,3 +547,20 @@ def need(condition: bool, reason: str) -> None:
     if getenv("CI"):
         pytest.fail(f"CI must provide this: {reason}")
     pytest.skip(reason)
+
+
+class HashingEmbedderDouble:
+    """An `Embedder` double: bag-of-words hashed into 64 unit-length dimensions; deterministic,
+    no model to load (numpy, from the eval extras, is imported when it encodes)."""
+
+    name = "hashing-double"
+
+    def encode(self, texts: Sequence[str]) -> Any:
+        import numpy as np
+
+        out = np.zeros((len(texts), 64), dtype=np.float32)
+        for i, t in enumerate(texts):
+            for w in t.lower().split():
+                out[i, int(hashlib.md5(w.strip(".,?").encode()).hexdigest(), 16) % 64] += 1
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.where(norms == 0, 1, norms)

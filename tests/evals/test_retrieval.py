@@ -1,5 +1,3 @@
-import hashlib
-
 import numpy as np
 import pytest
 
@@ -13,20 +11,7 @@ from verimap.evals.retrieval import (
     evaluate_retrieval,
     focus,
 )
-
-
-class HashingEmbedderDouble:
-    """Test double: bag-of-words hashed into 64 dims (deterministic, no model)."""
-
-    name = "hashing-double"
-
-    def encode(self, texts):
-        out = np.zeros((len(texts), 64), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in t.lower().split():
-                out[i, int(hashlib.md5(w.strip(".,?").encode()).hexdigest(), 16) % 64] += 1
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms == 0, 1, norms)
+from verimap.testing import HashingEmbedderDouble
 
 
 @pytest.fixture

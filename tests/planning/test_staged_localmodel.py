@@ -3,7 +3,6 @@ question of the fixture (the official schema): the model writes a plan of severa
 their VFs under the grammar, executors search the fixture corpus, and a natural-language VF
 goes to the judge, whose verdict the trace keeps."""
 
-import hashlib
 from pathlib import Path
 
 import pytest
@@ -14,6 +13,7 @@ from verimap.events import read_trace
 from verimap.planning.plan import LLMVF
 from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner
 from verimap.policies.small_model import ReplyCap
+from verimap.testing import HashingEmbedderDouble
 
 pytestmark = pytest.mark.localmodel
 np = pytest.importorskip("numpy")
@@ -21,20 +21,6 @@ np = pytest.importorskip("numpy")
 SAMPLES = Path(__file__).resolve().parents[2] / "datasets"
 # About two minutes on the 0.5B with 2 free cores (four planner calls, two nodes, one judge).
 TIME_LIMIT_S = 900
-
-
-class HashingEmbedderDouble:
-    """Test double: bag-of-words hashed into 64 dims (deterministic, no model to load)."""
-
-    name = "hashing-double"
-
-    def encode(self, texts):
-        out = np.zeros((len(texts), 64), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for w in t.lower().split():
-                out[i, int(hashlib.md5(w.strip(".,?").encode()).hexdigest(), 16) % 64] += 1
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.where(norms == 0, 1, norms)
 
 
 async def test_the_model_plans_in_stages_and_the_judge_judges_a_criterion_it_wrote(
