@@ -193,7 +193,7 @@ def test_a_plan_names_a_catalog_check_with_its_arguments_or_is_refused():
 @pytest.mark.parametrize("domain", sorted(DOMAIN_CHECKS))
 def test_the_grammar_enumerates_the_domains_checks_with_their_arguments(domain):
     schemas = check_schemas(domain, ["fact", "answer"], ["a.date"])
-    names = [s["properties"]["check"]["const"] for s in schemas]
+    names = list(dict.fromkeys(s["properties"]["check"]["const"] for s in schemas))
     assert names == list(DOMAIN_CHECKS[domain])
     for s in schemas:
         spec = CATALOG.get(s["properties"]["check"]["const"])
@@ -202,17 +202,34 @@ def test_the_grammar_enumerates_the_domains_checks_with_their_arguments(domain):
             continue
         args = s["properties"]["args"]
         assert set(args["required"]) == set(spec.args) == set(args["properties"])
+        outputs = [a for a, k in spec.args.items() if k == "output"]
         for a, kind in spec.args.items():
             arg = args["properties"][a]
-            assert {"output": arg.get("enum") == ["fact", "answer"],
+            assert {"output": arg.get("enum") == ["fact", "answer"] if len(outputs) == 1
+                    else arg.get("const") in ("fact", "answer"),
                     "value": arg.get("enum") == ["fact", "answer", "a.date"],
                     "number": arg.get("type") == "number",
                     "source": arg.get("type") == "string"}[kind], (a, arg)  # fmt: skip
+        if len(outputs) > 1:
+            assert len({args["properties"][a]["const"] for a in outputs}) == len(outputs)
     node = node_schema(domain, ["fact"], ["a.date"])
     assert node["properties"]["checks"]["items"]["anyOf"] == check_schemas(
         domain, ["fact"], ["a.date"]
     )
     assert node["properties"]["inputs"]["items"] == {"enum": ["USER_TASK", "a.date"]}
+
+
+def test_a_check_over_two_outputs_is_offered_only_for_two_distinct_outputs():
+    def comparisons(outputs: list[str]) -> list[tuple[str, str]]:
+        return [
+            (s["properties"]["args"]["properties"]["first"]["const"],
+             s["properties"]["args"]["properties"]["second"]["const"])
+            for s in check_schemas("qa", outputs, [])
+            if s["properties"]["check"]["const"] == "facts_from_sources"
+        ]  # fmt: skip
+
+    assert comparisons(["fact"]) == []
+    assert comparisons(["a", "b", "c"]) == [("a", "b"), ("a", "c"), ("b", "c")]
 
 
 def test_every_check_a_plan_may_name_is_in_the_plan_schema_and_described():

@@ -326,6 +326,31 @@ def test_planning_schema_leaves_out_what_small_models_get_wrong_and_admits_only_
     )
 
 
+def test_the_planning_schema_admits_a_check_only_with_the_arguments_it_takes():
+    import jsonschema
+
+    from verimap.planning.plan_checks import planning_schema
+
+    schema = planning_schema()
+    plan = json.loads(json.dumps(prompts.DEMO_PLAN))
+    node = plan["nodes"][0]
+
+    def with_check(vf: dict) -> dict:
+        node["verification"] = [{"name": "c", "type": "check", **vf}]
+        return plan
+
+    jsonschema.validate(with_check({"check": "run_examples"}), schema)
+    parse_plan(plan)
+    for bad in (
+        {"check": "run_examples", "args": {"outputs": "solve.answer"}},
+        {"check": "number_in_range", "args": {"output": "x"}},
+        {"check": "number_in_range", "args": {"output": "x", "min": "0", "max": 9}},
+        {"check": "yes_no", "args": {"output": "x", "extra": "y"}},
+    ):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(with_check(bad), schema)
+
+
 async def test_a_reply_cut_at_the_length_limit_is_named_as_such():
     from verimap.llm.base import ModelResponse
     from verimap.usage import Usage

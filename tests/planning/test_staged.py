@@ -327,7 +327,12 @@ async def test_a_node_that_names_an_output_of_the_example_plan_goes_back():
                                      [chk("entity", output="answer")], ["Named by verge_person.person."])}  # fmt: skip
     model = staged_model(nodes=copied, repairs={"final": NODES["final"]})
     plan = await StagedPlanner(model, domain="qa").plan(TASK, ctx=RunContext())
-    assert "copies the example plan" in model.requests[-1].messages[-1].content
+    first, repair = model.requests[0].messages, model.requests[-1].messages
+    assert "copies the example plan ('verge_person.person'" in repair[-2].content
+    assert repair[-1].content.startswith("Write node final")
+    # Asked afresh: neither the demonstrations nor the copying reply are in view.
+    assert "Named by verge_person.person." not in "".join(str(m.content) for m in repair)
+    assert len(repair[1].content) < len(first[1].content)
     assert (
         plan.node("final").verification[-1].content
         == "The answer is the person named in both inputs."

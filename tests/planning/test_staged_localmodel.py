@@ -53,6 +53,7 @@ async def test_the_model_plans_in_stages_and_the_judge_judges_a_criterion_it_wro
     r = await coord.run(task.prompt)
 
     assert r.usage.roles["planner"].calls >= 3, r.error  # the outline and the two nodes
+    assert r.plans, r.error
     plan = r.plans[0]
     assert len(plan.nodes) == 2 and plan.fallback_reason is None and plan.rule is None
     criteria = {(n.id, v.name) for n in plan.nodes for v in n.verification if isinstance(v, LLMVF)}

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from verimap import iotypes
+from verimap.check_names import CATALOG, PLAN_CHECKS
 from verimap.planning.failure import FailureContext
 from verimap.planning.plan import USER_TASK, Plan, PythonVF, plan_json_schema
 
@@ -47,10 +48,11 @@ def plan_quality_problems(
                 "and/or '<node_id>.<output>' of earlier nodes"
             )
         text = "\n".join([n.instruction, *(vf.model_dump_json() for vf in n.verification)])
-        if any(m in text for m in demo_markers):
+        copied = [m for m in demo_markers if m in text]
+        if copied:
             problems.append(
-                f"node {n.id!r} copies the example plan (its instruction or VFs belong to the "
-                "example task); write instructions and VFs for THIS task"
+                f"node {n.id!r} copies the example plan ({', '.join(map(repr, copied[:3]))} "
+                "belong to the example task); write instructions and VFs for THIS task"
             )
         if require_vfs and not n.verification:
             problems.append(f"node {n.id!r} has no verification functions; add at least one")
@@ -115,4 +117,42 @@ def planning_schema(*, require_vfs: bool = True, with_vfs: bool = True) -> dict[
     for vf in ("PythonVF", "LLMVF"):
         defs[vf]["properties"].pop("weight", None)
         defs[vf]["required"] = list(defs[vf]["properties"])
+    defs["CheckVF"] = {"anyOf": [_check_vf_schema(c) for c in PLAN_CHECKS]}
     return schema
+
+
+_ARG_TYPES = {"number": {"type": "number"}}
+
+
+def check_args_schema(check: str) -> dict[str, Any] | None:
+    """The `args` object `check` takes, every argument required and no other; None when the
+    check takes none. Which outputs an argument may name is the node's (`plan.check_plan`)."""
+    spec = CATALOG.get(check)
+    if spec is None:
+        return None
+    args = {a: _ARG_TYPES.get(k, {"type": "string", "minLength": 1}) for a, k in spec.args.items()}
+    return {
+        "type": "object",
+        "properties": args,
+        "required": list(args),
+        "additionalProperties": False,
+    }
+
+
+def _check_vf_schema(check: str) -> dict[str, Any]:
+    """A `CheckVF` naming `check`, with exactly the arguments it takes: a grammar that allowed
+    arguments for a check without any let small models write plans that do not parse."""
+    props: dict[str, Any] = {
+        "name": {"type": "string", "minLength": 1},
+        "type": {"const": "check"},
+        "check": {"const": check},
+    }
+    args = check_args_schema(check)
+    if args is not None:
+        props["args"] = args
+    return {
+        "type": "object",
+        "properties": props,
+        "required": list(props),
+        "additionalProperties": False,
+    }

@@ -232,7 +232,8 @@ class LLMPlanner:
         final flags, weights), small models copy, e.g. as a node named "edges"."""
         defs = self.schema["$defs"]
         node_keys = set(defs["Node"]["properties"])
-        vf_keys = {k for d in ("PythonVF", "LLMVF", "CheckVF") for k in defs[d]["properties"]}
+        vf_keys = {k for d in ("PythonVF", "LLMVF") for k in defs[d]["properties"]}
+        vf_keys |= {k for v in defs["CheckVF"]["anyOf"] for k in v["properties"]}
         vf_keys.discard("weight")
         nodes = []
         for n in json.loads(plan.to_json())["nodes"]:

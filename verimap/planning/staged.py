@@ -10,7 +10,9 @@ under a grammar that admits only what can be valid.
 
 The prompt shows the domain's demonstrations nearest the task (`demos`), written in the same
 stages. The assembled plan goes through the validator and the planner's own checks; their
-messages go back to the model once per node they name (`repairs`), then the plan is refused
+messages go back to the model once per node they name (`repairs`; a node rewritten word for
+word, as greedy decoding often does, is asked for once more, sampled; a node that copied a
+demonstration is asked for with the demonstrations out of view), then the plan is refused
 (`PlanningError`). A replan keeps every node the failure did not touch (the failed node's
 ancestors and the branches beside it) exactly as it was, so their verified results are reused,
 and rewrites the failed node and what follows it, with the failure in the prompt.
@@ -21,6 +23,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from verimap.events import PlanInvalid
@@ -64,6 +67,7 @@ NODE_TOKENS = 450
 # The steps an outline may have when the plan's size has no cap.
 UNCAPPED_STEPS = 6
 _NODE_PROBLEM = re.compile(r"^node '([^']+)'")
+_COPIED = re.compile(r"^node '([^']+)' copies the example plan")
 Kind = Literal["plan", "replan"]
 
 
@@ -148,10 +152,11 @@ class StagedPlanner:
 
     async def plan(self, task: str, *, ctx: RunContext) -> Plan:
         domain = self.domain_of(task)
-        ask = sp.ASK_OUTLINE.format(
-            demos=self._demos(task, domain), task=task, answer_type=ANSWER_TYPES[domain]
-        )
-        return await self._write(task, domain, [UserMessage(content=ask)], [], "plan", ctx)
+
+        def ask(demos: str) -> str:
+            return sp.ASK_OUTLINE.format(demos=demos, task=task, answer_type=ANSWER_TYPES[domain])
+
+        return await self._write(task, domain, ask, [], "plan", ctx)
 
     async def replan(
         self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext
@@ -162,17 +167,20 @@ class StagedPlanner:
         failed = failure.node_id if failure.node_id in previous.by_id else previous.final_node().id
         touched = {failed, *(n.id for n in previous.nodes if failed in previous.ancestors(n.id))}
         kept = [n.model_dump(mode="json") for n in previous.nodes if n.id not in touched]
-        ask = sp.ASK_REPLAN.format(
-            demos=self._demos(task, domain), task=task, failed=failed,
-            kept="\n".join(f"- {n['id']}: {n['instruction']} -> {sp.describe_outputs(n['outputs'])}"
-                           for n in kept) or "(none)",
-            failure=failure.render(), answer_type=ANSWER_TYPES[domain],
-        )  # fmt: skip
-        messages: list[Message] = [UserMessage(content=ask)]
-        plan = await self._write(task, domain, messages, kept, "replan", ctx)
+        listed = "\n".join(
+            f"- {n['id']}: {n['instruction']} -> {sp.describe_outputs(n['outputs'])}" for n in kept
+        )
+
+        def ask(demos: str) -> str:
+            return sp.ASK_REPLAN.format(
+                demos=demos, task=task, failed=failed, kept=listed or "(none)",
+                failure=failure.render(), answer_type=ANSWER_TYPES[domain],
+            )  # fmt: skip
+
+        plan = await self._write(task, domain, ask, kept, "replan", ctx)
         if failed in plan.by_id and node_work(plan, failed) == node_work(previous, failed):
             plan = await self._write(
-                task, domain, messages, kept, "replan", ctx, temperature=self.repeat_temperature
+                task, domain, ask, kept, "replan", ctx, temperature=self.repeat_temperature
             )
         return plan
 
@@ -183,14 +191,21 @@ class StagedPlanner:
         self,
         task: str,
         domain: str,
-        ask: list[Message],
+        ask: Callable[[str], str],
         kept: list[dict[str, Any]],
         kind: Kind,
         ctx: RunContext,
         temperature: float | None = None,
     ) -> Plan:
-        """The outline, then each node, then the validator's word on the whole."""
-        messages = [*self._base(domain), *ask]
+        """The outline, then each node, then the validator's word on the whole. `ask` is the
+        request with the demonstrations given; a node that copied them is asked for afresh
+        without them and without its own copying reply in view."""
+        head: list[Message] = [
+            *self._base(domain),
+            UserMessage(content=ask(self._demos(task, domain))),
+        ]
+        messages = list(head)
+        asked: dict[str, int] = {}
         max_steps = self.max_nodes - 1 - len(kept) if self.max_nodes is not None else UNCAPPED_STEPS
         min_steps = self.min_nodes - 1 - len(kept)
         schema = skeleton_schema(domain, min_steps=max(0, min_steps), max_steps=max(0, max_steps))
@@ -203,6 +218,7 @@ class StagedPlanner:
         available = [f"{n['id']}.{o}" for n in kept for o in n["outputs"]]
         replies: dict[str, tuple[list[str], dict[str, Any]]] = {}
         for nid, outs in steps:
+            asked[nid] = len(messages)
             reply, messages = await self._node(
                 task, domain, nid, outs, available, messages, kind, ctx, temperature
             )
@@ -222,14 +238,24 @@ class StagedPlanner:
             if round_ == self.repairs or not named:
                 break
             listed = "\n".join(f"- {p}" for p in problems)
+            copied = {m[1] for p in problems if (m := _COPIED.match(p))}
+            plain = [*self._base(domain), UserMessage(content=ask(""))]
             for nid, outs in steps:
                 if nid not in named:
                     continue
-                repair = UserMessage(content=sp.REPAIR.format(problems=listed, nid=nid))
-                reply, _ = await self._node(
-                    task, domain, nid, outs, replies[nid][0], [*messages, repair], "repair", ctx,
-                    temperature, ask=False,
-                )  # fmt: skip
+                if nid in copied:
+                    note = UserMessage(content=sp.REPAIR_AFRESH.format(problems=listed, nid=nid))
+                    context = [*plain, *messages[len(head) : asked[nid]], note]
+                else:
+                    repair = UserMessage(content=sp.REPAIR.format(problems=listed, nid=nid))
+                    context = [*messages, repair]
+                for temp in (temperature, self.repeat_temperature):
+                    reply, _ = await self._node(
+                        task, domain, nid, outs, replies[nid][0], context, "repair", ctx, temp,
+                        ask=nid in copied,
+                    )  # fmt: skip
+                    if reply != replies[nid][1]:
+                        break
                 replies[nid] = (replies[nid][0], reply)
         raise PlanningError("the staged plan is invalid; last problems:", problems)
 

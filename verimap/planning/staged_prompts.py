@@ -72,6 +72,11 @@ The plan has problems:
 {problems}
 Write node {nid} again, fixing them."""
 
+REPAIR_AFRESH = """\
+An earlier answer for node {nid} had problems:
+{problems}
+Avoid them: write it for this task alone."""
+
 
 def catalog_lines(domain: str) -> str:
     """The checks a plan of `domain` may name, one a line, with their arguments."""

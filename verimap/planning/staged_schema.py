@@ -11,6 +11,7 @@ model's to outline: it always gives one output, `answer`, of the domain's answer
 from __future__ import annotations
 
 import copy
+import itertools
 from typing import Any
 
 from verimap.check_names import CATALOG, DOMAIN_CHECKS
@@ -72,16 +73,32 @@ def _arg_schema(kind: str, outputs: list[str], available: list[str]) -> dict[str
 
 def check_schemas(domain: str, outputs: list[str], available: list[str]) -> list[dict[str, Any]]:
     """One schema per check a node of `domain` may name: its name as a constant and its
-    arguments, outputs as an enum of the node's `outputs`, values of those and `available`."""
+    arguments, outputs as an enum of the node's `outputs`, values of those and `available`.
+    A check over several outputs gets one schema per set of distinct outputs, and none when
+    the node declares too few: a grammar that let two arguments name one output let small
+    models write plans that do not validate."""
     out = []
     for name in DOMAIN_CHECKS[domain]:
-        props: dict[str, Any] = {"check": {"const": name}}
         spec = CATALOG.get(name)
-        if spec is not None:
-            args = {a: _arg_schema(k, outputs, available) for a, k in spec.args.items()}
-            props["args"] = {"type": "object", "properties": args, "required": list(args)}
-        out.append({"type": "object", "properties": props, "required": list(props)})
+        if spec is None:
+            out.append(_check_schema(name, None))
+            continue
+        args = {a: _arg_schema(k, outputs, available) for a, k in spec.args.items()}
+        output_args = [a for a, k in spec.args.items() if k == "output"]
+        if len(output_args) < 2:
+            out.append(_check_schema(name, args))
+            continue
+        for chosen in itertools.combinations(outputs, len(output_args)):
+            pinned = {a: {"const": o} for a, o in zip(output_args, chosen, strict=True)}
+            out.append(_check_schema(name, {**args, **pinned}))
     return out
+
+
+def _check_schema(name: str, args: dict[str, Any] | None) -> dict[str, Any]:
+    props: dict[str, Any] = {"check": {"const": name}}
+    if args is not None:
+        props["args"] = {"type": "object", "properties": args, "required": list(args)}
+    return {"type": "object", "properties": props, "required": list(props)}
 
 
 def node_schema(
