@@ -136,6 +136,10 @@ def test_cost_per_role_and_vf_statistics():
     table = table_vfs(recs)
     assert "| verimap | GSM8K | 4.00 | 1.50 | 2.00 | 100 | 1.00 | 30 | 3.00 |" in table
     assert "| Python VF calls / task | NL VF calls / task | Python VFs written / plan |" in table
+    recs[0]["vf_stats"] = {**vf, "check": 3}
+    recs[0]["vf_calls"]["check"] = 5
+    recs[1]["vf_calls"]["check"] = 1
+    assert "| 3.00 | 0.75 | 3.00 |" in table_vfs(recs)
     assert "VF calls / task: VF executions in a run" in render(recs)
 
 
@@ -466,3 +470,18 @@ def test_names_from_a_foreign_directory_cannot_break_a_row_or_a_line(tmp_path):
     for lines in tables:
         assert all(ln.startswith("|") and ln.endswith("|") for ln in lines)
         assert len({_cells(ln) for ln in lines}) == 1, lines
+
+
+def test_vf_stats_count_the_checks_a_plan_names():
+    from verimap.evals.attempt import vf_stats
+    from verimap.planning.plan import parse_plan
+
+    plan = parse_plan({"nodes": [{
+        "id": "a", "instruction": "Answer.", "inputs": ["USER_TASK"], "outputs": {"answer": "string"},
+        "verification": [
+            {"name": "form", "type": "check", "check": "yes_no", "args": {"output": "answer"}},
+            {"name": "c", "type": "llm", "content": "The answer is Yes or No."},
+        ],
+    }]})  # fmt: skip
+    s = vf_stats([plan])
+    assert (s["check"], s["llm"], s["python"], s["nodes"]) == (1, 1, 0, 1)

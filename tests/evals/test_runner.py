@@ -316,3 +316,35 @@ def test_killed_run_resumes_without_loss_or_duplicates(tmp_path, sig):
     assert after[: len(before)] == before  # nothing finished earlier was rewritten
     assert f"{len(before)} from before" in err
     assert "| react | 100.0 ± 0.0 (n=20, runs=1) |" in stdout
+
+
+def test_a_seeded_multihoprag_draw_leaves_out_the_planners_demonstrations():
+    from verimap.evals.runner import _selection
+    from verimap.evals.tasksets import MultiHopRAG
+    from verimap.planning import demos
+
+    official = MultiHopRAG(REPO / "datasets" / "full")
+    held = official.held_out()
+    assert held == {f"multihoprag/{i}" for i in demos.held_out("qa")} and held
+    tasks, chosen = _selection(official, None, len(official.queries) - len(held), 7)
+    assert not {t.id for t in tasks} & held and chosen["held_out"] == len(held)
+    first, _ = _selection(official, 5, None, None)
+    assert [t.id for t in first] == [f"multihoprag/{i}" for i in range(5)]
+    fixture = MultiHopRAG(SAMPLES)
+    assert fixture.held_out() == frozenset()
+
+
+def test_a_stratified_sample_takes_equal_numbers_from_each_stratum_and_grows_by_prefix():
+    from collections import Counter
+
+    from verimap.evals.tasksets import EvalTask
+
+    tasks = [EvalTask(id=f"t/{i}", benchmark="t", prompt="", gold="",
+                      meta={"kind": "rare" if i < 3 else ("a" if i % 2 else "b")})
+             for i in range(60)]  # fmt: skip
+    small = sample_tasks(tasks, 6, 11, stratum="kind")
+    assert Counter(t.meta["kind"] for t in small) == {"a": 2, "b": 2, "rare": 2}
+    large = sample_tasks(tasks, 12, 11, stratum="kind")
+    assert Counter(t.meta["kind"] for t in large) == {"a": 5, "b": 4, "rare": 3}
+    assert {t.id for t in small} <= {t.id for t in large}
+    assert [t.id for t in large] == sorted((t.id for t in large), key=lambda i: int(i[2:]))

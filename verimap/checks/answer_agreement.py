@@ -227,7 +227,7 @@ class AnswerAgreement:
         if ballot is None or not ballot.votes:
             return None
         if not self.confirm_retries:
-            return "a retry after a dispute is not confirmed (D23, D24)"
+            return "a retry after a dispute is not confirmed by this ballot"
         if any(self._reachable(ballot, v.value, draws=0, attempts=1) for v in ballot.votes):
             return None
         return f"no answer is one vote short of confirmation (votes: {self.tally(ctx)})"

@@ -21,7 +21,7 @@ from pydantic import BaseModel, Field
 from verimap.evals.tasksets import Benchmark, EvalTask
 from verimap.events import EventBus
 from verimap.out_files import file_name
-from verimap.planning.plan import LLMVF, PythonVF
+from verimap.planning.plan import LLMVF, CheckVF, PythonVF
 from verimap.sandbox.base import Sandbox
 from verimap.verdicts import SKIPPED
 
@@ -83,8 +83,10 @@ def trace_rel(run: int, task_id: str) -> Path:
 
 
 def vf_stats(plans: list[Any]) -> dict[str, int]:
-    """Counts and total lengths (characters) of Python and NL VFs over all plans of a run."""
-    s = {"plans": 0, "nodes": 0, "python": 0, "python_chars": 0, "llm": 0, "llm_chars": 0}
+    """Counts and total lengths (characters) of Python and NL VFs, and the count of named
+    checks (`check`), over all plans of a run."""
+    s = {"plans": 0, "nodes": 0, "python": 0, "python_chars": 0, "llm": 0, "llm_chars": 0,
+         "check": 0}  # fmt: skip
     for p in plans:
         s["plans"] += 1
         for n in p.nodes:
@@ -96,6 +98,8 @@ def vf_stats(plans: list[Any]) -> dict[str, int]:
                 elif isinstance(vf, LLMVF):
                     s["llm"] += 1
                     s["llm_chars"] += len(vf.content)
+                elif isinstance(vf, CheckVF):
+                    s["check"] += 1
     return s
 
 

@@ -273,11 +273,13 @@ def table_vfs(records: Sequence[dict[str, Any]]) -> str:
             _fmt(tot["llm"] / plans, 2),
             _fmt(tot["llm_chars"] / tot["llm"], 0) if tot["llm"] else "–",
             _fmt(tot["nodes"] / plans, 2),
+            _fmt(tot["check"] / plans, 2),
+            _calls_per_task(recs, "check"),
         ])  # fmt: skip
     return _table(
         ["Method", "Benchmark", "Python VF calls / task", "NL VF calls / task",
          "Python VFs written / plan", "Python VF length (chars)", "NL VFs written / plan",
-         "NL VF length (chars)", "Nodes / plan"],
+         "NL VF length (chars)", "Nodes / plan", "Checks named / plan", "Check calls / task"],
         rows,
     )  # fmt: skip
 
@@ -424,7 +426,8 @@ def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> st
         "## Verification functions (paper Table 3)",
         "VF calls / task: VF executions in a run (Python VFs run, NL criteria judged), which is "
         "what the paper's Table 3 counts. VFs written / plan: VFs in the planner's plans, whether "
-        "they ran or not. Lengths are per VF written.",
+        "they ran or not. Lengths are per VF written. Checks: the named checks of the catalog a "
+        "plan asks for, and the built-in and named checks run.",
         table_vfs(records),
         "## Verification vs. gold correctness (paper Table 4)",
         "False positive: verification accepted a wrong final answer; false negative: it rejected a right one.",

@@ -121,11 +121,18 @@ def _selection(
     ids: Sequence[str] | None = None,
 ) -> tuple[list[EvalTask], dict[str, Any]]:
     """The tasks to run, and what config.json keeps of how they were chosen (a sample, a range,
-    ids) and of a custom benchmark's source, for a resume to check."""
+    ids) and of a custom benchmark's source, for a resume to check. A seeded sample is drawn
+    from the tasks the benchmark does not hold out (`Benchmark.held_out`), by its `stratum`."""
     everything = bench.tasks()
+    held = bench.held_out() if sample is not None else frozenset()
+    pool = [t for t in everything if t.id not in held]
     picked: dict[str, Any] = dict(limit=limit, sample=sample, seed=seed, ids=ids)
-    tasks = select_tasks(everything, **picked)
-    chosen = selection_record(tasks, len(everything), **picked)
+    tasks = select_tasks(pool, **picked, stratum=bench.stratum)
+    chosen = selection_record(tasks, len(pool), **picked)
+    if held:
+        chosen["held_out"] = len(everything) - len(pool)
+    if sample is not None and bench.stratum:
+        chosen["stratified_by"] = bench.stratum
     if source := bench.identity():
         chosen["benchmark_source"] = source
     return tasks, chosen

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import itertools
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -25,12 +26,16 @@ def paper_sample_size(n_tasks: int) -> int:
     return PAPER_SAMPLE if n_tasks >= PAPER_SAMPLE else max(1, n_tasks // 2)
 
 
-def sample_tasks(tasks: list[EvalTask], size: int | str, seed: int) -> list[EvalTask]:
+def sample_tasks(
+    tasks: list[EvalTask], size: int | str, seed: int, *, stratum: str | None = None
+) -> list[EvalTask]:
     """`size` tasks (or "paper": `paper_sample_size`), in the benchmark's order.
 
     Tasks are ranked by a hash of seed and task id rather than drawn with `random`, so the
     same seed picks the same ids on any Python version and whatever order the data file
-    lists them in, and a smaller sample is part of a larger one with the same seed."""
+    lists them in, and a smaller sample is part of a larger one with the same seed. With
+    `stratum` (a key of the tasks' `meta`), the strata take turns in the order of their names,
+    each giving its next-ranked task: equal numbers from each, until one runs out."""
     n = paper_sample_size(len(tasks)) if size == "paper" else int(size)
     if n < 1:
         raise ValueError(f"a sample needs at least one task, not {size!r}")
@@ -38,7 +43,14 @@ def sample_tasks(tasks: list[EvalTask], size: int | str, seed: int) -> list[Eval
     def rank(t: EvalTask) -> bytes:
         return hashlib.sha256(f"{seed}:{t.id}".encode()).digest()
 
-    chosen = {t.id for t in sorted(tasks, key=rank)[:n]}
+    ranked = sorted(tasks, key=rank)
+    if stratum is not None:
+        groups: dict[str, list[EvalTask]] = {}
+        for t in ranked:
+            groups.setdefault(str(t.meta.get(stratum, "")), []).append(t)
+        turns = itertools.zip_longest(*(groups[k] for k in sorted(groups)))
+        ranked = [t for turn in turns for t in turn if t is not None]
+    chosen = {t.id for t in ranked[:n]}
     return [t for t in tasks if t.id in chosen]
 
 
@@ -61,9 +73,10 @@ def select_tasks(
     sample: int | str | None = None,
     seed: int | None = None,
     ids: Sequence[str] | None = None,
+    stratum: str | None = None,
 ) -> list[EvalTask]:
-    """The first `limit` tasks (or the range `limit` = "A:B"), a seeded random `sample`, the
-    tasks with the given `ids`, or all; never two of these."""
+    """The first `limit` tasks (or the range `limit` = "A:B"), a seeded random `sample` (by
+    `stratum`, see `sample_tasks`), the tasks with the given `ids`, or all; never two of these."""
     given = [n for n, v in (("--limit", limit), ("--sample", sample), ("--sample-id", ids)) if v]
     if len(given) > 1:
         raise SelectionError(
@@ -76,7 +89,7 @@ def select_tasks(
             "--seed chooses a --sample; give --sample N (or --sample paper) with it"
         )
     if sample is not None:
-        return sample_tasks(tasks, sample, 0 if seed is None else seed)
+        return sample_tasks(tasks, sample, 0 if seed is None else seed, stratum=stratum)
     if ids:
         return _by_id(tasks, ids)
     if isinstance(limit, str):

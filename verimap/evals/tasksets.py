@@ -30,11 +30,13 @@ class EvalTask:
 class Benchmark(abc.ABC):
     """A task set: its `name`, its `domain` (math | programming | qa: what the planner is shown
     and which answer type a plan must end in), where its data came from (`source`), its tasks,
-    tools and scorer. The built-in ones are below; `verimap.evals.custom` makes one of a file."""
+    tools and scorer, and the `meta` key a seeded sample is stratified by (`stratum`). The
+    built-in ones are below; `verimap.evals.custom` makes one of a file."""
 
     name: str
     domain: str
     source: d.DataSource
+    stratum: str | None = None
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None):
         self.source = d.resolve(self.name, data_dir)
@@ -60,6 +62,10 @@ class Benchmark(abc.ABC):
 
     def use_models(self, models: Mapping[str, Any]) -> None:  # noqa: B027
         """Take the run's models, for a scorer that asks one (a custom benchmark's judge)."""
+
+    def held_out(self) -> frozenset[str]:
+        """Ids of tasks a seeded draw leaves out: the planner was shown or developed on them."""
+        return frozenset()
 
 
 class GSM8K(Benchmark):
@@ -128,6 +134,7 @@ class HumanEval(Benchmark):
 class MultiHopRAG(Benchmark):
     name = "multihoprag"
     domain = "qa"
+    stratum = "question_type"
 
     def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, embedder: Any = None):
         super().__init__(data_dir)
@@ -156,6 +163,22 @@ class MultiHopRAG(Benchmark):
     def tools(self, sandbox: Sandbox) -> ToolRegistry:
         self.prepare()
         return qa_tools(self.index)
+
+    def held_out(self) -> frozenset[str]:
+        """The planner's demonstrations and development queries, when these are the official
+        queries they index (a demonstration's question is at its index)."""
+        from verimap.planning import demos
+
+        pool = demos.pool(self.domain)
+        aligned = any(
+            d.index < len(self.queries) and self.queries[d.index].query == d.task
+            for d in pool.demos
+        )
+        return (
+            frozenset(f"{self.name}/{i}" for i in demos.held_out(self.domain))
+            if aligned
+            else frozenset()
+        )
 
     async def score(self, task: EvalTask, answer: Any, sandbox: Sandbox) -> Score:
         return score_multihoprag(answer, task.gold)
