@@ -10,6 +10,7 @@ from verimap.check_names import CATALOG, DOMAIN_CHECKS, PLAN_CHECKS
 from verimap.checks.base import CheckTools, Submission
 from verimap.checks.evidence import passages, same_source, supports
 from verimap.checks.registry import describe, plan_check
+from verimap.core.agent import flatten_tool_messages
 from verimap.core.run_context import RunContext
 from verimap.evals.retrieval import Chunk, Hit, format_hits
 from verimap.llm.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
@@ -166,6 +167,8 @@ def test_the_passages_of_a_search_are_read_back_from_the_transcript():
     # The text protocol's observations count; the task's own turn does not.
     observed = (UserMessage(content=SEARCH), UserMessage(content=f"Observation: {SEARCH}"))
     assert len(passages(observed)) == 3
+    # The executor's final structured call sees tool results flattened into user turns.
+    assert passages(flatten_tool_messages(list(TRANSCRIPT))) == found
     assert same_source("Verge", "The Verge") and not same_source("Fortune", "The Verge")
     assert not supports("Sam Altman", found[0]) and supports("Bankman-Fried", found[0])
 

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 
 # The share of a claim's content words one passage must hold.
 MIN_OVERLAP = 0.7
-_HEADER = re.compile(r"^(?:Observation:\s*)?\[(\d+)\] (.+)$")
+_HEADER = re.compile(r"^(?:(?:Observation|Tool result):\s*)?\[(\d+)\] (.+)$")
 _WORD = re.compile(r"[a-z0-9]+(?:['.-][a-z0-9]+)*")
 _STOPWORDS = frozenset(
     [
@@ -123,8 +123,9 @@ class Passage:
 
 
 def passages(messages: Sequence[Message]) -> list[Passage]:
-    """Every passage the search tool returned in `messages`: in tool results, and in the
-    "Observation:" turns of the text protocol (user turns after the first)."""
+    """Every passage the search tool returned in `messages`: in tool results, in the
+    "Observation:" turns of the text protocol and the "Tool result:" turns of a transcript
+    flattened for the final structured call (user turns after the first)."""
     out: list[Passage] = []
     users = 0
     for m in messages:
