@@ -2,6 +2,8 @@ import json
 
 import pytest
 
+from verimap.checks.evidence import passages
+from verimap.core.agent import flatten_tool_messages
 from verimap.evals import data as d
 from verimap.evals.retrieval import CorpusIndex
 from verimap.evals.tools import (
@@ -14,6 +16,7 @@ from verimap.evals.tools import (
     question_of,
     sympy_tool,
 )
+from verimap.llm.messages import ToolMessage, UserMessage
 from verimap.tools import ToolsExhausted, transcript_scope
 
 from .test_retrieval import HashingEmbedderDouble
@@ -118,9 +121,19 @@ async def test_results_are_short_passages_near_the_query(fixture_index):
     entries = out.split("\n\n")
     assert len(entries) == 3
     for e in entries:
-        header, body = e.split("\n", 1)
-        assert " | " in header  # title | source | author | date
+        _title, meta, body = e.split("\n", 2)
+        assert meta.startswith("Source: ") and "; date: " in meta
         assert len(body.replace("…", "").split()) <= 12 + 1
+    # What the evidence checks read back is what the tool wrote, flattened or not.
+    found = passages(
+        [UserMessage(content="task"), ToolMessage(tool_call_id="c", name="search", content=out)]
+    )
+    hits = fixture_index.search("Greenleaf Bank", k=3)
+    assert [p.source for p in found] == [h.chunk.source for h in hits]
+    assert [p.date for p in found] == [h.chunk.published_at[:10] for h in hits]
+    flat = flatten_tool_messages([UserMessage(content="task"),
+                                  ToolMessage(tool_call_id="c", name="search", content=out)])  # fmt: skip
+    assert passages(flat) == found
 
 
 async def test_a_conversation_is_not_shown_a_search_or_a_passage_twice(fixture_index):

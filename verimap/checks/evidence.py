@@ -1,8 +1,8 @@
 """The catalog's evidence checks: what a QA node claims comes from the sources it names.
 
 An executor answers from the passages its searches retrieved. These checks read those passages
-back out of the node's transcript (the search tool's results: a header `[rank] title | source |
-author | category | date` and the passage's text) and ask whether the claim is there:
+back out of the node's transcript (the search tool's results, each `[label] title`, then the
+line `passage_header` writes, then the passage's text) and ask whether the claim is there:
 
 - `fact_in_source`: most of the output's content words occur in one retrieved passage of the
   named source (a claim that is a date must be the date of such a passage, or occur in one);
@@ -31,7 +31,8 @@ if TYPE_CHECKING:
 
 # The share of a claim's content words one passage must hold.
 MIN_OVERLAP = 0.7
-_HEADER = re.compile(r"^(?:(?:Observation|Tool result):\s*)?\[(\d+)\] (.+)$")
+_TITLE = re.compile(r"^(?:(?:Observation|Tool result):\s*)?\[(\d+)\] (.+)$")
+_SOURCE = re.compile(r"^Source: (.*); author: (.*); date: (\S*)$")
 _WORD = re.compile(r"[a-z0-9]+(?:['.-][a-z0-9]+)*")
 _STOPWORDS = frozenset(
     [
@@ -136,30 +137,33 @@ def passages(messages: Sequence[Message]) -> list[Passage]:
     return out
 
 
+def passage_header(title: str, source: str, author: str, date: str) -> str:
+    """The two lines that open a retrieved passage: `title`, then its source, author and date,
+    each named, so a source or title holding a separator still reads back whole (`passages`)."""
+    return f"{title}\nSource: {source}; author: {author}; date: {date}"
+
+
 def _parse(text: str) -> list[Passage]:
     out: list[Passage] = []
-    header: list[str] | None = None
-    body: list[str] = []
-
-    def close() -> None:
-        if header is not None:
-            # title | source (may hold " | " itself) | author | category | date
-            source = " | ".join(header[1:-3])
-            text = " | ".join(header) + "\n" + "\n".join(body)
-            out.append(Passage(source=source, date=header[-1].strip(), text=text))
-
-    for line in text.splitlines():
-        m = _HEADER.match(line.strip())
-        fields = m[2].split(" | ") if m else []
-        if len(fields) >= 5:
-            close()
-            header, body = fields, []
-        elif line.startswith("(page "):
-            close()
-            header, body = None, []
-        elif header is not None:
-            body.append(line)
-    close()
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        title = _TITLE.match(lines[i].strip())
+        meta = _SOURCE.match(lines[i + 1].strip()) if title and i + 1 < len(lines) else None
+        if meta is None:
+            i += 1
+            continue
+        body: list[str] = []
+        i += 2
+        while (
+            i < len(lines)
+            and not _TITLE.match(lines[i].strip())
+            and not lines[i].startswith("(page ")
+        ):
+            body.append(lines[i])
+            i += 1
+        text_ = "\n".join([title[2], *body])
+        out.append(Passage(source=meta[1], date=meta[3], text=text_))
     return out
 
 

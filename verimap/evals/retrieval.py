@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
+from verimap.checks.evidence import passage_header
 from verimap.env import getenv
 from verimap.errors import VerimapError
 from verimap.evals.data import Article, MultiHopQuery
@@ -332,8 +333,9 @@ def focus(text: str, query: str, max_words: int) -> str:
 
 
 def hit_header(c: Chunk) -> str:
-    """Title | source | author | date: what a reader needs to tell articles apart."""
-    return " | ".join(x for x in (c.title, c.source, c.author, c.published_at[:10]) if x)
+    """Title, source, author and date: what a reader needs to tell articles apart, in the form
+    the evidence checks read back (`checks.evidence.passage_header`)."""
+    return passage_header(c.title, c.source, c.author, c.published_at[:10])
 
 
 def format_hits(hits: list[Hit], page: int) -> str:
@@ -343,10 +345,7 @@ def format_hits(hits: list[Hit], page: int) -> str:
     out = []
     for h in hits:
         c = h.chunk
-        out.append(
-            f"[{h.rank}] {c.title} | {c.source} | {c.author} | {c.category} | {c.published_at[:10]}\n"
-            f"{c.text}"
-        )
+        out.append(f"[{h.rank}] {hit_header(c)}\n{c.text}")
     return "\n\n".join(out) + f"\n(page {page}; ask for page {page + 1} for more)"
 
 
