@@ -150,7 +150,7 @@ def _parse(text: str) -> list[Passage]:
     while i < len(lines):
         title = _TITLE.match(lines[i].strip())
         meta = _SOURCE.match(lines[i + 1].strip()) if title and i + 1 < len(lines) else None
-        if meta is None:
+        if title is None or meta is None:
             i += 1
             continue
         body: list[str] = []
