@@ -101,6 +101,18 @@ def test_a_python_vf_is_strong_only_when_it_fails_a_nearby_wrong_answer():
     assert {v.strength for v in not_final.verdicts} == {None}
 
 
+def test_a_check_that_the_answer_is_not_empty_is_weak():
+    node = parse_plan({"nodes": [{
+        "id": "n", "instruction": "x", "inputs": ["USER_TASK"], "outputs": {"answer": "string"},
+        "verification": [
+            {"name": "answered", "type": "python", "code": "assert outputs['answer'].strip()"},
+            {"name": "exact", "type": "python", "code": "assert outputs['answer'] == 'Alameda'"},
+        ],
+    }]}).nodes[0]  # fmt: skip
+    report = verify([], node, {"answer": "Alameda"}, sandbox=InProcessSandboxDouble())
+    assert {v.name: v.strength for v in report.verdicts} == {"answered": "weak", "exact": "strong"}
+
+
 @dataclass
 class Broken(Fixed):
     """A test double: a check with a bug (or one that hits a verimap error)."""

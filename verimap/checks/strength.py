@@ -3,8 +3,10 @@ nearby wrong answer.
 
 `assert is_number(outputs['answer'])` and `assert outputs['total'] > 0` pass the right answer
 and every wrong one near it, so an answer they pass is not thereby verified. The probe runs the
-VF again on the answer perturbed (a number off by one, a boolean flipped, a string changed, code
-replaced by a stub that returns None); a VF that fails one of them pins the answer down.
+VF again on the answer perturbed (a number off by one, a boolean flipped, a string changed or
+replaced by another, code replaced by a stub that returns None); a VF that fails one of them
+pins the answer down. A perturbed answer is still an answer: an empty string would make
+`assert outputs['answer'].strip()` strong, and every answer it passes verified.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ def _nearby(value: Any) -> list[Any]:
         return [value + 1.0, value * 1.5 + 0.5]
     if isinstance(value, str):
         stub = _stub(value) if "def " in value else None
-        return [stub] if stub is not None else [value + " (changed)", ""]
+        return [stub] if stub is not None else [value + " (changed)", "(changed)"]
     if isinstance(value, list):
         return [value[:-1], [*value, value[-1]]] if value else [[0]]
     return []
