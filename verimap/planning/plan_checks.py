@@ -121,35 +121,21 @@ def planning_schema(*, require_vfs: bool = True, with_vfs: bool = True) -> dict[
     return schema
 
 
-_ARG_TYPES = {"number": {"type": "number"}}
-
-
-def check_args_schema(check: str) -> dict[str, Any] | None:
-    """The `args` object `check` takes, every argument required and no other; None when the
-    check takes none. Which outputs an argument may name is the node's (`plan.check_plan`)."""
-    spec = CATALOG.get(check)
-    if spec is None:
-        return None
-    args = {a: _ARG_TYPES.get(k, {"type": "string", "minLength": 1}) for a, k in spec.args.items()}
-    return {
-        "type": "object",
-        "properties": args,
-        "required": list(args),
-        "additionalProperties": False,
-    }
-
-
 def _check_vf_schema(check: str) -> dict[str, Any]:
-    """A `CheckVF` naming `check`, with exactly the arguments it takes: a grammar that allowed
-    arguments for a check without any let small models write plans that do not parse."""
+    """A `CheckVF` naming `check`, with exactly the arguments it takes, all required (which
+    outputs they may name is the node's: `plan.check_plan`). A grammar that allowed arguments
+    for a check without any let small models write plans that do not parse."""
     props: dict[str, Any] = {
         "name": {"type": "string", "minLength": 1},
         "type": {"const": "check"},
         "check": {"const": check},
     }
-    args = check_args_schema(check)
-    if args is not None:
-        props["args"] = args
+    spec = CATALOG.get(check)
+    if spec is not None:
+        args = {a: {"type": "number"} if kind == "number" else {"type": "string", "minLength": 1}
+                for a, kind in spec.args.items()}  # fmt: skip
+        props["args"] = {"type": "object", "properties": args, "required": list(args),
+                         "additionalProperties": False}  # fmt: skip
     return {
         "type": "object",
         "properties": props,

@@ -239,12 +239,12 @@ class StagedPlanner:
                 break
             listed = "\n".join(f"- {p}" for p in problems)
             copied = {m[1] for p in problems if (m := _COPIED.match(p))}
-            plain = [*self._base(domain), UserMessage(content=ask(""))]
             for nid, outs in steps:
                 if nid not in named:
                     continue
                 if nid in copied:
                     note = UserMessage(content=sp.REPAIR_AFRESH.format(problems=listed, nid=nid))
+                    plain = [*self._base(domain), UserMessage(content=ask(""))]
                     context = [*plain, *messages[len(head) : asked[nid]], note]
                 else:
                     repair = UserMessage(content=sp.REPAIR.format(problems=listed, nid=nid))
