@@ -25,7 +25,12 @@ from verimap.evals.stats import (
 )
 
 VERIMAP, REACT = "verimap", "react"
-TITLES = {"gsm8k": "GSM8K test", "humaneval": "HumanEval", "mbpp": "MBPP sanitized test"}
+TITLES = {
+    "gsm8k": "GSM8K test",
+    "humaneval": "HumanEval",
+    "mbpp": "MBPP sanitized test",
+    "multihoprag": "MultiHopRAG (strict)",
+}
 # The benchmarks whose every item was seen: their results are development data, not a measurement.
 DEVELOPMENT_DATA = {
     "humaneval": "development data: every item was seen while the prompts and checks were "

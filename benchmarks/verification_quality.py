@@ -1,7 +1,7 @@
 """Does "verified" mean correct, and does verimap beat the same compute spent another way?
 
-    python3 benchmarks/verification_quality.py --seed S [--gsm8k 30] [--mbpp 30] [--humaneval 0]
-        [--methods bare,sc,program,react,verimap] [--samples K] [--ballot B] [--pens]
+    python3 benchmarks/verification_quality.py --seed S [--gsm8k 30] [--mbpp 30]
+        [--multihoprag 0] [--humaneval 0] [--methods bare,sc,program,rag,react,verimap] [--samples K] [--ballot B] [--pens]
         [--model qwen2.5-coder-1.5b] [--runs-dir DIR] [--resume | --report-only]
         [--out RUNS_DIR/report.md] [--sandbox docker] [--data-dir DIR]
 
@@ -13,8 +13,11 @@ Pick the seed before looking at any task, and report it:
 
     python3 -c 'import secrets; print(secrets.randbelow(10**6))'
 
-The tasks are drawn by that seed from the full GSM8K test set and, for code, MBPP's default
-split (the sanitized test tasks), leaving out every window measured while the prompts and checks
+The tasks are drawn by that seed from the full GSM8K test set, for code from MBPP's default
+split (the sanitized test tasks), and for questions over a corpus from the official MultiHopRAG
+queries, stratified by question type (equal numbers of each, in turns, so a run stopped anywhere
+holds about as many of each) and without the planner's demonstration and development queries,
+leaving out every window measured while the prompts and checks
 were developed (`DEV_WINDOWS`) and every task an earlier draw ran (`SEEN_DRAWS`), so no number
 here comes from tasks anybody tuned on or looked at. A pool with fewer unseen tasks than asked is
 refused, with how many are left. HumanEval has none left: every item was seen while the prompts
@@ -22,7 +25,8 @@ and checks were developed, so it is drawn only to continue a seen draw, and its 
 marked as development data. The drawn ids are printed in the header and written to every run
 directory's config.json.
 
-Every method runs on the same tasks, one task at a time, against one local server and one
+Every method runs on the same tasks of a benchmark it applies to (`program` to math, `rag` to
+questions over a corpus), one task at a time, against one local server and one
 sandbox started once, under the policy `verimap eval` applies (the small-model one). Methods
 are interleaved: every method runs on a task before the next task starts, and the order of the
 methods rotates from task to task, so neither slow drift of the machine nor the server's prompt
@@ -76,6 +80,7 @@ from verimap.evals.run_dir import (
     recorded_settings,
 )
 from verimap.evals.runner import EvalOutcome, run_eval, task_key
+from verimap.evals.sampling import ranked_tasks
 from verimap.evals.tasksets import Benchmark, EvalTask, get_benchmark
 from verimap.methods.presets import METHODS
 from verimap.policies import get_policies
@@ -88,9 +93,17 @@ DEV_WINDOWS: dict[str, tuple[range, ...]] = {
     "gsm8k": (range(0, 200),),
     "humaneval": (range(0, 20), range(110, 140)),
     "mbpp": (range(0, 10),),
+    "multihoprag": (range(0, 5),),
 }
 # What each benchmark option draws from, in run order.
-DRAWN = ("gsm8k", "mbpp", "humaneval")
+DRAWN = ("gsm8k", "mbpp", "multihoprag", "humaneval")
+# Tasks run and looked at by a draw made outside this script: MultiHopRAG's pilot (seed 281527,
+# eval/draws/README.md).
+SEEN_IDS: dict[str, tuple[int, ...]] = {
+    "multihoprag": (2191, 1187, 224, 2126, 1731, 1480, 1618, 1739),
+}
+# The methods that apply only to some domains; the others apply to every benchmark.
+DOMAIN_METHODS = {"program": "math", "rag": "qa"}
 # Earlier draws (seed, {benchmark: tasks run}), measured and looked at: their tasks are seen
 # now, so a new draw leaves them out as it leaves out the development windows. Only the tasks
 # that ran are seen: 896396's HumanEval run was stopped after the first 7 of its draw.
@@ -113,7 +126,7 @@ SEEN_DRAWS: tuple[tuple[int, dict[str, int]], ...] = (
 )
 SEED_HINT = "python3 -c 'import secrets; print(secrets.randbelow(10**6))'"
 SC = "sc"
-DEFAULT_METHODS = "bare,sc,program,react,verimap"
+DEFAULT_METHODS = "bare,sc,program,rag,react,verimap"
 DEFAULT_SAMPLES = 4
 PENS_METHODS = (REACT, VERIMAP)
 PENS_ROUNDS = 3
@@ -133,6 +146,7 @@ def excluded(bench: str, size: int, seed: int | None = None) -> set[int]:
     what the windows and the draws before it left. A seen seed's own draw and those after it
     are not excluded from its draw, so its run can still be continued."""
     out = {i for window in DEV_WINDOWS.get(bench, ()) for i in window}
+    out |= set(SEEN_IDS.get(bench, ()))
     for earlier, counts in seen_before(seed):
         pool = [i for i in range(size) if i not in out]
         out |= set(random.Random(earlier).sample(pool, len(pool))[: counts.get(bench, 0)])
@@ -189,8 +203,17 @@ def draw_window(name: str, n: int, seed: int, data_dir: str | None = None) -> Wi
     if bench.source.is_sample:
         raise DataError(f"{name}: only the committed sample was found; the draw needs the full set")
     tasks = bench.tasks()
-    pool = len(tasks) - len(excluded(name, len(tasks), seed))
-    return Window(bench, [tasks[i] for i in draw(name, len(tasks), n, seed)], pool)
+    if bench.stratum is None:
+        pool = len(tasks) - len(excluded(name, len(tasks), seed))
+        return Window(bench, [tasks[i] for i in draw(name, len(tasks), n, seed)], pool)
+    out = excluded(name, len(tasks), seed)
+    held = bench.held_out()
+    kept = [t for i, t in enumerate(tasks) if i not in out and t.id not in held]
+    if not 0 <= n <= len(kept):
+        raise ValueError(
+            f"{name}: cannot draw {n} of the {len(kept)} items not yet seen or held out"
+        )
+    return Window(bench, ranked_tasks(kept, seed, stratum=bench.stratum)[:n], len(kept))
 
 
 # ---- the order ----------------------------------------------------------------------------------
@@ -220,15 +243,22 @@ def rotated(methods: Sequence[str], k: int) -> list[str]:
     return [*methods[i:], *methods[:i]]
 
 
+def applies(method: str, bench: Benchmark) -> bool:
+    """Whether `method` runs on `bench`: `program` on math, `rag` on QA, the others on all."""
+    return DOMAIN_METHODS.get(method, bench.domain) == bench.domain
+
+
 def interleave(windows: list[Window], methods: list[str]) -> list[Pair]:
-    """Every method on a task before the next task; the k-th task of each benchmark starts with
-    method k mod m, so each method comes first equally often. The benchmarks alternate task by
-    task, so a run stopped anywhere holds about as many tasks of each."""
+    """Every method that applies on a task before the next task; the k-th task of each
+    benchmark starts with method k mod m, so each method comes first equally often. The
+    benchmarks alternate task by task, so a run stopped anywhere holds about as many tasks of
+    each."""
     pairs = []
     for k in range(max((len(w.tasks) for w in windows), default=0)):
         for w in windows:
             if k < len(w.tasks):
-                pairs += [Pair(w.bench, w.tasks[k], m) for m in rotated(methods, k)]
+                ms = [m for m in methods if applies(m, w.bench)]
+                pairs += [Pair(w.bench, w.tasks[k], m) for m in rotated(ms, k)]
     return pairs
 
 
@@ -506,6 +536,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--gsm8k", type=int, default=30, help="GSM8K tasks to draw (0: none)")
     p.add_argument("--mbpp", type=int, default=30,
                    help="MBPP tasks to draw, from its sanitized test split (0: none)")  # fmt: skip
+    p.add_argument("--multihoprag", type=int, default=0,
+                   help="MultiHopRAG queries to draw, stratified by question type (0: none)")  # fmt: skip
     p.add_argument("--humaneval", type=int, default=0,
                    help="HumanEval tasks to draw (0: none); every item is seen, so only a seen "
                    "draw's seed can still draw them, and they are reported as development "
@@ -537,7 +569,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown or not methods:
         p.error(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
     args.methods = ",".join(methods)
-    if min(args.gsm8k, args.mbpp, args.humaneval) < 0 or (
+    if min(args.gsm8k, args.mbpp, args.multihoprag, args.humaneval) < 0 or (
         args.samples is not None and args.samples < 1
     ):
         p.error("task counts must be >= 0 and --samples >= 1")

@@ -109,6 +109,38 @@ def test_code_tasks_are_drawn_from_mbpp_and_humaneval_is_development_data(monkey
     assert (args.gsm8k, args.mbpp, args.humaneval) == (30, 30, 0)
 
 
+def test_multihoprag_is_drawn_by_question_type_without_held_out_dev_or_seen_queries():
+    window = vq.draw_window("multihoprag", 40, seed=12345)
+    tasks = window.bench.tasks()
+    types = sorted({t.meta["question_type"] for t in tasks})
+    assert len(types) == 4 and len(set(window.ids)) == 40
+    # Any prefix of the run order holds about as many of each type.
+    for k in (4, 8, 40):
+        counts = [sum(t.meta["question_type"] == q for t in window.tasks[:k]) for q in types]
+        assert counts == [k // 4] * 4
+    index = {t.id: i for i, t in enumerate(tasks)}
+    drawn = {index[i] for i in window.ids}
+    assert not drawn & (set(range(5)) | set(vq.SEEN_IDS["multihoprag"]))
+    assert not set(window.ids) & window.bench.held_out()
+    assert window.pool == 2556 - 5 - 8 - len(window.bench.held_out())
+    assert window.ids[:20] == vq.draw_window("multihoprag", 20, seed=12345).ids
+    with pytest.raises(ValueError, match="cannot draw 5000"):
+        vq.draw_window("multihoprag", 5000, seed=1)
+
+
+def test_rag_runs_only_on_questions_over_a_corpus_and_program_only_on_math():
+    gsm = _window(1)
+    mbpp = vq.Window(get_benchmark("mbpp"), get_benchmark("mbpp").tasks()[:1])
+    qa = vq.Window(get_benchmark("multihoprag"), get_benchmark("multihoprag").tasks()[:1])
+    pairs = vq.interleave([gsm, mbpp, qa], ["bare", "program", "rag", "verimap"])
+    ran = {(p.bench.name, p.method) for p in pairs}
+    assert ran == {
+        ("gsm8k", "bare"), ("gsm8k", "program"), ("gsm8k", "verimap"),
+        ("mbpp", "bare"), ("mbpp", "verimap"),
+        ("multihoprag", "bare"), ("multihoprag", "rag"), ("multihoprag", "verimap"),
+    }  # fmt: skip
+
+
 def test_humaneval_tables_are_marked_development_data(tmp_path):
     bench = get_benchmark("humaneval", SAMPLES)
     window = vq.Window(bench, bench.tasks()[:1])
@@ -141,7 +173,7 @@ def test_the_seed_is_required_and_the_error_says_how_to_pick_one(capsys):
     assert args.out == "runs/verification-quality-5/report.md"  # never the curated eval page
     assert vq.parse_args(["--seed", "5", "--runs-dir", "d"]).out == "d/report.md"
     assert vq.parse_args(["--seed", "5", "--out", ""]).out == ""
-    assert args.methods.split(",") == ["bare", "sc", "program", "react", "verimap"]
+    assert args.methods.split(",") == ["bare", "sc", "program", "rag", "react", "verimap"]
     with pytest.raises(SystemExit):
         vq.parse_args(["--seed", "5", "--methods", "bare,nonsense"])
 

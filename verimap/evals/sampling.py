@@ -26,31 +26,37 @@ def paper_sample_size(n_tasks: int) -> int:
     return PAPER_SAMPLE if n_tasks >= PAPER_SAMPLE else max(1, n_tasks // 2)
 
 
-def sample_tasks(
-    tasks: list[EvalTask], size: int | str, seed: int, *, stratum: str | None = None
-) -> list[EvalTask]:
-    """`size` tasks (or "paper": `paper_sample_size`), in the benchmark's order.
+def ranked_tasks(tasks: list[EvalTask], seed: int, *, stratum: str | None = None) -> list[EvalTask]:
+    """Every task, in the order a seeded sample takes them.
 
     Tasks are ranked by a hash of seed and task id rather than drawn with `random`, so the
-    same seed picks the same ids on any Python version and whatever order the data file
-    lists them in, and a smaller sample is part of a larger one with the same seed. With
-    `stratum` (a key of the tasks' `meta`), the strata take turns in the order of their names,
-    each giving its next-ranked task: equal numbers from each, until one runs out."""
-    n = paper_sample_size(len(tasks)) if size == "paper" else int(size)
-    if n < 1:
-        raise ValueError(f"a sample needs at least one task, not {size!r}")
+    same seed ranks the same ids on any Python version and whatever order the data file lists
+    them in. With `stratum` (a key of the tasks' `meta`), the strata take turns in the order of
+    their names, each giving its next-ranked task: any prefix holds equal numbers from each,
+    until one runs out."""
 
     def rank(t: EvalTask) -> bytes:
         return hashlib.sha256(f"{seed}:{t.id}".encode()).digest()
 
     ranked = sorted(tasks, key=rank)
-    if stratum is not None:
-        groups: dict[str, list[EvalTask]] = {}
-        for t in ranked:
-            groups.setdefault(str(t.meta.get(stratum, "")), []).append(t)
-        turns = itertools.zip_longest(*(groups[k] for k in sorted(groups)))
-        ranked = [t for turn in turns for t in turn if t is not None]
-    chosen = {t.id for t in ranked[:n]}
+    if stratum is None:
+        return ranked
+    groups: dict[str, list[EvalTask]] = {}
+    for t in ranked:
+        groups.setdefault(str(t.meta.get(stratum, "")), []).append(t)
+    turns = itertools.zip_longest(*(groups[k] for k in sorted(groups)))
+    return [t for turn in turns for t in turn if t is not None]
+
+
+def sample_tasks(
+    tasks: list[EvalTask], size: int | str, seed: int, *, stratum: str | None = None
+) -> list[EvalTask]:
+    """`size` tasks (or "paper": `paper_sample_size`), in the benchmark's order: the first
+    `size` of `ranked_tasks`, so a smaller sample is part of a larger one with the same seed."""
+    n = paper_sample_size(len(tasks)) if size == "paper" else int(size)
+    if n < 1:
+        raise ValueError(f"a sample needs at least one task, not {size!r}")
+    chosen = {t.id for t in ranked_tasks(tasks, seed, stratum=stratum)[:n]}
     return [t for t in tasks if t.id in chosen]
 
 
