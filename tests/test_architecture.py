@@ -4,7 +4,7 @@ Imports under `if TYPE_CHECKING:` are left out: they never run, and a type may n
 a module above it. Function-level imports count: they run.
 
 Also: no module past the line limit without saying why, and no run id or commit hash in a
-comment or docstring (the runs live in docs/decisions.md and eval/small-model.md).
+comment or docstring (the runs live in git history; the records in design/decisions.md).
 """
 
 from __future__ import annotations
@@ -105,7 +105,7 @@ def test_no_module_is_over_the_line_limit_unless_it_says_why():
 
 
 # A run id (`r52`, `r32-r36`, `r41v2`, `runs/bench-r28`) or a commit hash in a comment or a
-# docstring: the code says why in a sentence and cites docs/decisions.md, which keeps the runs.
+# docstring: the code says why in a sentence and cites a record of design/decisions.md.
 # A hash needs a digit and a letter (so neither `1000000` nor "defaced"), unless "commit" or
 # "code of" names it. Code is not read: a sha256 constant or a prompt may hold anything.
 RUN_ID = re.compile(r"\br\d{2,3}(?:v\d+[a-z]*)?\b")
@@ -161,8 +161,8 @@ def test_the_run_id_scan_reads_comments_and_docstrings_only():
 
 
 def test_no_run_id_or_commit_hash_in_comments_or_docstrings():
-    """Run ids and commit hashes belong in docs/decisions.md, eval/small-model.md and the
-    CHANGELOG; a comment says why and cites the decision (`docs/decisions.md, D07`)."""
+    """Run ids and commit hashes belong in design/decisions.md and the CHANGELOG; a comment
+    says why and cites the record (`decisions.md, D07`)."""
     found = [
         f"{path.relative_to(PACKAGE_DIR)}:{line}: {hit}"
         for path in sorted(PACKAGE_DIR.rglob("*.py"))
@@ -172,10 +172,11 @@ def test_no_run_id_or_commit_hash_in_comments_or_docstrings():
 
 
 def test_every_decision_a_comment_cites_exists():
-    """`(docs/decisions.md, D07)` in a comment or docstring names an entry `## D07: ...`."""
-    decisions = PACKAGE_DIR.parent / "docs" / "decisions.md"
+    """`(decisions.md, D07)` in a comment or docstring names a record `## D07: ...` of
+    design/decisions.md."""
+    decisions = PACKAGE_DIR.parent / "design" / "decisions.md"
     if not decisions.is_file():
-        pytest.skip("docs/ is not next to the package (an installed wheel)")
+        pytest.skip("design/ is not next to the package (an installed wheel)")
     entries = set(re.findall(r"^## (D\d+):", decisions.read_text(encoding="utf-8"), re.M))
     cited = {
         f"{path.relative_to(PACKAGE_DIR)}:{line}: {d}"
