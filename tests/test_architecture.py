@@ -3,8 +3,9 @@
 Imports under `if TYPE_CHECKING:` are left out: they never run, and a type may name
 a module above it. Function-level imports count: they run.
 
-Also: no module past the line limit without saying why, and no run id or commit hash in a
-comment or docstring (the runs live in git history; the records in design/decisions.md).
+Also: no module past the line limit without saying why; no run id, commit hash, model size
+or seed in a comment or docstring (the runs live in git history, the records in
+design/decisions.md); no decision id or model size in a string a user can see.
 """
 
 from __future__ import annotations
@@ -133,36 +134,97 @@ def _notes(source: str) -> list[tuple[int, str]]:
     return notes
 
 
+# A model size told as a measurement ("the 1.5B wrote ..."): a model's own name keeps its size
+# ("Qwen2.5-Coder-1.5B-Instruct"). A seed told with its number ("on seed 123456").
+MODEL_SIZE = re.compile(r"(?<![\w.-])\d+(?:\.\d+)? ?B\b")
+SEED = re.compile(r"(?<![\w-])seeds?\W{1,3}\d+")
+DECISION_ID = re.compile(r"\bD\d{2}\b")
+
+
 def _run_ids_and_hashes(source: str) -> list[tuple[int, str]]:
     return [
         (line, m.group())
         for line, text in _notes(source)
-        for pattern in (RUN_ID, COMMIT_HASH)
+        for pattern in (RUN_ID, COMMIT_HASH, MODEL_SIZE, SEED)
+        for m in pattern.finditer(text)
+    ]
+
+
+def _literals(source: str) -> list[tuple[int, str]]:
+    """(line, text) of every string literal in `source` that is not a docstring (f-strings'
+    literal parts included): what a message, an error, a report or a prompt can show."""
+    tree = ast.parse(source)
+    docstrings = {
+        id(node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
+    }
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+    ]
+
+
+def _shown_ids(source: str) -> list[tuple[int, str]]:
+    return [
+        (line, m.group())
+        for line, text in _literals(source)
+        for pattern in (DECISION_ID, MODEL_SIZE)
         for m in pattern.finditer(text)
     ]
 
 
 def test_the_run_id_scan_reads_comments_and_docstrings_only():
     source = (
-        '"""Measured in r41v2 and runs/bench-r28."""\n'
+        '"""Measured in r41v2 and runs/bench-r28 on the 1.5B."""\n'
         "SHA = 'a1cd7a8e3f00'  # code of 1240991, see r32-r36\n"
+        "MODEL = 'the 0.5B, seed 7'  # Qwen2.5-Coder-1.5B-Instruct, --seed 0, seed + k\n"
         "def f():\n"
-        "    '''Kept since c9d4c28.'''\n"
-        "    return 'r52 a1cd7a8'  # 1000000 tokens, a defaced plan, r2d2\n"
+        "    '''Kept since c9d4c28; on seed 123456 it failed.'''\n"
+        "    return 'r52 a1cd7a8'  # 1000000 tokens, a defaced plan, r2d2, the 7 B model\n"
     )
     assert [hit for _, hit in _run_ids_and_hashes(source)] == [
         "r32",
         "r36",
         "code of 1240991",
+        "7 B",
         "r41v2",
         "r28",
+        "1.5B",
         "c9d4c28",
+        "seed 123456",
     ]
 
 
-def test_no_run_id_or_commit_hash_in_comments_or_docstrings():
-    """Run ids and commit hashes belong in design/decisions.md and the CHANGELOG; a comment
-    says why and cites the record (`decisions.md, D07`)."""
+def test_the_shown_text_scan_reads_string_literals_only():
+    source = (
+        '"""Chosen in D23 for the 1.5B."""\n'
+        "NAME = 'Qwen2.5-Coder-1.5B-Instruct'  # D24\n"
+        "def f(n):\n"
+        "    '''D25.'''\n"
+        "    raise ValueError(f'not confirmed (D23, D24), {n} left' 'on the 1.5B')\n"
+    )
+    assert sorted(hit for _, hit in _shown_ids(source)) == ["1.5B", "D23", "D24"]
+
+
+def test_no_decision_id_or_model_size_in_text_a_user_can_see():
+    """Console messages, errors, report and view text, CLI help and prompts say what happened
+    in words; a decision id or "the 1.5B" means nothing to the person reading them."""
+    found = [
+        f"{path.relative_to(PACKAGE_DIR)}:{line}: {hit}"
+        for path in sorted(PACKAGE_DIR.rglob("*.py"))
+        for line, hit in _shown_ids(path.read_text(encoding="utf-8"))
+    ]
+    assert found == []
+
+
+def test_no_run_id_commit_hash_model_size_or_seed_in_comments_or_docstrings():
+    """Comments and docstrings state contracts and invariants. Runs, commits, the model a
+    measurement was taken on and its seed belong in design/decisions.md, eval/ and the CHANGELOG;
+    a measurement gets at most one sentence and cites its record (`design/decisions.md, D07`)."""
     found = [
         f"{path.relative_to(PACKAGE_DIR)}:{line}: {hit}"
         for path in sorted(PACKAGE_DIR.rglob("*.py"))

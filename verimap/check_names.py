@@ -29,8 +29,7 @@ BUILTIN_CHECKS: dict[str, str] = {
 # The checks that confirm an answer with independently written solutions (`--cross-check`).
 AGREEMENT_CHECKS = (ANSWER_AGREEMENT, CODE_AGREEMENT)
 
-# The ballots `answer_agreement` may confirm an answer with (`--ballot`), each measured on fresh
-# draws (docs/checks.md).
+# The ballots `answer_agreement` may confirm an answer with (`--ballot`; docs/checks.md).
 MIXED = "mixed"
 SAMPLED = "sampled"
 STRICT = "strict"

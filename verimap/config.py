@@ -103,8 +103,8 @@ class Verify(_Part):
     # out the same in this many attempts that pass its VFs, the later ones sampled afresh at
     # `retry_temperature` (1: off, as the paper). Answers that never agree end the run
     # unverified, with the most frequent answer, and without a replan: the VFs passed. Off by
-    # default: on the local 1.5B, samples at 0.7 agreed on wrong answers where the greedy first
-    # attempt was right, and each vote costs a whole attempt.
+    # default: sampled attempts of a small model agree on wrong answers where its greedy first
+    # attempt is right, and each vote costs a whole attempt.
     agreement: int = Field(default=1, ge=1)
     # The answer a run that never verified still reports (unverified): the final node's most
     # frequent answer over its attempts, first one on a tie (plurality), or its last (last).
@@ -133,12 +133,12 @@ class Planning(_Part):
     # The planner works the task out in free text before it writes a plan (off: as the paper).
     plan_reasoning: bool = False
     # Times the planner is shown its plan's problems and asked again before the one-node fallback
-    # plan runs. Local models get 0: on the 1.5B no repair in 31 rounds ever produced a valid
-    # plan, and each round cost minutes.
+    # plan runs. Local models get 0: a repair round costs minutes there and has not made a plan
+    # valid (docs/decisions.md, D01).
     plan_repairs: int = Field(default=3, ge=0)
     # The most nodes a plan may have (None: no cap, as the paper); a plan with more is invalid and
     # goes back to the planner (or, with no repairs left, to the one-node fallback). Local models
-    # get 3: in the stored 1.5B GSM8K runs, plans of 4+ nodes were right 3 times in 14.
+    # get 3: a small model's longer plans are seldom right.
     max_nodes: int | None = Field(default=None, ge=1)
 
 

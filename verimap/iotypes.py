@@ -298,8 +298,8 @@ def code_from_reply(text: str) -> str | None:
         tree = _parse(block)
         if tree is None and "\\n" in block:
             # Small models copy the task's docstring with the escapes of the JSON it came in:
-            # `'''\n    Return ...\n    '''\n    if q != q[::-1]:` on one line (the 1.5B on
-            # HumanEval/72). Tried only on code that does not parse: a `\n` outside a string
+            # `'''\n    Return ...\n    '''\n    if q != q[::-1]:` on one line. Tried only
+            # on code that does not parse: a `\n` outside a string
             # can only mean a line break, and inside a triple-quoted one it means the same.
             block = _ESCAPED_NEWLINE.sub("\n", block)
             tree = _parse(block)

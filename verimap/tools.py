@@ -137,9 +137,9 @@ class ToolRegistry:
                 return f"error: arguments are not valid JSON: {e}"
         if not isinstance(arguments, dict):
             return "error: arguments must be a JSON object"
-        # Small models add arguments a tool does not take ("operation": "evaluate"); refused, the
-        # 1.5B sent the same call 20 times. They are left out and named instead (docs/decisions.md,
-        # D11).
+        # Small models add arguments a tool does not take ("operation": "evaluate") and, refused,
+        # send the same call again and again. They are left out and named instead
+        # (docs/decisions.md, D11).
         known = tool.parameters.get("properties")
         extra = sorted(set(arguments) - set(known)) if isinstance(known, dict) else []
         if extra and tool.parameters.get("additionalProperties") is False:

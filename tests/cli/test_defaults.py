@@ -9,8 +9,7 @@ from click.testing import CliRunner
 
 from verimap.cli import eval as eval_mod
 from verimap.cli import main
-from verimap.cli.defaults import RUNS_CODE, envvar_name
-from verimap.cli.names import walk
+from verimap.cli.defaults import RUNS_CODE, envvar_name, walk
 
 
 @pytest.fixture
@@ -102,22 +101,28 @@ def test_a_python_benchmark_from_the_environment_runs_no_code(seen, monkeypatch)
     assert seen["benchmark"] == "evil.py@boom" and seen["benchmark_runs_code"] is False
 
 
-def test_an_old_key_still_works_and_warns(seen, tmp_path):
+def test_a_retired_option_name_is_an_unknown_key(seen, tmp_path):
     pyproject(tmp_path, "[tool.verimap.eval]\nmax-concurrency = 3\nprogress = false\n")
     r = CliRunner().invoke(main, ["eval", "-b", "gsm8k"])
     assert r.exit_code == 0, r.output
-    assert (seen["max_tasks"], seen["quiet"]) == (3, True)
-    assert "'max-concurrency' (pyproject.toml [tool.verimap.eval]) is deprecated" in r.stderr
+    assert (seen["max_tasks"], seen["quiet"]) == (None, False)
+    assert "[tool.verimap.eval] 'max-concurrency'" in r.stderr and "'progress'" in r.stderr
 
 
 def test_the_config_file_sits_between_flags_and_the_environment(seen, tmp_path, monkeypatch):
-    (tmp_path / "c.yaml").write_text("benchmark: gsm8k\nruns: 2\nmax_tasks: 2\n")
+    (tmp_path / "c.yaml").write_text("benchmark: gsm8k\nepochs: 2\nmax_tasks: 2\n")
     monkeypatch.setenv("VERIMAP_EVAL_MAX_TASKS", "7")
     monkeypatch.setenv("VERIMAP_EVAL_EPOCHS", "9")
     r = CliRunner().invoke(main, ["eval", "--config", "c.yaml", "-c", "5"])
     assert r.exit_code == 0, r.output
     assert (seen["max_tasks"], seen["epochs"]) == (5, 2)
-    assert "warning: 'runs' (c.yaml) is deprecated; use 'epochs'" in r.stderr
+
+
+def test_a_retired_option_name_in_a_config_file_is_an_unknown_setting(seen, tmp_path):
+    (tmp_path / "c.yaml").write_text("benchmark: gsm8k\nruns: 2\n")
+    r = CliRunner().invoke(main, ["eval", "--config", "c.yaml"])
+    assert r.exit_code == 2 and not seen
+    assert "c.yaml: unknown setting 'runs'" in r.output
 
 
 def test_no_table_no_defaults(seen, tmp_path):

@@ -18,8 +18,7 @@ from click.testing import CliRunner
 
 from verimap.cli import eval as eval_mod
 from verimap.cli import main
-from verimap.cli.defaults import HARMLESS
-from verimap.cli.names import walk
+from verimap.cli.defaults import HARMLESS, walk
 
 KEY = "sk-the-users-own-key-0123456789"
 

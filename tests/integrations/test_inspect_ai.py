@@ -41,7 +41,7 @@ from verimap.integrations.inspect_model import (
     to_inspect_messages,
     to_inspect_tools,
 )
-from verimap.llm.base import ModelError, ModelRequest
+from verimap.llm.base import GenerationSettings, ModelError, ModelRequest
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld
 from verimap.usage import Usage
 
@@ -313,7 +313,10 @@ async def test_the_adapter_maps_usage_stop_reasons_and_inspect_settings_win():
     base = get_model("mockllm/model", config=GenerateConfig(temperature=0.2), custom_outputs=reply)
     model = InspectModel(base)
     resp = await model.request(
-        ModelRequest(messages=[{"role": "user", "content": "hi"}], temperature=1.0, max_tokens=64)
+        ModelRequest(
+            messages=[{"role": "user", "content": "hi"}],
+            settings=GenerationSettings(temperature=1.0, max_tokens=64),
+        )
     )
     assert resp.content == "done" and resp.finish_reason == "length"
     assert resp.usage == Usage(

@@ -93,8 +93,10 @@ def test_a_tool_message_name_is_sent_only_when_given():
     assert named == [{"role": "tool", "tool_call_id": "c1", "name": "calculator", "content": "42"}]
 
 
-def test_loose_sampling_keywords_fold_into_settings():
-    req = ModelRequest(messages=[], temperature=0.2, settings={"max_tokens": 5})  # type: ignore[call-arg]
+def test_a_sampling_keyword_outside_settings_is_refused():
+    with pytest.raises(ValidationError, match="temperature"):
+        ModelRequest(messages=[], temperature=0.2)  # type: ignore[call-arg]
+    req = ModelRequest(messages=[], settings={"temperature": 0.2, "max_tokens": 5})  # type: ignore[arg-type]
     assert req.settings == GenerationSettings(temperature=0.2, max_tokens=5)
 
 

@@ -1,32 +1,27 @@
 """A numeric answer is confirmed only when independent solutions agree with it.
 
-Property VFs (`answer > 0`) cannot see a wrong decomposition, and one other solution is not
-enough: a reasoning reply and one program by the same model agreed on a wrong answer about one
-time in six on GSM8K windows of the local 1.5B, both having misread the task the same way. So
-the attempt at the final answer is put to a ballot of solutions the check draws, and confirmed
-only by a high share of their votes.
+Property VFs (`answer > 0`) cannot see a wrong decomposition, and one other solution by the
+same model shares its misreadings of the task. So the attempt at the final answer is put to a
+ballot of solutions the check draws, and is confirmed only by a high share of their votes.
 
-The default ballot, `STRICT_BALLOT` (D24, D27, D28), draws replies sampled as the `sc` baseline
-samples them: the first attempt the check votes on is confirmed when three samples agree with
-it and at most one says otherwise. No retry after a dispute is confirmed: a retry that lands on
-a fresh number needs fresh solutions to agree with it, and answers confirmed that way were
-right 14 times in 19 on eight draws (D23). A disputed attempt draws samples on, up to five,
-while more votes could still change the answer most of them give, and that answer is kept,
-unverified, as self-consistency keeps its majority (no single solution is an oracle). A sample
-is held to the bar the attempt is: one whose written arithmetic slips is drawn but does not
-vote (D29: three samples repeating the attempt's slipped sum had confirmed it). `sc`'s
-vote share was the one signal that ranked answers well on every fresh draw; the mixed ballot's
-three agreeing votes let through the misreadings one model repeats (84-87% precision on every
-fresh draw since D19, against 38 right of 40 over this ballot's three).
+Three ballots; `--ballot` (`RunConfig(ballot=...)`) chooses:
 
-Two other ballots are kept as options. `MIXED_BALLOT` (D16-D22; the default until D28) votes
-every attempt and draws programs (in different framings) and samples in turn: three votes
-confirm an answer, a program and a sample among them, holding twice any other answer's votes; a
-disputed attempt is retried only while a retry could still be confirmed by the votes already
-cast. It verifies more tasks in less time and verifies more wrong answers. `SAMPLED_BALLOT`
-(D23) confirms the first attempt with two of at most three samples. `--ballot` chooses. Under
-every ballot a disagreement fails the attempt without telling a retry the other number: a retry
-shown it copies it, and agreement means something only while solutions stay independent.
+- `STRICT_BALLOT`, the default, draws replies sampled as the `sc` baseline samples them. The
+  first attempt the check votes on is confirmed when three samples agree with it and at most
+  one says otherwise; no retry after a dispute is confirmed. A disputed attempt draws samples
+  on, up to five, while more votes could still change the answer most of them give, and that
+  answer is kept, unverified, as self-consistency keeps its majority. A sample is held to the
+  bar the attempt is: one whose written arithmetic slips is drawn but does not vote.
+- `MIXED_BALLOT` votes every attempt and draws programs (in different framings) and samples in
+  turn: three votes confirm an answer, a program and a sample among them, holding twice any
+  other answer's votes; a disputed attempt is retried only while a retry could still be
+  confirmed by the votes already cast. It verifies more tasks in less time, and more wrong
+  answers (docs/decisions.md, D28).
+- `SAMPLED_BALLOT` confirms the first attempt with two of at most three samples.
+
+Under every ballot a disagreement fails the attempt without telling a retry the other number:
+a retry shown it copies it, and agreement means something only while solutions stay
+independent.
 """
 
 from __future__ import annotations
@@ -54,20 +49,20 @@ Kind = Literal["attempt", "sample", "program"]
 # The kinds of independent solution a confirmation needs among its votes.
 SAMPLES_ONLY = frozenset({"sample"})
 PROGRAM_AND_SAMPLE = frozenset({"program", "sample"})
-# Programs and samples in turn, three votes with one of each kind (D16-D22; default until D28).
+# Programs and samples in turn: three votes confirm, a program and a sample among them.
 MIXED_BALLOT: dict[str, Any] = {
     "quorum": 3, "max_programs": 3, "max_samples": 2, "witnesses": PROGRAM_AND_SAMPLE,
     "confirm_retries": True, "max_dissent": None, "draw_for_majority": False,
     "sound_samples": False,
 }  # fmt: skip
-# Samples alone confirm the first attempt, and no retry is confirmed (D23: tried, not default).
+# Samples alone confirm the first attempt, and no retry is confirmed.
 SAMPLED_BALLOT: dict[str, Any] = {
     **MIXED_BALLOT, "max_programs": 0, "max_samples": 3, "witnesses": SAMPLES_ONLY,
     "confirm_retries": False,
 }  # fmt: skip
 # The default: the first attempt and three samples agree with at most one against, no retry is
-# confirmed, a disputed attempt draws samples until the majority is settled (D24, D28), and a
-# sample whose written arithmetic slips does not vote (D29).
+# confirmed, a disputed attempt draws samples until the majority is settled, and a sample
+# whose written arithmetic slips does not vote.
 STRICT_BALLOT: dict[str, Any] = {
     "quorum": 4, "max_programs": 0, "max_samples": 5, "witnesses": SAMPLES_ONLY,
     "confirm_retries": False, "max_dissent": 1, "draw_for_majority": True, "sound_samples": True,
@@ -141,7 +136,7 @@ class AnswerAgreement:
     `draw_for_majority`, solutions are drawn past the point where nothing can be confirmed,
     while more votes could still change the answer most of them give. With `sound_samples`, a
     sample votes only if the arithmetic it writes out holds, the bar the attempt itself must
-    pass: a slipped sum repeated by several samples confirmed a wrong attempt (D29). The
+    pass, so a slipped sum that several samples repeat cannot confirm a wrong attempt. The
     defaults are `STRICT_BALLOT`, the default ballot."""
 
     quorum: int = 4

@@ -179,9 +179,8 @@ def _agrees(
 def _in_equation(prefix: str, left: str, right: str, suffix: str) -> bool:
     """Whether the numbers around an `=` are part of an equation with an unknown, not a
     calculation: `2S + 3 - 3 = 21 - 3` is no claim that 3 - 3 = 21, nor `21 - 3 = 2 * S` that
-    21 - 3 = 2. Both false failures cost right answers their verification (D25). A leading
-    operator with nothing before it is a list bullet (`**` is bold), and a unit after a space
-    (`18 cm`) is prose."""
+    21 - 3 = 2 (docs/decisions.md, D25). A leading operator with nothing before it is a list
+    bullet (`**` is bold), and a unit after a space (`18 cm`) is prose."""
     joined = prefix.rstrip()[-1:].isalnum() or prefix.rstrip().endswith((")", "]"))
     lead, tail = left.lstrip(), right.rstrip()
     if joined and lead[:1] in _OPERATORS and not lead.startswith("**"):

@@ -23,7 +23,8 @@ from verimap.usage import JUDGE
 
 # Prompts that frame the same request differently, so that a second program is not the first
 # one resampled: different framings make different mistakes. The first makes the model account
-# for every sentence, since the answers all votes shared while wrong had dropped a fact (D22).
+# for every sentence: a wrong answer every vote shares has most often dropped a fact
+# (docs/decisions.md, D22).
 PROGRAM_PROMPTS = (
     "{task}\n\nWrite a Python function `solution()` for this task. Copy each sentence of the "
     "task as a comment, and under it the code that uses what it says; leave no fact of the task "
@@ -109,11 +110,10 @@ class ProgramRun:
 def runnable(reply: str) -> str | None:
     """The program a reply holds, ready to print its answer last; None when it holds none.
 
-    Asked for `solution()` in the step-by-step framing, the 1.5B's first program needed a
-    second call in 19 of 20 tasks of a development window: it wrote the function's body without
-    its header (a `return` at the top level), a script that prints the answer, or a function
-    under another name, and asked to fix that it often wrote the same shape again. Each is a
-    program for the task all the same, so each is run as written rather than sent back."""
+    Asked for `solution()`, a small model often writes the function's body without its header
+    (a `return` at the top level), a script that prints the answer, or a function under another
+    name, and asked to fix that writes the same shape again. Each is a program for the task all
+    the same, so each is run as written rather than sent back."""
     code = code_from_reply(reply)
     if code is not None:
         tree = ast.parse(code)

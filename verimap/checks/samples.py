@@ -5,11 +5,10 @@ the `sc` baseline asks (and, under the mixed ballot, on programs, which catch a 
 that is the vote that baseline wins with at equal calls, so a disputed answer is settled by a
 plurality as well informed as self-consistency's.
 
-A reasoning reply of the local coder models often writes its arithmetic as a program and then
-a block of "output" it made up: of the 1,020 `sc` replies recorded on five fresh GSM8K draws,
-280 did, and the number they stated was right 58 times, the number their program prints when
-run 146 times (D21). So a reply that holds a program is read by running it: what Python
-prints is evidence, what the model says Python printed is not.
+A reasoning reply of a small coder model often writes its arithmetic as a program and then a
+block of "output" it made up, and the number it states is right far less often than the number
+its program prints when run (docs/decisions.md, D21). So a reply that holds a program is read
+by running it: what Python prints is evidence, what the model says Python printed is not.
 """
 
 from __future__ import annotations

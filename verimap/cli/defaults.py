@@ -21,7 +21,7 @@ import difflib
 import functools
 import json
 import tomllib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,6 @@ from typing import Any
 import click
 
 from verimap.cli.cli_only import NOT_IN_CONFIG_FILES, RUNS_CODE
-from verimap.cli.names import old_keys, walk, warn_renamed
 
 __all__ = ["HARMLESS", "NOT_IN_PYPROJECT", "RUNS_CODE", "Pyproject", "prepare", "read_pyproject"]
 
@@ -105,6 +104,20 @@ class SettingsError(click.ClickException):
     """A `[tool.verimap]` setting the command cannot take: bad input, as a bad flag is."""
 
     exit_code = 2
+
+
+def walk(
+    cmd: click.Command, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], click.Command]]:
+    """Every command under `cmd` (itself first) with its path of names (`("eval", "report")`);
+    a group's commands are loaded, so this imports what they need."""
+    yield path, cmd
+    if isinstance(cmd, click.Group):
+        ctx = click.Context(cmd)
+        for name in cmd.list_commands(ctx):
+            sub = cmd.get_command(ctx, name)
+            if sub is not None:
+                yield from walk(sub, (*path, name))
 
 
 def flag_name(param: click.Parameter) -> str | None:
@@ -243,12 +256,11 @@ def _given(ctx: click.Context) -> set[str]:
     if ctx.params.get("config_file"):
         from verimap.cli.eval_config import load_config_file
 
-        renamed = old_keys(ctx.command)
         try:
             keys = set(load_config_file(ctx.params["config_file"]))
         except click.ClickException:
             return given  # the command reports it
-        given |= {str(renamed[k][0].name) if k in renamed else k for k in keys}
+        given |= keys
     return given
 
 
@@ -258,7 +270,6 @@ class _Reading:
     def __init__(self, trusted: bool) -> None:
         self.trusted = trusted
         self.unknown: list[str] = []
-        self.warned: set[str] = set()
         self.never: set[str] = set()
 
     def settings(
@@ -266,25 +277,17 @@ class _Reading:
         refused: dict[str, str],
     ) -> None:  # fmt: skip
         """Put `table`'s settings for `cmd` into `node`, click's default map (by parameter
-        name), and those it may not take into `refused`; options by their flag's name, renamed
-        ones by their old names too (with a warning). A later table replaces an earlier one's
-        setting, refused or not."""
-        options, renamed, subcommands = _options(cmd), old_keys(cmd), _names(cmd)
+        name), and those it may not take into `refused`; options by their flag's name. A later
+        table replaces an earlier one's setting, refused or not."""
+        options, subcommands = _options(cmd), _names(cmd)
         for key, value in table.items():
             k = str(key).replace("-", "_")
             if isinstance(value, dict) and k in subcommands:
                 continue  # its own table, read on its own
-            if k in options:
-                param = options[k]
-            elif k in renamed:
-                param, old = renamed[k]
-                if where + k not in self.warned:  # a shared key: said once, not per command
-                    self.warned.add(where + k)
-                    warn_renamed(repr(key), repr(flag_name(param)), f"pyproject.toml {where}")
-                value = old.from_key(value)
-            else:
+            if k not in options:
                 self.unknown.append(_unknown(where, str(key), [*options, *subcommands]))
                 continue
+            param = options[k]
             name = str(param.name)
             why = self._refused(param, value)
             if why is None:
@@ -360,7 +363,7 @@ def read_pyproject(root: click.Group, pyproject: Path) -> Pyproject | None:
         own: Any = table
         for name in path:
             own = own.get(name) if isinstance(own, dict) else None
-        known = {*_options(cmd), *old_keys(cmd)}
+        known = set(_options(cmd))
         common = {k: v for k, v in shared.items() if str(k).replace("-", "_") in known}
         used |= set(common)
         node = read.defaults

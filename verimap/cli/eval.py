@@ -45,7 +45,6 @@ from verimap.cli.eval_benchmark import (
 )
 from verimap.cli.eval_config import SampleSize, limit_or_sample, load_config_file, load_factory
 from verimap.cli.model_calls import CALL_KEYS, model_call_options
-from verimap.cli.names import Old, old_keys, option, warn_renamed
 from verimap.cli.tracing import otel_option, otel_spans
 from verimap.cli.vocabulary import (
     CROSS_CHECK_HELP,
@@ -111,17 +110,15 @@ RUN_CONFIG_FLAGS = {
 @click.option(
     "--seed", type=int, default=None, help="Seed of --sample [0]; a resume must use the same."
 )
-@option(
+@click.option(
     "--epochs",
     type=click.IntRange(min=1),
     default=1,
     show_default=True,
-    old=["--runs", "-r"],
     help="Solve each task N times (accuracy mean ± std over epochs).",
 )
 @max_tasks_option(
     "Tasks in flight at once, each with its own plan [4; 1 on the local model].",
-    old=["--max-concurrency"],
     default=None,
 )
 @click.option(
@@ -165,10 +162,7 @@ RUN_CONFIG_FLAGS = {
     help=CROSS_CHECK_HELP,
 )
 @ballot_option()
-@quiet_option(
-    "No progress bar and no live view of the tasks in flight.",
-    old=[Old("--no-progress", True), Old("--progress", False, "no flag (progress is the default)")],
-)
+@quiet_option("No progress bar and no live view of the tasks in flight.")
 @click.option(
     "--models-factory", default=None, hidden=True, help="MODULE:FUNCTION returning models (tests)."
 )
@@ -184,14 +178,8 @@ def eval_(ctx: click.Context, **kw: Any) -> None:
     from_config: set[str] = set()
     if kw.get("config_file"):
         params = {p.name: p for p in ctx.command.params if p.name}
-        renamed = old_keys(ctx.command)
-        cfg = load_config_file(kw["config_file"], known=[*params, *renamed])
+        cfg = load_config_file(kw["config_file"], known=list(params))
         for key, value in list(cfg.items()):
-            if key in renamed:  # a file written for an option's old name
-                param, old = renamed[key]
-                warn_renamed(repr(key), repr(param.name), where=str(kw["config_file"]))
-                del cfg[key]
-                key, value = str(param.name), old.from_key(value)
             if key == "run_config":
                 continue
             # The file is part of the command line: flags override it, and it overrides the
@@ -417,7 +405,6 @@ def run_command(**kw: Any) -> int:
 @out_file_option(
     "Also write the markdown to FILE (an existing file only if verimap wrote it, or FILE is "
     "given here).",
-    old=["-o", "--output"],
     default=None,
 )
 def report(dirs: tuple[str, ...], out_file: Path | None) -> None:

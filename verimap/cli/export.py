@@ -18,7 +18,7 @@ def export() -> None:
 @click.argument("run_dirs", metavar="RUN_DIR...", nargs=-1, required=True,
                 type=click.Path(path_type=Path))  # fmt: skip
 @out_file_option("The JSONL file to write (an existing one only if verimap wrote it, or FILE "
-                 "is given here).", old=["-o", "--out"], required=True)  # fmt: skip
+                 "is given here).", required=True)  # fmt: skip
 @click.option("--include-fallbacks", is_flag=True,
               help="Also pair the one-node fallback plans, which no model wrote.")  # fmt: skip
 @click.option("--metadata", is_flag=True,

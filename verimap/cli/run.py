@@ -25,7 +25,6 @@ from verimap.cli import (
     with_cross_check,
 )
 from verimap.cli.model_calls import cache_line, model_call_options
-from verimap.cli.names import option
 from verimap.cli.tracing import otel_option, otel_spans
 from verimap.cli.vocabulary import (
     CROSS_CHECK_HELP,
@@ -206,14 +205,14 @@ def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
 @sandbox_option()
 @click.option("--trace-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="Where run traces go (default: $VERIMAP_TRACE_DIR or ./runs/traces).")  # fmt: skip
-@option("--call-limit", type=int, default=None, old=["--max-calls"],
-        help="Budget for the whole run: model calls.")  # fmt: skip
-@option("--token-limit", type=int, default=None, old=["--max-tokens"],
-        help="Budget for the whole run: tokens, prompt and completion.")  # fmt: skip
-@option("--cost-limit", type=float, default=None, old=["--max-cost"],
-        help="Budget for the whole run: US dollars (refused for a model with no known price).")  # fmt: skip
-@option("--time-limit", type=float, default=None, old=["--timeout"],
-        help="Budget for the whole run: wall-clock seconds.")  # fmt: skip
+@click.option("--call-limit", type=int, default=None,
+              help="Budget for the whole run: model calls.")  # fmt: skip
+@click.option("--token-limit", type=int, default=None,
+              help="Budget for the whole run: tokens, prompt and completion.")  # fmt: skip
+@click.option("--cost-limit", type=float, default=None,
+              help="Budget for the whole run: US dollars (refused for a model with no known price).")  # fmt: skip
+@click.option("--time-limit", type=float, default=None,
+              help="Budget for the whole run: wall-clock seconds.")  # fmt: skip
 @click.option(
     "--temperature", type=float, default=None, help="Sampling temperature for every role."
 )

@@ -14,7 +14,6 @@ from verimap.cli.vocabulary import out_file_option, typed_here
 @out_file_option(
     "The HTML file to write [default: report.html in the first PATH, or TRACE.html beside a "
     "trace]. An existing file is replaced only if verimap wrote it or FILE is given here.",
-    old=["-o", "--out"],
 )
 @click.option(
     "--max-chars",

@@ -12,49 +12,44 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import click
 
-from verimap.cli.names import Old, option
-
 
 def max_attempts_option(**kw: Any) -> Callable[..., Any]:
-    return option(
+    return click.option(
         "--max-attempts",
         type=click.IntRange(min=1),
-        old=["--max-retries"],
         help="Execute->verify attempts per node and plan (1: no retry).",
         **kw,
     )
 
 
 def max_parallel_nodes_option(**kw: Any) -> Callable[..., Any]:
-    return option(
+    return click.option(
         "--max-parallel-nodes",
         type=click.IntRange(min=1),
-        old=["--max-parallel"],
         help="Ready nodes of one plan running at once (inside one task; tasks in flight are "
         "--max-tasks).",
         **kw,
     )
 
 
-def max_tasks_option(help: str, old: Sequence[str], **kw: Any) -> Callable[..., Any]:
-    return option("--max-tasks", "-c", type=click.IntRange(min=1), old=old, help=help, **kw)
+def max_tasks_option(help: str, **kw: Any) -> Callable[..., Any]:
+    return click.option("--max-tasks", "-c", type=click.IntRange(min=1), help=help, **kw)
 
 
-def quiet_option(help: str, old: Sequence[str | Old] = ()) -> Callable[..., Any]:
-    return option("--quiet", "-q", is_flag=True, default=False, old=old, help=help)
+def quiet_option(help: str) -> Callable[..., Any]:
+    return click.option("--quiet", "-q", is_flag=True, default=False, help=help)
 
 
-def out_file_option(help: str, old: Sequence[str], **kw: Any) -> Callable[..., Any]:
-    return option(
+def out_file_option(help: str, **kw: Any) -> Callable[..., Any]:
+    return click.option(
         "--out-file",
         type=click.Path(dir_okay=False, path_type=Path),
-        old=old,
         metavar="FILE",
         help=help,
         **kw,

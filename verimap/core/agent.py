@@ -58,10 +58,9 @@ def inline_tool_call(text: str, tools: ToolRegistry) -> tuple[str, str, int] | N
     into its reply as text (`{"name": "calculator", "arguments": {...}}`, fenced, tagged or bare)
     instead of through the tools API.
 
-    Qwen2.5-Coder does this on the local server, then writes the result it imagines: in the
-    README's pens task it "called" calculator with 17 * 23 and went on with 401. The call is
-    run, and the reply is cut where the call ends, so the model goes on from the real result
-    (docs/decisions.md, D10)."""
+    A model that does this goes on with a result it imagines. The call is run, and the reply is
+    cut where the call ends, so the model goes on from the real result (docs/decisions.md,
+    D10)."""
     for m in _CALL_START.finditer(text):
         try:
             obj, end = _DECODER.raw_decode(text, m.start())
@@ -154,8 +153,8 @@ async def _loop(
 
     async def call(name: str, arguments: str) -> tuple[str, bool]:
         """(result, whether the call is new). A repeated call is answered from `done`: a small
-        model stuck on one call would otherwise spend every step on it (the 1.5B sent one call
-        twenty times; docs/decisions.md, D11)."""
+        model stuck on one call would otherwise spend every step on it (docs/decisions.md,
+        D11)."""
         nonlocal tool_calls
         if (name, arguments) in done:
             return done[name, arguments], False

@@ -7,9 +7,9 @@ plans are in `verimap.planning.prompts`.
 
 from __future__ import annotations
 
-# The text-only executor's (the paper's MAP) system prompt. The structured executor has none: on
-# the 1.5B this persona with "for arithmetic always use a tool" solved 9 of GSM8K 70-89, the
-# task first and the guidance last in one user turn 14 (docs/decisions.md, D05).
+# The text-only executor's (the paper's MAP) system prompt. The structured executor has none: the
+# task first and the guidance last in one user turn serve a small model better than this persona
+# (docs/decisions.md, D05).
 EXECUTOR_SYSTEM = """\
 You are an executor agent. Solve exactly the subtask you are given, using only its inputs. \
 Think step by step in plain text; use tools when they help (for arithmetic always use a tool). \
@@ -41,24 +41,21 @@ EXECUTOR_CLOSING = (
 )
 
 # A node whose one output is code gets the request the bare model answers best, not a reasoning
-# prompt: as a one-node agent on HumanEval 110-114 the 1.5B passed 1 with "Think step by step"
-# (numbered-step code), 3 with this; the bare model 4 (docs/decisions.md, D07).
+# prompt, under which a small model writes numbered-step code (docs/decisions.md, D07).
 EXECUTOR_CODE_CLOSING = (
     "Reply with the complete code (with any imports it needs) in one ```python code block."
 )
 
 # A retry of such a node first says why its code failed (self-debugging): asked only for the code
-# again, the 1.5B sent back the same wrong function on every retry of HumanEval 6, 10 and 19
-# (docs/decisions.md, D08).
+# again, a small model sends back the same wrong function (docs/decisions.md, D08).
 EXECUTOR_CODE_RETRY_CLOSING = (
     "First say in two or three sentences why the previous code fails the check above, then reply "
     "with the corrected complete code (with any imports it needs) in one ```python code block."
 )
 
-# For a node whose result another node takes further. The 0.5B, given the whole task to extract two
-# numbers from, solved the task and gave its total as the price. As a one-node agent (react) the
-# 1.5B solved 11 of GSM8K 70-89 with this sentence and 14 without, so a plan's final node goes
-# without it (docs/decisions.md, D06).
+# For a node whose result another node takes further, so that a node asked for a part does not
+# solve the whole task and hand on its total. A plan's final node goes without it: there it costs
+# right answers (docs/decisions.md, D06).
 EXECUTOR_PART = "Do exactly this subtask, nothing more, using only the inputs above. "
 
 # What a model that wrote a tool call into its text hears back (`agent.inline_tool_call`).
@@ -70,9 +67,9 @@ REPEATED_TOOL_CALL = "You made that same tool call before; its result is above. 
 
 EXECUTOR_TOOL_HINT = " Use a tool when a calculation is hard to do reliably by hand."
 
-# A node whose tools say how to go about the task (`ToolRegistry.guidance`). Asked to think step by
-# step, the 1.5B wrote 450 tokens about how one would search and never called the search tool;
-# told to look the facts up, it called it at once.
+# A node whose tools say how to go about the task (`ToolRegistry.guidance`): told to look the
+# facts up, a small model calls the search tool, where asked to think step by step it describes
+# how one would search.
 EXECUTOR_GUIDED_CLOSING = "{guidance} End by stating the final value of every required output."
 
 EXECUTOR_CONTEXT = "\nResults of earlier subtasks, for context (JSON):\n{context}\n"

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol, runtime_checkable
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field
 
 from verimap.errors import VerimapError
 from verimap.llm.messages import (
@@ -50,6 +50,10 @@ __all__ = [
 
 
 class ModelRequest(BaseModel):
+    """One call to a model. Sampling knobs go in `settings`; any other keyword is refused."""
+
+    model_config = ConfigDict(extra="forbid")
+
     messages: list[Message]
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
@@ -62,23 +66,6 @@ class ModelRequest(BaseModel):
     role: str = "executor"
     # Why the call is made (`verimap.llm.purpose`): for traces and test doubles, never sent.
     purpose: Purpose | None = Field(default=None, exclude=True)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _loose_settings(cls, data: Any) -> Any:
-        """Callers written before `settings` existed pass `temperature`, `top_p`, `max_tokens`."""
-        if not isinstance(data, dict) or not _LOOSE.intersection(data):
-            return data
-        data = dict(data)
-        loose = {k: data.pop(k) for k in _LOOSE if k in data}
-        given = data.get("settings") or GenerationSettings()
-        if isinstance(given, dict):
-            given = GenerationSettings.model_validate(given)
-        data["settings"] = given.replace(**loose)
-        return data
-
-
-_LOOSE = frozenset(GenerationSettings.model_fields)
 
 
 def estimate_prompt_tokens(req: ModelRequest) -> int:

@@ -1,7 +1,7 @@
 """Pytest fixtures for tests on the real local model server (marker `localmodel`).
 
 Load it with `pytest_plugins = ["verimap.local.pytest_plugin"]` in the root
-conftest. One server per test session, on the small model (0.5B) unless
+conftest. One server per test session, on the catalog's smallest model unless
 `VERIMAP_MODEL_FILE` / `VERIMAP_TEST_MODEL` say otherwise. When the runtime or
 weights are missing, tests skip with the command that installs them, except
 under CI (`CI` set), where they fail: CI must exercise the real path.
@@ -71,7 +71,7 @@ async def local_model(local_server: server.ServerInfo) -> AsyncIterator[OpenAIMo
 
 @pytest.fixture(scope="module")
 def default_model_server() -> Iterator[server.ServerInfo]:
-    """The catalog's default model (the 1.5B), for the few tests of judgement the small model
+    """The catalog's default model, for the few tests of judgement the smallest model
     cannot pass (it calls "Berlin" Paris); started per module, so its memory is freed after."""
     m = catalog.lookup(catalog.DEFAULT_MODEL)
     if not weights.is_ready(m):

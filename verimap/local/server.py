@@ -81,7 +81,7 @@ class ServerInfo(BaseModel):
         return f"http://{self.host}:{self.port}"
 
 
-# 2 GiB of prompt states, every byte counted (see _serve.py): about five saved prompts of the 1.5B.
+# 2 GiB of prompt states, every byte counted (see _serve.py): a few saved prompts of the default.
 PROMPT_CACHE_ARGS = ["--cache", "True", "--cache_type", "ram", "--cache_size", str(2 << 30)]
 
 
@@ -359,7 +359,7 @@ def _server_args(info: ServerInfo, extra_args: list[str] | None) -> list[str]:
     if info.chat_format:
         args += ["--chat_format", info.chat_format]
     # The prompt-prefix RAM cache: a planner prompt re-sent after an executor call costs its
-    # new tokens only (measured on the 1.5B: 1,017-token prompt 11.2 s -> 0.9-1.7 s).
+    # new tokens only, a fraction of its full prompt's time.
     # Later args win, e.g. VERIMAP_LLAMA_ARGS="--cache False".
     args += PROMPT_CACHE_ARGS
     args += extra_args if extra_args is not None else shlex.split(getenv("VERIMAP_LLAMA_ARGS", ""))

@@ -91,12 +91,11 @@ def with_task_examples(raw: Any, task: str, answer_types: tuple[str, ...]) -> An
     """A code task's plan, its final node checked against the task's own examples.
 
     The planner's VFs on that node may be missing, or dropped as broken, and then nothing checks
-    the answer at all: in `make demo` the 1.5B planned HumanEval/1 as four string nodes whose
-    VFs all misused `run_examples`, they were dropped, and a paren string "verified" as the
-    function. So on a code task (`answer_types` led by `code`) whose text has examples, the
-    final node's one code output gets the fallback plan's `task_examples` VF, unless one of the
-    node's VFs runs the task's examples already (`run_examples(..., inputs["USER_TASK"])`; the
-    1.5B also passes other nodes' outputs as the examples), and `USER_TASK` among its inputs."""
+    the answer at all, so a string that is no function could pass as one. So on a code task
+    (`answer_types` led by `code`) whose text has examples, the final node's one code output
+    gets the fallback plan's `task_examples` VF, unless one of the node's VFs runs the task's
+    examples already (`run_examples(..., inputs["USER_TASK"])`; other nodes' outputs passed as
+    the examples do not count), and `USER_TASK` among its inputs."""
     from verimap.sandbox.policy import task_examples
 
     final = final_node(raw)

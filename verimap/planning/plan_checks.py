@@ -67,9 +67,9 @@ def plan_quality_problems(
 def repeated_failure_problems(previous: Plan, plan: Plan, failure: FailureContext) -> list[str]:
     """A replan that keeps a node that failed verification, and everything it depends on, as they
     were asks for what the node's retries already tried. Under greedy decoding it fails again word
-    for word, and small models often hand back the failed plan unchanged (seen on GSM8K: the same
-    plan in all five iterations). With a sampling executor a rerun may still pass, so the planner
-    asks once for a change but does not refuse the plan."""
+    for word, and small models often hand back the failed plan unchanged, replan after replan.
+    With a sampling executor a rerun may still pass, so the planner asks once for a change but
+    does not refuse the plan."""
     nid = failure.node_id
     if nid not in plan.by_id or all(v.passed for v in failure.verdicts):
         return []

@@ -1,9 +1,9 @@
 """Rewrites of a model's raw plan JSON that only have one meaning.
 
 Small models make the same few slips in every plan and keep making them through every
-repair round (measured on the local 1.5B: no repair loop ever produced a valid plan, and
-each round costs minutes). Each rewrite here fixes a slip whose intent is unambiguous and
-leaves everything else to the validator, which reports it to the model.
+repair round, each of which costs minutes (docs/decisions.md, D01). Each rewrite here fixes
+a slip whose intent is unambiguous and leaves everything else to the validator, which
+reports it to the model.
 """
 
 from __future__ import annotations
@@ -100,8 +100,7 @@ def numbered(name: str, taken: set[str]) -> str:
 def number_repeated_node_ids(raw: Any) -> Any:
     """Rename a second node `calculate` to `calculate_2`, and point each input `calculate.x` at
     the one of them that outputs `x` (other than the reader): small models name every step after
-    its verb (about one rejected 1.5B plan in ten repeated an id). Ambiguous inputs stay as
-    written."""
+    its verb. Ambiguous inputs stay as written."""
     nodes = _nodes(raw)
     taken = {n["id"] for n in nodes}
     seen: dict[str, list[str]] = {}
@@ -149,9 +148,9 @@ def resolve_bare_inputs(raw: Any) -> Any:
 def resolve_misattributed_outputs(raw: Any) -> Any:
     """Rewrite `"extract.total_time"` to `"sum_times.total_time"` when node `extract` (or no
     node of that id) outputs no `total_time` and exactly one other node does: small models
-    prefix every input with the first node's id (seen on GSM8K: four inputs of one plan named
-    `extract.` for outputs of later nodes). Runs before the near-miss rewrite, which would
-    otherwise map `extract.run_distance` to `extract.run_speed`."""
+    prefix every input with the first node's id, outputs of later nodes included. Runs before
+    the near-miss rewrite, which would otherwise map `extract.run_distance` to
+    `extract.run_speed`."""
     nodes = _nodes(raw)
     outputs = {n["id"]: _output_names(n) for n in nodes}
     owners = _owners(nodes)

@@ -77,8 +77,8 @@ def _without_vfs(raw: Any) -> Any:
 
 
 # A plan's reply limit unless a run's config says otherwise.
-# A plan never holds six line breaks in a row. A small model under the JSON grammar that leaves a
-# string open writes blank lines until the length limit (seen on the 1.5B: 600 tokens, a minute).
+# A plan never holds six line breaks in a row; a small model under the JSON grammar that leaves a
+# string open writes blank lines until the length limit, so that run stops the reply.
 BLANK_RUN = "\n" * 6
 PLANNER_SETTINGS = GenerationSettings(max_tokens=2048, stop=(BLANK_RUN,))
 
@@ -128,8 +128,8 @@ class LLMPlanner:
         paper's behaviour).
         With `think_first`, the model first works the task out in free text and then writes the
         plan from its solution (a small model reasoning inside the plan's JSON writes wrong
-        formulas into instructions and VFs alike). Off by default: on the local 1.5B it made
-        plans longer and invalid (6 of 6 GSM8K tasks fell back to the one-node plan).
+        formulas into instructions and VFs alike). Off by default: a small model's plans come
+        out longer and invalid this way.
         `answer_types` (e.g. `("code",)` for HumanEval): the types the task's answer can have;
         a plan whose final node outputs none of them is sent back, since its answer could not
         be scored. With `task_examples` and `answer_types` led by `code`, the final node is
@@ -137,10 +137,10 @@ class LLMPlanner:
         paper's plans carry only the planner's VFs).
         `max_nodes`: the most nodes a plan may have; the prompt says so and a plan with more is
         sent back like any invalid one (None: no cap, as the paper). 1 means the whole task as
-        one node (`fallback.whole_task_plan`, with the checks its kind gives for free), without
-        a model call: told so, the local 1.5B still wrote 2-5 nodes, and with the cap in its
-        grammar it wrote its first step as the whole plan (docs/decisions.md, D03); the plan
-        names the rule that made it (`one_node_rule`), never a fallback that did not happen.
+        one node (`fallback.whole_task_plan`, with the checks its kind gives for free), built
+        without a model call, since a small model told so still writes several nodes
+        (docs/decisions.md, D03); the plan names the rule that made it (`one_node_rule`), never
+        a fallback that did not happen.
         `fix_plans`: repair common mistakes of a model's plan before validating it
         (`plan_fixes`; off: the paper's plans are taken as written).
         `domain` (math, programming, qa): the kind of the tasks, which sets the demonstration
@@ -294,7 +294,7 @@ class LLMPlanner:
                 "length"
             ] * MAX_CUT_REPLIES:
                 # A model in a repetition loop stays in it: each further repair costs a whole
-                # reply at the length limit (about a minute on the local 1.5B) and brings nothing.
+                # reply at the length limit and brings nothing.
                 problems = [f"{MAX_CUT_REPLIES} replies in a row were cut off at the length limit"]
                 break
             try:
@@ -450,9 +450,8 @@ class LLMPlanner:
             return fallback_plan(task, self.domain_of(task), reason=str(e), with_vfs=self.write_vfs)
 
     def _one_node(self, task: str) -> Plan:
-        """Made by a rule, not planned: its VFs are built in, so they are not sent to a model for
-        repair (asked to repair `is_number`, the 1.5B wrote `answer == 5`; docs/decisions.md,
-        D04)."""
+        """Made by a rule, not planned: its VFs are built in, so they are never sent to a model
+        for repair (docs/decisions.md, D04)."""
         plan = whole_task_plan(task, self.domain_of(task), with_vfs=self.write_vfs)
         plan.rule = self.one_node_rule
         return plan

@@ -19,7 +19,7 @@ def salvage(
 ) -> Plan | None:
     """The plan without the Python VFs its problems name, when those VFs are all that is
     wrong with it: a VF that cannot run or checks nothing adds no safety, and a repair round
-    costs a whole plan (minutes on a small model, and on the local 1.5B it never fixed one).
+    costs a whole plan (minutes on a small model, which seldom fixes it).
     A node left without VFs gets the deterministic non-empty check, on top of its typed
     outputs (with `write_vfs`). `check`: the planner's own checks, which the plan must pass.
     The dropped VFs are recorded on the plan."""
@@ -46,8 +46,8 @@ def salvage(
     final = plan.final_node().id
     if any(n == final and UNDECLARED_OUTPUT in why for (n, _), why in reasons.items()):
         # The final node's VFs check an output it does not give: the node that gives the
-        # answer got lost (a 1.5B plan whose second node fell into a VF string left only its
-        # extraction node). The fallback plan at least asks for the whole task.
+        # answer got lost (e.g. fell into a VF string, leaving only an extraction node). The
+        # fallback plan at least asks for the whole task.
         return None
     for node in plan.nodes:
         if not node.verification and write_vfs:

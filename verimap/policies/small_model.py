@@ -1,14 +1,14 @@
-"""The small-model policy: the rules that make the local 1.5B and 0.5B models usable.
+"""The small-model policy: the rules that make the catalog's local models usable.
 
-Each rule is measured (docs/decisions.md): greedy first attempts and sampled, explained retries;
+Each rule has its record in docs/decisions.md: greedy first attempts and sampled, explained retries;
 no plan repair and at most one replan; the whole task as one node, with no planner call; answers
 confirmed only by independently written solutions; code retries that alternate repair and a
 fresh start; and every reply capped, since a small model in a repetition loop runs to the cap.
 
 `planner="model"` (the `small-model-planner` policy) lets the model plan instead, in stages
 under the grammar (`verimap.planning.staged`): it writes up to `plan_nodes` nodes and names
-their checks, and the validator's messages go back to it once. Not the default until it is
-measured against the one-node plan on fresh draws.
+their checks, and the validator's messages go back to it once. Opt-in (docs/decisions.md,
+D32).
 """
 
 from __future__ import annotations
@@ -34,15 +34,17 @@ class SmallModel(Policy):
         "one node, answers confirmed by independent solutions, code retries that alternate "
         "repair and a fresh start, replies capped"
     )
-    # At 0 the 1.5B follows the demonstration; at the paper's 1.0 it wrote no valid plan. A retry
-    # at 0 repeats its failed answer word for word; sampled at 0.7 it changes.
+    # At 0 a small model follows the demonstration, which at the paper's 1.0 it does not. A retry
+    # at 0 would repeat its failed answer word for word; sampled at 0.7 it changes.
     temperature: float = 0.0
     retry_temperature: float = 0.7
-    # No repair round of the 1.5B ever made a plan valid, and each cost about two minutes (D01).
+    # A repair round costs minutes and has not made a small model's plan valid (docs/decisions.md,
+    # D01).
     plan_repairs: int = 0
-    # Replans of the 1.5B cost 9-33 minutes a task and gave no right answer: one replan stays.
+    # Each replan costs minutes a task and seldom brings a right answer: one replan stays.
     max_iterations: int = 2
-    # Each node is one more place for a small model to slip: the whole task as one node (D02).
+    # Each node is one more place for a small model to slip: the whole task as one node
+    # (docs/decisions.md, D02).
     max_nodes: int = 1
     # Its reasoning is checked by what it does not write itself: recomputed arithmetic and
     # solutions written apart (docs/checks.md).
