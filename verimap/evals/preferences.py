@@ -47,7 +47,7 @@ from verimap.methods.presets import METHODS
 from verimap.out_files import jsonl_of, write_file
 from verimap.planning.fallback import fallback_plan
 from verimap.planning.plan import PlanError, parse_plan
-from verimap.planning.planner import LLMPlanner
+from verimap.planning.planner import LLMPlanner, PlannerOptions
 from verimap.redaction import redact, secret_values
 from verimap.sandbox.base import Sandbox
 from verimap.tools import ToolRegistry
@@ -131,8 +131,7 @@ class _Planners:
             self._cache[key] = LLMPlanner(
                 cast(Model, None),
                 _planner_tools(benchmark),
-                domain=BENCHMARKS[benchmark].domain,
-                write_vfs=write_vfs,
+                PlannerOptions(domain=BENCHMARKS[benchmark].domain, write_vfs=write_vfs),
             )
         return self._cache[key]
 
