@@ -256,9 +256,8 @@ def _apply_policies(
     policy: str | None,
     cross_check: bool | None,
 ) -> list[str]:
-    """Fill `run_config` with what the run's policies set where the user left it unset (the
-    endpoint's policies unless `--policy` or the config file names them), say so on stderr, and
-    return their names."""
+    """Fill `run_config` with what its policies (`--policy`, the config file's, else the
+    endpoint's) set where the user left it unset, say so on stderr, and return their names."""
     from verimap.wiring import resolve
 
     if policy is not None:

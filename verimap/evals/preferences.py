@@ -119,7 +119,7 @@ def _planner_tools(benchmark: str) -> ToolRegistry:
 
 
 class _Planners:
-    """One prompt-building planner per benchmark and VF setting, as `build_runner` makes
+    """One prompt-building planner per benchmark and VF setting, as `verimap.wiring.build` makes
     it; the model is never called."""
 
     def __init__(self) -> None:
