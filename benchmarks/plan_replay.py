@@ -27,7 +27,7 @@ from verimap import events as ev
 from verimap.core.run_context import RunContext
 from verimap.evals.data import read_jsonl
 from verimap.methods.presets import PLAN_ANSWER_TYPES
-from verimap.planning.planner import LLMPlanner, PlanningError
+from verimap.planning.planner import LLMPlanner, PlannerOptions, PlanningError
 from verimap.testing import ScriptedModel
 from verimap.trace_files import read_typed_events
 
@@ -70,9 +70,15 @@ def distinct(items: Iterator[dict[str, Any]] | list[dict[str, Any]]) -> list[dic
 async def replay(item: dict[str, Any]) -> list[str]:
     """The problems left in `item`'s reply; [] when the planner now accepts it."""
     planner = LLMPlanner(
-        ScriptedModel([item["reply"]]), domain=item["domain"], max_repairs=0, fallback=False,
-        answer_types=PLAN_ANSWER_TYPES[item["domain"]],
-    )  # fmt: skip
+        ScriptedModel([item["reply"]]),
+        None,
+        PlannerOptions(
+            domain=item["domain"],
+            max_repairs=0,
+            fallback=False,
+            answer_types=PLAN_ANSWER_TYPES[item["domain"]],
+        ),
+    )
     try:
         await planner.plan(item["task"], ctx=RunContext())
     except PlanningError as e:

@@ -29,7 +29,7 @@ from verimap.llm.base import ModelRequest
 from verimap.llm.messages import GenerationSettings, UserMessage
 from verimap.llm.openai_model import OpenAIModel
 from verimap.local import server
-from verimap.planning.planner import LLMPlanner
+from verimap.planning.planner import LLMPlanner, PlannerOptions
 
 # A draft model makes llama-cpp-python 0.3.x write logits for every evaluated token, into a
 # buffer of n_batch rows unless `logits_all` sized it for n_ctx: prompts longer than n_batch
@@ -43,7 +43,7 @@ LOOKUP = [
 def requests(model: OpenAIModel, args: argparse.Namespace) -> list[tuple[str, ModelRequest]]:
     gsm = get_benchmark("gsm8k").tasks()[args.offset : args.offset + args.tasks]
     code = get_benchmark("humaneval").tasks()[args.offset]
-    planner = LLMPlanner(model, domain="math")
+    planner = LLMPlanner(model, None, PlannerOptions(domain="math"))
     greedy = GenerationSettings(temperature=0, max_tokens=600)
     out = []
     for t in gsm:

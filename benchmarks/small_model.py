@@ -51,7 +51,7 @@ from _common import (
 )
 from _replay import replaying
 
-from verimap.cli import chosen_policies, log_to_stderr, under_policies, with_cross_check
+from verimap.cli import local_endpoint, log_to_stderr, with_cross_check
 from verimap.config import RunConfig
 from verimap.core.result import RunResult
 from verimap.evals.attempt import Solver
@@ -60,10 +60,11 @@ from verimap.evals.tasksets import EvalTask, get_benchmark
 from verimap.llm.base import Model
 from verimap.methods.answers import BARE_PROMPTS, Kind
 from verimap.methods.baselines import Bare
-from verimap.methods.presets import METHODS, method_config
-from verimap.policies import SmallModel, get_policies, wrap_models
+from verimap.methods.presets import METHODS
+from verimap.policies import SmallModel, get_policies
 from verimap.sandbox import KINDS
 from verimap.usage import EXECUTOR
+from verimap.wiring import resolve, wrap_models
 
 BARE = "bare"
 # The eval task's GSM8K prompt ends with this sentence; `bare` asks its own way instead.
@@ -90,7 +91,7 @@ def bare_solver(model: Model, settings: dict[str, Any]) -> Solver:
     framework methods. The model is called through the run's policies (the small-model reply
     cap), as `verimap eval -m bare` calls it."""
     config = RunConfig(temperature=settings.get("temperature"))
-    model = wrap_models({EXECUTOR: model}, get_policies(settings.get("policies")))[EXECUTOR]
+    model = wrap_models({EXECUTOR: model}, tuple(get_policies(settings.get("policies"))))[EXECUTOR]
 
     async def solve(task: EvalTask, run: int, trace_path: Path) -> RunResult:
         kind = BARE_KINDS.get(task.benchmark, "text")
@@ -105,7 +106,7 @@ def bare_solver(model: Model, settings: dict[str, Any]) -> Solver:
 
 def has_verification(method: str) -> bool:
     """Whether `verified` means anything for the method (bare and react check nothing)."""
-    return method in METHODS and method_config(method).verify.verification != "none"
+    return method in METHODS and resolve(method=method).config.verify.verification != "none"
 
 
 def generation_rate(cells: list[Cell]) -> float | None:
@@ -308,11 +309,11 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         sys.exit(f"unknown method(s) {', '.join(unknown)}; choose from bare, {', '.join(METHODS)}")
     runs_dir = Path(args.runs_dir or f"runs/bench-small-{time.strftime('%Y%m%d-%H%M%S')}")
-    config: dict[str, Any] = under_policies(
+    config: dict[str, Any] = resolve(
         {"max_retries": args.max_retries, "max_iterations": args.max_iterations,
          "agreement": args.agreement},
-        chosen_policies(None, {"model": args.model}),
-    )  # fmt: skip
+        local=local_endpoint({"model": args.model}),
+    ).config.model_dump(exclude_unset=True)  # fmt: skip
     with_cross_check(config, args.cross_check)
     if args.fresh_code_retries is not None:
         config["fresh_code_retries"] = args.fresh_code_retries

@@ -69,7 +69,7 @@ from _common import (
 from _quality_tables import DEVELOPMENT_DATA, REACT, TITLES, VERIMAP, render, task_cell
 
 from verimap.check_names import BALLOTS, DEFAULT_BALLOT
-from verimap.cli import chosen_policies, log_to_stderr
+from verimap.cli import local_endpoint, log_to_stderr
 from verimap.evals.data import DataError
 from verimap.evals.run_dir import (
     CONFIG,
@@ -85,6 +85,7 @@ from verimap.evals.tasksets import Benchmark, EvalTask, get_benchmark
 from verimap.methods.presets import METHODS
 from verimap.policies import get_policies
 from verimap.sandbox import KINDS
+from verimap.wiring import default_policies
 
 # The windows every earlier run measured (GSM8K 0-199, HumanEval 0-19 and 110-139): prompts and
 # checks were tuned on them, so they are never drawn. MBPP's first 10 are its smoke-check window
@@ -500,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     todo = [] if args.report_only else left
     notes: dict[tuple[str, str], str] = {}
     command = sys.argv if argv is None else ["benchmarks/verification_quality.py", *argv]
-    config: dict[str, Any] = {"policies": chosen_policies(None, {"model": args.model})}
+    config: dict[str, Any] = {"policies": default_policies(local_endpoint({"model": args.model}))}
     if args.ballot:
         config["ballot"] = args.ballot
     t0 = time.monotonic()

@@ -115,10 +115,10 @@ def test_run_bad_input(world, tmp_path):
 
 
 def test_run_as_an_eval_method_uses_its_presets(monkeypatch, tmp_path):
-    from verimap.methods.presets import build_runner
     from verimap.testing import InProcessSandboxDouble
+    from verimap.wiring import build
 
-    react = build_runner("react", {"executor": None}, InProcessSandboxDouble(), None)
+    react = build({"executor": None}, InProcessSandboxDouble(), None, method="react")
     w = ScriptedWorld([react.planner._plan], lambda nid, k, inp, p: {"answer": 42})
 
     @asynccontextmanager

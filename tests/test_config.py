@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 
 from verimap.config import FLAT, PARTS, WHOLE, Loop, RunConfig, RunConfigArgs, given
-from verimap.policies import apply
+from verimap.wiring import resolve
 
 # The flat names config.json, `run_start` and Inspect hold: every config's before the parts, and
 # the ballot since.
@@ -82,15 +82,16 @@ def test_policies_fill_only_the_nested_settings_the_user_left_unset():
     mine = RunConfig.model_validate(
         {"sampling": {"retry_temperature": 0.5}, "loop": {"max_retries": 2}}
     )
-    cfg = apply(mine, ["small-model"])
+    cfg = resolve(mine, local=True).config
     assert cfg.loop.max_retries == 2 and cfg.loop.max_iterations == 2  # mine, the policy's
     assert cfg.sampling.retry_temperature == 0.5 and cfg.sampling.temperature == 0.0
     assert cfg.planning.max_nodes == 1 and cfg.execution.fresh_code_retries
     # A default the user wrote out is a setting of theirs, whichever way it was written.
     assert (
-        apply(RunConfig(planning={"max_nodes": None}), ["small-model"]).planning.max_nodes is None
+        resolve(RunConfig(planning={"max_nodes": None}), local=True).config.planning.max_nodes
+        is None
     )
-    assert apply(RunConfig(max_nodes=None), ["small-model"]).planning.max_nodes is None
+    assert resolve(RunConfig(max_nodes=None), local=True).config.planning.max_nodes is None
 
 
 def test_the_typed_keyword_arguments_are_the_settings_with_their_types():

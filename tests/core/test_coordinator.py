@@ -11,7 +11,7 @@ from verimap.events import read_trace
 from verimap.llm.messages import AssistantMessage, UserMessage
 from verimap.picture import run_to_mermaid
 from verimap.planning.fixed_planners import TemplatePlanner
-from verimap.planning.planner import LLMPlanner
+from verimap.planning.planner import LLMPlanner, PlannerOptions
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld
 
 PRESENT = {
@@ -175,7 +175,7 @@ async def test_wall_clock_budget():
 
 async def test_planning_and_model_errors_are_reported():
     bad = ScriptedModel(['{"nodes": []}'] * 10)
-    strict = LLMPlanner(bad, fallback=False)
+    strict = LLMPlanner(bad, None, PlannerOptions(fallback=False))
     r = await verimap.build({"executor": bad}, None, planner=strict).run("t")
     assert r.status == "failed" and "planning failed" in r.error and "empty plan" in r.error
     dead = ScriptedModel([RuntimeError("connection refused")])

@@ -10,7 +10,7 @@ from verimap.config import Budget, RunConfig
 from verimap.events import EventBus
 from verimap.llm.base import ModelError
 from verimap.planning.fixed_planners import TemplatePlanner
-from verimap.planning.planner import LLMPlanner
+from verimap.planning.planner import LLMPlanner, PlannerOptions
 from verimap.sandbox.base import SandboxUnavailable
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld, tool_call_reply
 
@@ -102,7 +102,9 @@ async def test_vfs_that_check_something_are_not_vacuous():
 
 
 async def test_no_valid_plan_falls_back_to_one_typed_node_and_the_result_says_so():
-    planner = LLMPlanner(ScriptedModel(['{"nodes": []}'] * 4), max_repairs=3, think_first=False)
+    planner = LLMPlanner(
+        ScriptedModel(['{"nodes": []}'] * 4), None, PlannerOptions(max_repairs=3, think_first=False)
+    )
     executor = ScriptedModel(['{"answer": "42"}'])
     bus = EventBus()
     seen = recorded(bus)
@@ -214,7 +216,9 @@ async def test_retries_sample_at_the_retry_temperature():
 async def test_vfs_the_planner_dropped_are_in_the_result():
     noop = py("noop", "x = outputs['price']")
     bad = {"nodes": [node("ex", {"price": "number"}, [POSITIVE, noop])]}
-    planner = LLMPlanner(ScriptedModel([json.dumps(bad)] * 2), max_repairs=1, think_first=False)
+    planner = LLMPlanner(
+        ScriptedModel([json.dumps(bad)] * 2), None, PlannerOptions(max_repairs=1, think_first=False)
+    )
     executor = ScriptedModel(['{"price": 3}'])
     coord = verimap.build({"executor": executor}, InProcessSandboxDouble(), planner=planner)
     r = await coord.run("task")

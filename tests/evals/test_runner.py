@@ -91,7 +91,7 @@ async def test_a_directory_written_before_the_config_parts_resumes(tmp_path, san
     )
     assert again.tally.skipped == 3 and again.tally.done == 5
     written = json.loads((tmp_path / "config.json").read_text())["run_config"]
-    assert written == {**OLD_REACT_RUN_CONFIG, "ballot": DEFAULT_BALLOT}
+    assert written == {**OLD_REACT_RUN_CONFIG, "ballot": DEFAULT_BALLOT, "policies": []}
 
 
 # The react method's run_config as config.json held it before `RunConfig` had parts.

@@ -17,8 +17,8 @@ from verimap.evals.runner import ERRORS, RESULTS, run_eval
 from verimap.evals.task_budget import within
 from verimap.evals.tasksets import EvalTask, get_benchmark
 from verimap.llm.base import ModelRequest
-from verimap.methods.presets import method_config
 from verimap.testing import ScriptedModel, oracle_models
+from verimap.wiring import resolve
 
 from .conftest import SAMPLES
 
@@ -49,8 +49,9 @@ async def test_a_task_past_its_time_limit_ends_as_a_failure_and_the_others_are_s
     tasks = bench.tasks()[:3]
     models = slow_on(tasks[1], oracle_models(tasks))
     t0 = time.monotonic()
-    out = await run_eval(bench, "react", models, sandbox, tmp_path, limit=3, progress=False,
-                         task_time_limit=1.0)  # fmt: skip
+    out = await run_eval(
+        bench, "react", models, sandbox, tmp_path, limit=3, progress=False, task_time_limit=1.0
+    )
     assert time.monotonic() - t0 < 20
     recs = _records(tmp_path)
     slow = recs[tasks[1].id]
@@ -71,8 +72,9 @@ async def test_a_solver_that_ignores_the_limit_is_ended_by_the_backstop(
     monkeypatch.setattr(task_budget, "backstop", lambda limit: limit)
     bench = get_benchmark("gsm8k", SAMPLES)
     tasks = bench.tasks()[:2]
-    solve = method_solver(bench, "react", oracle_models(tasks), sandbox,
-                          method_config("react", None))  # fmt: skip
+    solve = method_solver(
+        bench, "react", oracle_models(tasks), sandbox, resolve(None, method="react").config
+    )
 
     async def hangs_on_the_second(task: EvalTask, run: int, trace: Any) -> Any:
         if task.id == tasks[1].id:
@@ -80,8 +82,17 @@ async def test_a_solver_that_ignores_the_limit_is_ended_by_the_backstop(
         return await solve(task, run, trace)
 
     t0 = time.monotonic()
-    await run_eval(bench, "react", None, sandbox, tmp_path, limit=2, progress=False,
-                   solver=hangs_on_the_second, task_time_limit=0.5)  # fmt: skip
+    await run_eval(
+        bench,
+        "react",
+        None,
+        sandbox,
+        tmp_path,
+        limit=2,
+        progress=False,
+        solver=hangs_on_the_second,
+        task_time_limit=0.5,
+    )
     assert time.monotonic() - t0 < 20
     recs = _records(tmp_path)
     hung = recs[tasks[1].id]

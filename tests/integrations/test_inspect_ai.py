@@ -32,7 +32,7 @@ from inspect_ai.model import GenerateConfig, ModelOutput, ModelUsage, get_model
 from inspect_ai.scorer import match
 
 from verimap.integrations import completions, shared_models
-from verimap.integrations.inspect_ai import run_config, trace_file, verified, verimap_solver
+from verimap.integrations.inspect_ai import trace_file, verified, verimap_solver
 from verimap.integrations.inspect_events import NODE_SPAN
 from verimap.integrations.inspect_model import (
     InspectModel,
@@ -376,17 +376,20 @@ def test_math_answers_become_the_number_alone():
 
 
 def test_local_model_rules_apply_under_the_users_settings():
-    from verimap.methods.presets import method_config
+    from verimap.wiring import resolve
+
+    def run_config(method: str, config: Any, local: bool) -> dict[str, Any]:
+        return resolve(config, method=method, local=local).config.model_dump()
 
     remote = run_config("verimap", {"max_retries": 2}, local=False)
-    assert remote == {"max_retries": 2, "policies": []}
+    assert remote["max_retries"] == 2 and remote["policies"] == [] and remote["max_nodes"] is None
     local = run_config("verimap", {"max_retries": 2}, local=True)
     assert local["max_retries"] == 2 and local["temperature"] == 0.0 and local["max_nodes"] == 1
     assert local["max_iterations"] == 2 and local["policies"] == ["small-model"]
-    one_pass = method_config("map", run_config("map", None, local=True))
-    assert one_pass.loop.max_iterations == 1  # map is one pass, whatever the policy says
+    one_pass = run_config("map", None, local=True)
+    assert one_pass["max_iterations"] == 1  # map is one pass, whatever the policy says
     sampled = run_config("verimap", {"temperature": 0.5}, local=True)
-    assert sampled["temperature"] == 0.5 and "retry_temperature" not in sampled
+    assert sampled["temperature"] == 0.5 and sampled["retry_temperature"] is None
     nested = run_config("verimap", {"loop": {"max_retries": 2}}, local=True)
     assert nested == local  # `-S config=...` may give a part's knobs nested
     with pytest.raises(ValueError, match="'max_retires'"):

@@ -9,9 +9,10 @@ from tests.evals.conftest import SAMPLES
 from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import EvalTask, get_benchmark
 from verimap.llm.base import to_openai
-from verimap.methods.presets import METHODS, build_runner, method_config
+from verimap.methods.presets import METHODS
 from verimap.testing import ScriptedModel, ScriptedWorld
 from verimap.tools import ToolRegistry, calculator_tool
+from verimap.wiring import build, resolve
 
 ALWAYS_FAILS = {
     "name": "always_fails",
@@ -59,7 +60,7 @@ def scripted(plan):
 
 async def run(method, plan, sandbox):
     models = scripted(plan)
-    coord = build_runner(method, models, sandbox, ToolRegistry([calculator_tool()]))
+    coord = build(models, sandbox, ToolRegistry([calculator_tool()]), method=method)
     return await coord.run("What is 6 times 7?"), models
 
 
@@ -75,7 +76,7 @@ async def test_react_is_one_node_and_never_plans_or_judges(sandbox):
     res, models = await run("react", chain_plan(), sandbox)
     assert models["planner"].calls == 0 and models["judge"].calls == 0
     assert [n.id for n in res.plans[0].nodes] == ["solve"] and res.answer == "42"
-    assert method_config("react").execution.executor_max_steps == 20
+    assert resolve(method="react").config.execution.executor_max_steps == 20
 
 
 async def test_map_skips_verification_and_answers_with_the_final_reply_as_written(sandbox):
@@ -111,7 +112,7 @@ async def test_map_executors_see_text_two_generations_back_and_never_json(sandbo
     """The paper's MAP (App. B.5): no structured I/O. An executor hears its parents' and
     grandparents' instructions and replies as written, never a named JSON value."""
     world = ScriptedWorld([FOUR_GENERATIONS], lambda nid, k, inputs, prompt: REPLIES[nid])
-    coord = build_runner("map", world.models(), sandbox, ToolRegistry([calculator_tool()]))
+    coord = build(world.models(), sandbox, ToolRegistry([calculator_tool()]), method="map")
     res = await coord.run("Pens cost 3 and 4 dollars, and one dollar is taken off. Total?")
     assert res.status == "success" and res.answer == "The answer is 6."
     asked = [r for r in world.model.requests if r.role == "executor"]
@@ -138,7 +139,7 @@ async def test_other_methods_keep_named_json_inputs(sandbox):
             "a": {"prices": [3, 4]}, "b": {"total": 7}, "c": {"discounted": 6}, "d": {"answer": 6}
         }[nid],
     )  # fmt: skip
-    coord = build_runner("map-v", world.models(), sandbox, ToolRegistry())
+    coord = build(world.models(), sandbox, ToolRegistry(), method="map-v")
     res = await coord.run("Pens cost 3 and 4 dollars, and one dollar is taken off. Total?")
     assert res.status == "success" and res.answer == 6
     d = world.executor_prompts["d"][0]
@@ -228,7 +229,7 @@ async def test_one_pass_methods_let_failed_outputs_flow_on(method, sandbox):
             lambda r: {"passed": False, "explanation": "no"} if r.purpose.final_call else "No.",
             name="strict-judge",
         )
-        coord = build_runner(method, models, sandbox, ToolRegistry())
+        coord = build(models, sandbox, ToolRegistry(), method=method)
         res = await coord.run("What is 6 times 7?")
     else:
         res, models = await run(method, plan, sandbox)
@@ -240,23 +241,23 @@ async def test_one_pass_methods_let_failed_outputs_flow_on(method, sandbox):
 
 def test_every_method_has_the_paper_sampling_defaults():
     for m in METHODS:
-        cfg = method_config(m)
+        cfg = resolve(method=m).config
         assert (cfg.sampling.temperature, cfg.sampling.top_p) == (1.0, 1.0)
-    assert method_config("verimap", {"temperature": 0.2}).sampling.temperature == 0.2
+    assert resolve({"temperature": 0.2}, method="verimap").config.sampling.temperature == 0.2
     assert (
-        method_config("verimap-1it", {"max_retries": 3}).loop.max_retries == 1
+        resolve({"max_retries": 3}, method="verimap-1it").config.loop.max_retries == 1
     )  # the method's own knob wins
-    tuned = method_config(
-        "verimap", {"max_retries": 2, "max_iterations": 2, "verification": "none"}
-    )
+    tuned = resolve(
+        {"max_retries": 2, "max_iterations": 2, "verification": "none"}, method="verimap"
+    ).config
     assert (tuned.loop.max_retries, tuned.loop.max_iterations, tuned.verify.verification) == (
         2,
         2,
         "full",
     )
     assert (
-        method_config("map-v").loop.max_retries == 3
-        and method_config("verimap").loop.max_iterations == 5
+        resolve(method="map-v").config.loop.max_retries == 3
+        and resolve(method="verimap").config.loop.max_iterations == 5
     )
 
 

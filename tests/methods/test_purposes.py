@@ -14,9 +14,9 @@ from verimap.config import RunConfig
 from verimap.evals.tasksets import get_benchmark
 from verimap.events import MODEL_CALL, EventBus
 from verimap.llm.purpose import ExecuteCall, JudgeCall, PlanCall, SolveCall
-from verimap.methods.presets import build_runner
 from verimap.testing import ScriptedWorld, oracle_models
 from verimap.tools import ToolRegistry, calculator_tool
+from verimap.wiring import build
 
 KINDS = {
     "react": {"execute"},
@@ -40,8 +40,8 @@ async def test_every_request_of_a_scripted_run_carries_its_purpose(method, sandb
     models = oracle_models([task])
     bus, seen = EventBus(), []
     bus.subscribe(seen.append)
-    runner = build_runner(
-        method, models, sandbox, ToolRegistry([calculator_tool()]), domain="math", events=bus
+    runner = build(
+        models, sandbox, ToolRegistry([calculator_tool()]), method=method, domain="math", events=bus
     )
     result = await runner.run(task.prompt)
     assert result.status == "success", result.error
@@ -59,7 +59,7 @@ async def test_every_request_of_a_scripted_run_carries_its_purpose(method, sandb
 async def test_a_baseline_solves_the_task_on_its_own(method, label, sandbox):
     task = get_benchmark("gsm8k", SAMPLES).tasks()[0]
     models = oracle_models([task])
-    runner = build_runner(method, models, sandbox, ToolRegistry(), domain="math")
+    runner = build(models, sandbox, ToolRegistry(), method=method, domain="math")
     await runner.run(task.prompt)
     asked = models["executor"].requests
     assert {r.purpose.label for r in asked} == {label}
@@ -122,8 +122,12 @@ async def test_a_run_on_the_real_client_sends_no_purpose(chat_endpoint, sandbox)
     endpoint = chat_endpoint([task])
     endpoint.down = lambda task_id: False
     model = fast_model(endpoint.url)
-    runner = build_runner(
-        "react", {"executor": model}, sandbox, ToolRegistry([calculator_tool()]), domain="math"
+    runner = build(
+        {"executor": model},
+        sandbox,
+        ToolRegistry([calculator_tool()]),
+        method="react",
+        domain="math",
     )
     try:
         result = await runner.run(task.prompt)

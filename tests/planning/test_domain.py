@@ -6,7 +6,7 @@ import pytest
 from verimap.core.run_context import RunContext
 from verimap.planning.domain import infer_domain
 from verimap.planning.fallback import whole_task_plan
-from verimap.planning.planner import LLMPlanner
+from verimap.planning.planner import LLMPlanner, PlannerOptions
 from verimap.testing import ScriptedModel
 
 
@@ -41,7 +41,7 @@ def test_the_domain_is_read_from_the_task(task, domain):
 async def test_a_question_that_is_not_about_a_number_is_not_asked_for_one():
     """The planner of `verimap run` (no domain given) on the one-node rule: before, every task
     got the math node ("give the final numeric answer", a finite-number VF)."""
-    planner = LLMPlanner(ScriptedModel([]), max_nodes=1)
+    planner = LLMPlanner(ScriptedModel([]), None, PlannerOptions(max_nodes=1))
     plan = await planner.plan("Who wrote Hamlet?", ctx=RunContext())
     node = plan.nodes[0]
     assert node.outputs == {"answer": "string"} and "numeric" not in node.instruction

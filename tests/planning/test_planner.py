@@ -1,4 +1,3 @@
-import functools
 import json
 
 import pytest
@@ -11,15 +10,16 @@ from verimap.planning import prompts
 from verimap.planning.failure import FailureContext
 from verimap.planning.fixed_planners import AddVFsPlanner, TemplatePlanner
 from verimap.planning.plan import Plan, parse_plan, plan_json_schema
-from verimap.planning.planner import PLANNER_SETTINGS, Planner, PlanningError
-from verimap.planning.planner import LLMPlanner as _LLMPlanner
+from verimap.planning.planner import (
+    PLANNER_SETTINGS,
+    LLMPlanner,
+    Planner,
+    PlannerOptions,
+    PlanningError,
+)
 from verimap.testing import InProcessSandboxDouble, ScriptedModel
 from verimap.tools import default_tools
 from verimap.verdicts import VFVerdict
-
-# These tests script the plan replies call by call; the reasoning call before a plan is tested on
-# its own (test_the_planner_works_the_task_out_before_the_plan).
-LLMPlanner = functools.partial(_LLMPlanner, think_first=False)
 
 GOOD = {
     "nodes": [
@@ -55,13 +55,13 @@ async def test_plan_prompt_has_tools_task_demo_and_schema():
     text = json.dumps(to_openai(req.messages))
     assert "calculator" in text and "Double the number 21." in text and "bakery" in text
     assert req.response_schema == LLMPlanner(m).schema and "JSON Schema of the plan" not in text
-    shown = LLMPlanner(m, show_schema=True).plan_messages("t")[-1].content
+    shown = LLMPlanner(m, None, PlannerOptions(show_schema=True)).plan_messages("t")[-1].content
     assert "JSON Schema of the plan" in shown and '"Node"' in shown
 
 
 async def test_invalid_plan_is_sent_back_with_messages():
     m = ScriptedModel(["not a plan", BAD, GOOD])
-    plan = await LLMPlanner(m, max_repairs=3).plan("t", ctx=RunContext())
+    plan = await LLMPlanner(m, None, PlannerOptions(max_repairs=3)).plan("t", ctx=RunContext())
     assert len(plan.nodes) == 2
     assert "not a JSON plan" in m.requests[1].messages[-1].content
     assert "unknown node 'zz'" in m.requests[2].messages[-1].content
@@ -70,7 +70,9 @@ async def test_invalid_plan_is_sent_back_with_messages():
 async def test_repair_loop_is_bounded():
     m = ScriptedModel([BAD] * 5)
     with pytest.raises(PlanningError) as ei:
-        await LLMPlanner(m, max_repairs=2, fallback=False).plan("t", ctx=RunContext())
+        await LLMPlanner(m, None, PlannerOptions(max_repairs=2, fallback=False)).plan(
+            "t", ctx=RunContext()
+        )
     assert m.calls == 3 and any("unknown node" in p for p in ei.value.problems)
 
 
@@ -101,7 +103,9 @@ async def test_a_replan_repeating_the_failed_node_goes_back_once_sampled_more_fr
     fixed = changed(GOOD, "b", instruction="double x, as an integer")
     m = ScriptedModel([GOOD, fixed])
     planner = LLMPlanner(
-        m, settings=PLANNER_SETTINGS.replace(temperature=0.0), repeat_temperature=0.7
+        m,
+        None,
+        PlannerOptions(settings=PLANNER_SETTINGS.replace(temperature=0.0), repeat_temperature=0.7),
     )
     plan = await planner.replan("t", parse_plan(GOOD), failed_at("b"), ctx=RunContext())
     assert plan.node("b").instruction == "double x, as an integer"
@@ -118,7 +122,7 @@ async def test_a_replan_counts_as_a_repeat_only_if_the_failed_node_and_its_ances
         changed(GOOD, "b", outputs=["y", "z"]),
     ):
         m = ScriptedModel([reply])
-        await LLMPlanner(m, quality_checks=False).replan(
+        await LLMPlanner(m, None, PlannerOptions(quality_checks=False)).replan(
             "t", previous, failed_at("b"), ctx=RunContext()
         )
         assert m.calls == 1
@@ -145,14 +149,14 @@ async def test_a_repeated_plan_is_used_when_asking_once_brings_nothing_better():
         ([GOOD], 0),
     ):
         m = ScriptedModel(script)
-        plan = await LLMPlanner(m, max_repairs=repairs).replan(
+        plan = await LLMPlanner(m, None, PlannerOptions(max_repairs=repairs)).replan(
             "t", previous, failed_at("b"), ctx=RunContext()
         )
         assert plan.model_dump() == previous.model_dump() and m.calls == len(script)
     with pytest.raises(PlanningError):  # invalid plans alone still fail
-        await LLMPlanner(ScriptedModel([BAD] * 2), max_repairs=1, fallback=False).replan(
-            "t", previous, failed_at("b"), ctx=RunContext()
-        )
+        await LLMPlanner(
+            ScriptedModel([BAD] * 2), None, PlannerOptions(max_repairs=1, fallback=False)
+        ).replan("t", previous, failed_at("b"), ctx=RunContext())
 
 
 async def test_a_replan_may_keep_the_plan_when_no_vf_failed_or_when_told_to():
@@ -160,7 +164,10 @@ async def test_a_replan_may_keep_the_plan_when_no_vf_failed_or_when_told_to():
     no_verdicts = FailureContext(node_id="b", attempts=3, error="executor gave no valid outputs")
     for planner, failure in (
         (LLMPlanner(ScriptedModel([GOOD])), no_verdicts),
-        (LLMPlanner(ScriptedModel([GOOD]), challenge_repeats=False), failed_at("b")),
+        (
+            LLMPlanner(ScriptedModel([GOOD]), None, PlannerOptions(challenge_repeats=False)),
+            failed_at("b"),
+        ),
     ):
         assert (
             await planner.replan("t", previous, failure, ctx=RunContext())
@@ -199,13 +206,15 @@ async def test_programming_demo_is_shown_and_its_function_name_counts_as_copying
     as it is is fine; naming the demo's function is copying."""
     generic = json.loads(json.dumps(prompts.CODE_DEMO_PLAN))
     m = ScriptedModel([generic])
-    planner = LLMPlanner(m, domain="programming")
+    planner = LLMPlanner(m, None, PlannerOptions(domain="programming"))
     await planner.plan("write is_prime", ctx=RunContext())
     assert "running_max" in m.requests[0].messages[-1].content and m.calls == 1
     copied = json.loads(json.dumps(generic))
     copied["nodes"][0]["instruction"] += " Name it running_max."
     m = ScriptedModel([copied, generic])
-    await LLMPlanner(m, domain="programming").plan("write is_prime", ctx=RunContext())
+    await LLMPlanner(m, None, PlannerOptions(domain="programming")).plan(
+        "write is_prime", ctx=RunContext()
+    )
     assert "node 'implement' copies the example plan" in m.requests[1].messages[-1].content
 
 
@@ -235,26 +244,30 @@ async def test_a_plan_over_the_node_cap_goes_back_and_falls_back_when_no_repair_
         {"id": "c", "instruction": "add one", "inputs": ["b.y"], "outputs": ["z"],
          "verification": [{"name": "more", "type": "python", "code": "assert outputs['z'] > inputs['y']"}]}
     )  # fmt: skip
-    system = LLMPlanner(ScriptedModel([]), max_nodes=2).system_prompt()
+    system = LLMPlanner(ScriptedModel([]), None, PlannerOptions(max_nodes=2)).system_prompt()
     assert "Use at most 2 nodes" in system and "Prefer few nodes" not in system
     assert "Prefer few nodes (1-4)" in LLMPlanner(ScriptedModel([])).system_prompt()
 
     m = ScriptedModel([three, GOOD])
-    plan = await LLMPlanner(m, max_nodes=2, max_repairs=1).plan("t", ctx=RunContext())
+    plan = await LLMPlanner(m, None, PlannerOptions(max_nodes=2, max_repairs=1)).plan(
+        "t", ctx=RunContext()
+    )
     assert [n.id for n in plan.nodes] == ["a", "b"] and plan.fallback_reason is None
     assert "the plan has 3 nodes, more than the 2 allowed" in m.requests[1].messages[-1].content
     assert "at most 2 nodes" in m.requests[0].messages[0].content
 
     m = ScriptedModel([three])
-    plan = await LLMPlanner(m, max_nodes=2, max_repairs=0, quality_checks=False).plan(
-        "t", ctx=RunContext()
-    )
+    plan = await LLMPlanner(
+        m, None, PlannerOptions(max_nodes=2, max_repairs=0, quality_checks=False)
+    ).plan("t", ctx=RunContext())
     assert plan.fallback_reason is not None and "more than the 2 allowed" in plan.fallback_reason
     assert m.calls == 1
     assert (
         len(
             (
-                await LLMPlanner(ScriptedModel([three]), max_nodes=3).plan("t", ctx=RunContext())
+                await LLMPlanner(ScriptedModel([three]), None, PlannerOptions(max_nodes=3)).plan(
+                    "t", ctx=RunContext()
+                )
             ).nodes
         )
         == 3
@@ -264,15 +277,17 @@ async def test_a_plan_over_the_node_cap_goes_back_and_falls_back_when_no_repair_
 async def test_quality_checks_can_be_turned_off():
     no_vfs = {"nodes": [{"id": "a", "instruction": "i", "inputs": ["USER_TASK"], "outputs": ["x"]}]}
     m = ScriptedModel([no_vfs])
-    assert (await LLMPlanner(m, quality_checks=False).plan("t", ctx=RunContext())).nodes[
-        0
-    ].id == "a"
+    assert (
+        await LLMPlanner(m, None, PlannerOptions(quality_checks=False)).plan("t", ctx=RunContext())
+    ).nodes[0].id == "a"
 
 
 async def test_a_repeated_rejected_plan_raises_the_temperature():
     m = ScriptedModel([BAD, BAD, GOOD])
     await LLMPlanner(
-        m, settings=PLANNER_SETTINGS.replace(temperature=0.0), repeat_temperature=0.7
+        m,
+        None,
+        PlannerOptions(settings=PLANNER_SETTINGS.replace(temperature=0.0), repeat_temperature=0.7),
     ).plan("t", ctx=RunContext())
     assert [r.settings.temperature for r in m.requests] == [0.0, 0.0, 0.7]
 
@@ -357,16 +372,16 @@ async def test_a_reply_cut_at_the_length_limit_is_named_as_such():
 
     cut = ModelResponse(content='{"nodes": [{"id": "a", "verification": [{"name": "v"}]', finish_reason="length", usage=Usage(calls=1, completion_tokens=300))  # fmt: skip
     m = ScriptedModel([cut, GOOD])
-    await LLMPlanner(m, settings=PLANNER_SETTINGS.replace(max_tokens=2048)).plan(
-        "t", ctx=RunContext()
-    )
+    await LLMPlanner(
+        m, None, PlannerOptions(settings=PLANNER_SETTINGS.replace(max_tokens=2048))
+    ).plan("t", ctx=RunContext())
     feedback = m.requests[1].messages[-1].content
     assert "cut off at the length limit (300 tokens)" in feedback and "empty plan" not in feedback
 
 
 async def test_repairs_show_only_the_latest_rejected_reply():
     m = ScriptedModel(["not a plan", BAD, GOOD])
-    await LLMPlanner(m, max_repairs=3).plan("t", ctx=RunContext())
+    await LLMPlanner(m, None, PlannerOptions(max_repairs=3)).plan("t", ctx=RunContext())
     first, third = m.requests[0].messages, m.requests[2].messages
     assert len(third) == len(first) + 2
     assert third[-2] == AssistantMessage(content=json.dumps(BAD))
@@ -405,16 +420,23 @@ async def test_a_repair_that_brings_back_the_same_problems_is_sampled_once_then_
         variants.append(v)
     m = ScriptedModel([*variants, GOOD])
     planner = LLMPlanner(
-        m, settings=PLANNER_SETTINGS.replace(temperature=0.0), repeat_temperature=0.7, max_repairs=4
+        m,
+        None,
+        PlannerOptions(
+            settings=PLANNER_SETTINGS.replace(temperature=0.0),
+            repeat_temperature=0.7,
+            max_repairs=4,
+        ),
     )
     plan = await planner.plan("t", ctx=RunContext())
     assert [r.settings.temperature for r in m.requests] == [0.0, 0.0, 0.7]
     assert "same problems came back" in plan.fallback_reason and "nowhere" in plan.fallback_reason
     strict = LLMPlanner(
         ScriptedModel(variants),
-        settings=PLANNER_SETTINGS.replace(temperature=0.0),
-        max_repairs=4,
-        fallback=False,
+        None,
+        PlannerOptions(
+            settings=PLANNER_SETTINGS.replace(temperature=0.0), max_repairs=4, fallback=False
+        ),
     )
     with pytest.raises(PlanningError, match="same problems came back"):
         await strict.plan("t", ctx=RunContext())
@@ -427,7 +449,7 @@ async def test_a_planner_without_vfs_neither_asks_for_nor_keeps_them():
     from verimap.planning.plan_checks import planning_schema
 
     m = ScriptedModel([GOOD, GOOD])
-    planner = LLMPlanner(m, default_tools(), write_vfs=False)
+    planner = LLMPlanner(m, default_tools(), PlannerOptions(write_vfs=False))
     plan = await planner.plan("Double the number 21.", ctx=RunContext())
     assert [n.verification for n in plan.nodes] == [[], []]
     text = json.dumps(to_openai(m.requests[0].messages))
@@ -476,12 +498,12 @@ async def test_a_failed_replan_falls_back_and_a_failed_fallback_runs_again():
     from verimap.planning.fallback import fallback_plan
 
     previous = parse_plan(GOOD)
-    plan = await LLMPlanner(ScriptedModel([BAD] * 2), max_repairs=1).replan(
+    plan = await LLMPlanner(ScriptedModel([BAD] * 2), None, PlannerOptions(max_repairs=1)).replan(
         "t", previous, failed_at("b"), ctx=RunContext()
     )
     assert plan.fallback_reason and "no valid plan" in plan.fallback_reason
     fb = fallback_plan("What is 6 * 7?")
-    again = await LLMPlanner(ScriptedModel([BAD] * 2), max_repairs=1).replan(
+    again = await LLMPlanner(ScriptedModel([BAD] * 2), None, PlannerOptions(max_repairs=1)).replan(
         "t", fb, failed_at("solve"), ctx=RunContext()
     )
     assert again is fb
@@ -505,7 +527,7 @@ async def test_vfs_that_check_nothing_are_dropped_at_once_rather_than_repaired()
     plan = json.loads(json.dumps(GOOD))
     plan["nodes"][1]["verification"].append({"name": "noop", "type": "python", "code": "x = 1"})
     m = ScriptedModel([plan] * 3)
-    got = await LLMPlanner(m, max_repairs=2).plan("t", ctx=RunContext())
+    got = await LLMPlanner(m, None, PlannerOptions(max_repairs=2)).plan("t", ctx=RunContext())
     assert m.calls == 1 and got.fallback_reason is None
     assert [v.name for v in got.node("b").verification] == [
         v["name"] for v in GOOD["nodes"][1]["verification"]
@@ -529,12 +551,16 @@ async def test_a_final_node_whose_vfs_check_an_answer_it_lacks_is_not_salvaged()
     plan["nodes"][1]["verification"] = [
         {"name": "ans", "type": "python", "code": "assert outputs['answer'] > 0"}
     ]
-    got = await LLMPlanner(ScriptedModel([plan]), max_repairs=0).plan("t", ctx=RunContext())
+    got = await LLMPlanner(ScriptedModel([plan]), None, PlannerOptions(max_repairs=0)).plan(
+        "t", ctx=RunContext()
+    )
     assert got.fallback_reason is not None and got.dropped_vfs == []
     assert [n.id for n in got.nodes] == ["solve"]
     plan["nodes"][0]["verification"] = plan["nodes"][1]["verification"]
     plan["nodes"][1]["verification"] = [{"name": "noop", "type": "python", "code": "x = 1"}]
-    got = await LLMPlanner(ScriptedModel([plan]), max_repairs=0).plan("t", ctx=RunContext())
+    got = await LLMPlanner(ScriptedModel([plan]), None, PlannerOptions(max_repairs=0)).plan(
+        "t", ctx=RunContext()
+    )
     assert got.fallback_reason is None and [n.id for n in got.nodes] == ["a", "b"]
     assert sorted(got.dropped_vfs)[0].startswith("a.ans (line 1: outputs['answer'] is not an")
 
@@ -554,14 +580,16 @@ async def test_two_replies_in_a_row_cut_at_the_limit_end_the_repairs():
 
     cut = ModelResponse(content='{"nodes": [{"id": "a"', finish_reason="length", usage=Usage(calls=1, completion_tokens=1024))  # fmt: skip
     m = ScriptedModel([cut, cut, GOOD])
-    plan = await LLMPlanner(m, max_repairs=3).plan("t", ctx=RunContext())
+    plan = await LLMPlanner(m, None, PlannerOptions(max_repairs=3)).plan("t", ctx=RunContext())
     assert m.calls == 2 and plan.fallback_reason and "cut off" in plan.fallback_reason
 
 
 async def test_the_planner_works_the_task_out_before_the_plan():
     m = ScriptedModel(["Price 17, quantity 23, so 17 * 23 = 391.", GOOD])
-    plan = await _LLMPlanner(
-        m, settings=PLANNER_SETTINGS.replace(temperature=0.0), think_first=True
+    plan = await LLMPlanner(
+        m,
+        None,
+        PlannerOptions(settings=PLANNER_SETTINGS.replace(temperature=0.0), think_first=True),
     ).plan("How much do 23 pens at $17 cost?", ctx=RunContext())
     assert plan.nodes[0].id == "a"
     think, write = m.requests
@@ -579,7 +607,7 @@ async def test_a_replan_is_thought_out_too_and_thinking_can_be_turned_off():
     m = ScriptedModel(
         ["The doubling node failed; y must be 2 * x.", changed(GOOD, "b", instruction="y = 2x")]
     )
-    await _LLMPlanner(m, think_first=True).replan(
+    await LLMPlanner(m, None, PlannerOptions(think_first=True)).replan(
         "t", parse_plan(GOOD), failed_at("b"), ctx=RunContext()
     )
     assert [r.response_schema is None for r in m.requests] == [True, False]
@@ -587,21 +615,23 @@ async def test_a_replan_is_thought_out_too_and_thinking_can_be_turned_off():
                                                PlanCall(kind="replan", task="t")]  # fmt: skip
     assert "What failed" in m.requests[0].messages[-1].content
     m = ScriptedModel([GOOD])
-    await _LLMPlanner(m).plan("t", ctx=RunContext())
+    await LLMPlanner(m).plan("t", ctx=RunContext())
     assert len(m.requests) == 1
 
 
 async def test_a_final_node_without_an_answer_of_the_tasks_type_is_sent_back():
     typed = changed(GOOD, "b", outputs={"y": "boolean"})
     m = ScriptedModel([typed, typed])
-    plan = await LLMPlanner(m, answer_types=("code",), max_repairs=1, domain="math").plan(
-        "t", ctx=RunContext()
-    )
+    plan = await LLMPlanner(
+        m, None, PlannerOptions(answer_types=("code",), max_repairs=1, domain="math")
+    ).plan("t", ctx=RunContext())
     assert "must have an output of type code" in m.requests[1].messages[-1].content
     assert [r.purpose.label for r in m.requests] == ["plan", "plan:repair"]
     assert plan.fallback_reason and plan.nodes[0].outputs == {"answer": "number"}
     assert not (
-        await LLMPlanner(ScriptedModel([GOOD]), answer_types=("code",)).plan("t", ctx=RunContext())
+        await LLMPlanner(ScriptedModel([GOOD]), None, PlannerOptions(answer_types=("code",))).plan(
+            "t", ctx=RunContext()
+        )
     ).fallback_reason
 
 
@@ -664,8 +694,11 @@ STRING_PIPELINE = {
 
 
 async def test_a_code_tasks_final_node_is_typed_code_and_checked_against_the_tasks_examples():
-    planner = LLMPlanner(ScriptedModel([STRING_PIPELINE]), domain="programming",
-                         answer_types=("code", "string"))  # fmt: skip
+    planner = LLMPlanner(
+        ScriptedModel([STRING_PIPELINE]),
+        None,
+        PlannerOptions(domain="programming", answer_types=("code", "string")),
+    )
     got = await planner.plan(CODE_TASK, ctx=RunContext())
     final = got.node("implement")
     assert got.fallback_reason is None and final.outputs["code"] == "code"
@@ -680,21 +713,30 @@ async def test_a_final_code_node_without_an_examples_vf_gets_one():
     plan["nodes"][1]["verification"] = [
         {"name": "has_def", "type": "python", "code": "assert 'def ' in outputs['code']"}
     ]
-    planner = LLMPlanner(ScriptedModel([plan]), domain="programming",
-                         answer_types=("code", "string"))  # fmt: skip
+    planner = LLMPlanner(
+        ScriptedModel([plan]),
+        None,
+        PlannerOptions(domain="programming", answer_types=("code", "string")),
+    )
     final = (await planner.plan(CODE_TASK, ctx=RunContext())).node("implement")
     assert [v.name for v in final.verification] == ["has_def", "task_examples"]
     assert final.verification[1].check == "run_examples"  # the check reads the run's task
     # Not on math plans, nor on code tasks without examples.
-    math = await LLMPlanner(ScriptedModel([plan]), answer_types=("number", "string")).plan(
-        CODE_TASK, ctx=RunContext()
-    )
+    math = await LLMPlanner(
+        ScriptedModel([plan]), None, PlannerOptions(answer_types=("number", "string"))
+    ).plan(CODE_TASK, ctx=RunContext())
     assert [v.name for v in math.node("implement").verification] == ["has_def"]
-    bare = await LLMPlanner(ScriptedModel([plan]), domain="programming",
-                            answer_types=("code", "string")).plan("Write double(x).", ctx=RunContext())  # fmt: skip
+    bare = await LLMPlanner(
+        ScriptedModel([plan]),
+        None,
+        PlannerOptions(domain="programming", answer_types=("code", "string")),
+    ).plan("Write double(x).", ctx=RunContext())
     assert [v.name for v in bare.node("implement").verification] == ["has_def"]
-    off = await LLMPlanner(ScriptedModel([plan]), domain="programming", task_examples=False,
-                           answer_types=("code", "string")).plan(CODE_TASK, ctx=RunContext())  # fmt: skip
+    off = await LLMPlanner(
+        ScriptedModel([plan]),
+        None,
+        PlannerOptions(domain="programming", task_examples=False, answer_types=("code", "string")),
+    ).plan(CODE_TASK, ctx=RunContext())
     assert [v.name for v in off.node("implement").verification] == ["has_def"]
     assert off.node("implement").outputs == {"code": "code"}  # typed all the same
 
@@ -704,7 +746,9 @@ async def test_an_examples_vf_on_other_examples_does_not_stand_in_for_the_tasks(
     plan = json.loads(json.dumps(STRING_PIPELINE))
     plan["nodes"][1]["verification"] = [{"name": "examples", "type": "python",
         "code": "run_examples(outputs['code'], inputs['parse.text'])"}]  # fmt: skip
-    planner = LLMPlanner(ScriptedModel([plan]), domain="programming", answer_types=("code",))
+    planner = LLMPlanner(
+        ScriptedModel([plan]), None, PlannerOptions(domain="programming", answer_types=("code",))
+    )
     final = (await planner.plan(CODE_TASK, ctx=RunContext())).node("implement")
     assert [v.name for v in final.verification] == ["examples", "task_examples"]
 
@@ -718,9 +762,9 @@ async def test_a_code_tasks_plan_whose_answer_is_not_code_goes_back():
         "code": "assert outputs['plan'].strip()"}],
     })  # fmt: skip
     m = ScriptedModel([plan, STRING_PIPELINE])
-    got = await LLMPlanner(m, domain="programming", answer_types=("code",)).plan(
-        CODE_TASK, ctx=RunContext()
-    )
+    got = await LLMPlanner(
+        m, None, PlannerOptions(domain="programming", answer_types=("code",))
+    ).plan(CODE_TASK, ctx=RunContext())
     assert m.calls == 2 and "must have an output of type code" in m.requests[1].messages[-1].content
     assert got.final_node().id == "implement" and got.final_node().outputs == {"code": "code"}
 
@@ -734,7 +778,7 @@ async def test_a_one_node_cap_runs_the_whole_task_as_one_node_without_a_model_ca
     domain, task, output
 ):
     m = ScriptedModel([])
-    planner = LLMPlanner(m, max_nodes=1, domain=domain)
+    planner = LLMPlanner(m, None, PlannerOptions(max_nodes=1, domain=domain))
     plan = await planner.plan(task, ctx=RunContext())
     assert [n.id for n in plan.nodes] == ["solve"] and list(plan.nodes[0].outputs) == [output]
     assert plan.rule == "one-node plan (max_nodes=1)" and plan.fallback_reason is None

@@ -12,7 +12,7 @@ from verimap.events import PLAN_INVALID, Event
 from verimap.llm.base import PlanCall, UserMessage
 from verimap.planning.failure import FailureContext
 from verimap.planning.plan import LLMVF, CheckVF, parse_plan
-from verimap.planning.planner import LLMPlanner, PlanningError
+from verimap.planning.planner import LLMPlanner, PlannerOptions, PlanningError
 from verimap.planning.staged import StagedPlanner
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld
 from verimap.verdicts import VFVerdict
@@ -146,9 +146,9 @@ async def test_the_validators_messages_go_back_once_for_the_node_they_name():
     stubborn = staged_model(nodes=bad, repairs={"techcrunch": bad["techcrunch"]})
     with pytest.raises(PlanningError, match="names 'name'"):
         await StagedPlanner(stubborn, domain="qa").plan(TASK, ctx=RunContext())
-    fallback = await LLMPlanner(stubborn, decoding="staged", domain="qa", max_repairs=1).plan(
-        TASK, ctx=RunContext()
-    )
+    fallback = await LLMPlanner(
+        stubborn, None, PlannerOptions(decoding="staged", domain="qa", max_repairs=1)
+    ).plan(TASK, ctx=RunContext())
     assert fallback.fallback_reason is not None and [n.id for n in fallback.nodes] == ["solve"]
 
 
@@ -268,7 +268,9 @@ async def test_in_a_run_the_replanned_plan_reuses_the_node_that_was_verified():
         }[nid]
 
     world = ScriptedWorld([PREVIOUS], outputs)
-    planner = LLMPlanner(planner_model, decoding="staged", domain="qa", max_nodes=4)
+    planner = LLMPlanner(
+        planner_model, None, PlannerOptions(decoding="staged", domain="qa", max_nodes=4)
+    )
     config = RunConfig(max_retries=1, max_iterations=2, policies=[])
     r = await verimap.build(
         world.models(), InProcessSandboxDouble(), config=config, planner=planner

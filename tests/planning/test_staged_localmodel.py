@@ -11,7 +11,7 @@ import verimap
 from verimap.config import Budget, RunConfig
 from verimap.events import read_trace
 from verimap.planning.plan import LLMVF
-from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner
+from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner, PlannerOptions
 from verimap.policies.small_model import ReplyCap
 from verimap.testing import HashingEmbedderDouble
 
@@ -39,9 +39,18 @@ async def test_the_model_plans_in_stages_and_the_judge_judges_a_criterion_it_wro
     # Every reply capped (a small model in a repetition loop runs to the cap), greedy sampling.
     models = {role: ReplyCap(m, 200) for role, m in local_models.items()}
     planner = LLMPlanner(
-        models["planner"], tools, domain="qa", decoding="staged", min_nodes=2, max_nodes=2,
-        max_repairs=1, settings=PLANNER_SETTINGS.replace(temperature=0.0), fallback=False,
-    )  # fmt: skip
+        models["planner"],
+        tools,
+        PlannerOptions(
+            domain="qa",
+            decoding="staged",
+            min_nodes=2,
+            max_nodes=2,
+            max_repairs=1,
+            settings=PLANNER_SETTINGS.replace(temperature=0.0),
+            fallback=False,
+        ),
+    )
     # One pass, every node run (`fail_accepted`) and every criterion judged (`full_feedback`),
     # the judge reasoning in one reply (no search loop): bounded, whatever the 0.5B answers.
     config = RunConfig(

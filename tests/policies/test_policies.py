@@ -4,19 +4,26 @@ applies the endpoint's policy as the CLI does."""
 import pytest
 
 import verimap
-from verimap.config import RunConfig
+from verimap.config import RunConfig, given
 from verimap.events import EventBus, RunStart
 from verimap.llm.base import GenerationSettings, ModelRequest, UserMessage
 from verimap.planning.planner import LLMPlanner
-from verimap.policies import Paper, SmallModel, apply, for_models, get_policies
+from verimap.policies import Paper, SmallModel, get_policies
 from verimap.policies.small_model import ReplyCap
 from verimap.testing import InProcessSandboxDouble, ScriptedModel
+from verimap.wiring import default_policies, resolve, runs_locally
 
 
 def local(model: ScriptedModel) -> ScriptedModel:
     """A test double that says it is the local model, as `OpenAIModel(local=True)` does."""
     model.local = True  # type: ignore[attr-defined]
     return model
+
+
+def apply(config: RunConfig, names: list[str]) -> RunConfig:
+    """`config` under `names`, or under its own policies when it names some."""
+    user = given(config)
+    return resolve({**user, "policies": user.get("policies", names)}).config
 
 
 def test_the_small_model_policy_fills_what_the_user_left_unset():
@@ -68,14 +75,16 @@ def test_unknown_policies_are_refused_by_name():
 
 
 def test_the_local_model_gets_the_small_model_policy_an_endpoint_none():
-    assert for_models({"executor": local(ScriptedModel(["{}"]))}) == ["small-model"]
-    assert for_models({"executor": ScriptedModel(["{}"])}) == []
+    assert runs_locally({"executor": local(ScriptedModel(["{}"]))})
+    assert not runs_locally({"executor": ScriptedModel(["{}"])})
+    assert default_policies(True) == ["small-model"] and default_policies(False) == []
+    assert resolve(RunConfig(), local=True).config.policies == ["small-model"]
 
 
 async def test_the_reply_cap_lowers_a_request_for_more_and_keeps_one_for_less():
     model = ScriptedModel(["ok", "ok"])
     capped = SmallModel(reply_tokens=100).wrap(model)
-    assert isinstance(capped, ReplyCap) and SmallModel(reply_tokens=100).wrap(capped) is capped
+    assert isinstance(capped, ReplyCap) and capped.limit == 100
     for asked in (4096, 50):
         await capped.request(
             ModelRequest(
@@ -125,15 +134,13 @@ async def test_the_paper_policy_has_no_fallback_plan():
 
 
 def test_under_the_paper_policy_map_v_hands_off_text_as_the_papers_map():
-    from verimap.methods.presets import method_config
-
-    map_v = method_config("map-v", {"policies": ["paper"]})
+    map_v = resolve({"policies": ["paper"]}, method="map-v").config
     assert (
         map_v.execution.structured_io,
         map_v.execution.context_generations,
         map_v.loop.sequential,
     ) == (False, 2, True)
-    verimap_ = method_config("verimap", {"policies": ["paper"]})
+    verimap_ = resolve({"policies": ["paper"]}, method="verimap").config
     assert (
         verimap_.execution.structured_io
         and verimap_.verify.checks == []

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import logging
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -117,24 +117,21 @@ policy_option = click.option(
 )
 
 
-def chosen_policies(policy: str | None, endpoint: dict[str, Any]) -> list[str]:
-    """The policies a command's run follows: `--policy`, else the endpoint's."""
-    if policy is not None:
-        return [] if policy == "none" else [policy]
+def local_endpoint(endpoint: Mapping[str, Any]) -> bool:
+    """Whether a command's endpoint options choose the local model: a model file, or a model
+    no endpoint serves."""
     from verimap.endpoint import is_remote
 
-    local = endpoint.get("model_file") is not None or not is_remote(
+    return endpoint.get("model_file") is not None or not is_remote(
         endpoint.get("model"), endpoint.get("base_url")
     )
-    return ["small-model"] if local else []
 
 
-def under_policies(user: dict[str, Any], names: list[str]) -> dict[str, Any]:
-    """`user`'s settings with the policies' filling what it left unset, and the policies named
-    (so `verimap.build` does not choose again)."""
-    from verimap.policies import fill, get_policies
-
-    return {**fill(user, get_policies(names)), "policies": names}
+def named_policies(policy: str | None) -> list[str] | None:
+    """`--policy` as a config's `policies`; None when it is not given (the run's default)."""
+    if policy is None:
+        return None
+    return [] if policy == "none" else [policy]
 
 
 samples_option = click.option(

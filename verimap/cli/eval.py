@@ -22,13 +22,13 @@ from typing import Any
 import click
 
 from verimap.cli import (
-    chosen_policies,
     endpoint_options,
+    local_endpoint,
     max_nodes_option,
+    named_policies,
     policy_option,
     samples_option,
     sandbox_option,
-    under_policies,
     warn_idle_ballot,
     warn_idle_cross_check,
     with_cross_check,
@@ -56,8 +56,8 @@ from verimap.cli.vocabulary import (
     quiet_option,
     typed_here,
 )
-from verimap.config import EVAL_TASK_TIME_LIMIT, flatten
-from verimap.methods.presets import METHODS, method_config
+from verimap.config import EVAL_TASK_TIME_LIMIT, flatten, given
+from verimap.methods.presets import METHODS
 
 ENDPOINT_KEYS = (
     "model",
@@ -244,19 +244,21 @@ def _apply_policies(
     policy: str | None,
     cross_check: bool | None,
 ) -> list[str]:
-    """Fill `run_config` with what the run's policies set where the user left it unset (the
-    endpoint's policies unless `--policy` or the config file names them), say so on stderr, and
-    return their names."""
-    from verimap.policies import get_policies
+    """Fill `run_config` with what its policies (`--policy`, the config file's, else the
+    endpoint's) set where the user left it unset, say so on stderr, and return their names."""
+    from verimap.wiring import resolve
 
-    names = run_config.get("policies")
-    if policy is not None or names is None:
-        names = chosen_policies(policy, endpoint)
-    run_config.update(under_policies(run_config, names))
+    if policy is not None:
+        run_config["policies"] = named_policies(policy)
+    try:
+        settings = resolve(run_config, local=local_endpoint(endpoint))
+    except ValueError as e:
+        raise click.ClickException(str(e)) from None
+    run_config.update(given(settings.config))
     with_cross_check(run_config, cross_check)
-    for p in get_policies(names):
+    for p in settings.policies:
         click.echo(f"note: the {p.name} policy applies: {p.summary} (--policy none: off)", err=True)
-    return names
+    return [p.name for p in settings.policies]
 
 
 def run_command(**kw: Any) -> int:
@@ -273,6 +275,7 @@ def run_command(**kw: Any) -> int:
     from verimap.redaction import printable
     from verimap.sandbox import get_sandbox
     from verimap.sandbox.base import SandboxUnavailable
+    from verimap.wiring import resolve
 
     bench = open_benchmark(kw)  # built-in, file, datasets directory or FILE.py@FUNCTION
     bench_name, method = bench.name, kw["method"]
@@ -309,7 +312,7 @@ def run_command(**kw: Any) -> int:
     concurrency = kw.get("max_tasks")
     if not kw.get("models_factory"):
         _apply_policies(method, endpoint, run_config, kw.get("policy"), kw.get("cross_check"))
-        if chosen_policies(None, endpoint) and concurrency is None:
+        if local_endpoint(endpoint) and concurrency is None:
             # The llama.cpp server answers one request at a time and keeps only the last
             # prompt's cache; interleaved tasks evict each other's prefixes and all run slower.
             concurrency = 1
@@ -318,7 +321,7 @@ def run_command(**kw: Any) -> int:
         with_cross_check(run_config, kw.get("cross_check"))
     if kw.get("cross_check") or kw.get("ballot"):
         with contextlib.suppress(ValueError):  # a bad config is reported when the run starts
-            as_run = method_config(method, run_config)
+            as_run = resolve(run_config, method=method).config
             if kw.get("cross_check"):
                 warn_idle_cross_check(as_run, f"method {method}")
             if kw.get("ballot"):

@@ -13,13 +13,13 @@ from typing import Any
 import click
 
 from verimap.cli import (
-    chosen_policies,
     endpoint_options,
+    local_endpoint,
     max_nodes_option,
+    named_policies,
     policy_option,
     samples_option,
     sandbox_option,
-    under_policies,
     warn_idle_ballot,
     warn_idle_cross_check,
     with_cross_check,
@@ -236,6 +236,7 @@ def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_n
     from verimap.planning.fixed_planners import TemplatePlanner
     from verimap.planning.plan import PlanError
     from verimap.sandbox.base import SandboxUnavailable
+    from verimap.wiring import build, resolve
 
     if not task.strip():
         click.echo("error: TASK is empty", err=True)
@@ -247,12 +248,12 @@ def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_n
         click.echo("error: rag answers questions over a corpus: run it with `verimap eval -b "
                    "multihoprag -m rag`", err=True)  # fmt: skip
         sys.exit(EXIT_BAD_INPUT)
-    given = _given_on_the_command_line()
+    typed = _given_on_the_command_line()
     user: dict[str, Any] = {k: v for k, v in (
         ("max_retries", max_attempts), ("max_parallel", max_parallel_nodes), ("sequential", sequential),
         ("reuse_verified", not no_reuse), ("fail_accepted", fail_accepted),
         ("verification", verification),
-    ) if k in given}  # fmt: skip
+    ) if k in typed}  # fmt: skip
     if temperature is not None:  # retries then sample at the same temperature
         user["temperature"] = temperature
     if max_iterations is not None:
@@ -261,7 +262,12 @@ def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_n
         user["max_nodes"] = max_nodes or None
     if ballot is not None:
         user["ballot"] = ballot
-    user = under_policies(user, chosen_policies(policy, endpoint))
+    if policy is not None:
+        user["policies"] = named_policies(policy)
+    try:  # the policies fill what the user left unset
+        user = resolve(user, local=local_endpoint(endpoint)).config.model_dump(exclude_unset=True)
+    except ValueError as e:
+        raise click.BadParameter(str(e)) from None
     with_cross_check(user, cross_check)
     config = RunConfig.model_validate({
         **user,
@@ -269,9 +275,7 @@ def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_n
                          timeout_s=time_limit),
     })  # fmt: skip
     if cross_check or ballot is not None:
-        from verimap.methods.presets import method_config
-
-        as_run = method_config(method, config) if method else config
+        as_run = resolve(config, method=method).config
         if cross_check:
             warn_idle_cross_check(
                 as_run, f"--method {method}" if method else f"--verification {verification}"
@@ -294,21 +298,11 @@ def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_n
         try:
             async with _connect(**endpoint) as models:
                 _refuse_unpriced(models, cost_limit)
-                if method:
-                    from verimap.methods.presets import build_runner
-                    from verimap.tools import default_tools
-
-                    coordinator = build_runner(
-                        method, models, sandbox, default_tools(sandbox), config=config,
-                        events=events, samples=samples,
-                    )  # fmt: skip
-                    coordinator.trace_dir = trace_dir
-                else:
-                    coordinator = verimap.build(
-                        models, sandbox, config=config, planner=planner, trace_dir=trace_dir,
-                        events=events,
-                    )  # fmt: skip
-                return await coordinator.run(task)
+                runner = build(
+                    models, sandbox, config=config, planner=planner, method=method,
+                    samples=samples, trace_dir=trace_dir, events=events,
+                )  # fmt: skip
+                return await runner.run(task)
         finally:
             await sandbox.aclose()
 

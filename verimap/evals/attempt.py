@@ -211,7 +211,7 @@ def method_solver(
     (the programming workspace holds per-task state), over the same models and sandbox.
     `events` hears every task's run (e.g. OpenTelemetry); `watch(key)`, when given, is the
     event bus for the run of the task with that key (the live board), and passes it on."""
-    from verimap.methods.presets import build_runner
+    from verimap.wiring import build
 
     if models is None:
         raise ValueError("no models given: pass models (planner, executor, judge) or a solver")
@@ -223,8 +223,8 @@ def method_solver(
             bus = watch(task_key(run, task.id))
             if events is not None:
                 bus.subscribe(events.emit)
-        coord = build_runner(
-            method, models, sandbox, bench.tools(sandbox), config=cfg, domain=bench.domain,
+        coord = build(
+            models, sandbox, bench.tools(sandbox), cfg, method=method, domain=bench.domain,
             events=bus, samples=samples,
         )  # fmt: skip
         return await coord.run(task.prompt, trace_path=trace_path)

@@ -31,7 +31,7 @@ from verimap.evals.attempt import Attempt, error_line, task_key, trace_rel
 from verimap.evals.cluster_worker import EvalWorker, WorkerSpec, check_per_node, forwarded_env
 from verimap.evals.runner import EvalOutcome, preflight, run_eval
 from verimap.evals.tasksets import Benchmark, EvalTask
-from verimap.methods.presets import method_config
+from verimap.wiring import resolve
 
 log = logging.getLogger(__name__)
 
@@ -268,7 +268,7 @@ async def eval_on_ray(
     spec = WorkerSpec(
         bench=bench,
         method=method,
-        config=method_config(method, config).model_dump(mode="json"),
+        config=resolve(config, method=method).config.model_dump(mode="json"),
         sandbox=sandbox_kind,
         endpoint=dict(endpoint or {}),
         per_node=endpoint_per_node,

@@ -47,7 +47,7 @@ from verimap.methods.presets import METHODS
 from verimap.out_files import jsonl_of, write_file
 from verimap.planning.fallback import fallback_plan
 from verimap.planning.plan import PlanError, parse_plan
-from verimap.planning.planner import LLMPlanner
+from verimap.planning.planner import LLMPlanner, PlannerOptions
 from verimap.redaction import redact, secret_values
 from verimap.sandbox.base import Sandbox
 from verimap.tools import ToolRegistry
@@ -119,7 +119,7 @@ def _planner_tools(benchmark: str) -> ToolRegistry:
 
 
 class _Planners:
-    """One prompt-building planner per benchmark and VF setting, as `build_runner` makes
+    """One prompt-building planner per benchmark and VF setting, as `verimap.wiring.build` makes
     it; the model is never called."""
 
     def __init__(self) -> None:
@@ -131,8 +131,7 @@ class _Planners:
             self._cache[key] = LLMPlanner(
                 cast(Model, None),
                 _planner_tools(benchmark),
-                domain=BENCHMARKS[benchmark].domain,
-                write_vfs=write_vfs,
+                PlannerOptions(domain=BENCHMARKS[benchmark].domain, write_vfs=write_vfs),
             )
         return self._cache[key]
 

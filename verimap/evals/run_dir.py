@@ -293,8 +293,12 @@ def check_run_dir(out: Path, cfg: dict[str, Any], resume: bool) -> dict[str, dic
 
 def recorded_settings(run_config: dict[str, Any]) -> dict[str, Any]:
     """A directory's run settings, with those added since it was written at the value its
-    runs had."""
-    return {**_SETTINGS_BEFORE, **run_config}
+    runs had. Its settings were recorded under the policies it names, so one naming none (null)
+    ran under none."""
+    settings = {**_SETTINGS_BEFORE, **run_config}
+    if "policies" in settings and settings["policies"] is None:
+        settings["policies"] = []
+    return settings
 
 
 def changed_settings(old: dict[str, Any], new: dict[str, Any]) -> list[str]:

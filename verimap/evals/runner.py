@@ -64,8 +64,9 @@ from verimap.evals.task_budget import time_limited, within
 from verimap.evals.tasksets import Benchmark, EvalTask
 from verimap.events import EventBus
 from verimap.llm.base import Model
-from verimap.methods.presets import METHODS, get_method, method_config
+from verimap.methods.presets import METHODS, get_method
 from verimap.sandbox.base import Sandbox
+from verimap.wiring import resolve, runs_locally
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -157,7 +158,7 @@ def preflight(
     _, sampled = _selection(bench, limit, sample, seed, sample_ids)
     cfg: dict[str, Any] = {"benchmark": bench.name, "method": method, **sampled}
     if method in METHODS:
-        cfg["run_config"] = method_config(method, config).model_dump(mode="json")
+        cfg["run_config"] = resolve(config, method=method).config.model_dump(mode="json")
     check_run_dir(Path(out_dir), cfg, resume)
 
 
@@ -227,7 +228,7 @@ async def run_eval(
     if custom:
         cfg = config if isinstance(config, RunConfig) else RunConfig.model_validate(config or {})
     else:
-        cfg = method_config(method, config)
+        cfg = resolve(config, method=method, local=runs_locally(models or {})).config
     if dispatch is None and solver is None:  # refused before the directory is touched
         if sandbox is None:
             raise ValueError("no sandbox given: pass a sandbox, a solver or a dispatch")

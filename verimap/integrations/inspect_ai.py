@@ -35,7 +35,7 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from verimap.config import RunConfig, given
+from verimap.config import RunConfig
 from verimap.core.result import RunResult
 from verimap.events import EventBus
 from verimap.integrations import missing_extra
@@ -113,7 +113,7 @@ def verimap_solver(
     roles = {PLANNER: planner, EXECUTOR: executor, JUDGE: judge}
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
-        from verimap.methods.presets import build_runner
+        from verimap.wiring import build
 
         entry = state.metadata.get("entry_point")
         kind = ("programming" if entry else None) if domain == "auto" else domain
@@ -125,10 +125,9 @@ def verimap_solver(
             try:
                 async with _role_models(roles, recorder) as (models, local):
                     box = _sandbox(sandbox)
-                    runner = build_runner(
-                        method, dict(models), box, _tools(kind, box),
-                        config=run_config(method, config, local), events=events, domain=kind,
-                        samples=samples,
+                    runner = build(
+                        dict(models), box, _tools(kind, box), config, method=method,
+                        domain=kind, samples=samples, local=local, events=events,
                     )  # fmt: skip
                     result: RunResult = await runner.run(state.input_text, trace_path=trace)
                     await events.drain()
@@ -154,6 +153,7 @@ async def _role_models(
     given: dict[str, RoleModel], recorder: TranscriptRecorder
 ) -> AsyncIterator[tuple[dict[str, InspectModel], bool]]:
     """Each role's model as an adapter, and whether verimap's local model serves one of them."""
+    local = any(getattr(given[role], "local", False) is True for role in ROLES)
     chosen = {role: _inspect_model(role, given[role]) for role in (PLANNER, EXECUTOR)}
     if given[JUDGE] is None and JUDGE not in model_roles() and chosen[EXECUTOR] is not None:
         chosen[JUDGE] = get_model(role=JUDGE, default=chosen[EXECUTOR])  # as `verimap.build`
@@ -161,7 +161,6 @@ async def _role_models(
         chosen[JUDGE] = _inspect_model(JUDGE, given[JUDGE])
     missing = [role for role in ROLES if chosen[role] is None]
     async with contextlib.AsyncExitStack() as stack:
-        local = False
         if missing:
             own = await stack.enter_async_context(shared_models().use())
             served: dict[int, InspectModelType] = {}
@@ -195,20 +194,6 @@ def _inspect_model(role: str, spec: RoleModel) -> InspectModelType | None:
         spec = serve(spec)
     # A given model wins over a role binding, and then keeps no role label.
     return spec if bound else get_model(role=role, default=spec)
-
-
-def run_config(
-    method: str, config: RunConfig | Mapping[str, Any] | None, local: bool
-) -> dict[str, Any]:
-    """The user's settings under the run's policies: the small-model policy when the local
-    model serves a role and the user named none, as `verimap eval` applies it."""
-    from verimap.policies import fill, get_policies
-
-    user = given(config)
-    names = user.get("policies")
-    if names is None:
-        names = ["small-model"] if local else []
-    return {**fill(user, get_policies(names)), "policies": names}
 
 
 def trace_file(trace_dir: str | os.PathLike[str], sample_id: object, epoch: int) -> Path:

@@ -22,15 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
-
-from verimap.config import RunConfig, given
-from verimap.llm.base import Model
-from verimap.planning.fallback import whole_task_plan
-from verimap.policies import fill, for_models, get_policies, planner_options, wrap_models
-from verimap.sandbox.base import Sandbox
-from verimap.tools import ToolRegistry
 
 
 @dataclass(frozen=True)
@@ -90,24 +82,6 @@ def get_method(name: str) -> Method:
         raise ValueError(f"unknown method {name!r}; choose one of {', '.join(METHODS)}") from None
 
 
-def method_config(
-    method: str | Method, base: RunConfig | dict[str, Any] | None = None
-) -> RunConfig:
-    """The method's RunConfig: paper defaults and the method's adjustable knobs, then `base`
-    (user settings, filled by the policies it names), then the knobs that define the method."""
-    m = get_method(method) if isinstance(method, str) else method
-    user = given(base)
-    policies = get_policies(user.get("policies"))
-    user = fill(user, policies)
-    for policy in policies:
-        user = {**policy.for_method(m.name), **user}
-    data: dict[str, Any] = dict(PAPER_DEFAULTS)
-    data.update({k: v for k, v in m.overrides.items() if k in m.adjustable})
-    data.update(user)
-    data.update({k: v for k, v in m.overrides.items() if k not in m.adjustable})
-    return RunConfig.model_validate(data)
-
-
 Solve = Callable[..., Awaitable[Any]]
 
 # The single agent (react) on a benchmark is verimap's one-node plan without its VFs
@@ -123,56 +97,3 @@ PLAN_ANSWER_TYPES = {
     "programming": ("code",),
     "qa": ("string", "boolean"),
 }
-
-
-def build_runner(
-    method: str | Method,
-    models: dict[str, Model],
-    sandbox: Sandbox,
-    tools: ToolRegistry,
-    *,
-    config: RunConfig | dict[str, Any] | None = None,
-    events: Any = None,
-    demo: str | None = None,
-    domain: str | None = None,
-    samples: int | None = None,
-) -> Any:
-    """What runs a task with `method`: a Coordinator (models keyed planner/executor/judge; judge
-    defaults to the executor's model, as in `verimap.build`), or a baseline on the executor's
-    model (`samples`: sc's k). Both answer `run(task, trace_path=...)` with a RunResult."""
-    from verimap.methods.baselines import baseline
-    from verimap.planning.fixed_planners import TemplatePlanner
-    from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner
-    from verimap.wiring import build
-
-    m = get_method(method) if isinstance(method, str) else method
-    needed = ["executor"] + (["planner"] if m.planner == "llm" else [])
-    missing = [r for r in needed if r not in models]
-    if missing:
-        raise ValueError(f"method {m.name!r} needs a model for role(s): {', '.join(missing)}")
-    user = given(config)
-    if user.get("policies") is None:
-        user["policies"] = for_models(models)
-    cfg = method_config(m, user)
-    policies = get_policies(cfg.policies)
-    models = wrap_models(models, policies)
-    if m.planner == "baseline":
-        return baseline(
-            m.name, models, sandbox, domain=domain, config=cfg, events=events, samples=samples,
-            policies=[p.record() for p in policies], tools=tools,
-        )  # fmt: skip
-    if m.planner == "react":
-        planner: Any = (
-            TemplatePlanner(partial(whole_task_plan, domain=domain, with_vfs=False))
-            if domain is not None
-            else TemplatePlanner.single_node(instruction=REACT_INSTRUCTION)
-        )
-    else:
-        planner = LLMPlanner(
-            models["planner"], tools, demo=demo, domain=domain,
-            settings=PLANNER_SETTINGS.replace(temperature=cfg.sampling.temperature),
-            write_vfs=cfg.verify.verification == "full", think_first=cfg.planning.plan_reasoning,
-            max_repairs=cfg.planning.plan_repairs, answer_types=PLAN_ANSWER_TYPES.get(domain or "", ()),
-            max_nodes=cfg.planning.max_nodes, **planner_options(policies),
-        )  # fmt: skip
-    return build(models, sandbox, tools, cfg, planner=planner, events=events)

@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from verimap.events import PlanInvalid
 from verimap.llm.base import (
@@ -83,109 +83,120 @@ BLANK_RUN = "\n" * 6
 PLANNER_SETTINGS = GenerationSettings(max_tokens=2048, stop=(BLANK_RUN,))
 
 
+class PlannerOptions(BaseModel):
+    """How an `LLMPlanner` plans; `verimap.wiring` derives a run's from its config and policies.
+
+    `write_vfs=False` plans without verification functions (the paper's MAP and MAP-V
+    baselines): no VF rules in the prompt or the demonstration, none in the schema, and any a
+    model writes anyway are dropped, so they cost no tokens and appear in no statistics.
+    A replan that leaves the failed node and its ancestors as they were goes back to the model
+    once, sampled at `repeat_temperature` (see `repeated_failure_problems`), and is used if the
+    answer is no better; `challenge_repeats=False` takes it as it comes.
+    With `fallback`, a task the model cannot plan within `max_repairs` still runs, as the
+    one-node `fallback_plan`; `fallback=False` raises `PlanningError` (the paper's behaviour).
+    With `think_first`, the model first works the task out in free text and then writes the
+    plan from its solution.
+    `answer_types` (e.g. `("code",)` for HumanEval): the types the task's answer can have; a
+    plan whose final node outputs none of them is sent back, since its answer could not be
+    scored. With `task_examples` and `answer_types` led by `code`, the final node is checked
+    against the task's own examples (`fallback.with_task_examples`; off: the paper's plans
+    carry only the planner's VFs).
+    `max_nodes`: the most nodes a plan may have; the prompt says so and a plan with more is sent
+    back like any invalid one (None: no cap, as the paper). 1 means the whole task as one node
+    (`fallback.whole_task_plan`, with the checks its kind gives for free), without a model call;
+    the plan names the rule that made it (`one_node_rule`), never a fallback that did not happen.
+    `fix_plans`: repair common mistakes of a model's plan before validating it (`plan_fixes`;
+    off: the paper's plans are taken as written).
+    `domain` (math, programming, qa): the kind of the tasks, which sets the demonstration and
+    the one-node plan's answer type; None infers it from each task (`infer_domain`).
+    `demo`: the demonstration shown (None: the domain's built-in one, unless `use_demo` is off).
+    `decoding="staged"`: the model writes the plan in stages under the grammar, its VFs from the
+    catalog of checks (`staged.StagedPlanner`, with `max_nodes` and `min_nodes` counting the
+    final node, `max_repairs` rounds of validator messages); it is always asked, even under
+    `max_nodes=1`, for then it still writes the node and its VFs."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    demo: str | None = None
+    use_demo: bool = True
+    max_repairs: int = 3
+    settings: GenerationSettings = PLANNER_SETTINGS
+    quality_checks: bool = True
+    require_vfs: bool = True
+    repeat_temperature: float = 0.7
+    domain: str | None = None
+    show_schema: bool = False
+    write_vfs: bool = True
+    challenge_repeats: bool = True
+    fallback: bool = True
+    think_first: bool = False
+    think_max_tokens: int = 512
+    answer_types: tuple[str, ...] = ()
+    task_examples: bool = True
+    max_nodes: int | None = None
+    fix_plans: bool = True
+    one_node_rule: str = "one-node plan (max_nodes=1)"
+    decoding: Literal["whole", "staged"] = "whole"
+    min_nodes: int = 1
+
+
 class LLMPlanner:
     """The verification-aware planner: tools, task and a demonstration in; a validated plan out.
 
     Invalid plans go back to the model with every validation message, up to
-    `max_repairs` times; then `PlanningError`.
+    `options.max_repairs` times; then the one-node fallback plan, or `PlanningError`.
     """
 
     def __init__(
         self,
         model: Model,
         tools: ToolRegistry | None = None,
-        demo: str | None = None,
-        *,
-        use_demo: bool = True,
-        max_repairs: int = 3,
-        settings: GenerationSettings = PLANNER_SETTINGS,
-        quality_checks: bool = True,
-        require_vfs: bool = True,
-        repeat_temperature: float = 0.7,
-        domain: str | None = None,
-        show_schema: bool = False,
-        write_vfs: bool = True,
-        challenge_repeats: bool = True,
-        fallback: bool = True,
-        think_first: bool = False,
-        think_max_tokens: int = 512,
-        answer_types: tuple[str, ...] = (),
-        task_examples: bool = True,
-        max_nodes: int | None = None,
-        fix_plans: bool = True,
-        one_node_rule: str = "one-node plan (max_nodes=1)",
-        decoding: Literal["whole", "staged"] = "whole",
-        min_nodes: int = 1,
+        options: PlannerOptions | None = None,
     ):
-        """`write_vfs=False` plans without verification functions (the paper's MAP and MAP-V
-        baselines): no VF rules in the prompt or the demonstration, none in the schema, and any
-        a model writes anyway are dropped, so they cost no tokens and appear in no statistics.
-        A replan that leaves the failed node and its ancestors as they were goes back to the model
-        once, sampled at `repeat_temperature` (see `repeated_failure_problems`), and is used if
-        the answer is no better; `challenge_repeats=False` takes it as it comes.
-        With `fallback` (the default), a task the model cannot plan within `max_repairs` still
-        runs, as the one-node `fallback_plan`; `fallback=False` raises `PlanningError` (the
-        paper's behaviour).
-        With `think_first`, the model first works the task out in free text and then writes the
-        plan from its solution (a small model reasoning inside the plan's JSON writes wrong
-        formulas into instructions and VFs alike). Off by default: a small model's plans come
-        out longer and invalid this way.
-        `answer_types` (e.g. `("code",)` for HumanEval): the types the task's answer can have;
-        a plan whose final node outputs none of them is sent back, since its answer could not
-        be scored. With `task_examples` and `answer_types` led by `code`, the final node is
-        checked against the task's own examples (`fallback.with_task_examples`; off: the
-        paper's plans carry only the planner's VFs).
-        `max_nodes`: the most nodes a plan may have; the prompt says so and a plan with more is
-        sent back like any invalid one (None: no cap, as the paper). 1 means the whole task as
-        one node (`fallback.whole_task_plan`, with the checks its kind gives for free), built
-        without a model call, since a small model told so still writes several nodes
-        (docs/decisions.md, D03); the plan names the rule that made it (`one_node_rule`), never
-        a fallback that did not happen.
-        `fix_plans`: repair common mistakes of a model's plan before validating it
-        (`plan_fixes`; off: the paper's plans are taken as written).
-        `domain` (math, programming, qa): the kind of the tasks, which sets the demonstration
-        and the one-node plan's answer type; None infers it from each task (`infer_domain`).
-        `decoding="staged"`: the model writes the plan in stages under the grammar, its VFs
-        from the catalog of checks (`staged.StagedPlanner`, with `max_nodes` and `min_nodes`
-        counting the final node, `max_repairs` rounds of validator messages); it is always
-        asked, even under `max_nodes=1`, for then it still writes the node and its VFs."""
+        """A planner on `model`, showing it `tools`, planning as `options` say (`PlannerOptions`)."""
+        o = options or PlannerOptions()
+        self.options = o
         self.model = model
-        self.think_first = think_first
-        self.think_max_tokens = think_max_tokens
-        self.domain = domain
-        self.fallback = fallback
+        self.think_first = o.think_first
+        self.think_max_tokens = o.think_max_tokens
+        self.domain = o.domain
+        self.fallback = o.fallback
         self.tools = tools
-        self.write_vfs = write_vfs
-        require_vfs = require_vfs and write_vfs
-        builtin = demo is None and use_demo
+        self.write_vfs = o.write_vfs
+        require_vfs = o.require_vfs and o.write_vfs
+        builtin = o.demo is None and o.use_demo
         self.demo = (
-            demo
-            if demo is not None
-            else (prompts.default_demo(domain or "math", with_vfs=write_vfs) if use_demo else None)
+            o.demo
+            if o.demo is not None
+            else (
+                prompts.default_demo(o.domain or "math", with_vfs=o.write_vfs)
+                if o.use_demo
+                else None
+            )
         )
-        self.demo_markers = prompts.copy_markers(domain or "math") if builtin else []
+        self.demo_markers = prompts.copy_markers(o.domain or "math") if builtin else []
         # Without a domain, the built-in demonstration follows each task's inferred one.
-        self.demo_per_task = builtin and domain is None
-        self.max_repairs = max_repairs
-        self.settings = settings
-        self.quality_checks = quality_checks
+        self.demo_per_task = builtin and o.domain is None
+        self.max_repairs = o.max_repairs
+        self.settings = o.settings
+        self.quality_checks = o.quality_checks
         self.require_vfs = require_vfs
-        self.repeat_temperature = repeat_temperature
-        self.schema = planning_schema(require_vfs=require_vfs, with_vfs=write_vfs)
-        self.show_schema = show_schema
-        self.challenge_repeats = challenge_repeats
-        self.answer_types = answer_types
-        self.task_examples = task_examples
-        self.max_nodes = max_nodes
-        self.fix_plans = fix_plans
-        self.one_node_rule = one_node_rule
+        self.repeat_temperature = o.repeat_temperature
+        self.schema = planning_schema(require_vfs=require_vfs, with_vfs=o.write_vfs)
+        self.show_schema = o.show_schema
+        self.challenge_repeats = o.challenge_repeats
+        self.answer_types = o.answer_types
+        self.task_examples = o.task_examples
+        self.max_nodes = o.max_nodes
+        self.fix_plans = o.fix_plans
+        self.one_node_rule = o.one_node_rule
         self.staged = (
             StagedPlanner(
-                model, tools, domain=domain, settings=settings, max_nodes=max_nodes,
-                min_nodes=min_nodes, repairs=max_repairs, with_vfs=write_vfs,
-                repeat_temperature=repeat_temperature,
+                model, tools, domain=o.domain, settings=o.settings, max_nodes=o.max_nodes,
+                min_nodes=o.min_nodes, repairs=o.max_repairs, with_vfs=o.write_vfs,
+                repeat_temperature=o.repeat_temperature,
             )
-            if decoding == "staged"
+            if o.decoding == "staged"
             else None
         )  # fmt: skip
 

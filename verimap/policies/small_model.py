@@ -89,8 +89,6 @@ class SmallModel(Policy):
         return {"one_node_rule": f"one-node plan ({self.name} policy)"}
 
     def wrap(self, model: Model) -> Model:
-        if isinstance(model, ReplyCap) and model.limit <= self.reply_tokens:
-            return model
         return ReplyCap(model, self.reply_tokens)
 
 
