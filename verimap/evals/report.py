@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verimap.evals import question_types, stats
+from verimap.evals import compact, question_types, stats
 from verimap.evals.report_cache import cache_section
 from verimap.evals.runner import CONFIG, ERRORS, RESULTS, RunDirError, unscored_errors
 from verimap.methods.presets import METHODS
@@ -57,10 +57,17 @@ class EvalDir:
 
 def load_dir(d: str | os.PathLike[str], *, clip: int | None = None) -> EvalDir:
     """The config and finished records of one eval directory (the first record of a key wins,
-    as on a resume). A directory with neither results.jsonl nor config.json is an error;
-    with only config.json, it has started and finished nothing yet."""
+    as on a resume), or the records of a compact results file (`verimap.evals.compact`). A
+    directory with neither results.jsonl nor config.json is an error; with only config.json,
+    it has started and finished nothing yet."""
     p = Path(d)
     out = EvalDir(path=p)
+    if compact.is_compact(p):
+        try:
+            out.records = compact.read_records(p, out.problems)
+        except compact.CompactError as e:
+            raise RunDirError(str(e)) from None
+        return out
     if (p / CONFIG).exists():
         config, why = read_json_object(p / CONFIG)
         out.config = config or {}
@@ -418,6 +425,42 @@ def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> st
         table_summary(records),
         "## Accuracy (%), mean ± std over runs (paper Table 1)",
         table_accuracy(records),
+    ]
+    if any(r.get("compact") for r in records):
+        parts += [
+            "## Calls, tokens and seconds per task",
+            "From compact results files, which keep no roles, plans or checks: the paper's "
+            "other tables need the run directories.",
+            table_effort(records),
+        ]
+    else:
+        parts += _trace_tables(records)
+    if any((r.get("meta") or {}).get("question_type") for r in records):
+        parts += [
+            "## MultiHopRAG accuracy (%) by question type",
+            question_types.NOTE,
+            table_question_types(records),
+        ]
+    return "\n\n".join(parts) + "\n"
+
+
+def table_effort(records: Sequence[dict[str, Any]]) -> str:
+    """Mean model calls, tokens and seconds per task, per method and benchmark."""
+    g = _group(records)
+    rows = [
+        [m, BENCH_TITLE.get(b, b), str(len(recs)),
+         _fmt(statistics.fmean(compact.total_calls(r) for r in recs)),
+         _fmt(statistics.fmean(int(r.get("tokens", 0)) for r in recs), 0),
+         _fmt(statistics.fmean(float(r.get("wall_time_s", 0.0)) for r in recs))]
+        for (m, b), recs in sorted(g.items(), key=lambda kv: (_method_order([kv[0][0]]), kv[0][1]))
+    ]  # fmt: skip
+    return _table(["Method", "Benchmark", "Tasks", "Calls / task", "Tokens / task", "s / task"],
+                  rows)  # fmt: skip
+
+
+def _trace_tables(records: Sequence[dict[str, Any]]) -> list[str]:
+    """The paper's tables that need what only run directories keep (roles, plans, checks)."""
+    return [
         "## Iterations and retries per task (paper Table 7)",
         table_iterations(records),
         "## Cost and tokens per task by role (paper Fig. 2 / 9)",
@@ -433,13 +476,6 @@ def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> st
         "False positive: verification accepted a wrong final answer; false negative: it rejected a right one.",
         table_verification(records),
     ]
-    if any((r.get("meta") or {}).get("question_type") for r in records):
-        parts += [
-            "## MultiHopRAG accuracy (%) by question type",
-            question_types.NOTE,
-            table_question_types(records),
-        ]
-    return "\n\n".join(parts) + "\n"
 
 
 # Skipped lines listed by name; past this many only their number is given.

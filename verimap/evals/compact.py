@@ -1,0 +1,222 @@
+"""A draw's compact results file: one JSON line per task, run and method, a few hundred bytes
+each, kept where run directories (traces and all) are not.
+
+A line holds `benchmark`, `task`, `method`, `status`, `correct` (the benchmark's scorer),
+`verified` (a check accepted the answer; never so for a method without checks), `calls`,
+`planner_calls`, `tokens`, `seconds`, `plans`, `nodes_first_plan`, `predicted` and `gold` (cut
+to `CUT` characters); `run` when it is not 0, and where the run recorded them, `type` (the
+question type), `official` (MultiHop-RAG's own scorer), `confidence` (a vote share),
+`fallbacks` and `batch`. `write_lines` makes them from run directories; `read_records` gives
+them back as result records `verimap.evals.stats` and `verimap.evals.report` take, so a report
+or a comparison of a compact file gives the numbers of the directories it was made from.
+
+A path `FILE#METHOD` stands for the lines of one method in FILE (`select`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from verimap.errors import VerimapError
+from verimap.evals.stats import is_verified
+from verimap.trace_files import BOOL, COUNT, NUM, OPT_STR, STR, Shape, Want, read_jsonl
+
+Record = dict[str, Any]
+
+CUT = 80
+SUFFIX = ".jsonl"
+SELECT = "#"
+
+LINE: Shape = {
+    "task": STR.needed(),
+    "method": STR.needed(),
+    "correct": BOOL.needed(),
+    "verified": BOOL.needed(),
+    "benchmark": STR,
+    "run": COUNT,
+    "type": OPT_STR,
+    "status": STR,
+    "official": Want((bool, type(None)), "true, false or null"),
+    "calls": COUNT,
+    "planner_calls": COUNT,
+    "tokens": COUNT,
+    "seconds": NUM,
+    "plans": COUNT,
+    "nodes_first_plan": COUNT,
+    "fallbacks": COUNT,
+    "confidence": NUM,
+    "batch": COUNT,
+    "predicted": OPT_STR,
+    "gold": OPT_STR,
+}
+
+
+def total_calls(record: Record) -> int:
+    """Model calls of a result record over all roles (a compact record carries the sum)."""
+    if isinstance(record.get("calls"), int):
+        return int(record["calls"])
+    return sum(int(u.get("calls", 0)) for u in (record.get("usage") or {}).values())
+
+
+def _cut(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text if len(text) <= CUT else text[: CUT - 1] + "…"
+
+
+def compact_line(record: Record, method: str | None = None) -> Record:
+    """A results.jsonl record as a compact line; `method` names the method instead of the
+    record's own name (a variant of it run beside the plain one, say)."""
+    from verimap.evals.question_types import official_correct, question_type
+
+    plans = record.get("plans")
+    plans = plans if isinstance(plans, list) else []
+    first = plans[0] if plans and isinstance(plans[0], dict) else {}
+    line: Record = {
+        "benchmark": record["benchmark"],
+        "task": record["task_id"],
+        "method": method or record["method"],
+        "run": int(record.get("run", 0)),
+        "type": question_type(record),
+        "status": record.get("status", ""),
+        "correct": bool(record.get("correct")),
+        "official": official_correct(record),
+        "verified": is_verified(record),
+        "calls": total_calls(record),
+        "planner_calls": int(((record.get("usage") or {}).get("planner") or {}).get("calls", 0)),
+        "tokens": int(record.get("tokens", 0)),
+        "seconds": round(float(record.get("wall_time_s", 0.0)), 3),
+        "plans": len(plans),
+        "nodes_first_plan": len(first.get("nodes") or []),
+        "fallbacks": record.get("fallbacks"),
+        "confidence": (record.get("meta") or {}).get("confidence"),
+        "predicted": _cut(record.get("predicted")),
+        "gold": _cut(record.get("gold")),
+    }
+    optional = ("run", "type", "official", "fallbacks", "confidence")
+    return {k: v for k, v in line.items() if not (k in optional and v in (None, 0))}
+
+
+def write_lines(lines: Iterable[Record], out: str | os.PathLike[str], *, append: bool) -> int:
+    """Write `lines` to `out` (after what it holds, with `append`); how many were written.
+    A task a method already has in the file is refused (a `CompactError`), as pooled run
+    directories refuse one."""
+    path = Path(out)
+    lines = list(lines)
+    have = {_ident(r) for r in read_lines(path)} if append and path.exists() else set()
+    seen: set[tuple[str, str, int]] = set()
+    for line in lines:
+        ident = _ident(line)
+        if ident in have or ident in seen:
+            raise CompactError(
+                f"{path}: task {ident[1]} (run {ident[2]}) of method {ident[0]!r} would be in it "
+                "twice; name one of them otherwise (--variant)"
+            )
+        seen.add(ident)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a" if append else "w", encoding="utf-8") as f:
+        for line in lines:
+            f.write(json.dumps(line, ensure_ascii=False) + "\n")
+    return len(lines)
+
+
+def _ident(line: Record) -> tuple[str, str, int]:
+    return str(line["method"]), str(line["task"]), int(line.get("run", 0))
+
+
+class CompactError(VerimapError, ValueError):
+    """A compact results file cannot be read or written as asked."""
+
+
+def is_compact(path: str | os.PathLike[str]) -> bool:
+    """Whether `path` names a compact file (or `FILE#METHOD`) rather than a run directory."""
+    file, _ = select(path)
+    return file.is_file()
+
+
+def select(path: str | os.PathLike[str]) -> tuple[Path, str | None]:
+    """The file and the method a path names: `FILE#METHOD` is one method's lines of FILE; a
+    path that exists as written is the whole of it."""
+    text = os.fspath(path)
+    if Path(text).exists() or SELECT not in text:
+        return Path(text), None
+    file, method = text.rsplit(SELECT, 1)
+    return Path(file), method
+
+
+def read_lines(path: str | os.PathLike[str], problems: list[str] | None = None) -> list[Record]:
+    """The compact lines of a file; a line that is none is left out and noted in `problems`."""
+    got = read_jsonl(path, LINE)
+    if problems is not None:
+        problems.extend(str(p) for p in got.problems)
+    return list(got.records)
+
+
+def to_record(line: Record) -> Record:
+    """A compact line as a result record: key, task_id, run, benchmark, method, correct,
+    verified, status, tokens and wall_time_s as in results.jsonl; `calls` summed over roles;
+    the question type and confidence in `meta`; `official` as it was scored."""
+    run = int(line.get("run", 0))
+    task = str(line["task"])
+    meta = {k: line[m] for k, m in (("question_type", "type"), ("confidence", "confidence"))
+            if line.get(m) is not None}  # fmt: skip
+    return {
+        "key": f"r{run}/{task}",
+        "run": run,
+        "task_id": task,
+        "benchmark": line.get("benchmark") or task.split("/")[0],
+        "method": line["method"],
+        "status": line.get("status", ""),
+        "correct": line["correct"],
+        "verified": line["verified"],
+        "official": line.get("official"),
+        "calls": int(line.get("calls", 0)),
+        "planner_calls": int(line.get("planner_calls", 0)),
+        "tokens": int(line.get("tokens", 0)),
+        "wall_time_s": float(line.get("seconds", 0.0)),
+        "fallbacks": int(line.get("fallbacks", 0)),
+        "predicted": line.get("predicted") or "",
+        "gold": line.get("gold") or "",
+        "meta": meta,
+        "compact": True,
+    }
+
+
+def read_records(path: str | os.PathLike[str], problems: list[str] | None = None) -> list[Record]:
+    """The result records of a compact file, or of one method of it (`FILE#METHOD`); the
+    first line of a method's task and run wins, as in results.jsonl."""
+    file, method = select(path)
+    if not file.is_file():
+        raise CompactError(f"{file}: no such compact results file")
+    lines = read_lines(file, problems)
+    if method is not None:
+        lines = [r for r in lines if r["method"] == method]
+        if not lines:
+            known = ", ".join(sorted({str(r["method"]) for r in read_lines(file)}))
+            raise CompactError(f"{file}: no lines of method {method!r} (it holds: {known})")
+    out: dict[tuple[str, str], Record] = {}
+    for line in lines:
+        rec = to_record(line)
+        out.setdefault((str(rec["method"]), rec["key"]), rec)
+    return list(out.values())
+
+
+def lines_from_dirs(dirs: Sequence[str | os.PathLike[str]], variant: str | None = None,
+                    problems: list[str] | None = None) -> list[Record]:  # fmt: skip
+    """The compact lines of every finished task in `dirs` (run directories, or directories
+    holding them), each method named `METHOD VARIANT` when a variant is given."""
+    from verimap.evals.report import load_dir
+    from verimap.evals.run_dir import run_dirs
+
+    lines = []
+    for d in run_dirs(dirs):
+        loaded = load_dir(d)
+        if problems is not None:
+            problems.extend(loaded.problems)
+        for rec in loaded.records:
+            name = f"{rec['method']} {variant}" if variant else None
+            lines.append(compact_line(rec, name))
+    return lines
