@@ -156,3 +156,20 @@ def test_the_cli_refuses_to_overwrite_other_files_and_missing_paths(draw, tmp_pa
     assert r.exit_code == 2 and "no such run directory or compact results file" in r.output
     r = cli("compact", str(tmp_path), "-o", str(tmp_path / "x.jsonl"))
     assert r.exit_code == 1 and "not an eval run directory" in r.output
+
+
+def test_the_trace_gives_fallbacks_and_model_seconds(tmp_path):
+    runs = tmp_path / "runs"
+    r = rec("verimap", 1, True, True, trace="traces/t1.jsonl", fallbacks=0,
+            usage={"executor": {"calls": 2, "completion_tokens": 40}})  # fmt: skip
+    d = write_dir(runs / "gsm8k-verimap", "verimap", [r])
+    (d / "traces").mkdir()
+    events = [{"type": "model_call", "data": {"duration_s": 1.25}},
+              {"type": "model_call", "data": {"duration_s": 0.75}},
+              {"type": "plan_fallback", "data": {}}]  # fmt: skip
+    (d / "traces" / "t1.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
+    (line,) = compact.lines_from_dirs([runs])
+    assert line["model_seconds"] == 2.0 and line["fallbacks"] == 1
+    assert line["completion_tokens"] == 40
+    (back,) = compact.read_records(to_file(runs, tmp_path / "t.jsonl"))
+    assert back["model_seconds"] == 2.0 and back["completion_tokens"] == 40

@@ -6,7 +6,9 @@ A line holds `benchmark`, `task`, `method`, `status`, `correct` (the benchmark's
 `planner_calls`, `tokens`, `seconds`, `plans`, `nodes_first_plan`, `predicted` and `gold` (cut
 to `CUT` characters); `run` when it is not 0, and where the run recorded them, `type` (the
 question type), `official` (MultiHop-RAG's own scorer), `confidence` (a vote share),
-`fallbacks` and `batch`. `write_lines` makes them from run directories; `read_records` gives
+`completion_tokens`, `model_seconds` (inside model calls, from the trace: with completion
+tokens, the speed the task was timed at), `fallbacks` (from the trace when it is there) and
+`batch`. `write_lines` makes them from run directories; `read_records` gives
 them back as result records `verimap.evals.stats` and `verimap.evals.report` take, so a report
 or a comparison of a compact file gives the numbers of the directories it was made from.
 
@@ -23,7 +25,19 @@ from typing import Any
 
 from verimap.errors import VerimapError
 from verimap.evals.stats import is_verified
-from verimap.trace_files import BOOL, COUNT, NUM, OPT_STR, STR, Shape, Want, read_jsonl
+from verimap.events import MODEL_CALL, PLAN_FALLBACK
+from verimap.trace_files import (
+    BOOL,
+    COUNT,
+    EVENT,
+    NUM,
+    OPT_STR,
+    STR,
+    Shape,
+    Want,
+    read_jsonl,
+    trace_path,
+)
 
 Record = dict[str, Any]
 
@@ -49,6 +63,8 @@ LINE: Shape = {
     "nodes_first_plan": COUNT,
     "fallbacks": COUNT,
     "confidence": NUM,
+    "completion_tokens": COUNT,
+    "model_seconds": NUM,
     "batch": COUNT,
     "predicted": OPT_STR,
     "gold": OPT_STR,
@@ -67,9 +83,35 @@ def _cut(value: Any) -> str:
     return text if len(text) <= CUT else text[: CUT - 1] + "…"
 
 
-def compact_line(record: Record, method: str | None = None) -> Record:
+def model_seconds(events: Iterable[Record]) -> float | None:
+    """Seconds a trace's model calls took (None when it times none)."""
+    took = [
+        float(e["data"]["duration_s"])
+        for e in events
+        if e.get("type") == MODEL_CALL and (e.get("data") or {}).get("duration_s") is not None
+    ]
+    return sum(took) if took else None
+
+
+def _from_trace(run_dir: Path, record: Record) -> tuple[int | None, float | None]:
+    """The fallbacks and model seconds a record's trace holds; Nones without a readable one."""
+    path = trace_path(run_dir, record.get("trace"))
+    if path is None or not path.is_file():
+        return None, None
+    events = read_jsonl(path, EVENT).records
+    return sum(e.get("type") == PLAN_FALLBACK for e in events), model_seconds(events)
+
+
+def compact_line(
+    record: Record,
+    method: str | None = None,
+    *,
+    fallbacks: int | None = None,
+    model_s: float | None = None,
+) -> Record:
     """A results.jsonl record as a compact line; `method` names the method instead of the
-    record's own name (a variant of it run beside the plain one, say)."""
+    record's own name (a variant of it run beside the plain one, say); `fallbacks` and
+    `model_s`, when given, are the trace's."""
     from verimap.evals.question_types import official_correct, question_type
 
     plans = record.get("plans")
@@ -91,12 +133,16 @@ def compact_line(record: Record, method: str | None = None) -> Record:
         "seconds": round(float(record.get("wall_time_s", 0.0)), 3),
         "plans": len(plans),
         "nodes_first_plan": len(first.get("nodes") or []),
-        "fallbacks": record.get("fallbacks"),
+        "fallbacks": record.get("fallbacks") if fallbacks is None else fallbacks,
         "confidence": (record.get("meta") or {}).get("confidence"),
+        "completion_tokens": sum(
+            int(u.get("completion_tokens", 0)) for u in (record.get("usage") or {}).values()
+        ),
+        "model_seconds": None if model_s is None else round(model_s, 3),
         "predicted": _cut(record.get("predicted")),
         "gold": _cut(record.get("gold")),
     }
-    optional = ("run", "type", "official", "fallbacks", "confidence")
+    optional = ("run", "type", "official", "fallbacks", "confidence", "model_seconds")
     return {k: v for k, v in line.items() if not (k in optional and v in (None, 0))}
 
 
@@ -178,6 +224,8 @@ def to_record(line: Record) -> Record:
         "tokens": int(line.get("tokens", 0)),
         "wall_time_s": float(line.get("seconds", 0.0)),
         "fallbacks": int(line.get("fallbacks", 0)),
+        "completion_tokens": line.get("completion_tokens"),
+        "model_seconds": line.get("model_seconds"),
         "predicted": line.get("predicted") or "",
         "gold": line.get("gold") or "",
         "meta": meta,
@@ -218,5 +266,6 @@ def lines_from_dirs(dirs: Sequence[str | os.PathLike[str]], variant: str | None 
             problems.extend(loaded.problems)
         for rec in loaded.records:
             name = f"{rec['method']} {variant}" if variant else None
-            lines.append(compact_line(rec, name))
+            fallbacks, model_s = _from_trace(d, rec)
+            lines.append(compact_line(rec, name, fallbacks=fallbacks, model_s=model_s))
     return lines
