@@ -22,10 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from verimap.endpoint import connect
-from verimap.evals.compact import model_seconds, total_calls
+from verimap.evals.compact import model_seconds
 from verimap.evals.data import DataSource
 from verimap.evals.runner import ERRORS, RESULTS, ResultsLog
 from verimap.evals.scoring import Score, score_gsm8k
+from verimap.evals.stats import total_calls
 from verimap.evals.tasksets import Benchmark, EvalTask
 from verimap.events import PLAN_FALLBACK
 from verimap.llm.base import Model
@@ -143,8 +144,8 @@ class Cell:
         return sum(r.completion_tokens for r in timed) / seconds if seconds > 0 else None
 
 
-# Cells timed side by side ran within 1.45x of react's generation rate in every run directory of
-# eval/runs; one resumed on a slower host ran 3.3x apart (docs/decisions.md, D30).
+# Cells timed side by side ran within 1.45x of react's generation rate in every draw of
+# eval/draws; one resumed on a slower host ran 3.3x apart (docs/decisions.md, D30).
 SPEED_SPREAD = 2.0
 
 

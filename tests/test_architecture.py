@@ -4,7 +4,7 @@ Imports under `if TYPE_CHECKING:` are left out: they never run, and a type may n
 a module above it. Function-level imports count: they run.
 
 Also: no module past the line limit without saying why, and no run id or commit hash in a
-comment or docstring (the runs live in docs/decisions.md and eval/small-model.md).
+comment or docstring (the runs live in docs/decisions.md and eval/results.md).
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def test_the_run_id_scan_reads_comments_and_docstrings_only():
 
 
 def test_no_run_id_or_commit_hash_in_comments_or_docstrings():
-    """Run ids and commit hashes belong in docs/decisions.md, eval/small-model.md and the
+    """Run ids and commit hashes belong in docs/decisions.md, eval/results.md and the
     CHANGELOG; a comment says why and cites the decision (`docs/decisions.md, D07`)."""
     found = [
         f"{path.relative_to(PACKAGE_DIR)}:{line}: {hit}"

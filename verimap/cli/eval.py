@@ -422,10 +422,9 @@ def run_command(**kw: Any) -> int:
     default=None,
 )
 def report(dirs: tuple[str, ...], out_file: Path | None) -> None:
-    """Print the tables for one or more eval output DIRS (or compact results files, `verimap
-    eval compact`): first accuracy and verification per method (95% CIs, verified precision,
-    coverage, false positives and negatives, the risk–coverage points), then the paper-style
-    tables."""
+    """Print the tables for one or more eval output DIRS or compact results files: first
+    accuracy and verification per method (95% CIs, verified precision, coverage, false
+    positives and negatives, the risk–coverage points), then the paper-style tables."""
     from verimap.evals.report import REPORT_FILE, REPORT_MARK, report_dirs
     from verimap.evals.runner import RunDirError
     from verimap.out_files import OutFileError, check_replace, write_file

@@ -23,8 +23,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from verimap.errors import VerimapError
-from verimap.evals.stats import is_verified
+from verimap.evals.question_types import official_correct, question_type
+from verimap.evals.run_dir import RESULTS, RunDirError, run_dirs
+from verimap.evals.stats import is_verified, total_calls
 from verimap.events import MODEL_CALL, PLAN_FALLBACK
 from verimap.trace_files import (
     BOOL,
@@ -36,6 +37,7 @@ from verimap.trace_files import (
     Shape,
     Want,
     read_jsonl,
+    read_results,
     trace_path,
 )
 
@@ -69,13 +71,6 @@ LINE: Shape = {
     "predicted": OPT_STR,
     "gold": OPT_STR,
 }
-
-
-def total_calls(record: Record) -> int:
-    """Model calls of a result record over all roles (a compact record carries the sum)."""
-    if isinstance(record.get("calls"), int):
-        return int(record["calls"])
-    return sum(int(u.get("calls", 0)) for u in (record.get("usage") or {}).values())
 
 
 def _cut(value: Any) -> str:
@@ -112,8 +107,6 @@ def compact_line(
     """A results.jsonl record as a compact line; `method` names the method instead of the
     record's own name (a variant of it run beside the plain one, say); `fallbacks` and
     `model_s`, when given, are the trace's."""
-    from verimap.evals.question_types import official_correct, question_type
-
     plans = record.get("plans")
     plans = plans if isinstance(plans, list) else []
     first = plans[0] if plans and isinstance(plans[0], dict) else {}
@@ -173,7 +166,7 @@ def _ident(line: Record) -> tuple[str, str, int]:
     return str(line["method"]), str(line["task"]), int(line.get("run", 0))
 
 
-class CompactError(VerimapError, ValueError):
+class CompactError(RunDirError):
     """A compact results file cannot be read or written as asked."""
 
 
@@ -256,15 +249,16 @@ def lines_from_dirs(dirs: Sequence[str | os.PathLike[str]], variant: str | None 
                     problems: list[str] | None = None) -> list[Record]:  # fmt: skip
     """The compact lines of every finished task in `dirs` (run directories, or directories
     holding them), each method named `METHOD VARIANT` when a variant is given."""
-    from verimap.evals.report import load_dir
-    from verimap.evals.run_dir import run_dirs
-
     lines = []
     for d in run_dirs(dirs):
-        loaded = load_dir(d)
+        got = read_results(d / RESULTS)
         if problems is not None:
-            problems.extend(loaded.problems)
-        for rec in loaded.records:
+            problems.extend(str(p) for p in got.problems)
+        seen: set[str] = set()
+        for rec in got.records:
+            if rec["key"] in seen:
+                continue
+            seen.add(rec["key"])
             name = f"{rec['method']} {variant}" if variant else None
             fallbacks, model_s = _from_trace(d, rec)
             lines.append(compact_line(rec, name, fallbacks=fallbacks, model_s=model_s))

@@ -9,9 +9,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
-from verimap.evals.compact import total_calls
 from verimap.evals.scoring import OFFICIAL_MARK
-from verimap.evals.stats import mcnemar_exact
+from verimap.evals.stats import mcnemar_exact, total_calls
 
 Record = dict[str, Any]
 

@@ -57,16 +57,12 @@ class EvalDir:
 
 def load_dir(d: str | os.PathLike[str], *, clip: int | None = None) -> EvalDir:
     """The config and finished records of one eval directory (the first record of a key wins,
-    as on a resume), or the records of a compact results file (`verimap.evals.compact`). A
-    directory with neither results.jsonl nor config.json is an error; with only config.json,
-    it has started and finished nothing yet."""
+    as on a resume), or a compact results file's records. A directory with neither
+    results.jsonl nor config.json is an error; with only config.json, it has finished nothing."""
     p = Path(d)
     out = EvalDir(path=p)
     if compact.is_compact(p):
-        try:
-            out.records = compact.read_records(p, out.problems)
-        except compact.CompactError as e:
-            raise RunDirError(str(e)) from None
+        out.records = compact.read_records(p, out.problems)
         return out
     if (p / CONFIG).exists():
         config, why = read_json_object(p / CONFIG)
@@ -427,14 +423,25 @@ def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> st
         table_accuracy(records),
     ]
     if any(r.get("compact") for r in records):
-        parts += [
-            "## Calls, tokens and seconds per task",
-            "From compact results files, which keep no roles, plans or checks: the paper's "
-            "other tables need the run directories.",
-            table_effort(records),
-        ]
+        parts += ["## Calls, tokens and seconds per task", "Compact results files keep no roles, "
+                  "plans or checks: the other tables need runs.", table_effort(records)]  # fmt: skip
     else:
-        parts += _trace_tables(records)
+        parts += [
+            "## Iterations and retries per task (paper Table 7)",
+            table_iterations(records),
+            "## Cost and tokens per task by role (paper Fig. 2 / 9)",
+            table_cost(records),
+            *cache_section(records),
+            "## Verification functions (paper Table 3)",
+            "VF calls / task: VF executions in a run (Python VFs run, NL criteria judged), which is "
+            "what the paper's Table 3 counts. VFs written / plan: VFs in the planner's plans, whether "
+            "they ran or not. Lengths are per VF written. Checks: the named checks of the catalog a "
+            "plan asks for, and the built-in and named checks run.",
+            table_vfs(records),
+            "## Verification vs. gold correctness (paper Table 4)",
+            "False positive: verification accepted a wrong final answer; false negative: it rejected a right one.",
+            table_verification(records),
+        ]
     if any((r.get("meta") or {}).get("question_type") for r in records):
         parts += [
             "## MultiHopRAG accuracy (%) by question type",
@@ -449,33 +456,13 @@ def table_effort(records: Sequence[dict[str, Any]]) -> str:
     g = _group(records)
     rows = [
         [m, BENCH_TITLE.get(b, b), str(len(recs)),
-         _fmt(statistics.fmean(compact.total_calls(r) for r in recs)),
+         _fmt(statistics.fmean(stats.total_calls(r) for r in recs)),
          _fmt(statistics.fmean(int(r.get("tokens", 0)) for r in recs), 0),
          _fmt(statistics.fmean(float(r.get("wall_time_s", 0.0)) for r in recs))]
         for (m, b), recs in sorted(g.items(), key=lambda kv: (_method_order([kv[0][0]]), kv[0][1]))
     ]  # fmt: skip
     return _table(["Method", "Benchmark", "Tasks", "Calls / task", "Tokens / task", "s / task"],
                   rows)  # fmt: skip
-
-
-def _trace_tables(records: Sequence[dict[str, Any]]) -> list[str]:
-    """The paper's tables that need what only run directories keep (roles, plans, checks)."""
-    return [
-        "## Iterations and retries per task (paper Table 7)",
-        table_iterations(records),
-        "## Cost and tokens per task by role (paper Fig. 2 / 9)",
-        table_cost(records),
-        *cache_section(records),
-        "## Verification functions (paper Table 3)",
-        "VF calls / task: VF executions in a run (Python VFs run, NL criteria judged), which is "
-        "what the paper's Table 3 counts. VFs written / plan: VFs in the planner's plans, whether "
-        "they ran or not. Lengths are per VF written. Checks: the named checks of the catalog a "
-        "plan asks for, and the built-in and named checks run.",
-        table_vfs(records),
-        "## Verification vs. gold correctness (paper Table 4)",
-        "False positive: verification accepted a wrong final answer; false negative: it rejected a right one.",
-        table_verification(records),
-    ]
 
 
 # Skipped lines listed by name; past this many only their number is given.

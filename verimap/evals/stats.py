@@ -173,6 +173,13 @@ def method_has_checks(method: str | None) -> bool:
     return preset is None or preset.overrides.get("verification") != "none"
 
 
+def total_calls(record: Record) -> int:
+    """Model calls of a result record over all roles (a compact record carries the sum)."""
+    if isinstance(record.get("calls"), int):
+        return int(record["calls"])
+    return sum(int(u.get("calls", 0)) for u in (record.get("usage") or {}).values())
+
+
 def is_verified(record: Record) -> bool:
     """Whether a check accepted the record's answer (never so for a method with no checks)."""
     return bool(record.get("verified")) and method_has_checks(record.get("method"))
