@@ -173,3 +173,8 @@ def test_the_trace_gives_fallbacks_and_model_seconds(tmp_path):
     assert line["completion_tokens"] == 40
     (back,) = compact.read_records(to_file(runs, tmp_path / "t.jsonl"))
     assert back["model_seconds"] == 2.0 and back["completion_tokens"] == 40
+
+
+def test_a_file_of_other_lines_is_no_compact_file(draw, tmp_path):
+    with pytest.raises(RunDirError, match="not a compact results file"):
+        load_records([draw / "gsm8k-verimap" / RESULTS])

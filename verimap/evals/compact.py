@@ -47,6 +47,11 @@ CUT = 80
 SUFFIX = ".jsonl"
 SELECT = "#"
 
+
+class CompactError(RunDirError):
+    """A compact results file cannot be read or written as asked."""
+
+
 LINE: Shape = {
     "task": STR.needed(),
     "method": STR.needed(),
@@ -166,10 +171,6 @@ def _ident(line: Record) -> tuple[str, str, int]:
     return str(line["method"]), str(line["task"]), int(line.get("run", 0))
 
 
-class CompactError(RunDirError):
-    """A compact results file cannot be read or written as asked."""
-
-
 def is_compact(path: str | os.PathLike[str]) -> bool:
     """Whether `path` names a compact file (or `FILE#METHOD`) rather than a run directory."""
     file, _ = select(path)
@@ -232,7 +233,12 @@ def read_records(path: str | os.PathLike[str], problems: list[str] | None = None
     file, method = select(path)
     if not file.is_file():
         raise CompactError(f"{file}: no such compact results file")
-    lines = read_lines(file, problems)
+    skipped: list[str] = []
+    lines = read_lines(file, skipped)
+    if skipped and not lines:
+        raise CompactError(f"{file}: not a compact results file ({skipped[0]})")
+    if problems is not None:
+        problems.extend(skipped)
     if method is not None:
         lines = [r for r in lines if r["method"] == method]
         if not lines:
