@@ -1,5 +1,5 @@
 # The two commands of the README's quickstart.
-.PHONY: setup demo test lint bench replay-check
+.PHONY: setup demo test lint bench replay-check results-page
 
 setup:
 	bash scripts/setup.sh
@@ -30,12 +30,15 @@ bench:
 	python3 benchmarks/eval_throughput.py
 
 # Does the code still send the requests it sent when the recording was made? The small-model
-# benchmark on its development windows, served from a copy of the recorded replies: "0 sent to
+# benchmark on its development windows, served from the packed recorded replies: "0 sent to
 # the server" means the same requests, task by task. A deliberate change of prompts or sampling
-# shows up as requests sent (see eval/small-model.md, "Behaviour unchanged").
+# shows up as requests sent (benchmarks/_replay.py).
 replay-check: setup
 	rm -rf runs/replay-check && mkdir -p runs/replay-check
-	cp -r eval/replays/small-model-0-19 runs/replay-check/replies
 	python3 benchmarks/small_model.py --gsm8k 20 --humaneval 20 --offset 0 \
 		--methods bare,react,verimap --runs-dir runs/replay-check/runs \
-		--replay runs/replay-check/replies --out runs/replay-check/table.md
+		--replay eval/replays/small-model-0-19.jsonl.gz --out runs/replay-check/table.md
+
+# eval/results.md from the compact results files in eval/draws.
+results-page:
+	python3 benchmarks/results_page.py

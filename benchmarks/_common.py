@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from verimap.endpoint import connect
+from verimap.evals.compact import model_seconds
 from verimap.evals.data import DataSource
 from verimap.evals.runner import ERRORS, RESULTS, ResultsLog
 from verimap.evals.scoring import Score, score_gsm8k
+from verimap.evals.stats import total_calls
 from verimap.evals.tasksets import Benchmark, EvalTask
-from verimap.events import MODEL_CALL, PLAN_FALLBACK
+from verimap.events import PLAN_FALLBACK
 from verimap.llm.base import Model
 from verimap.sandbox import get_sandbox
 from verimap.sandbox.base import Sandbox
@@ -142,8 +144,8 @@ class Cell:
         return sum(r.completion_tokens for r in timed) / seconds if seconds > 0 else None
 
 
-# Cells timed side by side ran within 1.45x of react's generation rate in every run directory of
-# eval/runs; one resumed on a slower host ran 3.3x apart (docs/decisions.md, D30).
+# Cells timed side by side ran within 1.45x of react's generation rate in every draw of
+# eval/draws; one resumed on a slower host ran 3.3x apart (docs/decisions.md, D30).
 SPEED_SPREAD = 2.0
 
 
@@ -182,20 +184,26 @@ def count_fallbacks(trace: Path) -> int | None:
     return None if events is None else fallbacks_in(events)
 
 
-def model_seconds(events: list[dict[str, Any]]) -> float | None:
-    """Seconds the trace's model calls took (None when it times none)."""
-    took = [
-        float(e["data"]["duration_s"])
-        for e in events
-        if e.get("type") == MODEL_CALL and (e.get("data") or {}).get("duration_s") is not None
-    ]
-    return sum(took) if took else None
-
-
 def row_from_record(
     rec: dict[str, Any], fallbacks: int | None = None, model_s: float | None = None
 ) -> Row:
-    """A results.jsonl record as a Row; calls and tokens are summed over the roles."""
+    """A results.jsonl record as a Row; calls and tokens are summed over the roles. A compact
+    record (`verimap.evals.compact`) carries its sums, and its trace's fallbacks and model
+    seconds."""
+    if rec.get("compact"):
+        completion = int(rec.get("completion_tokens") or 0)
+        return Row(
+            task_id=rec["task_id"],
+            correct=bool(rec["correct"]),
+            wall_s=float(rec["wall_time_s"]),
+            calls=total_calls(rec),
+            prompt_tokens=int(rec["tokens"]) - completion,
+            completion_tokens=completion,
+            verified=bool(rec["verified"]),
+            fallbacks=int(rec["fallbacks"]),
+            model_s=rec.get("model_seconds"),
+            record=rec,
+        )
     usage = (rec.get("usage") or {}).values()
     return Row(
         task_id=rec["task_id"],

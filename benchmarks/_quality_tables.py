@@ -83,7 +83,8 @@ def summary_row(cell: Cell, react: Cell | None) -> str:
     checked = method_has_checks(cell.method)
     fp_fn = f"{m.false_positives} ({pct(m.fp_rate)}) / {m.false_negatives} ({pct(m.fn_rate)})"
     calls = mean_of(cell.rows, lambda r: r.calls)
-    tokens = mean_of(cell.rows, lambda r: r.completion_tokens)
+    counted = [r for r in cell.rows if r.record.get("completion_tokens", 0) is not None]
+    tokens = mean_of(counted, lambda r: r.completion_tokens)
     wall = mean_of(cell.rows, lambda r: r.wall_s)
     cols = [
         cell.method, tasks, share(m.accuracy),

@@ -3,7 +3,7 @@
     python3 benchmarks/small_model.py [--model qwen2.5-coder-1.5b] [--gsm8k 20] [--humaneval 20]
         [--offset 0] [--methods bare,react,verimap] [--pens/--no-pens] [--max-attempts 3] [--cross-check]
         [--fresh-code-retries] [--max-iterations 2] [--sandbox docker] [--runs-dir runs/bench-small-TIME] [--resume]
-        [--out eval/small-model.md]
+        [--out RUNS_DIR/report.md]
 
 One question decides whether verimap is worth its cost on a small model: on the same tasks, with
 the same model, is `verimap` more accurate than the model alone (`bare`) or a single agent with
@@ -309,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         sys.exit(f"unknown method(s) {', '.join(unknown)}; choose from bare, {', '.join(METHODS)}")
     runs_dir = Path(args.runs_dir or f"runs/bench-small-{time.strftime('%Y%m%d-%H%M%S')}")
+    if args.out is None:
+        args.out = str(runs_dir / "report.md")
     config: dict[str, Any] = resolve(
         {"max_retries": args.max_retries, "max_iterations": args.max_iterations,
          "agreement": args.agreement},
@@ -414,9 +416,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=None,
         metavar="DIR",
         help="record the server's replies in DIR, and replay them to identical requests "
-        "(to show that other code sends the same requests: benchmarks/_replay.py)",
+        "(to show that other code sends the same requests: benchmarks/_replay.py); a packed "
+        "recording (FILE.jsonl.gz) is replayed, not added to",
     )
-    p.add_argument("--out", default="eval/small-model.md", help="Markdown table ('' for none)")
+    p.add_argument("--out", default=None,
+                   help="Markdown table ('' for none) [report.md in --runs-dir]")  # fmt: skip
     args = p.parse_args(argv)
     counts = (args.gsm8k, args.humaneval, args.offset, args.max_nodes or 0)
     if min(counts) < 0 or min(args.max_retries, args.max_iterations, args.agreement) < 1:

@@ -37,21 +37,19 @@ def test_every_relative_link_in_the_readme_exists():
     assert [t for t in local if not (REPO / t).exists()] == []
 
 
-def test_the_readme_gsm8k_column_is_what_the_pooled_run_directories_say():
+def test_the_readme_gsm8k_column_is_what_the_pooled_draws_say():
     """The results table is computed, not typed: each method's GSM8K count, verimap's verified
-    precision and the paired wins and losses come from the five draws' run directories in
-    eval/runs, pooled as eval/verification-quality.md pools them."""
+    precision and the paired wins and losses come from the five draws' compact results files
+    in eval/draws, pooled as eval/results.md pools them."""
     from verimap.evals.report import load_records
     from verimap.evals.stats import compare_records
 
-    runs = REPO / "eval" / "runs"
+    draws = REPO / "eval" / "draws"
     seeds = ["318662", "555653", "872998", "843887", "6441"]
-    strict = {"555653", "872998"}  # verimap's strict-ballot directory of these draws
 
     def pooled(method: str) -> list[dict]:
-        dirs = [runs / f"vq-{s}{'-strict' if method == 'verimap' and s in strict else ''}"
-                / f"gsm8k-{method}" for s in seeds]  # fmt: skip
-        return load_records(dirs)
+        recs = load_records([f"{draws / f'vq-{s}.jsonl'}#{method}" for s in seeds])
+        return [r for r in recs if r["benchmark"] == "gsm8k"]
 
     vm = pooled("verimap")
     rows = {m: re.search(rf"^\| `{m}`[^\n]*", README, re.M) for m in ("bare", "sc", "program")}
@@ -70,3 +68,29 @@ def test_the_readme_gsm8k_column_is_what_the_pooled_run_directories_say():
     verified = [r for r in vm if r["verified"]]
     right = sum(bool(r["correct"]) for r in verified)
     assert f"{right}/{len(verified)} = " in rows["verimap"].group(0)
+
+
+def test_the_readme_humaneval_and_mixed_ballot_cells_are_what_the_draws_say():
+    """HumanEval (one draw) and the mixed ballot (the two draws it ran on) from eval/draws."""
+    from verimap.evals.report import load_records
+
+    draws = REPO / "eval" / "draws"
+    he = {m: [r for r in load_records([f"{draws / 'vq-704573.jsonl'}#{m}"])
+              if r["benchmark"] == "humaneval"] for m in ("bare", "sc", "react", "verimap")}  # fmt: skip
+    mixed = load_records([f"{draws / f'vq-{s}.jsonl'}#verimap --ballot mixed"
+                          for s in ("555653", "872998")])  # fmt: skip
+    mixed = [r for r in mixed if r["benchmark"] == "gsm8k"]
+    rows = {m: re.search(rf"^\| `{m}`[ |(][^\n]*", README, re.M) for m in he}
+    rows["verimap"] = re.search(r"^\| `verimap` \(default\)[^\n]*", README, re.M)
+    for method, recs in he.items():
+        row = rows[method]
+        assert row, f"no README row for {method}"
+        right = sum(bool(r["correct"]) for r in recs)
+        assert row.group(0).split("|")[2].strip().startswith(f"{right}/{len(recs)} = "), method
+    ver = [r for r in he["verimap"] if r["verified"]]
+    assert f"{sum(r['correct'] for r in ver)}/{len(ver)} = " in rows["verimap"].group(0)
+    row = re.search(r"^\| `verimap --ballot mixed`[^\n]*", README, re.M)
+    assert row, "no README row for the mixed ballot"
+    ver = [r for r in mixed if r["verified"]]
+    assert f"{sum(r['correct'] for r in mixed)}/{len(mixed)} = " in row.group(0)
+    assert f"{sum(r['correct'] for r in ver)}/{len(ver)} = " in row.group(0)

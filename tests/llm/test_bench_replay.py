@@ -85,3 +85,26 @@ async def test_the_transport_is_restored_after_the_block(http_server, tmp_path):
         await model(http_server.url).request(ask("q"))
     await model(http_server.url).request(ask("q"))
     assert len(http_server.requests) == 2
+
+
+async def test_a_packed_recording_replays_as_its_directory_and_stays_as_it_was(
+    http_server, tmp_path
+):
+    from _replay import pack
+
+    http_server.replies = [Reply(body=completion("one")), Reply(body=completion("two"))]
+    with replaying(tmp_path / "dir"):
+        for q in ("q1", "q2"):
+            await model(http_server.url).request(ask(q))
+    packed = tmp_path / "rec.jsonl.gz"
+    assert pack(tmp_path / "dir", packed) == 2
+    before = packed.read_bytes()
+    assert pack(tmp_path / "dir", tmp_path / "again.jsonl.gz") == 2
+    assert (tmp_path / "again.jsonl.gz").read_bytes() == before  # the same bytes every time
+
+    http_server.replies = [Reply(body=completion("live"))]
+    with replaying(packed) as again:
+        got = [(await model(http_server.url).request(ask(q))).content for q in ("q1", "q2", "q3")]
+    assert got == ["one", "two", "live"]
+    assert (again.replayed, again.sent) == (2, 1)
+    assert packed.read_bytes() == before

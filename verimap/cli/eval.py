@@ -43,6 +43,7 @@ from verimap.cli.eval_benchmark import (
     factory_benchmark,
     open_benchmark,
 )
+from verimap.cli.eval_compare import RESULTS_PATH
 from verimap.cli.eval_config import SampleSize, limit_or_sample, load_config_file, load_factory
 from verimap.cli.model_calls import CALL_KEYS, model_call_options
 from verimap.cli.tracing import otel_option, otel_spans
@@ -404,16 +405,16 @@ def run_command(**kw: Any) -> int:
 
 
 @eval_.command("report")
-@click.argument("dirs", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False))
+@click.argument("dirs", nargs=-1, required=True, type=RESULTS_PATH)
 @out_file_option(
     "Also write the markdown to FILE (an existing file only if verimap wrote it, or FILE is "
     "given here).",
     default=None,
 )
 def report(dirs: tuple[str, ...], out_file: Path | None) -> None:
-    """Print the tables for one or more eval output DIRS: first accuracy and verification per
-    method (95% CIs, verified precision, coverage, false positives and negatives, the
-    risk–coverage points), then the paper-style tables."""
+    """Print the tables for one or more eval output DIRS or compact results files: first
+    accuracy and verification per method (95% CIs, verified precision, coverage, false
+    positives and negatives, the risk–coverage points), then the paper-style tables."""
     from verimap.evals.report import REPORT_FILE, REPORT_MARK, report_dirs
     from verimap.evals.runner import RunDirError
     from verimap.out_files import OutFileError, check_replace, write_file
@@ -476,9 +477,11 @@ def export(dirs: tuple[Path, ...], fmt: str, out: Path | None) -> None:
 
 
 # Subcommands in their own modules.
+from verimap.cli.eval_compact import compact  # noqa: E402
 from verimap.cli.eval_compare import compare  # noqa: E402
 from verimap.cli.eval_retrieval import retrieval  # noqa: E402
 
+eval_.add_command(compact)
 eval_.add_command(compare)
 eval_.add_command(retrieval)
 

@@ -8,6 +8,7 @@ each side's accuracy, verified precision and coverage with Wilson intervals.
 verimap eval compare runs/gsm8k-verimap runs/gsm8k-react
 verimap eval compare runs/a runs/b --benchmark humaneval --json
 verimap eval compare d1/gsm8k-verimap d1/gsm8k-sc --also d2/gsm8k-verimap d2/gsm8k-sc
+verimap eval compare eval/draws/vq-6441.jsonl#verimap eval/draws/vq-6441.jsonl#react
 """
 
 from __future__ import annotations
@@ -29,6 +30,24 @@ if TYPE_CHECKING:
     )
 
 Record = dict[str, Any]
+
+
+class ResultsPath(click.ParamType):
+    """An eval run directory, a compact results file, or `FILE#METHOD`: one method's lines of a
+    compact file (`verimap.evals.compact`)."""
+
+    name = "path"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> str:
+        from verimap.evals.compact import select
+
+        file, _ = select(value)
+        if not file.exists():
+            self.fail(f"{value!r}: no such run directory or compact results file", param, ctx)
+        return str(value)
+
+
+RESULTS_PATH = ResultsPath()
 
 
 def _load(dirs: Sequence[str]) -> list[Record]:
@@ -188,15 +207,15 @@ def _header(names: tuple[str, str], a: list[Record], b: list[Record], pairing: P
 
 
 @click.command("compare")
-@click.argument("dir_a", type=click.Path(exists=True, file_okay=False))
-@click.argument("dir_b", type=click.Path(exists=True, file_okay=False))
+@click.argument("dir_a", type=RESULTS_PATH)
+@click.argument("dir_b", type=RESULTS_PATH)
 @click.option("--benchmark", "-b", default=None, help="Only this benchmark (e.g. gsm8k).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
 @click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True,
               help="Bootstrap resamples of the accuracy difference.")  # fmt: skip
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
 @click.option("--also", "also", nargs=2, multiple=True, metavar="DIR_A DIR_B",
-              type=click.Path(exists=True, file_okay=False),
+              type=RESULTS_PATH,
               help="Pool another pair of directories (another draw of tasks) into A and B; "
                    "repeatable.")  # fmt: skip
 def compare(
@@ -208,7 +227,8 @@ def compare(
     seed: int,
     also: tuple[tuple[str, str], ...],
 ) -> None:
-    """Pair two eval output dirs on their common tasks (run i of a task with run i of it):
+    """Pair two eval output dirs on their common tasks (run i of a task with run i of it); a
+    side may be a compact results file's method, FILE.jsonl#METHOD:
     wins, losses, exact McNemar p, bootstrap CI of the accuracy difference, per benchmark, and
     per question type where tasks have one (MultiHopRAG).
     With --also, several draws are pooled, each side's directories holding different tasks."""

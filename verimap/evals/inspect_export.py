@@ -53,6 +53,8 @@ from verimap.evals.inspect_samples import (
     usage_by_model,
 )
 from verimap.evals.report import accuracy_by_run
+from verimap.evals.run_dir import RunDirError
+from verimap.evals.run_dir import run_dirs as find_run_dirs
 from verimap.evals.runner import CONFIG, RESULTS, unscored_errors
 from verimap.out_files import INSPECT_LOG, replace_with
 from verimap.redaction import redact, secret_values
@@ -78,24 +80,11 @@ class Exported:
 
 
 def run_dirs(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
-    """Eval run directories among `paths`; a directory holding run directories stands for all
-    of them (`runs/bench-1`), as it does for `verimap view`."""
-    found: list[Path] = []
-    for raw in paths:
-        p = Path(raw)
-        if _is_run_dir(p):
-            found.append(p)
-        elif p.is_dir() and (inner := sorted(d for d in p.iterdir() if _is_run_dir(d))):
-            found.extend(inner)
-        else:
-            raise ExportError(
-                f"{p}: not an eval run directory (no {RESULTS} or {CONFIG}), nor a directory of them"
-            )
-    return list(dict.fromkeys(found))
-
-
-def _is_run_dir(p: Path) -> bool:
-    return p.is_dir() and ((p / RESULTS).is_file() or (p / CONFIG).is_file())
+    """`run_dir.run_dirs`, a path that is no run directory an `ExportError`."""
+    try:
+        return find_run_dirs(paths)
+    except RunDirError as e:
+        raise ExportError(str(e)) from None
 
 
 def _natural(text: str) -> list[Any]:

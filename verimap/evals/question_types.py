@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
 
 from verimap.evals.scoring import OFFICIAL_MARK
-from verimap.evals.stats import mcnemar_exact
+from verimap.evals.stats import mcnemar_exact, total_calls
 
 Record = dict[str, Any]
 
@@ -42,7 +42,9 @@ def title(qt: str) -> str:
 
 def official_correct(record: Record) -> bool | None:
     """MultiHop-RAG's own verdict on a record, as its scorer left it in `score_detail`; None
-    for a record scored before it was kept."""
+    for a record scored before it was kept. A compact record carries it as `official`."""
+    if "official" in record:
+        return None if record["official"] is None else bool(record["official"])
     detail = str(record.get("score_detail") or "")
     if OFFICIAL_MARK not in detail:
         return None
@@ -68,15 +70,11 @@ def _right(verdicts: Sequence[bool]) -> str:
     return f"{100.0 * k / n:.1f} ({k}/{n})" if n else "–"
 
 
-def _calls(r: Record) -> int:
-    return sum(int(u.get("calls", 0)) for u in (r.get("usage") or {}).values())
-
-
 def method_rows(method: str, recs: Sequence[Record], types: Sequence[str]) -> list[list[str]]:
     """One method's rows under `header(types)`: strict, then official unless a record lacks
     the official verdict; each with the method's calls, tokens and seconds per task."""
     cost = [
-        f"{statistics.fmean(_calls(r) for r in recs):.1f}",
+        f"{statistics.fmean(total_calls(r) for r in recs):.1f}",
         f"{statistics.fmean(int(r.get('tokens', 0)) for r in recs):.0f}",
         f"{statistics.fmean(float(r.get('wall_time_s', 0.0)) for r in recs):.1f}",
     ]

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verimap.evals import question_types, stats
+from verimap.evals import compact, question_types, stats
 from verimap.evals.report_cache import cache_section
 from verimap.evals.runner import CONFIG, ERRORS, RESULTS, RunDirError, unscored_errors
 from verimap.methods.presets import METHODS
@@ -57,10 +57,13 @@ class EvalDir:
 
 def load_dir(d: str | os.PathLike[str], *, clip: int | None = None) -> EvalDir:
     """The config and finished records of one eval directory (the first record of a key wins,
-    as on a resume). A directory with neither results.jsonl nor config.json is an error;
-    with only config.json, it has started and finished nothing yet."""
+    as on a resume), or a compact results file's records. A directory with neither
+    results.jsonl nor config.json is an error; with only config.json, it has finished nothing."""
     p = Path(d)
     out = EvalDir(path=p)
+    if compact.is_compact(p):
+        out.records = compact.read_records(p, out.problems)
+        return out
     if (p / CONFIG).exists():
         config, why = read_json_object(p / CONFIG)
         out.config = config or {}
@@ -418,21 +421,27 @@ def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> st
         table_summary(records),
         "## Accuracy (%), mean ± std over runs (paper Table 1)",
         table_accuracy(records),
-        "## Iterations and retries per task (paper Table 7)",
-        table_iterations(records),
-        "## Cost and tokens per task by role (paper Fig. 2 / 9)",
-        table_cost(records),
-        *cache_section(records),
-        "## Verification functions (paper Table 3)",
-        "VF calls / task: VF executions in a run (Python VFs run, NL criteria judged), which is "
-        "what the paper's Table 3 counts. VFs written / plan: VFs in the planner's plans, whether "
-        "they ran or not. Lengths are per VF written. Checks: the named checks of the catalog a "
-        "plan asks for, and the built-in and named checks run.",
-        table_vfs(records),
-        "## Verification vs. gold correctness (paper Table 4)",
-        "False positive: verification accepted a wrong final answer; false negative: it rejected a right one.",
-        table_verification(records),
     ]
+    if any(r.get("compact") for r in records):
+        parts += ["## Calls, tokens and seconds per task", "Compact results files keep no roles, "
+                  "plans or checks: the other tables need runs.", table_effort(records)]  # fmt: skip
+    else:
+        parts += [
+            "## Iterations and retries per task (paper Table 7)",
+            table_iterations(records),
+            "## Cost and tokens per task by role (paper Fig. 2 / 9)",
+            table_cost(records),
+            *cache_section(records),
+            "## Verification functions (paper Table 3)",
+            "VF calls / task: VF executions in a run (Python VFs run, NL criteria judged), which is "
+            "what the paper's Table 3 counts. VFs written / plan: VFs in the planner's plans, whether "
+            "they ran or not. Lengths are per VF written. Checks: the named checks of the catalog a "
+            "plan asks for, and the built-in and named checks run.",
+            table_vfs(records),
+            "## Verification vs. gold correctness (paper Table 4)",
+            "False positive: verification accepted a wrong final answer; false negative: it rejected a right one.",
+            table_verification(records),
+        ]
     if any((r.get("meta") or {}).get("question_type") for r in records):
         parts += [
             "## MultiHopRAG accuracy (%) by question type",
@@ -440,6 +449,20 @@ def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> st
             table_question_types(records),
         ]
     return "\n\n".join(parts) + "\n"
+
+
+def table_effort(records: Sequence[dict[str, Any]]) -> str:
+    """Mean model calls, tokens and seconds per task, per method and benchmark."""
+    g = _group(records)
+    rows = [
+        [m, BENCH_TITLE.get(b, b), str(len(recs)),
+         _fmt(statistics.fmean(stats.total_calls(r) for r in recs)),
+         _fmt(statistics.fmean(int(r.get("tokens", 0)) for r in recs), 0),
+         _fmt(statistics.fmean(float(r.get("wall_time_s", 0.0)) for r in recs))]
+        for (m, b), recs in sorted(g.items(), key=lambda kv: (_method_order([kv[0][0]]), kv[0][1]))
+    ]  # fmt: skip
+    return _table(["Method", "Benchmark", "Tasks", "Calls / task", "Tokens / task", "s / task"],
+                  rows)  # fmt: skip
 
 
 # Skipped lines listed by name; past this many only their number is given.

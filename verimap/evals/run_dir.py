@@ -14,7 +14,7 @@ import fcntl
 import json
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -324,3 +324,26 @@ def write_config(out: Path, cfg: dict[str, Any]) -> None:
     marked = {MARK: LAYOUT, "verimap_version": __version__, **cfg}
     tmp.write_text(json.dumps(redact(marked), indent=2, default=str) + "\n")
     os.replace(tmp, path)
+
+
+def is_run_dir(p: Path) -> bool:
+    """Whether `p` is an eval run directory (it holds results.jsonl or config.json)."""
+    return p.is_dir() and ((p / RESULTS).is_file() or (p / CONFIG).is_file())
+
+
+def run_dirs(paths: Sequence[str | os.PathLike[str]]) -> list[Path]:
+    """Eval run directories among `paths`; a directory holding run directories stands for all
+    of them (`runs/bench-1`, a benchmark script's runs directory), as it does for `verimap
+    view`. A path that is neither is a `RunDirError`."""
+    found: list[Path] = []
+    for raw in paths:
+        p = Path(raw)
+        if is_run_dir(p):
+            found.append(p)
+        elif p.is_dir() and (inner := sorted(d for d in p.iterdir() if is_run_dir(d))):
+            found.extend(inner)
+        else:
+            raise RunDirError(
+                f"{p}: not an eval run directory (no {RESULTS} or {CONFIG}), nor a directory of them"
+            )
+    return list(dict.fromkeys(found))

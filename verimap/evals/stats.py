@@ -164,11 +164,20 @@ def paired_comparison(
 def method_has_checks(method: str | None) -> bool:
     """False for a method whose preset turns verification off (react, map): its records may say
     `verified: true`, but nothing checked them. The same rule as report.table_verification; a
-    method not in the presets keeps its records' own flag."""
+    method named `METHOD VARIANT` (a compact file's name for a method run with another
+    setting) is its METHOD; a method not in the presets keeps its records' own flag."""
     from verimap.methods.presets import METHODS
 
-    preset = METHODS.get(method or "")
+    name = method or ""
+    preset = METHODS.get(name) or METHODS.get(name.split(" ", 1)[0])
     return preset is None or preset.overrides.get("verification") != "none"
+
+
+def total_calls(record: Record) -> int:
+    """Model calls of a result record over all roles (a compact record carries the sum)."""
+    if isinstance(record.get("calls"), int):
+        return int(record["calls"])
+    return sum(int(u.get("calls", 0)) for u in (record.get("usage") or {}).values())
 
 
 def is_verified(record: Record) -> bool:

@@ -3,7 +3,7 @@
 llama-cpp-python runs a non-streamed completion in a worker thread to its end, whether or not
 anyone is still waiting: a `verimap run` stopped with Ctrl-C, or a benchmark killed mid-request,
 left the kept server generating for minutes, and the next command's first call waited behind
-it (362 s once, eval/verification-quality.md). The server answers one request at a time, so
+it (362 s once, eval/results.md). The server answers one request at a time, so
 that wait is anyone's. Here an ASGI middleware notices the client's disconnect and sets a flag
 the request carries in a context variable (worker threads run in a copy of the request's
 context), and every completion is given one more stopping criterion that reads it: generation
