@@ -21,7 +21,7 @@ state and builds the result from it.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -106,6 +106,16 @@ class _RunState:
         )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class _End:
+    """How the loop ended: what the run's result is built from."""
+
+    status: RunStatus
+    final: str | None = None
+    final_output: dict[str, Any] | None = None
+    error: str | None = None
+
+
 class Coordinator(Runner):
     def __init__(
         self,
@@ -140,6 +150,14 @@ class Coordinator(Runner):
         )
 
     async def _run(self, st: _RunState) -> RunResult:
+        end = await self._loop(st)
+        return st.result(
+            self.config, end.status, final=end.final, final_output=end.final_output,
+            error=end.error,
+        )  # fmt: skip
+
+    async def _loop(self, st: _RunState) -> _End:
+        """Plan, run the plan, and on a failure keep the plan or replan, until the run ends."""
         cfg = self.config
         attempts = NodeAttempts(self.executor, self.verifier, cfg)
         st.iteration = 1
@@ -160,25 +178,18 @@ class Coordinator(Runner):
             final = plan.final_node().id
             if failure is None:
                 accepted = any(s == "fail-accepted" for s in statuses.values())
-                return st.result(
-                    cfg, "partial" if accepted else "success", final=final,
-                    final_output=dict(values[final]),
-                )  # fmt: skip
+                return _End("partial" if accepted else "success", final, dict(values[final]))
             best = best_unverified(plan, st.reports, st.iteration, cfg.verify.unverified_answer)
             st.best = best or st.best
             if statuses.get(failure.node_id) == "unconfirmed":
                 rep = st.reports[failure.node_id]
-                return st.result(
-                    cfg, "failed", final=final, final_output=rep.outputs,
-                    error=unconfirmed_error(cfg, failure.node_id, rep, st.disputes),
-                )  # fmt: skip
+                error = unconfirmed_error(cfg, failure.node_id, rep, st.disputes)
+                return _End("failed", final, rep.outputs, error)
             if st.iteration >= cfg.loop.max_iterations:
-                return st.result(
-                    cfg, "failed", final=final,
-                    error=f"node {failure.node_id!r} failed verification and "
-                    f"{cfg.loop.max_iterations} iteration(s) are spent",
-                )  # fmt: skip
-            st.failed_work[node_work(plan, failure.node_id)] += 1
+                return _End("failed", final, error=f"node {failure.node_id!r} failed verification "
+                            f"and {cfg.loop.max_iterations} iteration(s) are spent")  # fmt: skip
+            work = node_work(plan, failure.node_id)
+            st.failed_work[work] += 1
             st.iteration += 1
             if failure.kind == "executor" and not st.kept[failure.node_id]:
                 # No VF failed: the executor gave no answer of the declared shape. The plan is not
@@ -187,7 +198,7 @@ class Coordinator(Runner):
                 st.emit(ev.PlanKept(failed_node=failure.node_id, error=failure.error))
                 continue
             st.emit(ev.Replan(failed_node=failure.node_id, failure=failure.model_dump(mode="json")))
-            told, work = st.carry.get(failure.node_id), node_work(plan, failure.node_id)
+            told = st.carry.get(failure.node_id)
             st.carry.clear()
             replan = self.planner.replan(st.task, plan, failure, ctx=st.step())
             plan = await self._vet(st, await replan)
@@ -195,10 +206,10 @@ class Coordinator(Runner):
             if told is not None and again == work:
                 st.carry[failure.node_id] = told  # else it repeats itself (docs/decisions.md, D09)
             if again is not None and (
-                error := repeated_work_error(cfg, failure.node_id, st.failed_work[again])
+                stop := repeated_work_error(cfg, failure.node_id, st.failed_work[again])
             ):
                 st.iteration -= 1  # the returned plan does not run
-                return st.result(cfg, "failed", final=plan.final_node().id, error=error)
+                return _End("failed", plan.final_node().id, error=stop)
 
     async def _vet(self, st: _RunState, plan: Plan) -> Plan:
         """`plan` as it runs: what it says of itself (VFs it dropped, the rule or fallback
@@ -210,7 +221,9 @@ class Coordinator(Runner):
         elif plan.fallback_reason is not None:
             st.fallbacks.append(st.iteration)
             st.emit(ev.PlanFallback(reason=plan.fallback_reason))
-        plan, dropped = await vet(plan, st.task, self.config, self.planner, self.verifier, st.step())
+        plan, dropped = await vet(
+            plan, st.task, self.config, self.planner, self.verifier, st.step()
+        )
         st.dropped.extend(f"{st.iteration}:{nid}.{name} (vacuous)" for nid, name in dropped)
         return plan
 

@@ -84,7 +84,8 @@ class NodeAttempts:
         cfg, node, inputs = self.config, job.node, job.inputs
         earlier = job.earlier or NodeReport(node_id=node.id)
         base = earlier.model_copy(update={"iteration": job.iteration, "status": "pending"})
-        ctx.for_attempt(node.id, None).emit(ev.NodeStart(instruction=node.instruction, inputs=inputs))
+        nctx = ctx.for_attempt(node.id, None)
+        nctx.emit(ev.NodeStart(instruction=node.instruction, inputs=inputs))
         feedback = job.feedback
         mine: list[AttemptReport] = []
         retries = 0
@@ -153,9 +154,7 @@ class NodeAttempts:
                 answer, count = plurality(passing)
                 if count >= job.votes:
                     done = step(status="verified", outputs=answer, unconfirmed=vr.why_unconfirmed())
-                    ctx.for_attempt(node.id, None).emit(
-                        ev.NodeFinish(status="verified", outputs=answer)
-                    )
+                    nctx.emit(ev.NodeFinish(status="verified", outputs=answer))
                     yield done
                     return
                 # Agreement still missing: the next attempt is an independent sample.
@@ -172,12 +171,11 @@ class NodeAttempts:
             feedback = retry_feedback(
                 out.outputs, [*earlier.attempts, *mine], fresh_turns, failures=vr.failures
             )
-        nctx = ctx.for_attempt(node.id, None)
         if passing or disputed:
             picked = None if passing else self.verifier.disputing.choose(node, disputed, ctx)
             outputs = picked or plurality(passing or disputed)[0]
             tally = self.verifier.disputing.tally(ctx) if disputed else None
-            votes = {"unconfirmed": f"votes: {tally}"} if tally is not None else {}
+            votes: dict[str, Any] = {} if tally is None else {"unconfirmed": f"votes: {tally}"}
             nctx.emit(ev.NodeFinish(status="unconfirmed", outputs=outputs,
                                     answers=passing or disputed))  # fmt: skip
             yield step(status="unconfirmed", outputs=outputs, **votes)
@@ -194,8 +192,6 @@ class NodeAttempts:
         yield step(feedback, status="failed", outputs=last_outputs)
 
 
-def _tool_event(
-    actx: RunContext, tool: str, args: str, result: str, duration_s: float
-) -> None:
+def _tool_event(actx: RunContext, tool: str, args: str, result: str, duration_s: float) -> None:
     actx.emit(ev.ToolCall(tool=tool, arguments=clip(args, 2000), result=clip(result, 2000),
                           duration_s=duration_s))  # fmt: skip

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from verimap.config import RunConfig
@@ -25,7 +25,7 @@ from verimap.planning.failure import FailureContext
 from verimap.planning.plan import Plan
 
 # Runs one node's job to its final report (the coordinator adds what the run carries to it).
-RunNode = Callable[[NodeJob], Awaitable[NodeReport]]
+RunNode = Callable[[NodeJob], Coroutine[Any, Any, NodeReport]]
 
 
 async def run_plan(
