@@ -4,11 +4,15 @@ verifies (its answer agreed on, when agreement asks for votes), or its retries a
 A node ends verified, unconfirmed (its VFs passed but its answers never agreed, or a check
 disputed every one), failed (its feedback is carried to the node's next run), or, in the
 one-pass methods, fail-accepted (its last outputs flow on). Every step is an event.
+
+A node step takes a `NodeJob` and gives `NodeStep` reports; it changes nothing of the run's:
+the coordinator folds each report into the run's state.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -17,13 +21,53 @@ from verimap import events as ev
 from verimap.config import RunConfig
 from verimap.core.executor import TEXT_OUTPUT, Executor, single_code_output
 from verimap.core.feedback import Feedback, retry_feedback
-from verimap.core.node_context import content_key, plurality
+from verimap.core.node_context import plurality
 from verimap.core.result import AttemptReport, NodeReport
-from verimap.core.run_state import RunState
+from verimap.core.run_context import RunContext
 from verimap.core.verifier import Verifier
 from verimap.planning.plan import Node
 from verimap.sandbox.base import Outcome
-from verimap.verdicts import clip
+from verimap.verdicts import VFVerdict, clip
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    """One node's run in one iteration: the node, its input values (keyed as
+    `node_context.resolve_inputs` gives them), what it hears from ancestors, and what the run
+    carries to it (`feedback` from its failed run of an earlier iteration, `earlier`: its
+    report so far, whose attempts a fresh retry counts and whose other fields stand until this
+    run decides them)."""
+
+    node: Node
+    task: str
+    iteration: int
+    inputs: dict[str, Any]
+    context: dict[str, Any] | None = None
+    input_types: dict[str, Any] | None = None
+    votes: int = 1
+    final: bool = False
+    feedback: Feedback | None = None
+    earlier: NodeReport | None = None
+
+
+@dataclass(frozen=True)
+class NodeStep:
+    """A node step's report so far: the node's report (its earlier attempts included), and
+    what this step adds to the run: `retries` made, `faults` (verdicts the sandbox could not
+    give), `disputes` (checks that disputed an answer), and `carry` (the feedback a failed
+    node's next run starts from). The last report a step gives is its result."""
+
+    report: NodeReport
+    retries: int = 0
+    faults: tuple[str, ...] = ()
+    disputes: tuple[str, ...] = ()
+    carry: Feedback | None = None
+    attempts: tuple[AttemptReport, ...] = ()
+
+    @property
+    def verdicts(self) -> list[VFVerdict]:
+        """The VF verdicts of this step's attempts, in order."""
+        return [v for a in self.attempts for v in a.verdicts]
 
 
 @dataclass(frozen=True)
@@ -34,121 +78,120 @@ class NodeAttempts:
     verifier: Verifier
     config: RunConfig
 
-    async def run(
-        self, st: RunState, node: Node, inputs: dict, context: dict | None,
-        input_types: dict[str, Any] | None = None, votes: int = 1,
-    ) -> tuple[NodeReport, dict]:  # fmt: skip
-        """The node's report (also kept in `st.reports`) and the inputs it ran on."""
-        cfg = self.config
-        rep = st.reports.setdefault(node.id, NodeReport(node_id=node.id))
-        rep.iteration = st.iteration
-        key = content_key(node, inputs, context)
-        if key in st.cache:
-            rep.status, rep.outputs = "reused", dict(st.cache[key])
-            rep.unconfirmed = st.unconfirmed.get(key)
-            st.emit(ev.NodeReused(outputs=rep.outputs), node.id)
-            return rep, inputs
-        rep.status = "pending"
-        st.emit(ev.NodeStart(instruction=node.instruction, inputs=inputs), node.id)
-        feedback: Feedback | None = st.carry.pop(node.id, None)
+    async def run(self, job: NodeJob, ctx: RunContext) -> AsyncIterator[NodeStep]:
+        """The node's reports as its run goes: one before each model step (so a run cut off
+        mid-way keeps what was done) and the result last. `ctx` is the iteration's context."""
+        cfg, node, inputs = self.config, job.node, job.inputs
+        earlier = job.earlier or NodeReport(node_id=node.id)
+        base = earlier.model_copy(update={"iteration": job.iteration, "status": "pending"})
+        nctx = ctx.for_attempt(node.id, None)
+        nctx.emit(ev.NodeStart(instruction=node.instruction, inputs=inputs))
+        feedback = job.feedback
+        mine: list[AttemptReport] = []
+        retries = 0
+        faults: list[str] = []
+        disputes: list[str] = []
+
+        def step(carry: Feedback | None = None, **decided: Any) -> NodeStep:
+            report = base.model_copy(update={"attempts": [*earlier.attempts, *mine], **decided})
+            return NodeStep(report, retries, tuple(faults), tuple(disputes), carry, tuple(mine))
+
         last_outputs: dict[str, Any] | None = None
         passing: list[dict[str, Any]] = []
         disputed: list[dict[str, Any]] = []  # passed every VF, but a check disputed it
         attempt = failed = 0
-        final = node.id == st.final
         fresh_turns = cfg.execution.fresh_code_retries and single_code_output(node)
         # Attempts that fail count against max_retries; agreement adds up to votes - 1 more.
-        while failed < cfg.loop.max_retries and attempt < cfg.loop.max_retries + votes - 1:
+        while failed < cfg.loop.max_retries and attempt < cfg.loop.max_retries + job.votes - 1:
             attempt += 1
+            actx = ctx.for_attempt(node.id, attempt)
             if attempt > 1 or feedback is not None:  # carried over: it goes on from a failure
-                st.retries += 1
+                retries += 1
                 told = feedback.model_dump(mode="json") if feedback else None
-                st.emit(ev.Retry(feedback=told), node.id, attempt)
-            st.emit(ev.Attempt(), node.id, attempt)
-            actx = st.step(node.id, attempt)
+                actx.emit(ev.Retry(feedback=told))
+            actx.emit(ev.Attempt())
+            yield step()
             out = await self.executor.execute(
-                node, inputs, feedback, context, input_types,
-                on_tool_call=partial(_tool_event, st, node.id, attempt),
+                node, inputs, feedback, job.context, job.input_types,
+                on_tool_call=partial(_tool_event, actx),
                 sample=bool(passing) and feedback is None, ctx=actx,
-                final=final,
+                final=job.final,
             )  # fmt: skip
             rec = AttemptReport(
-                iteration=st.iteration, attempt=attempt, outputs=out.outputs, steps=out.steps
-            )
-            rep.attempts.append(rec)
+                iteration=job.iteration, attempt=attempt, outputs=out.outputs, steps=out.steps,
+                error=None if out.ok else out.error,
+            )  # fmt: skip
+            mine.append(rec)
             if not out.ok:
                 failed += 1
-                rec.error = out.error
-                st.emit(ev.AttemptResult(passed=False, error=out.error, outputs=out.outputs,
-                                         reply=out.reply()), node.id, attempt)  # fmt: skip
-                feedback = retry_feedback(out.outputs, rep.attempts, fresh_turns, error=out.error)
+                actx.emit(ev.AttemptResult(passed=False, error=out.error, outputs=out.outputs,
+                                           reply=out.reply()))  # fmt: skip
+                feedback = retry_feedback(
+                    out.outputs, [*earlier.attempts, *mine], fresh_turns, error=out.error
+                )
                 continue
             last_outputs = out.outputs
+            yield step()
             verify_start = time.monotonic()
             vr = await self.verifier.verify(
-                node, inputs, out.outputs or {}, ctx=actx, task=st.task, transcript=out.messages,
-                final=final,
+                node, inputs, out.outputs or {}, ctx=actx, task=job.task,
+                transcript=out.messages, final=job.final,
             )  # fmt: skip
             verify_s = time.monotonic() - verify_start
-            rec.verdicts, rec.passed = vr.verdicts, vr.passed
-            st.faults.extend(
+            mine[-1] = rec.model_copy(update={"verdicts": vr.verdicts, "passed": vr.passed})
+            faults.extend(
                 f"sandbox error in VF {v.name!r} of node {node.id!r}: {v.message}"
                 for v in vr.verdicts
                 if v.outcome == Outcome.SANDBOX_ERROR
             )
             for v in vr.verdicts:
                 # The VFs of an attempt run together: each verdict carries the step's duration.
-                st.emit(ev.VfVerdict.of(v, verify_s), node.id, attempt)
-            st.emit(ev.AttemptResult(passed=vr.passed, score=vr.score, outputs=out.outputs,
-                                     reply=out.reply()), node.id, attempt)  # fmt: skip
+                actx.emit(ev.VfVerdict.of(v, verify_s))
+            actx.emit(ev.AttemptResult(passed=vr.passed, score=vr.score, outputs=out.outputs,
+                                       reply=out.reply()))  # fmt: skip
             if vr.passed:
                 passing.append(dict(out.outputs or {}))
                 answer, count = plurality(passing)
-                if count >= votes:
-                    rep.status, rep.outputs = "verified", answer
-                    rep.unconfirmed = st.unconfirmed[key] = vr.why_unconfirmed()
-                    st.cache[key] = dict(rep.outputs)
-                    st.emit(ev.NodeFinish(status=rep.status, outputs=rep.outputs), node.id)
-                    return rep, inputs
+                if count >= job.votes:
+                    done = step(status="verified", outputs=answer, unconfirmed=vr.why_unconfirmed())
+                    nctx.emit(ev.NodeFinish(status="verified", outputs=answer))
+                    yield done
+                    return
                 # Agreement still missing: the next attempt is an independent sample.
-                st.emit(ev.Agreement(answers=passing, needed=votes), node.id, attempt)
+                actx.emit(ev.Agreement(answers=passing, needed=job.votes))
                 feedback = None
                 continue
             failed += 1
             if (against := self.verifier.disputing.of(vr)) is not None:
                 disputed.append(dict(out.outputs or {}))
-                st.disputes.extend(against)
-                if (why := self.verifier.disputing.settled(node, st.ctx)) is not None:
-                    st.emit(ev.RetriesStopped(reason=why), node.id, attempt)
+                disputes.extend(against)
+                if (why := self.verifier.disputing.settled(node, ctx)) is not None:
+                    actx.emit(ev.RetriesStopped(reason=why))
                     break
-            feedback = retry_feedback(out.outputs, rep.attempts, fresh_turns, failures=vr.failures)
+            feedback = retry_feedback(
+                out.outputs, [*earlier.attempts, *mine], fresh_turns, failures=vr.failures
+            )
         if passing or disputed:
-            rep.status = "unconfirmed"
-            picked = None if passing else self.verifier.disputing.choose(node, disputed, st.ctx)
-            rep.outputs = picked or plurality(passing or disputed)[0]
-            if disputed and (tally := self.verifier.disputing.tally(st.ctx)) is not None:
-                rep.unconfirmed = f"votes: {tally}"
-            st.emit(ev.NodeFinish(status=rep.status, outputs=rep.outputs,
-                                  answers=passing or disputed), node.id)  # fmt: skip
-            return rep, inputs
+            picked = None if passing else self.verifier.disputing.choose(node, disputed, ctx)
+            outputs = picked or plurality(passing or disputed)[0]
+            tally = self.verifier.disputing.tally(ctx) if disputed else None
+            votes: dict[str, Any] = {} if tally is None else {"unconfirmed": f"votes: {tally}"}
+            nctx.emit(ev.NodeFinish(status="unconfirmed", outputs=outputs,
+                                    answers=passing or disputed))  # fmt: skip
+            yield step(status="unconfirmed", outputs=outputs, **votes)
+            return
         if cfg.loop.fail_accepted:
-            rep.status = "fail-accepted"
             names = list(node.outputs) if cfg.execution.structured_io else [TEXT_OUTPUT]
-            rep.outputs = dict(last_outputs) if last_outputs else dict.fromkeys(names)
+            outputs = dict(last_outputs) if last_outputs else dict.fromkeys(names)
             for o in names:
-                rep.outputs.setdefault(o, None)
-        else:
-            rep.status = "failed"
-            rep.outputs = last_outputs
-            if feedback is not None:
-                st.carry[node.id] = feedback
-        st.emit(ev.NodeFinish(status=rep.status, outputs=rep.outputs), node.id)
-        return rep, inputs
+                outputs.setdefault(o, None)
+            nctx.emit(ev.NodeFinish(status="fail-accepted", outputs=outputs))
+            yield step(status="fail-accepted", outputs=outputs)
+            return
+        nctx.emit(ev.NodeFinish(status="failed", outputs=last_outputs))
+        yield step(feedback, status="failed", outputs=last_outputs)
 
 
-def _tool_event(
-    st: RunState, node_id: str, attempt: int, tool: str, args: str, result: str,
-    duration_s: float,
-) -> None:  # fmt: skip
-    st.emit(ev.ToolCall(tool=tool, arguments=clip(args, 2000), result=clip(result, 2000),
-                        duration_s=duration_s), node_id, attempt)  # fmt: skip
+def _tool_event(actx: RunContext, tool: str, args: str, result: str, duration_s: float) -> None:
+    actx.emit(ev.ToolCall(tool=tool, arguments=clip(args, 2000), result=clip(result, 2000),
+                          duration_s=duration_s))  # fmt: skip

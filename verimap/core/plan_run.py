@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from verimap.config import RunConfig
-from verimap.core.node_attempts import NodeAttempts
+from verimap.core.node_attempts import NodeJob
 from verimap.core.node_context import (
     DONE,
     failure_context,
@@ -20,21 +21,20 @@ from verimap.core.node_context import (
     votes_needed,
 )
 from verimap.core.result import NodeReport
-from verimap.core.run_state import RunState
 from verimap.planning.failure import FailureContext
 from verimap.planning.plan import Plan
 
+# Runs one node's job to its final report (the coordinator adds what the run carries to it).
+RunNode = Callable[[NodeJob], Coroutine[Any, Any, NodeReport]]
+
 
 async def run_plan(
-    st: RunState, plan: Plan, config: RunConfig, attempts: NodeAttempts
+    plan: Plan, task: str, iteration: int, config: RunConfig, run_node: RunNode
 ) -> tuple[FailureContext | None, dict[str, str], dict[str, dict[str, Any]]]:
-    """The first failure (None: every node is done), each node's status, and the outputs of
-    the nodes that are done. Verified nodes of earlier plans are reused unless the config
-    says every plan starts fresh (the paper)."""
+    """The first failure (None: every node is done), each node's status (a node that never
+    started is "skipped"), and the outputs of the nodes that are done."""
     cfg = config
-    if not cfg.loop.reuse_verified:
-        st.cache.clear()
-    st.final = plan.final_node().id
+    final = plan.final_node().id
     order = {nid: i for i, nid in enumerate(plan.topological_order())}
     by_id = plan.by_id
     parents: dict[str, set[str]] = {nid: set() for nid in by_id}
@@ -47,15 +47,16 @@ async def run_plan(
     heapq.heapify(ready)
     status: dict[str, str] = dict.fromkeys(by_id, "pending")
     values: dict[str, dict[str, Any]] = {}
+    # The reports of the nodes done so far: a failed node's ancestors are among them.
+    reports: dict[str, NodeReport] = {}
     limit = 1 if cfg.loop.sequential else cfg.loop.max_parallel
-    running: dict[asyncio.Task, str] = {}
+    running: dict[asyncio.Task, NodeJob] = {}
     failure: FailureContext | None = None
     try:
         while True:
             while failure is None and ready and len(running) < limit:
                 _, nid = heapq.heappop(ready)
                 node = by_id[nid]
-                inputs = resolve_inputs(node, st.task, values)
                 gens = cfg.execution.context_generations
                 context = (
                     structured_context(plan, node, values, gens)
@@ -69,16 +70,18 @@ async def run_plan(
                     if src in by_id
                     for ref in (f"{src}.{var}",)
                 }
-                votes = votes_needed(node, nid == st.final, cfg)
-                task = asyncio.create_task(attempts.run(st, node, inputs, context, types, votes))
-                running[task] = nid
+                job = NodeJob(
+                    node, task, iteration, resolve_inputs(node, task, values), context, types,
+                    votes=votes_needed(node, nid == final, cfg), final=nid == final,
+                )  # fmt: skip
+                running[asyncio.create_task(run_node(job))] = job
             if not running:
                 break
             done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-            for fut in sorted(done, key=lambda f: order[running[f]]):
-                nid = running.pop(fut)
-                report, inputs = fut.result()
-                status[nid] = report.status
+            for fut in sorted(done, key=lambda f: order[running[f].node.id]):
+                job = running.pop(fut)
+                nid, report = job.node.id, fut.result()
+                reports[nid], status[nid] = report, report.status
                 if report.status in DONE:
                     values[nid] = report.outputs or {}
                     for c in children[nid]:
@@ -87,7 +90,7 @@ async def run_plan(
                             heapq.heappush(ready, (order[c], c))
                 elif failure is None:
                     failure = failure_context(
-                        plan, by_id[nid], inputs, report, st.iteration, st.reports, status
+                        plan, job.node, job.inputs, report, iteration, reports, status
                     )
     finally:
         for fut in running:
@@ -97,7 +100,4 @@ async def run_plan(
     for nid, s in status.items():
         if s == "pending":
             status[nid] = "skipped"
-            rep = st.reports.setdefault(nid, NodeReport(node_id=nid))
-            if rep.iteration != st.iteration:
-                rep.status, rep.iteration = "skipped", st.iteration
     return failure, status, values

@@ -14,7 +14,7 @@ from functools import partial
 
 from verimap import events as ev
 from verimap.config import RunConfig
-from verimap.core.run_state import RunState
+from verimap.core.run_context import RunContext
 from verimap.core.verifier import Verifier
 from verimap.planning.plan import Plan, PlanError
 from verimap.planning.planner import Planner, PlanningError
@@ -52,26 +52,21 @@ async def without_vacuous_vfs(
 
 
 async def vet(
-    st: RunState, plan: Plan, config: RunConfig, planner: Planner, verifier: Verifier
-) -> Plan:
-    """Record a fallback plan; find Python VFs that pass on null and on absurd outputs (they
-    check nothing), send them back to the planner once, then drop those still vacuous."""
-    st.dropped.extend(f"{st.iteration}:{d}" for d in plan.dropped_vfs)
-    if plan.rule is not None:
-        st.rules.append(f"{st.iteration}: {plan.rule}")
-        st.emit(ev.PlanRule(rule=plan.rule))
-        return plan  # its VFs are built in: nothing to probe or repair
-    if plan.fallback_reason is not None:
-        st.fallbacks.append(st.iteration)
-        st.emit(ev.PlanFallback(reason=plan.fallback_reason))
-        return plan
+    plan: Plan, task: str, config: RunConfig, planner: Planner, verifier: Verifier,
+    ctx: RunContext,
+) -> tuple[Plan, list[tuple[str, str]]]:  # fmt: skip
+    """The plan to run and the (node, VF) pairs dropped from it as vacuous: Python VFs that pass
+    on null and on absurd outputs (they check nothing) go back to the planner once, and those
+    still vacuous are dropped, each reported through `ctx`. A plan made by a rule or a fallback
+    is not probed; neither is one when the config runs no vacuity check."""
+    if plan.rule is not None or plan.fallback_reason is not None:
+        return plan, []  # a rule's VFs are built in; a fallback is run as it is
     if config.verify.verification != "full" or not config.verify.vacuity_check:
-        return plan
+        return plan, []
     repair = getattr(planner, "repair", None)
     if repair is not None:
-        repair = partial(repair, st.task, ctx=st.step())
-    plan, dropped = await without_vacuous_vfs(plan, st.task, verifier, repair)
+        repair = partial(repair, task, ctx=ctx)
+    plan, dropped = await without_vacuous_vfs(plan, task, verifier, repair)
     for nid, name in dropped:
-        st.dropped.append(f"{st.iteration}:{nid}.{name} (vacuous)")
-        st.emit(ev.VfVacuous(vf=name), nid)
-    return plan
+        ctx.for_attempt(nid, None).emit(ev.VfVacuous(vf=name))
+    return plan, dropped

@@ -1,0 +1,35 @@
+"""How a run ends: pure functions of what the run knows."""
+
+from verimap.config import RunConfig
+from verimap.core.result import NodeReport
+from verimap.core.run_end import repeated_work_error, unconfirmed_error, why_unverified
+
+
+def test_work_handed_back_ends_the_run_only_past_the_limit():
+    config = RunConfig(max_plan_repeats=1)
+    assert repeated_work_error(config, "n1", 1) is None
+    error = repeated_work_error(config, "n1", 2)
+    assert error is not None and "after 2 failed runs" in error and "max_plan_repeats=1" in error
+    assert repeated_work_error(RunConfig(max_plan_repeats=None), "n1", 9) is None
+
+
+def test_an_unconfirmed_end_names_the_disputing_checks_once_each_and_the_votes():
+    report = NodeReport(node_id="n1", status="unconfirmed", unconfirmed="votes: 2 for 7")
+    error = unconfirmed_error(RunConfig(), "n1", report, ["b", "a", "b"])
+    assert error == (
+        "node 'n1' passed its VFs, but a and b did not confirm any of its answers; the answer "
+        "most solutions gave is kept, unverified (votes: 2 for 7)"
+    )
+    plain = unconfirmed_error(
+        RunConfig(agreement=2, max_retries=3), "n1", NodeReport(node_id="n1"), []
+    )
+    assert "its answers did not agree 2 times in 4 attempts" in plain
+
+
+def test_a_run_is_verified_only_when_it_succeeded_and_its_final_node_is_confirmed():
+    reports = {"f": NodeReport(node_id="f", status="verified")}
+    assert why_unverified(RunConfig(), "success", "f", reports) is None
+    assert why_unverified(RunConfig(), "failed", "f", reports) == "the run ended failed"
+    assert why_unverified(RunConfig(), "success", "g", reports) == "the final node did not run"
+    none = RunConfig(verification="none")
+    assert why_unverified(none, "success", "f", reports) == "the method runs no verification"
