@@ -138,15 +138,22 @@ class Cell:
     @property
     def generation_rate(self) -> float | None:
         """Completion tokens per second inside model calls: the speed of the host the cell was
-        timed on, whatever its tasks asked for (None without traces)."""
+        timed on, whatever its tasks asked for. None without traces, and when its calls write
+        fewer than `RATE_MIN_TOKENS` tokens on average: reading the prompt then takes most of a
+        call, and the rate says nothing of the host (a one-word answer to a long question)."""
         timed = [r for r in self.rows if r.model_s]
         seconds = sum(r.model_s or 0.0 for r in timed)
-        return sum(r.completion_tokens for r in timed) / seconds if seconds > 0 else None
+        tokens = sum(r.completion_tokens for r in timed)
+        calls = sum(r.calls for r in timed)
+        if seconds <= 0 or tokens < RATE_MIN_TOKENS * max(calls, 1):
+            return None
+        return tokens / seconds
 
 
 # Cells timed side by side ran within 1.45x of react's generation rate in every draw of
 # eval/draws; one resumed on a slower host ran 3.3x apart (docs/decisions.md, D30).
 SPEED_SPREAD = 2.0
+RATE_MIN_TOKENS = 32
 
 
 def unlike_speeds(a: Cell, b: Cell) -> str | None:

@@ -86,7 +86,7 @@ def test_the_readme_humaneval_and_mixed_ballot_cells_are_what_the_draws_say():
         row = rows[method]
         assert row, f"no README row for {method}"
         right = sum(bool(r["correct"]) for r in recs)
-        assert row.group(0).split("|")[2].strip().startswith(f"{right}/{len(recs)} = "), method
+        assert row.group(0).split("|")[5].strip().startswith(f"{right}/{len(recs)} = "), method
     ver = [r for r in he["verimap"] if r["verified"]]
     assert f"{sum(r['correct'] for r in ver)}/{len(ver)} = " in rows["verimap"].group(0)
     row = re.search(r"^\| `verimap --ballot mixed`[^\n]*", README, re.M)
@@ -94,3 +94,27 @@ def test_the_readme_humaneval_and_mixed_ballot_cells_are_what_the_draws_say():
     ver = [r for r in mixed if r["verified"]]
     assert f"{sum(r['correct'] for r in mixed)}/{len(mixed)} = " in row.group(0)
     assert f"{sum(r['correct'] for r in ver)}/{len(ver)} = " in row.group(0)
+
+
+def test_the_readme_mbpp_and_multihoprag_columns_are_what_their_draw_says():
+    """MBPP and MultiHopRAG (the third and fourth columns) from the draw of seed 854403."""
+    from verimap.evals.report import load_records
+
+    draw = REPO / "eval" / "draws" / "vq-854403.jsonl"
+    for column, bench, methods in (
+        (3, "mbpp", ("bare", "sc", "react", "verimap")),
+        (4, "multihoprag", ("bare", "sc", "rag", "react", "verimap")),
+    ):
+        for method in methods:
+            recs = [r for r in load_records([f"{draw}#{method}"]) if r["benchmark"] == bench]
+            assert len(recs) == 30, (bench, method)
+            label = "`verimap` (default)" if method == "verimap" else f"`{method}`"
+            row = re.search(rf"^\| {re.escape(label)}[ |(][^\n]*", README, re.M)
+            assert row, f"no README row for {method}"
+            cell = row.group(0).split("|")[column].strip().strip("*")
+            right = sum(bool(r["correct"]) for r in recs)
+            assert cell.startswith(f"{right}/30 = "), (bench, method, cell)
+            if method == "verimap":
+                ver = [r for r in recs if r["verified"]]
+                said = f"verified {sum(r['correct'] for r in ver)}/{len(ver)} = "
+                assert said in cell if ver else cell.endswith("verified none"), (bench, cell)

@@ -323,7 +323,10 @@ def _write_timed(runs_dir: Path, bench: str, method: str, records: list[dict], m
 @pytest.mark.parametrize(
     ("react_model_s", "shown"), [(2 / 3, "not comparable: 10 vs 30 tokens/s"), (2.0, "2.00×")]
 )
-def test_times_are_divided_only_when_both_were_taken_at_one_speed(tmp_path, react_model_s, shown):
+def test_times_are_divided_only_when_both_were_taken_at_one_speed(
+    tmp_path, monkeypatch, react_model_s, shown
+):
+    monkeypatch.setattr(sys.modules["_common"], "RATE_MIN_TOKENS", 5)
     window = _window(2)
     ours = [_record(t, "verimap", 1, 1, 10.0, 5) for t in window.ids]
     _write_timed(tmp_path, "gsm8k", "verimap", ours, 5.0)
@@ -335,7 +338,21 @@ def test_times_are_divided_only_when_both_were_taken_at_one_speed(tmp_path, reac
     assert _line(md, "| react |").endswith("| 5.0 s | 1.00× |")
 
 
-def test_the_pens_ratio_is_withheld_when_the_two_ran_at_different_speeds(tmp_path):
+def test_a_cell_of_short_answers_has_no_speed_so_its_time_is_divided(tmp_path):
+    """Ten tokens a call read off a long prompt measure the prompt, not the host."""
+    window = _window(2)
+    ours = [_record(t, "verimap", 1, 1, 10.0, 5) for t in window.ids]
+    _write_timed(tmp_path, "gsm8k", "verimap", ours, 5.0)
+    theirs = [_record(t, "react", 1, 0, 5.0, 2) for t in window.ids]
+    _write_timed(tmp_path, "gsm8k", "react", theirs, 2 / 3)
+    cells = vq.read_cells(tmp_path, vq.interleave([window], ["react", "verimap"]), [window], {})
+    assert all(c.generation_rate is None for c in cells)
+    md = vq.render("## h", {"gsm8k": window.ids}, cells, 3)
+    assert _line(md, "| verimap |").endswith("| 10.0 s | 2.00× |")
+
+
+def test_the_pens_ratio_is_withheld_when_the_two_ran_at_different_speeds(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys.modules["_common"], "RATE_MIN_TOKENS", 5)
     react = [_record("pens", "react", 1, 0, 10.0, 2, run=r, bench="pens") for r in range(3)]
     ours = [_record("pens", "verimap", 1, 1, 30.0, 5, run=r, bench="pens") for r in range(3)]
     _write_timed(tmp_path, "pens", "react", react, 2 / 3)
