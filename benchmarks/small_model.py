@@ -51,19 +51,19 @@ from _common import (
 )
 from _replay import replaying
 
+from verimap.base.model import Model
+from verimap.base.usage import EXECUTOR
 from verimap.cli import chosen_policies, log_to_stderr, under_policies, with_cross_check
 from verimap.config import RunConfig
 from verimap.core.result import RunResult
 from verimap.evals.attempt import Solver
 from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import EvalTask, get_benchmark
-from verimap.llm.base import Model
 from verimap.methods.answers import BARE_PROMPTS, Kind
 from verimap.methods.baselines import Bare
 from verimap.methods.presets import METHODS, method_config
 from verimap.policies import SmallModel, get_policies, wrap_models
 from verimap.sandbox import KINDS
-from verimap.usage import EXECUTOR
 
 BARE = "bare"
 # The eval task's GSM8K prompt ends with this sentence; `bare` asks its own way instead.
@@ -228,7 +228,7 @@ def make_header(
 
 
 def cross_check(config: dict[str, Any]) -> str:
-    from verimap.check_names import AGREEMENT_CHECKS
+    from verimap.base.check_names import AGREEMENT_CHECKS
 
     on = [c for c in config.get("checks", []) if c in AGREEMENT_CHECKS]
     return ", ".join(on) if on else "off"

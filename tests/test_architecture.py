@@ -81,7 +81,13 @@ def test_no_package_imports_one_that_imports_it_back(graph):
 
 
 def test_model_access_depends_on_nothing_above_it(graph):
-    allowed = {"verimap.llm", "verimap.env", "verimap.errors", "verimap.redaction", "verimap.usage"}
+    allowed = {
+        "verimap.llm",
+        "verimap.base.env",
+        "verimap.base.errors",
+        "verimap.base.redaction",
+        "verimap.base.usage",
+    }
     assert _edges(graph, 2)["verimap.llm"] <= allowed
 
 
@@ -190,8 +196,8 @@ def test_every_decision_a_comment_cites_exists():
 # The core loop and what it stands on: they know no policy (a policy is applied where a run is
 # wired: verimap.wiring, verimap.methods, the CLI), so no rule of a setting is woven into the loop.
 CORE = (
-    "verimap.core", "verimap.planning", "verimap.checks", "verimap.verdicts", "verimap.events",
-    "verimap.event_types", "verimap.config",
+    "verimap.core", "verimap.planning", "verimap.checks", "verimap.base.verdicts", "verimap.base.events",
+    "verimap.base.event_types", "verimap.config",
 )  # fmt: skip
 
 

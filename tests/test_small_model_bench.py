@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from verimap.base.model import ModelError, ModelRequest, ModelResponse
+from verimap.base.usage import Usage
 from verimap.evals.runner import ERRORS, RESULTS, run_eval
 from verimap.evals.tasksets import get_benchmark
-from verimap.llm.base import ModelError, ModelRequest, ModelResponse
 from verimap.policies.small_model import reply_cap
-from verimap.usage import Usage
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "datasets"

@@ -24,7 +24,7 @@ from pydantic import (
     model_validator,
 )
 
-from verimap.check_names import ARITHMETIC, BUILTIN_CHECKS, DEFAULT_BALLOT, known_ballot
+from verimap.base.check_names import ARITHMETIC, BUILTIN_CHECKS, DEFAULT_BALLOT, known_ballot
 
 
 class _Part(BaseModel):
@@ -88,7 +88,7 @@ class Verify(_Part):
     # default recomputes every calculation an executor writes out: property VFs cannot see a
     # slipped sum that became the answer.
     checks: list[str] = Field(default_factory=lambda: [ARITHMETIC])
-    # How `answer_agreement` confirms an answer (`verimap.check_names.BALLOTS`).
+    # How `answer_agreement` confirms an answer (`verimap.base.check_names.BALLOTS`).
     ballot: str = DEFAULT_BALLOT
     # Probe Python VFs with null and absurd outputs before a plan runs; drop those that pass both.
     vacuity_check: bool = True

@@ -6,16 +6,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from verimap.base.events import EventBus
+from verimap.base.model import Model
+from verimap.base.sandbox import Sandbox
 from verimap.config import RunConfig
 from verimap.core.coordinator import Coordinator
 from verimap.core.executor import EXECUTOR_SETTINGS, Executor
 from verimap.core.verifier import Verifier
-from verimap.events import EventBus
-from verimap.llm.base import Model
 from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner, Planner
 from verimap.policies import Policy, apply, for_models, get_policies, planner_options, wrap_models
-from verimap.sandbox.base import Sandbox
-from verimap.tools import ToolRegistry, default_tools
+from verimap.tools.registry import ToolRegistry, default_tools
 
 
 def build(

@@ -6,12 +6,12 @@ import json
 import pytest
 
 import verimap
+from verimap.base.events import EventBus
+from verimap.base.model import ModelError
+from verimap.base.sandbox import SandboxUnavailable
 from verimap.config import Budget, RunConfig
-from verimap.events import EventBus
-from verimap.llm.base import ModelError
 from verimap.planning.fixed_planners import TemplatePlanner
 from verimap.planning.planner import LLMPlanner
-from verimap.sandbox.base import SandboxUnavailable
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld, tool_call_reply
 
 

@@ -11,10 +11,12 @@ import stat
 
 import pytest
 
-from verimap.accounting import BudgetExceeded, Ledger, MeteredModel, ModelCall
+from verimap.base.accounting import BudgetExceeded, Ledger, MeteredModel, ModelCall
+from verimap.base.messages import UserMessage
+from verimap.base.model import GenerationSettings, ModelError, ModelRequest, ModelResponse
+from verimap.base.usage import Usage
 from verimap.config import Budget
 from verimap.llm import cache
-from verimap.llm.base import GenerationSettings, ModelError, ModelRequest, ModelResponse
 from verimap.llm.cache import (
     CachedModel,
     CacheError,
@@ -23,9 +25,7 @@ from verimap.llm.cache import (
     is_sampled,
     user_secret,
 )
-from verimap.llm.messages import UserMessage
 from verimap.llm.openai_model import OpenAIModel
-from verimap.usage import Usage
 
 from .conftest import Reply, completion, error
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import verimap
+from verimap.base.events import read_trace
 from verimap.config import Budget, RunConfig
-from verimap.events import read_trace
 from verimap.planning.plan import LLMVF
 from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner
 from verimap.policies.small_model import ReplyCap

@@ -14,11 +14,11 @@ prints is evidence, what the model says Python printed is not.
 
 from __future__ import annotations
 
+from verimap.base.messages import GenerationSettings, UserMessage
+from verimap.base.model import Model, ModelRequest, SolveCall
+from verimap.base.sandbox import Sandbox
+from verimap.base.usage import JUDGE
 from verimap.checks.programs import ProgramRun, number_in, run_program, runnable
-from verimap.llm.base import Model, ModelRequest, SolveCall
-from verimap.llm.messages import GenerationSettings, UserMessage
-from verimap.sandbox.base import Sandbox
-from verimap.usage import JUDGE
 
 REASONING_PROMPT = (
     "{task}\n\nSolve the problem step by step. End with the line 'The answer is N.', where N is "

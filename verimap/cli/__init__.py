@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from verimap.redaction import for_console
+from verimap.base.redaction import for_console
 
 if TYPE_CHECKING:
     from verimap.config import RunConfig
@@ -121,7 +121,7 @@ def chosen_policies(policy: str | None, endpoint: dict[str, Any]) -> list[str]:
     """The policies a command's run follows: `--policy`, else the endpoint's."""
     if policy is not None:
         return [] if policy == "none" else [policy]
-    from verimap.endpoint import is_remote
+    from verimap.local.endpoint import is_remote
 
     local = endpoint.get("model_file") is not None or not is_remote(
         endpoint.get("model"), endpoint.get("base_url")
@@ -148,7 +148,7 @@ samples_option = click.option(
 def with_cross_check(run_config: dict[str, Any], on: bool | None) -> None:
     """`--cross-check/--no-cross-check`: add or remove the checks that confirm an answer with
     independently written solutions, keeping the others `run_config` has (or the default)."""
-    from verimap.check_names import AGREEMENT_CHECKS
+    from verimap.base.check_names import AGREEMENT_CHECKS
     from verimap.config import RunConfig
 
     if on is None:
@@ -161,7 +161,7 @@ def with_cross_check(run_config: dict[str, Any], on: bool | None) -> None:
 
 def cross_checks(config: RunConfig) -> bool:
     """Whether the run confirms answers with independent solutions."""
-    from verimap.check_names import AGREEMENT_CHECKS
+    from verimap.base.check_names import AGREEMENT_CHECKS
 
     return config.verify.verification == "full" and any(
         c in AGREEMENT_CHECKS for c in config.verify.checks
@@ -170,7 +170,7 @@ def cross_checks(config: RunConfig) -> bool:
 
 def warn_idle_ballot(config: RunConfig) -> None:
     """`--ballot` chooses how answer agreement votes; without that check it would do nothing."""
-    from verimap.check_names import ANSWER_AGREEMENT
+    from verimap.base.check_names import ANSWER_AGREEMENT
 
     if not (config.verify.verification == "full" and ANSWER_AGREEMENT in config.verify.checks):
         click.echo(

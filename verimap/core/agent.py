@@ -13,8 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from verimap.core import prompts
-from verimap.llm.base import (
+from verimap.base.model import (
     AssistantMessage,
     GenerationSettings,
     Message,
@@ -24,8 +23,9 @@ from verimap.llm.base import (
     ToolMessage,
     UserMessage,
 )
+from verimap.core import prompts
 from verimap.llm.structured import extract_json
-from verimap.tools import ToolRegistry, ToolsExhausted, transcript_scope
+from verimap.tools.registry import ToolRegistry, ToolsExhausted, transcript_scope
 
 _ACTION = re.compile(
     r"Action\s*:\s*(?P<tool>[A-Za-z_][\w\-]*)\s*\n+\s*Action Input\s*:\s*(?P<args>.*)", re.S

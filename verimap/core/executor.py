@@ -20,17 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from verimap import iotypes
-from verimap.core import prompts
-from verimap.core.agent import (
-    OnToolCall,
-    flatten_tool_messages,
-    react_protocol,
-    tool_loop,
-    uses_tool_api,
-)
-from verimap.core.feedback import Feedback
-from verimap.llm.base import (
+from verimap.base import iotypes
+from verimap.base.model import (
     AssistantMessage,
     ExecuteCall,
     GenerationSettings,
@@ -40,14 +31,23 @@ from verimap.llm.base import (
     SystemMessage,
     UserMessage,
 )
+from verimap.base.usage import EXECUTOR
+from verimap.base.verdicts import clip
+from verimap.core import prompts
+from verimap.core.agent import (
+    OnToolCall,
+    flatten_tool_messages,
+    react_protocol,
+    tool_loop,
+    uses_tool_api,
+)
+from verimap.core.feedback import Feedback
 from verimap.llm.structured import StructuredOutputError, request_structured
 from verimap.planning.plan import USER_TASK, Node, output_type
-from verimap.tools import ToolRegistry
-from verimap.usage import EXECUTOR
-from verimap.verdicts import clip
+from verimap.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from verimap.core.run_context import RunContext
+    from verimap.base.run_context import RunContext
 
 # The one output of a text-only executor: its reply as written.
 TEXT_OUTPUT = "text"

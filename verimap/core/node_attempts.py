@@ -13,7 +13,9 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from verimap import events as ev
+from verimap.base import events as ev
+from verimap.base.sandbox import Outcome
+from verimap.base.verdicts import clip
 from verimap.config import RunConfig
 from verimap.core.executor import TEXT_OUTPUT, Executor, single_code_output
 from verimap.core.feedback import Feedback, retry_feedback
@@ -22,8 +24,6 @@ from verimap.core.result import AttemptReport, NodeReport
 from verimap.core.run_state import RunState
 from verimap.core.verifier import Verifier
 from verimap.planning.plan import Node
-from verimap.sandbox.base import Outcome
-from verimap.verdicts import clip
 
 
 @dataclass(frozen=True)

@@ -8,10 +8,10 @@ from collections import Counter
 from dataclasses import replace
 from typing import Any
 
-from verimap import events as ev
+from verimap.base import events as ev
+from verimap.base.run_context import RunContext
 from verimap.core.feedback import Feedback
 from verimap.core.result import NodeReport
-from verimap.core.run_context import RunContext
 from verimap.planning.plan import Plan
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from verimap import events as ev
+from verimap.base import events as ev
 from verimap.config import RunConfig
 from verimap.core.run_state import RunState
 from verimap.core.verifier import Verifier

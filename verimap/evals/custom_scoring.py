@@ -13,6 +13,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from verimap.base.model import Model
+from verimap.base.sandbox import Sandbox
 from verimap.evals.scoring import (
     CODE_NOTE,
     Score,
@@ -22,8 +24,6 @@ from verimap.evals.scoring import (
     score_humaneval,
 )
 from verimap.evals.tasksets import EvalTask
-from verimap.llm.base import Model
-from verimap.sandbox.base import Sandbox
 
 
 @dataclass

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from verimap.base.model import Model, ModelError, ModelResponse, to_openai
+from verimap.base.redaction import redact, secret_values
 from verimap.integrations import missing_extra
 from verimap.integrations.inspect_model import (
     CURRENT_CALL,
@@ -26,8 +28,6 @@ from verimap.integrations.inspect_model import (
     inspect_call,
     model_usage,
 )
-from verimap.llm.base import Model, ModelError, ModelResponse, to_openai
-from verimap.redaction import redact, secret_values
 
 try:
     from inspect_ai.model import (

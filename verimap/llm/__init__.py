@@ -5,8 +5,7 @@ Backends are imported from their own modules so that importing `verimap.llm` nev
 pulls in an HTTP client.
 """
 
-from verimap.llm.base import Model, ModelError, ModelRequest, ModelResponse
-from verimap.llm.messages import (
+from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
     Message,
@@ -15,7 +14,8 @@ from verimap.llm.messages import (
     ToolMessage,
     UserMessage,
 )
-from verimap.llm.purpose import ExecuteCall, JudgeCall, PlanCall, Purpose, SolveCall
+from verimap.base.model import Model, ModelError, ModelRequest, ModelResponse
+from verimap.base.purpose import ExecuteCall, JudgeCall, PlanCall, Purpose, SolveCall
 
 __all__ = [
     "AssistantMessage",

@@ -15,8 +15,8 @@ from typing import Any, TypeVar
 import jsonschema
 from pydantic import BaseModel, ValidationError
 
-from verimap.errors import VerimapError
-from verimap.llm.base import (
+from verimap.base.errors import VerimapError
+from verimap.base.model import (
     AssistantMessage,
     GenerationSettings,
     Message,

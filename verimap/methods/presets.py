@@ -25,12 +25,12 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
+from verimap.base.model import Model
+from verimap.base.sandbox import Sandbox
 from verimap.config import RunConfig, given
-from verimap.llm.base import Model
 from verimap.planning.fallback import whole_task_plan
 from verimap.policies import fill, for_models, get_policies, planner_options, wrap_models
-from verimap.sandbox.base import Sandbox
-from verimap.tools import ToolRegistry
+from verimap.tools.registry import ToolRegistry
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from verimap.base.model import Model
 from verimap.config import RunConfig, given
-from verimap.llm.base import Model
 from verimap.policies.base import Policy, fill
 from verimap.policies.paper import Paper
 from verimap.policies.small_model import SmallModel, SmallModelPlanner

@@ -10,7 +10,7 @@ import logging
 import threading
 from typing import Any
 
-from verimap.sandbox.base import ExecResult, Outcome, Sandbox, SandboxUnavailable
+from verimap.base.sandbox import ExecResult, Outcome, Sandbox, SandboxUnavailable
 
 log = logging.getLogger(__name__)
 
