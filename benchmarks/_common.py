@@ -22,8 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from verimap.base.events import MODEL_CALL, PLAN_FALLBACK
-from verimap.base.model import Model
-from verimap.base.sandbox import Sandbox
+from verimap.base.protocols import Model, Sandbox
 from verimap.evals.data import DataSource
 from verimap.evals.runner import ERRORS, RESULTS, ResultsLog
 from verimap.evals.scoring import Score, score_gsm8k

@@ -17,7 +17,7 @@ import asyncio
 import statistics
 import time
 
-from verimap.base.model import GenerationSettings, ModelRequest, UserMessage
+from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
 from verimap.base.run_context import RunContext
 from verimap.cli import log_to_stderr
 from verimap.core.executor import EXECUTOR_SETTINGS, Executor

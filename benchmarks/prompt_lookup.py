@@ -23,8 +23,7 @@ import asyncio
 import time
 from typing import Any
 
-from verimap.base.messages import GenerationSettings, UserMessage
-from verimap.base.model import ModelRequest
+from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
 from verimap.evals.tasksets import get_benchmark
 from verimap.llm.openai_model import OpenAIModel
 from verimap.local import server

@@ -51,7 +51,7 @@ from _common import (
 )
 from _replay import replaying
 
-from verimap.base.model import Model
+from verimap.base.protocols import Model
 from verimap.base.usage import EXECUTOR
 from verimap.cli import chosen_policies, log_to_stderr, under_policies, with_cross_check
 from verimap.config import RunConfig

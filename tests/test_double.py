@@ -3,7 +3,8 @@ import json
 
 import pytest
 
-from verimap.base.model import ModelError, ModelRequest, ModelResponse
+from verimap.base.messages import ModelRequest, ModelResponse
+from verimap.base.model import ModelError
 from verimap.base.purpose import ExecuteCall, JudgeCall, PlanCall, SolveCall
 from verimap.base.usage import Price, Usage
 from verimap.testing import ScriptedModel, ScriptedWorld, tool_call_reply

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from verimap.base.model import ModelError, ModelRequest, ModelResponse
+from verimap.base.messages import ModelRequest, ModelResponse
+from verimap.base.model import ModelError
 from verimap.base.usage import Usage
 from verimap.evals.runner import ERRORS, RESULTS, run_eval
 from verimap.evals.tasksets import get_benchmark

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from verimap.base.check_names import BALLOTS, DEFAULT_BALLOT
-from verimap.base.model import ModelRequest, ModelResponse
+from verimap.base.messages import ModelRequest, ModelResponse
 from verimap.base.usage import Usage
 from verimap.evals.run_dir import CONFIG, RESULTS, ResultsLog, RunDirError
 from verimap.evals.stats import (

@@ -6,12 +6,14 @@ result = coordinator.run_sync("How many ...?")
 print(result.status, result.answer)
 """
 
+from verimap.base.accounting import Budget
 from verimap.base.errors import VerimapError
 from verimap.base.events import Event, EventBus, JsonlTraceWriter
 from verimap.base.messages import GenerationSettings
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VerificationReport, VFVerdict
-from verimap.config import Budget, RunConfig
+from verimap.base.version import __version__ as __version__
+from verimap.config import RunConfig
 from verimap.core.coordinator import Coordinator
 from verimap.core.executor import Executor, ExecutorOutput
 from verimap.core.feedback import Feedback
@@ -23,8 +25,6 @@ from verimap.planning.plan import LLMVF, Node, Plan, PlanError, PythonVF, parse_
 from verimap.planning.planner import LLMPlanner, Planner, PlanningError
 from verimap.tools.registry import Tool, ToolRegistry, calculator_tool, default_tools, python_tool
 from verimap.wiring import build
-
-__version__ = "0.1.0"
 
 __all__ = [
     "LLMVF", "AddVFsPlanner", "Budget", "Coordinator", "Event", "EventBus", "Executor", "ExecutorOutput",

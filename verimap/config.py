@@ -24,6 +24,7 @@ from pydantic import (
     model_validator,
 )
 
+from verimap.base.accounting import Budget
 from verimap.base.check_names import ARITHMETIC, BUILTIN_CHECKS, DEFAULT_BALLOT, known_ballot
 
 
@@ -31,15 +32,6 @@ class _Part(BaseModel):
     """A part of `RunConfig`: a misspelled knob is an error, not a silent default."""
 
     model_config = ConfigDict(extra="forbid")
-
-
-class Budget(_Part):
-    """Hard limits; crossing one stops the run with status `budget_exhausted`."""
-
-    max_llm_calls: int | None = None
-    max_tokens: int | None = None
-    max_cost: float | None = None
-    timeout_s: float | None = None
 
 
 # `verimap eval`'s wall-clock budget per task, in seconds: far above a task on a hosted model (a

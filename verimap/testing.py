@@ -12,9 +12,6 @@ The model doubles route each request on its purpose (`verimap.base.purpose`: whi
 criteria, which kind of independent solution), never on the wording of its prompt, so a prompt
 can be reworded without touching them. Nothing in verimap ever falls back to a double, and
 numbers measured with one say nothing about any real model.
-
-Over 500 lines: every double is in this one module, so that tests import them from one place
-and none sits beside the code it stands in for; its four sections do not depend on each other.
 """
 
 from __future__ import annotations
@@ -36,18 +33,11 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from verimap.base.env import getenv, getenv_float, getenv_int
-from verimap.base.model import (
-    ExecuteCall,
-    JudgeCall,
-    ModelError,
-    ModelRequest,
-    ModelResponse,
-    PlanCall,
-    SolveCall,
-    ToolCall,
-    UserMessage,
-)
-from verimap.base.sandbox import ExecResult, Outcome, Sandbox
+from verimap.base.messages import ModelRequest, ModelResponse, ToolCall, UserMessage
+from verimap.base.model import ModelError
+from verimap.base.protocols import Sandbox
+from verimap.base.purpose import ExecuteCall, JudgeCall, PlanCall, SolveCall
+from verimap.base.sandbox import ExecResult, Outcome
 from verimap.base.usage import Price, Usage, cost_of
 from verimap.evals.tasksets import Benchmark, EvalTask, get_benchmark
 from verimap.planning.plan import USER_TASK, Plan, parse_plan

@@ -7,8 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from verimap.base.events import EventBus
-from verimap.base.model import Model
-from verimap.base.sandbox import Sandbox
+from verimap.base.protocols import Model, Sandbox
 from verimap.config import RunConfig
 from verimap.core.coordinator import Coordinator
 from verimap.core.executor import EXECUTOR_SETTINGS, Executor

@@ -3,6 +3,7 @@ import asyncio
 import pytest
 
 from verimap.base.accounting import (
+    Budget,
     BudgetExceeded,
     Ledger,
     MeteredModel,
@@ -10,9 +11,10 @@ from verimap.base.accounting import (
     UnpricedModel,
     metered,
 )
-from verimap.base.model import GenerationSettings, Model, ModelError, ModelRequest, ModelResponse
+from verimap.base.messages import GenerationSettings, ModelRequest, ModelResponse
+from verimap.base.model import ModelError
+from verimap.base.protocols import Model
 from verimap.base.usage import Price, Usage, cost_of, price_known
-from verimap.config import Budget
 from verimap.testing import ScriptedModel
 
 

@@ -7,11 +7,12 @@ import dataclasses
 import pytest
 
 import verimap
-from verimap.base.accounting import BudgetExceeded, MeteredModel
+from verimap.base.accounting import Budget, BudgetExceeded, MeteredModel
 from verimap.base.events import MODEL_CALL, PLAN_INVALID, Event, EventBus, PlanInvalid, read_trace
-from verimap.base.model import ModelError, ModelRequest
+from verimap.base.messages import ModelRequest
+from verimap.base.model import ModelError
 from verimap.base.run_context import MissingContext, RunContext, require_ctx
-from verimap.config import Budget, RunConfig
+from verimap.config import RunConfig
 from verimap.core.executor import Executor
 from verimap.core.verifier import Verifier
 from verimap.planning.plan import parse_plan

@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import verimap
-from verimap.base.model import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from verimap.base.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VerificationReport, VFVerdict
 from verimap.checks import arithmetic, shown_work

@@ -10,7 +10,7 @@ import pytest
 import verimap
 from verimap.base.events import CROSS_CHECK
 from verimap.base.messages import GenerationSettings
-from verimap.base.model import SolveCall
+from verimap.base.purpose import SolveCall
 from verimap.base.run_context import RunContext
 from verimap.base.sandbox import ExecResult, Outcome
 from verimap.base.usage import JUDGE

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from verimap.base.model import UserMessage
+from verimap.base.messages import UserMessage
 from verimap.core import prompts
 from verimap.core.agent import inline_tool_call, tool_loop
 from verimap.testing import ScriptedModel, tool_call_reply

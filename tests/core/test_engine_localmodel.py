@@ -6,8 +6,9 @@ import warnings
 import pytest
 
 import verimap
+from verimap.base.accounting import Budget
 from verimap.base.run_context import RunContext
-from verimap.config import Budget, RunConfig
+from verimap.config import RunConfig
 from verimap.core.executor import EXECUTOR_SETTINGS, Executor
 from verimap.core.verifier import Verifier
 from verimap.planning.plan import Node

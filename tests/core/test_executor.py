@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from verimap.base.model import AssistantMessage, ExecuteCall, ModelResponse, to_openai
+from verimap.base.messages import AssistantMessage, ModelResponse, to_openai
+from verimap.base.purpose import ExecuteCall
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VFVerdict
 from verimap.config import RunConfig

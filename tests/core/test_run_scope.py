@@ -5,12 +5,13 @@ import asyncio
 import pytest
 
 from verimap.base import events as ev
-from verimap.base.accounting import BudgetExceeded
+from verimap.base.accounting import Budget, BudgetExceeded
 from verimap.base.events import EventBus, read_trace
-from verimap.base.model import ModelError, ModelRequest, UserMessage
+from verimap.base.messages import ModelRequest, UserMessage
+from verimap.base.model import ModelError
 from verimap.base.sandbox import SandboxUnavailable
 from verimap.base.usage import EXECUTOR
-from verimap.config import Budget, RunConfig
+from verimap.config import RunConfig
 from verimap.core.result import RunResult
 from verimap.core.run_scope import RunScope
 from verimap.testing import ScriptedModel

@@ -3,7 +3,8 @@ import warnings
 
 import pytest
 
-from verimap.base.model import GenerationSettings, JudgeCall, to_openai
+from verimap.base.messages import GenerationSettings, to_openai
+from verimap.base.purpose import JudgeCall
 from verimap.base.run_context import RunContext
 from verimap.core.verifier import Verifier
 from verimap.planning.plan import Node

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from verimap.base.model import JudgeCall, ModelError
+from verimap.base.model import ModelError
+from verimap.base.purpose import JudgeCall
 from verimap.cli import main
 from verimap.evals.any_benchmark import open_benchmark
 from verimap.evals.custom import FieldMap

@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from verimap.base.model import ModelError, ModelRequest
+from verimap.base.messages import ModelRequest
+from verimap.base.model import ModelError
 from verimap.cli import main
 from verimap.evals.runner import ERRORS, RESULTS
 from verimap.evals.tasksets import get_benchmark

@@ -5,7 +5,7 @@ import pytest
 from click.testing import CliRunner
 
 from verimap.base import events as ev
-from verimap.base.model import to_openai
+from verimap.base.messages import to_openai
 from verimap.cli import main
 from verimap.evals.preferences import (
     ExportError,

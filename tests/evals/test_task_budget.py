@@ -9,7 +9,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from verimap.base.model import ModelRequest
+from verimap.base.messages import ModelRequest
 from verimap.cli import main
 from verimap.config import EVAL_TASK_TIME_LIMIT, RunConfig
 from verimap.evals import task_budget

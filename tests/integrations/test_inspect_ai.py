@@ -31,7 +31,8 @@ from inspect_ai.log import EvalLog, read_eval_log
 from inspect_ai.model import GenerateConfig, ModelOutput, ModelUsage, get_model
 from inspect_ai.scorer import match
 
-from verimap.base.model import ModelError, ModelRequest
+from verimap.base.messages import ModelRequest
+from verimap.base.model import ModelError
 from verimap.base.usage import Usage
 from verimap.integrations import completions, shared_models
 from verimap.integrations.inspect_ai import run_config, trace_file, verified, verimap_solver

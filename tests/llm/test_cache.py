@@ -11,11 +11,10 @@ import stat
 
 import pytest
 
-from verimap.base.accounting import BudgetExceeded, Ledger, MeteredModel, ModelCall
-from verimap.base.messages import UserMessage
-from verimap.base.model import GenerationSettings, ModelError, ModelRequest, ModelResponse
+from verimap.base.accounting import Budget, BudgetExceeded, Ledger, MeteredModel, ModelCall
+from verimap.base.messages import GenerationSettings, ModelRequest, ModelResponse, UserMessage
+from verimap.base.model import ModelError
 from verimap.base.usage import Usage
-from verimap.config import Budget
 from verimap.llm import cache
 from verimap.llm.cache import (
     CachedModel,

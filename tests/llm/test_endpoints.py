@@ -7,8 +7,8 @@ import asyncio
 
 import pytest
 
-from verimap.base.messages import UserMessage
-from verimap.base.model import GenerationSettings, ModelError, ModelRequest
+from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
+from verimap.base.model import ModelError
 from verimap.llm import limits
 from verimap.llm.openai_model import OpenAIModel
 from verimap.llm.providers import (

@@ -7,8 +7,7 @@ import json
 import jsonschema
 import pytest
 
-from verimap.base.messages import SystemMessage, UserMessage
-from verimap.base.model import GenerationSettings, ModelRequest
+from verimap.base.messages import GenerationSettings, ModelRequest, SystemMessage, UserMessage
 from verimap.llm.structured import request_structured
 from verimap.planning.plan import Plan, plan_json_schema
 from verimap.planning.planner import LLMPlanner

@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from verimap.base.model import (
+from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
     ModelRequest,

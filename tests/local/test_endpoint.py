@@ -150,8 +150,7 @@ def test_blank_local_model_variables_mean_the_default_model(monkeypatch):
 
 
 async def test_the_local_model_is_cached_by_its_file_s_content(monkeypatch, tmp_path):
-    from verimap.base.messages import UserMessage
-    from verimap.base.model import ModelRequest
+    from verimap.base.messages import ModelRequest, UserMessage
     from verimap.llm.cache import CachedModel
     from verimap.local import server as srv
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from verimap.base.messages import UserMessage
-from verimap.base.model import GenerationSettings, ModelError, ModelRequest
+from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
+from verimap.base.model import ModelError
 from verimap.cli import main
 from verimap.local import server
 from verimap.local.endpoint import connect

@@ -23,7 +23,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from verimap.base.model import GenerationSettings, ModelRequest
+from verimap.base.messages import GenerationSettings, ModelRequest
 from verimap.base.usage import Usage
 from verimap.local import server
 from verimap.local._serve import PROOF_PATH, READY_PATH, _read_token, _split_args, proof

@@ -7,10 +7,12 @@ from typing import Any
 
 import pytest
 
+from verimap.base.accounting import Budget
 from verimap.base.events import FINISH, MODEL_CALL, REPLIES, RUN_START, VOTE, EventBus, read_trace
-from verimap.base.model import ModelError, ModelRequest
+from verimap.base.messages import ModelRequest
+from verimap.base.model import ModelError
 from verimap.base.usage import EXECUTOR
-from verimap.config import Budget, RunConfig
+from verimap.config import RunConfig
 from verimap.evals.attempt import attempt_task
 from verimap.evals.tasksets import get_benchmark
 from verimap.methods.answers import BARE_PROMPTS, bare_prompt, qa_prompt, read_answer

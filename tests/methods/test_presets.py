@@ -6,7 +6,7 @@ import json
 import pytest
 
 from tests.evals.conftest import SAMPLES
-from verimap.base.model import to_openai
+from verimap.base.messages import to_openai
 from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import EvalTask, get_benchmark
 from verimap.methods.presets import METHODS, build_runner, method_config

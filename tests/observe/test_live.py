@@ -6,8 +6,9 @@ from rich.console import Console
 from rich.style import Style
 
 import verimap
+from verimap.base.accounting import Budget
 from verimap.base.events import CrossCheck, Event, Plan
-from verimap.config import Budget, RunConfig
+from verimap.config import RunConfig
 from verimap.observe.live import LiveState, PlainLog, TaskBoard, clean, plain_line
 from verimap.observe.live_view import BoardView, narrate, render_board, render_run
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld

@@ -23,7 +23,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import verimap
 from verimap.base import events as ev
 from verimap.base.events import REDACTED
-from verimap.base.model import ModelResponse
+from verimap.base.messages import ModelResponse
 from verimap.base.usage import Usage
 from verimap.cli import main
 from verimap.cli import run as run_mod

@@ -4,7 +4,8 @@ import json
 import pytest
 
 from verimap.base.events import PLAN_INVALID, Event
-from verimap.base.model import AssistantMessage, PlanCall, to_openai
+from verimap.base.messages import AssistantMessage, to_openai
+from verimap.base.purpose import PlanCall
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VFVerdict
 from verimap.core.verifier import Verifier
@@ -352,7 +353,7 @@ def test_the_planning_schema_admits_a_check_only_with_the_arguments_it_takes():
 
 
 async def test_a_reply_cut_at_the_length_limit_is_named_as_such():
-    from verimap.base.model import ModelResponse
+    from verimap.base.messages import ModelResponse
     from verimap.base.usage import Usage
 
     cut = ModelResponse(content='{"nodes": [{"id": "a", "verification": [{"name": "v"}]', finish_reason="length", usage=Usage(calls=1, completion_tokens=300))  # fmt: skip
@@ -549,7 +550,7 @@ async def test_a_plan_with_other_problems_is_repaired_not_salvaged():
 
 
 async def test_two_replies_in_a_row_cut_at_the_limit_end_the_repairs():
-    from verimap.base.model import ModelResponse
+    from verimap.base.messages import ModelResponse
     from verimap.base.usage import Usage
 
     cut = ModelResponse(content='{"nodes": [{"id": "a"', finish_reason="length", usage=Usage(calls=1, completion_tokens=1024))  # fmt: skip

@@ -7,7 +7,8 @@ import pytest
 
 import verimap
 from verimap.base.events import PLAN_INVALID, Event
-from verimap.base.model import PlanCall, UserMessage
+from verimap.base.messages import UserMessage
+from verimap.base.purpose import PlanCall
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VFVerdict
 from verimap.config import RunConfig

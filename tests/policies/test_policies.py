@@ -5,7 +5,7 @@ import pytest
 
 import verimap
 from verimap.base.events import EventBus, RunStart
-from verimap.base.model import GenerationSettings, ModelRequest, UserMessage
+from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
 from verimap.config import RunConfig
 from verimap.planning.planner import LLMPlanner
 from verimap.policies import Paper, SmallModel, apply, for_models, get_policies

@@ -6,7 +6,9 @@ import time
 
 import pytest
 
-from verimap.base.sandbox import ExecResult, Outcome, Sandbox
+from verimap.base.protocols import Sandbox
+from verimap.base.sandbox import ExecResult, Outcome
+from verimap.tools import registry as tools
 from verimap.tools.registry import (
     MAX_DIGITS,
     CalculatorError,
@@ -17,7 +19,6 @@ from verimap.tools.registry import (
     python_tool,
     safe_eval,
 )
-from verimap.tools import registry as tools
 
 
 @pytest.mark.parametrize(

@@ -17,20 +17,25 @@ from collections.abc import Callable
 from typing import Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from verimap.base.errors import VerimapError
-from verimap.base.model import (
-    Model,
-    ModelError,
-    ModelRequest,
-    ModelResponse,
-    WrappedModel,
-    estimate_prompt_tokens,
-)
+from verimap.base.messages import ModelRequest, ModelResponse
+from verimap.base.model import ModelError, WrappedModel, estimate_prompt_tokens
+from verimap.base.protocols import Model
 from verimap.base.purpose import label
 from verimap.base.usage import Usage, UsageByRole, cost_of, price_known
-from verimap.config import Budget
+
+
+class Budget(BaseModel):
+    """Hard limits; crossing one stops the run with status `budget_exhausted`."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_llm_calls: int | None = None
+    max_tokens: int | None = None
+    max_cost: float | None = None
+    timeout_s: float | None = None
 
 
 class BudgetExceeded(VerimapError, RuntimeError):

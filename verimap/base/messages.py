@@ -1,4 +1,5 @@
-"""Typed chat messages and generation settings: what crosses between verimap's components.
+"""Typed chat messages, generation settings, and the request and response of a model call:
+what crosses between verimap's components.
 
 Components build and read these models; only the OpenAI client turns them into the
 OpenAI chat format (`to_openai`), so a typo in a role or a key fails where it is made, not
@@ -12,6 +13,9 @@ from collections.abc import Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, field_validator, model_validator
+
+from verimap.base.purpose import Purpose
+from verimap.base.usage import Usage
 
 
 class ToolCall(BaseModel):
@@ -120,3 +124,43 @@ class GenerationSettings(BaseModel):
     def replace(self, **changes: Any) -> GenerationSettings:
         """A copy with `changes`, validated (unlike `model_copy(update=...)`)."""
         return self.model_validate({**self.model_dump(), **changes})
+
+
+class ModelRequest(BaseModel):
+    messages: list[Message]
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    # A JSON Schema the reply must satisfy; the backend picks how to enforce it
+    # (json_schema, llama.cpp's grammar-enforced json_object+schema, or JSON mode).
+    response_schema: dict[str, Any] | None = None
+    schema_name: str = "output"
+    settings: GenerationSettings = Field(default_factory=GenerationSettings)
+    # Which role the call is for (planner, executor, judge): for accounting only.
+    role: str = "executor"
+    # Why the call is made (`verimap.base.purpose`): for traces and test doubles, never sent.
+    purpose: Purpose | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _loose_settings(cls, data: Any) -> Any:
+        """Callers written before `settings` existed pass `temperature`, `top_p`, `max_tokens`."""
+        if not isinstance(data, dict) or not _LOOSE.intersection(data):
+            return data
+        data = dict(data)
+        loose = {k: data.pop(k) for k in _LOOSE if k in data}
+        given = data.get("settings") or GenerationSettings()
+        if isinstance(given, dict):
+            given = GenerationSettings.model_validate(given)
+        data["settings"] = given.replace(**loose)
+        return data
+
+
+_LOOSE = frozenset(GenerationSettings.model_fields)
+
+
+class ModelResponse(BaseModel):
+    content: str = ""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    usage: Usage = Field(default_factory=Usage)
+    model: str = ""
+    finish_reason: str | None = None

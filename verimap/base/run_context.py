@@ -18,7 +18,7 @@ from typing import Any
 from verimap.base import events as ev
 from verimap.base.accounting import Ledger, MeteredModel, ModelCall, metered
 from verimap.base.errors import VerimapError
-from verimap.base.model import Model
+from verimap.base.protocols import Model
 
 EventSink = Callable[[ev.AnyEvent], Any]
 

@@ -6,7 +6,6 @@ can never be mistaken for a failed (or passed) check.
 
 from __future__ import annotations
 
-import abc
 from enum import StrEnum
 from typing import Any
 
@@ -44,40 +43,3 @@ class ExecResult(BaseModel):
 
 class SandboxUnavailable(VerimapError, RuntimeError):
     """The backend cannot run at all (no daemon, no image): a setup problem, not a verdict."""
-
-
-class Sandbox(abc.ABC):
-    kind: str = "abstract"
-
-    @abc.abstractmethod
-    async def run_vf(
-        self, code: str, inputs: dict[str, Any], outputs: dict[str, Any], *, timeout: float = 10.0
-    ) -> ExecResult:
-        """Run one Python VF (policy-checked) with `inputs`/`outputs` in scope."""
-
-    @abc.abstractmethod
-    async def run_program(
-        self,
-        code: str,
-        *,
-        timeout: float = 10.0,
-        files: dict[str, str] | None = None,
-        argv: list[str] | None = None,
-        stdin: str = "",
-    ) -> ExecResult:
-        """Run an unrestricted program (model-written code); PASS means exit status 0."""
-
-    @abc.abstractmethod
-    async def run_tests(
-        self, candidate_code: str, test_code: str, entry_point: str, *, timeout: float = 10.0
-    ) -> ExecResult:
-        """Run tests against candidate code in separate processes (unforgeable verdict)."""
-
-    async def aclose(self) -> None:  # noqa: B027
-        """Release containers or processes."""
-
-    async def __aenter__(self) -> Sandbox:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        await self.aclose()

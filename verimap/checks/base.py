@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from verimap.base.messages import GenerationSettings, Message
-from verimap.base.model import Model
-from verimap.base.sandbox import Sandbox
+from verimap.base.protocols import Model, Sandbox
 from verimap.base.verdicts import VFVerdict
 from verimap.planning.plan import Node
 

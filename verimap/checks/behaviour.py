@@ -25,7 +25,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from verimap.base.sandbox import Outcome, Sandbox
+from verimap.base.protocols import Sandbox
+from verimap.base.sandbox import Outcome
 from verimap.checks.code_inputs import (
     call_args,
     call_text,

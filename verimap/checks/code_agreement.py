@@ -28,8 +28,9 @@ from typing import TYPE_CHECKING, Any
 from verimap.base.check_names import CODE_AGREEMENT
 from verimap.base.events import CrossCheck
 from verimap.base.iotypes import code_from_reply
-from verimap.base.messages import UserMessage
-from verimap.base.model import ModelError, ModelRequest, SolveCall
+from verimap.base.messages import ModelRequest, UserMessage
+from verimap.base.model import ModelError
+from verimap.base.purpose import SolveCall
 from verimap.base.sandbox import Outcome
 from verimap.base.usage import JUDGE
 from verimap.base.verdicts import ABSTAINED, VFVerdict

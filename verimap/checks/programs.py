@@ -15,10 +15,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from verimap.base.iotypes import code_from_reply, python_blocks
-from verimap.base.messages import AssistantMessage, GenerationSettings, Message, UserMessage
-from verimap.base.model import Model, ModelRequest, SolveCall
+from verimap.base.messages import (
+    AssistantMessage,
+    GenerationSettings,
+    Message,
+    ModelRequest,
+    UserMessage,
+)
 from verimap.base.numbers import final_number
-from verimap.base.sandbox import Outcome, Sandbox
+from verimap.base.protocols import Model, Sandbox
+from verimap.base.purpose import SolveCall
+from verimap.base.sandbox import Outcome
 from verimap.base.usage import JUDGE
 
 # Prompts that frame the same request differently, so that a second program is not the first

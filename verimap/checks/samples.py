@@ -14,9 +14,9 @@ prints is evidence, what the model says Python printed is not.
 
 from __future__ import annotations
 
-from verimap.base.messages import GenerationSettings, UserMessage
-from verimap.base.model import Model, ModelRequest, SolveCall
-from verimap.base.sandbox import Sandbox
+from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
+from verimap.base.protocols import Model, Sandbox
+from verimap.base.purpose import SolveCall
 from verimap.base.usage import JUDGE
 from verimap.checks.programs import ProgramRun, number_in, run_program, runnable
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import click
 
+from verimap.base.accounting import Budget
 from verimap.base.env import getenv
 from verimap.base.redaction import for_console, redact
 from verimap.cli import (
@@ -36,7 +37,7 @@ from verimap.cli.vocabulary import (
     max_parallel_nodes_option,
     quiet_option,
 )
-from verimap.config import Budget, RunConfig
+from verimap.config import RunConfig
 from verimap.core.result import RunResult
 from verimap.methods.presets import METHODS
 

@@ -13,16 +13,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from verimap.base.model import (
+from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
     Message,
-    Model,
     ModelRequest,
-    Purpose,
     ToolMessage,
     UserMessage,
 )
+from verimap.base.protocols import Model
+from verimap.base.purpose import Purpose
 from verimap.core import prompts
 from verimap.llm.structured import extract_json
 from verimap.tools.registry import ToolRegistry, ToolsExhausted, transcript_scope

@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, Field
 
 from verimap.base import iotypes
-from verimap.base.model import (
+from verimap.base.messages import (
     AssistantMessage,
-    ExecuteCall,
     GenerationSettings,
     Message,
-    Model,
     ModelRequest,
     SystemMessage,
     UserMessage,
 )
+from verimap.base.protocols import Model
+from verimap.base.purpose import ExecuteCall
 from verimap.base.usage import EXECUTOR
 from verimap.base.verdicts import clip
 from verimap.core import prompts

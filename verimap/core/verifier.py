@@ -21,19 +21,19 @@ from verimap.base import iotypes
 from verimap.base.accounting import BudgetExceeded
 from verimap.base.check_names import CATALOG
 from verimap.base.errors import VerimapError
-from verimap.base.messages import Message as TranscriptMessage
-from verimap.base.model import (
+from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
-    JudgeCall,
     Message,
-    Model,
-    ModelError,
     ModelRequest,
     SystemMessage,
     UserMessage,
 )
-from verimap.base.sandbox import Outcome, Sandbox
+from verimap.base.messages import Message as TranscriptMessage
+from verimap.base.model import ModelError
+from verimap.base.protocols import Model, Sandbox
+from verimap.base.purpose import JudgeCall
+from verimap.base.sandbox import Outcome
 from verimap.base.usage import JUDGE
 from verimap.base.verdicts import ABSTAINED, VerificationReport, VFVerdict
 from verimap.checks.base import Check, CheckTools, Submission, verdict

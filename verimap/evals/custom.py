@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from verimap.base.numbers import normalize_number
-from verimap.base.sandbox import Sandbox
+from verimap.base.protocols import Sandbox
 from verimap.evals.custom_files import load_rows, suffix_of
 from verimap.evals.custom_scoring import (
     DEFAULT_DOMAIN,

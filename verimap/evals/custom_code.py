@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from verimap.base.sandbox import Sandbox
+from verimap.base.protocols import Sandbox
 from verimap.evals.custom import CustomBenchmark, FieldMap, TaskSet, safe_name, tasks_from_rows
 from verimap.evals.custom_scoring import DEFAULT_DOMAIN, DOMAINS, SCORERS, user_scorer
 from verimap.evals.data import DataError, DataSource

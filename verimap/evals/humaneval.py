@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from verimap.base.sandbox import ExecResult, Sandbox
+from verimap.base.protocols import Sandbox
+from verimap.base.sandbox import ExecResult
 from verimap.evals.data import MANIFEST, read_jsonl, resolve
 
 

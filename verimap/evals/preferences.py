@@ -38,10 +38,10 @@ from pydantic import ValidationError
 
 from verimap.base import events as ev
 from verimap.base.errors import VerimapError
-from verimap.base.model import AssistantMessage, Model, to_openai
+from verimap.base.messages import AssistantMessage, to_openai
 from verimap.base.out_files import jsonl_of, write_file
+from verimap.base.protocols import Model, Sandbox
 from verimap.base.redaction import redact, secret_values
-from verimap.base.sandbox import Sandbox
 from verimap.evals.data import DataError
 from verimap.evals.runner import CONFIG, RESULTS
 from verimap.evals.tasksets import BENCHMARKS, get_benchmark

@@ -313,7 +313,7 @@ def changed_settings(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def write_config(out: Path, cfg: dict[str, Any]) -> None:
-    from verimap import __version__
+    from verimap.base.version import __version__
 
     path = out / CONFIG
     tmp = path.with_suffix(".tmp")

@@ -34,8 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from verimap.base.events import EventBus
-from verimap.base.model import Model
-from verimap.base.sandbox import Sandbox
+from verimap.base.protocols import Model, Sandbox
 from verimap.config import RunConfig
 from verimap.evals.attempt import (
     Attempt,

@@ -18,7 +18,8 @@ from pydantic import BaseModel
 
 from verimap.base.iotypes import python_blocks
 from verimap.base.numbers import final_number, normalize_number
-from verimap.base.sandbox import Outcome, Sandbox
+from verimap.base.protocols import Sandbox
+from verimap.base.sandbox import Outcome
 from verimap.sandbox.worker.snippets import parse_code
 
 

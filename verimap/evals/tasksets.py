@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from verimap.base.sandbox import Sandbox
+from verimap.base.protocols import Sandbox
 from verimap.evals import data as d
 from verimap.evals import mbpp
 from verimap.evals.mbpp import parse_split

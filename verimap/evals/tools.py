@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from verimap.base.errors import VerimapError
-from verimap.base.sandbox import Sandbox
+from verimap.base.protocols import Sandbox
 from verimap.evals.retrieval import Filters, Hit, focus, hit_header
 from verimap.methods.votes import normal_text
 from verimap.tools.registry import (

@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from verimap.base.events import EventBus
-from verimap.base.model import Model, ModelError
+from verimap.base.model import ModelError
 from verimap.base.out_files import file_name
+from verimap.base.protocols import Model, Sandbox
 from verimap.base.redaction import redact
-from verimap.base.sandbox import Sandbox
 from verimap.base.usage import EXECUTOR, JUDGE, PLANNER, ROLES
 from verimap.config import RunConfig, given
 from verimap.core.result import RunResult

@@ -18,7 +18,7 @@ import uuid
 from typing import Any
 
 from verimap.base.event_types import MODEL_CALL, NODE_FINISH, NODE_REUSED, NODE_START, AnyEvent
-from verimap.base.model import Purpose
+from verimap.base.purpose import Purpose
 from verimap.integrations import missing_extra
 
 try:

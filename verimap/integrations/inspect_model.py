@@ -32,17 +32,17 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from verimap.base.model import (
+from verimap.base.messages import (
     AssistantMessage,
     Message,
-    ModelError,
     ModelRequest,
     ModelResponse,
-    Purpose,
     SystemMessage,
     ToolCall,
     ToolMessage,
 )
+from verimap.base.model import ModelError
+from verimap.base.purpose import Purpose
 from verimap.base.redaction import redact, secret_values
 from verimap.base.usage import Usage, cost_of, price_known
 from verimap.integrations import missing_extra

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from verimap.base.model import Model, ModelError, ModelResponse, to_openai
+from verimap.base.messages import ModelResponse, to_openai
+from verimap.base.model import ModelError
+from verimap.base.protocols import Model
 from verimap.base.redaction import redact, secret_values
 from verimap.integrations import missing_extra
 from verimap.integrations.inspect_model import (

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any
 
-from verimap.base.model import Model
+from verimap.base.protocols import Model
 
 # Long enough to bridge the gap between samples run one at a time.
 LINGER_S = 30.0

@@ -52,7 +52,9 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from verimap.base.env import getenv, state_dir
-from verimap.base.model import Model, ModelError, ModelRequest, ModelResponse, WrappedModel
+from verimap.base.messages import ModelRequest, ModelResponse
+from verimap.base.model import ModelError, WrappedModel
+from verimap.base.protocols import Model
 from verimap.base.redaction import redact
 from verimap.base.usage import Usage
 from verimap.llm.limits import endpoint_key

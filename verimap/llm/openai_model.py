@@ -33,7 +33,8 @@ import openai
 from openai import AsyncOpenAI
 
 from verimap.base.env import EnvError, getenv
-from verimap.base.model import ModelError, ModelRequest, ModelResponse, ToolCall, to_openai
+from verimap.base.messages import ModelRequest, ModelResponse, ToolCall, to_openai
+from verimap.base.model import ModelError
 from verimap.base.redaction import add_secret, add_url, endpoint_name, redact
 from verimap.base.usage import Price, Usage, cost_of, price_known
 from verimap.llm import limits

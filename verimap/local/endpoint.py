@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, cast
 from urllib.parse import urlsplit
 
 from verimap.base.env import getenv
-from verimap.base.model import Model, ModelError
+from verimap.base.model import ModelError
+from verimap.base.protocols import Model
 from verimap.base.usage import EXECUTOR, JUDGE, PLANNER
 from verimap.llm import providers
 from verimap.llm.cache import CACHE_MODES, CachedModel

@@ -33,10 +33,11 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from verimap.base import events as ev
 from verimap.base.events import EventBus
-from verimap.base.messages import GenerationSettings, UserMessage
-from verimap.base.model import Model, ModelRequest, SolveCall
+from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
+from verimap.base.protocols import Model, Sandbox
+from verimap.base.purpose import SolveCall
 from verimap.base.run_context import RunContext
-from verimap.base.sandbox import Sandbox, SandboxUnavailable
+from verimap.base.sandbox import SandboxUnavailable
 from verimap.base.usage import EXECUTOR
 from verimap.base.verdicts import clip
 from verimap.checks.behaviour import (

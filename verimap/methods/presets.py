@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from verimap.base.model import Model
-from verimap.base.sandbox import Sandbox
+from verimap.base.protocols import Model, Sandbox
 from verimap.config import RunConfig, given
 from verimap.planning.fallback import whole_task_plan
 from verimap.policies import fill, for_models, get_policies, planner_options, wrap_models

@@ -27,7 +27,6 @@ from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 from opentelemetry.util.types import AttributeValue
 
-from verimap import __version__
 from verimap.base import events as ev
 from verimap.base.env import getenv
 from verimap.base.errors import VerimapError
@@ -35,6 +34,7 @@ from verimap.base.events import AnyEvent
 from verimap.base.redaction import redact, secret_values
 from verimap.base.usage import Usage
 from verimap.base.verdicts import clip
+from verimap.base.version import __version__
 
 # Longer texts (plans, outputs, tracebacks) are cut, keeping head and tail: collectors drop
 # or truncate huge attributes anyway, and the JSONL trace keeps the whole.

@@ -18,17 +18,17 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from pydantic import ValidationError
 
 from verimap.base.events import PlanInvalid
-from verimap.base.model import (
+from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
     Message,
-    Model,
     ModelRequest,
     ModelResponse,
-    PlanCall,
     SystemMessage,
     UserMessage,
 )
+from verimap.base.protocols import Model
+from verimap.base.purpose import PlanCall
 from verimap.base.usage import PLANNER
 from verimap.llm.structured import extract_json
 from verimap.planning import prompts

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from verimap.base.errors import VerimapError
-from verimap.base.model import ModelResponse
+from verimap.base.messages import ModelResponse
 
 
 class PlanningError(VerimapError, RuntimeError):

@@ -27,16 +27,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from verimap.base.events import PlanInvalid
-from verimap.base.model import (
+from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
     Message,
-    Model,
     ModelRequest,
-    PlanCall,
     SystemMessage,
     UserMessage,
 )
+from verimap.base.protocols import Model
+from verimap.base.purpose import PlanCall
 from verimap.base.usage import PLANNER
 from verimap.llm.structured import extract_json
 from verimap.planning import staged_prompts as sp

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from verimap.base.model import Model
+from verimap.base.protocols import Model
 from verimap.config import RunConfig, given
 from verimap.policies.base import Policy, fill
 from verimap.policies.paper import Paper

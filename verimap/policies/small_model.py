@@ -20,7 +20,9 @@ from pydantic import Field, field_validator
 
 from verimap.base.check_names import ANSWER_AGREEMENT, ARITHMETIC, BUILTIN_CHECKS, CODE_AGREEMENT
 from verimap.base.env import EnvError, getenv_int
-from verimap.base.model import Model, ModelError, ModelRequest, ModelResponse, WrappedModel
+from verimap.base.messages import ModelRequest, ModelResponse
+from verimap.base.model import ModelError, WrappedModel
+from verimap.base.protocols import Model
 from verimap.policies.base import Policy
 
 NAME = "small-model"

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from verimap.base.errors import VerimapError
-from verimap.base.sandbox import ExecResult, Sandbox, SandboxUnavailable
+from verimap.base.protocols import Sandbox
+from verimap.base.sandbox import ExecResult, SandboxUnavailable
 
 
 class ToolsExhausted(VerimapError, RuntimeError):
