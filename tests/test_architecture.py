@@ -280,3 +280,31 @@ def test_planning_does_not_know_the_loop(graph):
     which the coordinator fills in."""
     assert _chains(graph, "verimap.planning", "verimap.core.coordinator") == []
     assert _chains(graph, "verimap.planning", "verimap.core") == []
+
+
+# The step implementations; every other module of the loop names them through their protocols.
+IMPLEMENTATIONS = {"verimap.core.executor": "Executor", "verimap.core.verifier": "Verifier"}
+
+
+def _classes_taken(path: Path) -> list[str]:
+    """`module.Class` for every implementation class `path` imports by name."""
+    return [
+        f"{node.module}.{alias.name}"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module in IMPLEMENTATIONS
+        for alias in node.names
+        if alias.name == IMPLEMENTATIONS[node.module]
+    ]
+
+
+def test_the_loop_types_its_steps_against_protocols():
+    """The coordinator and its helpers take any executor and verifier of the right shape
+    (`verimap.core.protocols`), not the classes verimap ships."""
+    core = PACKAGE_DIR / "core"
+    implementations = {f"{m.rsplit('.', 1)[1]}.py" for m in IMPLEMENTATIONS} | {"vf_checks.py"}
+    taken = {
+        path.name: classes
+        for path in sorted(core.glob("*.py"))
+        if path.name not in implementations and (classes := _classes_taken(path))
+    }
+    assert taken == {}

@@ -26,16 +26,15 @@ from verimap.base import events as ev
 from verimap.base.events import EventBus
 from verimap.base.run_context import require_ctx
 from verimap.config import RunConfig
-from verimap.core.executor import Executor
 from verimap.core.node_attempts import NodeAttempts
 from verimap.core.node_context import best_unverified
 from verimap.core.plan_run import run_plan
+from verimap.core.protocols import Executor, Verifier
 from verimap.core.result import RunResult
 from verimap.core.run_end import repeats_failed_work, result, unconfirmed
 from verimap.core.run_scope import Runner
 from verimap.core.run_state import RunState
 from verimap.core.vacuity import vet
-from verimap.core.verifier import Verifier
 from verimap.planning.plan import PlanError
 from verimap.planning.plan_checks import node_work
 from verimap.planning.planner import Planner, PlanningError

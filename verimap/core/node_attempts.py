@@ -17,12 +17,12 @@ from verimap.base import events as ev
 from verimap.base.sandbox import Outcome
 from verimap.base.verdicts import clip
 from verimap.config import RunConfig
-from verimap.core.executor import TEXT_OUTPUT, Executor, single_code_output
+from verimap.core.executor import TEXT_OUTPUT, single_code_output
 from verimap.core.feedback import Feedback, retry_feedback
 from verimap.core.node_context import content_key, plurality
+from verimap.core.protocols import Executor, Verifier
 from verimap.core.result import AttemptReport, NodeReport
 from verimap.core.run_state import RunState
-from verimap.core.verifier import Verifier
 from verimap.planning.plan import Node
 
 

@@ -14,8 +14,8 @@ from functools import partial
 
 from verimap.base import events as ev
 from verimap.config import RunConfig
+from verimap.core.protocols import Verifier
 from verimap.core.run_state import RunState
-from verimap.core.verifier import Verifier
 from verimap.planning.plan import Plan, PlanError
 from verimap.planning.planner import Planner, PlanningError
 
