@@ -21,18 +21,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from verimap.endpoint import connect
+from verimap.base.events import PLAN_FALLBACK
+from verimap.base.model import Model
+from verimap.base.protocols import Sandbox
 from verimap.evals.compact import model_seconds
 from verimap.evals.data import DataSource
 from verimap.evals.runner import ERRORS, RESULTS, ResultsLog
 from verimap.evals.scoring import Score, score_gsm8k
 from verimap.evals.stats import total_calls
 from verimap.evals.tasksets import Benchmark, EvalTask
-from verimap.events import PLAN_FALLBACK
-from verimap.llm.base import Model
+from verimap.local.endpoint import connect
 from verimap.sandbox import get_sandbox
-from verimap.sandbox.base import Sandbox
-from verimap.tools import ToolRegistry, default_tools
+from verimap.tools.registry import ToolRegistry, default_tools
 
 REPO = Path(__file__).resolve().parents[1]
 PENS = "A shop sells pens at 17 dollars each. How much do 23 pens cost? Give the number."

@@ -17,19 +17,19 @@ import asyncio
 import statistics
 import time
 
+from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
+from verimap.base.run_context import RunContext
 from verimap.cli import log_to_stderr
 from verimap.core.executor import EXECUTOR_SETTINGS, Executor
-from verimap.core.run_context import RunContext
-from verimap.endpoint import resolve_local
 from verimap.evals.data import load_gsm8k, resolve
 from verimap.evals.scoring import score_gsm8k
-from verimap.llm.base import GenerationSettings, ModelRequest, UserMessage
 from verimap.llm.openai_model import OpenAIModel
 from verimap.llm.structured import request_structured
 from verimap.local import server
+from verimap.local.endpoint import resolve_local
 from verimap.planning.plan import Node, plan_json_schema
 from verimap.planning.planner import LLMPlanner
-from verimap.tools import ToolRegistry, calculator_tool
+from verimap.tools.registry import ToolRegistry, calculator_tool
 
 STORY = "Write a detailed, 300-word story about a lighthouse keeper and a storm."
 

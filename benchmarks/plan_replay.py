@@ -23,13 +23,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from verimap import events as ev
-from verimap.core.run_context import RunContext
+from verimap.base import events as ev
+from verimap.base.run_context import RunContext
 from verimap.evals.data import read_jsonl
 from verimap.methods.presets import PLAN_ANSWER_TYPES
+from verimap.observe.trace_files import read_typed_events
 from verimap.planning.planner import LLMPlanner, PlannerOptions, PlanningError
 from verimap.testing import ScriptedModel
-from verimap.trace_files import read_typed_events
 
 CORPUS = Path(__file__).with_name("data") / "rejected_plans.jsonl"
 

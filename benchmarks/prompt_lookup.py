@@ -23,12 +23,11 @@ import asyncio
 import time
 from typing import Any
 
-from verimap.endpoint import resolve_local
+from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
 from verimap.evals.tasksets import get_benchmark
-from verimap.llm.base import ModelRequest
-from verimap.llm.messages import GenerationSettings, UserMessage
 from verimap.llm.openai_model import OpenAIModel
 from verimap.local import server
+from verimap.local.endpoint import resolve_local
 from verimap.planning.planner import LLMPlanner, PlannerOptions
 
 # A draft model makes llama-cpp-python 0.3.x write logits for every evaluated token, into a

@@ -51,19 +51,19 @@ from _common import (
 )
 from _replay import replaying
 
+from verimap.base.protocols import Model
+from verimap.base.usage import EXECUTOR
 from verimap.cli import local_endpoint, log_to_stderr, with_cross_check
 from verimap.config import RunConfig
 from verimap.core.result import RunResult
 from verimap.evals.attempt import Solver
 from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import EvalTask, get_benchmark
-from verimap.llm.base import Model
 from verimap.methods.answers import BARE_PROMPTS, Kind
 from verimap.methods.baselines import Bare
 from verimap.methods.presets import METHODS
 from verimap.policies import SmallModel, get_policies
 from verimap.sandbox import KINDS
-from verimap.usage import EXECUTOR
 from verimap.wiring import resolve, wrap_models
 
 BARE = "bare"
@@ -229,7 +229,7 @@ def make_header(
 
 
 def cross_check(config: dict[str, Any]) -> str:
-    from verimap.check_names import AGREEMENT_CHECKS
+    from verimap.base.check_names import AGREEMENT_CHECKS
 
     on = [c for c in config.get("checks", []) if c in AGREEMENT_CHECKS]
     return ", ".join(on) if on else "off"

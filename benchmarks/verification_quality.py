@@ -68,7 +68,7 @@ from _common import (
 )
 from _quality_tables import DEVELOPMENT_DATA, REACT, TITLES, VERIMAP, render, task_cell
 
-from verimap.check_names import BALLOTS, DEFAULT_BALLOT
+from verimap.base.check_names import BALLOTS, DEFAULT_BALLOT
 from verimap.cli import local_endpoint, log_to_stderr
 from verimap.evals.data import DataError
 from verimap.evals.run_dir import (

@@ -182,7 +182,7 @@ def test_an_endpoint_outage_exits_4_not_as_a_failed_task(monkeypatch, tmp_path):
 def test_run_on_a_terminal_draws_the_live_view_instead_of_the_log(world, tmp_path, monkeypatch):
     from rich.console import Console
 
-    from verimap import live_view
+    from verimap.observe import live_view
 
     screen = Console(file=io.StringIO(), force_terminal=True, color_system="standard", width=100)
     monkeypatch.setattr(live_view, "stderr_console", lambda: screen)

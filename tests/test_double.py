@@ -3,10 +3,11 @@ import json
 
 import pytest
 
-from verimap.llm.base import ModelError, ModelRequest, ModelResponse
-from verimap.llm.purpose import ExecuteCall, JudgeCall, PlanCall, SolveCall
+from verimap.base.messages import ModelRequest, ModelResponse
+from verimap.base.model import ModelError
+from verimap.base.purpose import ExecuteCall, JudgeCall, PlanCall, SolveCall
+from verimap.base.usage import Price, Usage
 from verimap.testing import ScriptedModel, ScriptedWorld, tool_call_reply
-from verimap.usage import Price, Usage
 
 
 def req(text="hello world", role="executor"):

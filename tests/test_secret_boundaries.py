@@ -106,7 +106,7 @@ def scenario(request, monkeypatch, proxy) -> tuple[Scenario, str]:
     if s.given_key is not None:
         models = _given_models(url, s.given_key)
         monkeypatch.setattr(run_mod, "_connect", models)
-        monkeypatch.setattr("verimap.endpoint.connect", models)
+        monkeypatch.setattr("verimap.local.endpoint.connect", models)
     return s, url
 
 
@@ -125,7 +125,7 @@ def _given_models(url: str, key: str):
 @pytest.fixture
 def spans(monkeypatch):
     """What `--otel` exports, kept in memory."""
-    otel = pytest.importorskip("verimap.otel")
+    otel = pytest.importorskip("verimap.observe.otel")
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
     exporter = InMemorySpanExporter()

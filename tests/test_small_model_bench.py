@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from verimap.base.messages import ModelRequest, ModelResponse
+from verimap.base.model import ModelError
+from verimap.base.usage import Usage
 from verimap.evals.runner import ERRORS, RESULTS, run_eval
 from verimap.evals.tasksets import get_benchmark
-from verimap.llm.base import ModelError, ModelRequest, ModelResponse
 from verimap.policies.small_model import reply_cap
-from verimap.usage import Usage
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "datasets"

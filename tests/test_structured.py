@@ -1,7 +1,7 @@
 import pytest
 from pydantic import BaseModel
 
-from verimap.llm.base import AssistantMessage
+from verimap.base.messages import AssistantMessage
 from verimap.llm.structured import StructuredOutputError, extract_json, request_structured
 from verimap.testing import ScriptedModel
 

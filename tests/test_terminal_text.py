@@ -17,18 +17,18 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
-from verimap import events as ev
+from verimap.base import events as ev
+from verimap.base.model import ModelError
+from verimap.base.verdicts import VFVerdict
 from verimap.cli import main
 from verimap.cli import run as run_mod
 from verimap.cli.run import print_result
 from verimap.core.result import AttemptReport, NodeReport, RunResult
 from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import GSM8K
-from verimap.live import LiveState
-from verimap.live_view import BoardView, render_run
-from verimap.llm.base import ModelError
+from verimap.observe.live import LiveState
+from verimap.observe.live_view import BoardView, render_run
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld, oracle_models
-from verimap.verdicts import VFVerdict
 
 PAYLOAD = "\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07\x1b]0;pwned\x07\x1bc\x1b[2J\x9b2J"
 # The same, as a Python string literal inside VF code.
@@ -89,7 +89,7 @@ def models(monkeypatch):
             yield found
 
         monkeypatch.setattr(run_mod, "_connect", connect)
-        monkeypatch.setattr("verimap.endpoint.connect", connect)
+        monkeypatch.setattr("verimap.local.endpoint.connect", connect)
 
     return install
 

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from verimap.check_names import BALLOTS, DEFAULT_BALLOT
+from verimap.base.check_names import BALLOTS, DEFAULT_BALLOT
+from verimap.base.messages import ModelRequest, ModelResponse
+from verimap.base.usage import Usage
 from verimap.evals.run_dir import CONFIG, RESULTS, ResultsLog, RunDirError
 from verimap.evals.stats import (
     mcnemar_exact,
@@ -21,9 +23,7 @@ from verimap.evals.stats import (
     proportion,
 )
 from verimap.evals.tasksets import get_benchmark
-from verimap.llm.base import ModelRequest, ModelResponse
 from verimap.testing import InProcessSandboxDouble
-from verimap.usage import Usage
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO / "datasets"

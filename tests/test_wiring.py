@@ -93,13 +93,13 @@ def through_cli_run(local: bool, monkeypatch, tmp_path: Path) -> None:
 
 
 def through_cli_eval(local: bool, monkeypatch, tmp_path: Path) -> None:
-    import verimap.endpoint
+    import verimap.local.endpoint
 
     @asynccontextmanager
     async def connect(**_: Any):
         yield roles(local)
 
-    monkeypatch.setattr(verimap.endpoint, "connect", connect)
+    monkeypatch.setattr(verimap.local.endpoint, "connect", connect)
     endpoint = [] if local else ["--model", "gpt-4o-mini", "--base-url", "http://127.0.0.1:9/v1"]
     r = CliRunner().invoke(main, [
         "eval", "-b", "gsm8k", "--data-dir", str(DATA), "-m", "verimap", "--limit", "1", *FLAGS,

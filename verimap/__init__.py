@@ -6,25 +6,25 @@ result = coordinator.run_sync("How many ...?")
 print(result.status, result.answer)
 """
 
-from verimap.config import Budget, RunConfig
+from verimap.base.accounting import Budget
+from verimap.base.errors import VerimapError
+from verimap.base.events import Event, EventBus, JsonlTraceWriter
+from verimap.base.messages import GenerationSettings
+from verimap.base.run_context import RunContext
+from verimap.base.verdicts import VerificationReport, VFVerdict
+from verimap.base.version import __version__ as __version__
+from verimap.config import RunConfig
 from verimap.core.coordinator import Coordinator
 from verimap.core.executor import Executor, ExecutorOutput
 from verimap.core.feedback import Feedback
 from verimap.core.result import NodeReport, RunResult
-from verimap.core.run_context import RunContext
 from verimap.core.verifier import Verifier
-from verimap.errors import VerimapError
-from verimap.events import Event, EventBus, JsonlTraceWriter
-from verimap.llm.messages import GenerationSettings
 from verimap.planning.failure import FailureContext
 from verimap.planning.fixed_planners import AddVFsPlanner, TemplatePlanner
 from verimap.planning.plan import LLMVF, Node, Plan, PlanError, PythonVF, parse_plan
 from verimap.planning.planner import LLMPlanner, Planner, PlanningError
-from verimap.tools import Tool, ToolRegistry, calculator_tool, default_tools, python_tool
-from verimap.verdicts import VerificationReport, VFVerdict
+from verimap.tools.registry import Tool, ToolRegistry, calculator_tool, default_tools, python_tool
 from verimap.wiring import build
-
-__version__ = "0.1.0"
 
 __all__ = [
     "LLMVF", "AddVFsPlanner", "Budget", "Coordinator", "Event", "EventBus", "Executor", "ExecutorOutput",

@@ -24,22 +24,14 @@ from pydantic import (
     model_validator,
 )
 
-from verimap.check_names import ARITHMETIC, BUILTIN_CHECKS, DEFAULT_BALLOT, known_ballot
+from verimap.base.accounting import Budget
+from verimap.base.check_names import ARITHMETIC, BUILTIN_CHECKS, DEFAULT_BALLOT, known_ballot
 
 
 class _Part(BaseModel):
     """A part of `RunConfig`: a misspelled knob is an error, not a silent default."""
 
     model_config = ConfigDict(extra="forbid")
-
-
-class Budget(_Part):
-    """Hard limits; crossing one stops the run with status `budget_exhausted`."""
-
-    max_llm_calls: int | None = None
-    max_tokens: int | None = None
-    max_cost: float | None = None
-    timeout_s: float | None = None
 
 
 # `verimap eval`'s wall-clock budget per task, in seconds: far above a task on a hosted model (a
@@ -88,7 +80,7 @@ class Verify(_Part):
     # default recomputes every calculation an executor writes out: property VFs cannot see a
     # slipped sum that became the answer.
     checks: list[str] = Field(default_factory=lambda: [ARITHMETIC])
-    # How `answer_agreement` confirms an answer (`verimap.check_names.BALLOTS`).
+    # How `answer_agreement` confirms an answer (`verimap.base.check_names.BALLOTS`).
     ballot: str = DEFAULT_BALLOT
     # Probe Python VFs with null and absurd outputs before a plan runs; drop those that pass both.
     vacuity_check: bool = True

@@ -8,13 +8,10 @@ in-process sandbox. They are shipped so that tests of code built on verimap can 
 - `InProcessSandboxDouble`: a sandbox double that judges VFs in this process.
 - `HashingEmbedderDouble`: an embedder for the retrieval index with no model to load.
 
-The model doubles route each request on its purpose (`verimap.llm.purpose`: which node, which
+The model doubles route each request on its purpose (`verimap.base.purpose`: which node, which
 criteria, which kind of independent solution), never on the wording of its prompt, so a prompt
 can be reworded without touching them. Nothing in verimap ever falls back to a double, and
 numbers measured with one say nothing about any real model.
-
-Over 500 lines: every double is in this one module, so that tests import them from one place
-and none sits beside the code it stands in for; its four sections do not depend on each other.
 """
 
 from __future__ import annotations
@@ -35,25 +32,18 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from verimap.env import getenv, getenv_float, getenv_int
+from verimap.base.env import getenv, getenv_float, getenv_int
+from verimap.base.messages import ModelRequest, ModelResponse, ToolCall, UserMessage
+from verimap.base.model import ModelError
+from verimap.base.protocols import Sandbox
+from verimap.base.purpose import ExecuteCall, JudgeCall, PlanCall, SolveCall
+from verimap.base.sandbox import ExecResult, Outcome
+from verimap.base.usage import Price, Usage, cost_of
 from verimap.evals.tasksets import Benchmark, EvalTask, get_benchmark
-from verimap.llm.base import (
-    ExecuteCall,
-    JudgeCall,
-    ModelError,
-    ModelRequest,
-    ModelResponse,
-    PlanCall,
-    SolveCall,
-    ToolCall,
-    UserMessage,
-)
 from verimap.planning.plan import USER_TASK, Plan, parse_plan
-from verimap.sandbox.base import ExecResult, Outcome, Sandbox
 from verimap.sandbox.policy import BYTECODE_MAGIC
 from verimap.sandbox.pooled import OUTPUT_LIMIT, vf_job
 from verimap.sandbox.worker import candidate, jobs, restricted
-from verimap.usage import Price, Usage, cost_of
 
 __all__ = [
     "InProcessSandboxDouble", "ScriptedModel", "ScriptedWorld", "Throttled", "judge_vf", "need",
@@ -179,7 +169,7 @@ def _user_text(req: ModelRequest) -> str:
 def _unrouted(req: ModelRequest, double: str) -> LookupError:
     return LookupError(
         f"{double}: no answer for a request (role {req.role!r}) with purpose {req.purpose!r}; "
-        "every request a run makes carries a purpose (verimap.llm.purpose)"
+        "every request a run makes carries a purpose (verimap.base.purpose)"
     )
 
 

@@ -15,13 +15,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any, overload
 
+from verimap.base.events import EventBus
+from verimap.base.model import Model
+from verimap.base.protocols import Sandbox
 from verimap.config import RunConfig, given
 from verimap.core.coordinator import Coordinator
 from verimap.core.executor import EXECUTOR_SETTINGS, Executor
 from verimap.core.run_scope import Runner
 from verimap.core.verifier import Verifier
-from verimap.events import EventBus
-from verimap.llm.base import Model
 from verimap.methods.presets import (
     PAPER_DEFAULTS,
     PLAN_ANSWER_TYPES,
@@ -31,8 +32,7 @@ from verimap.methods.presets import (
 )
 from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner, Planner, PlannerOptions
 from verimap.policies import Policy, SmallModel, fill, get_policies
-from verimap.sandbox.base import Sandbox
-from verimap.tools import ToolRegistry, default_tools
+from verimap.tools.registry import ToolRegistry, default_tools
 
 
 def default_policies(local: bool) -> list[str]:

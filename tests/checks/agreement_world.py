@@ -4,10 +4,10 @@ from collections.abc import Callable
 from typing import Any
 
 import verimap
-from verimap.check_names import ANSWER_AGREEMENT as NAME
-from verimap.check_names import MIXED
+from verimap.base.check_names import ANSWER_AGREEMENT as NAME
+from verimap.base.check_names import MIXED
+from verimap.base.events import EventBus
 from verimap.config import RunConfig
-from verimap.events import EventBus
 
 PLAN = {
     "nodes": [

@@ -4,8 +4,10 @@ test_answer_agreement_strict.py)."""
 
 import pytest
 
-from verimap.check_names import ANSWER_AGREEMENT as NAME
-from verimap.check_names import MIXED
+from verimap.base.check_names import ANSWER_AGREEMENT as NAME
+from verimap.base.check_names import MIXED
+from verimap.base.events import CROSS_CHECK, RETRIES_STOPPED
+from verimap.base.model import ModelError
 from verimap.checks.answer_agreement import (
     MIXED_BALLOT,
     STRICT_BALLOT,
@@ -18,8 +20,6 @@ from verimap.checks.answer_agreement import (
 from verimap.checks.programs import number_in
 from verimap.checks.registry import get_check
 from verimap.config import RunConfig
-from verimap.events import CROSS_CHECK, RETRIES_STOPPED
-from verimap.llm.base import ModelError
 from verimap.planning.plan import parse_plan
 from verimap.testing import EngineGoneSandboxDouble, InProcessSandboxDouble, ScriptedWorld
 

@@ -3,12 +3,12 @@ alone, and no retry confirmed (D23)."""
 
 import pytest
 
-from verimap.check_names import ANSWER_AGREEMENT as NAME
+from verimap.base.check_names import ANSWER_AGREEMENT as NAME
+from verimap.base.events import CROSS_CHECK, RETRIES_STOPPED
+from verimap.base.model import ModelError
+from verimap.base.run_context import RunContext
 from verimap.checks.answer_agreement import SAMPLED_BALLOT, AnswerAgreement, Vote
 from verimap.checks.base import CheckTools, Submission
-from verimap.core.run_context import RunContext
-from verimap.events import CROSS_CHECK, RETRIES_STOPPED
-from verimap.llm.base import ModelError
 from verimap.planning.plan import parse_plan
 from verimap.testing import ScriptedWorld
 

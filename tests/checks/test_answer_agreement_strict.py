@@ -4,10 +4,10 @@ the majority of up to five samples (D24: measured, an option)."""
 
 import pytest
 
-from verimap.check_names import ANSWER_AGREEMENT as NAME
+from verimap.base.check_names import ANSWER_AGREEMENT as NAME
+from verimap.base.events import CROSS_CHECK, RETRIES_STOPPED
+from verimap.base.run_context import RunContext
 from verimap.checks.answer_agreement import STRICT_BALLOT, AnswerAgreement, Ballot, Vote
-from verimap.core.run_context import RunContext
-from verimap.events import CROSS_CHECK, RETRIES_STOPPED
 from verimap.testing import ScriptedWorld
 
 from .agreement_world import PLAN, events, judge_calls, run, saying, totals, under

@@ -3,13 +3,13 @@
 
 import pytest
 
-from verimap.check_names import ANSWER_AGREEMENT as NAME
-from verimap.check_names import ARITHMETIC, BALLOTS, DEFAULT_BALLOT
+from verimap.base.check_names import ANSWER_AGREEMENT as NAME
+from verimap.base.check_names import ARITHMETIC, BALLOTS, DEFAULT_BALLOT
+from verimap.base.events import CROSS_CHECK
 from verimap.checks.answer_agreement import BALLOT_SETTINGS, STRICT_BALLOT, AnswerAgreement
 from verimap.checks.registry import get_check
 from verimap.config import RunConfig
 from verimap.core.verifier import Verifier
-from verimap.events import CROSS_CHECK
 from verimap.testing import ScriptedWorld
 
 from .agreement_world import PLAN, events, returning, run, saying, totals, under

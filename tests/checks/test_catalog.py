@@ -6,14 +6,14 @@ from typing import Any
 
 import pytest
 
-from verimap.check_names import CATALOG, DOMAIN_CHECKS, PLAN_CHECKS
+from verimap.base.check_names import CATALOG, DOMAIN_CHECKS, PLAN_CHECKS
+from verimap.base.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from verimap.base.run_context import RunContext
 from verimap.checks.base import CheckTools, Submission
 from verimap.checks.evidence import passages, same_source, supports
 from verimap.checks.registry import describe, plan_check
 from verimap.core.agent import flatten_tool_messages
-from verimap.core.run_context import RunContext
 from verimap.evals.retrieval import Chunk, Hit, format_hits
-from verimap.llm.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from verimap.planning.plan import CheckVF, Node, PlanError, parse_plan, plan_json_schema
 from verimap.planning.staged_schema import check_schemas, node_schema
 

@@ -8,18 +8,18 @@ import ast
 import pytest
 
 import verimap
+from verimap.base.events import CROSS_CHECK
+from verimap.base.messages import GenerationSettings
+from verimap.base.purpose import SolveCall
+from verimap.base.run_context import RunContext
+from verimap.base.sandbox import ExecResult, Outcome
+from verimap.base.usage import JUDGE
+from verimap.base.verdicts import ABSTAINED
 from verimap.checks.base import Check, CheckTools, Chooser, Submission
 from verimap.checks.code_agreement import CodeAgreement
 from verimap.config import RunConfig
-from verimap.core.run_context import RunContext
-from verimap.events import CROSS_CHECK
-from verimap.llm.base import SolveCall
-from verimap.llm.messages import GenerationSettings
 from verimap.planning.plan import parse_plan
-from verimap.sandbox.base import ExecResult, Outcome
 from verimap.testing import ScriptedModel, ScriptedWorld
-from verimap.usage import JUDGE
-from verimap.verdicts import ABSTAINED
 
 TASK = '''Complete the following Python function.
 

@@ -9,13 +9,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from verimap.accounting import BudgetExceeded
+from verimap.base.accounting import BudgetExceeded
+from verimap.base.run_context import RunContext
+from verimap.base.verdicts import ABSTAINED, VFVerdict
 from verimap.checks.base import CheckTools, Strength, Submission, verdict
-from verimap.core.run_context import RunContext
 from verimap.core.verifier import Verifier
 from verimap.planning.plan import parse_plan
 from verimap.testing import InProcessSandboxDouble
-from verimap.verdicts import ABSTAINED, VFVerdict
 
 OUTCOMES = ["PASS", "FAIL", ABSTAINED, None]
 

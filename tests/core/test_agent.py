@@ -2,11 +2,17 @@ import json
 
 import pytest
 
+from verimap.base.messages import UserMessage
 from verimap.core import prompts
 from verimap.core.agent import inline_tool_call, tool_loop
-from verimap.llm.base import UserMessage
 from verimap.testing import ScriptedModel, tool_call_reply
-from verimap.tools import Tool, ToolRegistry, ToolsExhausted, current_transcript, default_tools
+from verimap.tools.registry import (
+    Tool,
+    ToolRegistry,
+    ToolsExhausted,
+    current_transcript,
+    default_tools,
+)
 
 TOOLS = default_tools()
 PENS = (

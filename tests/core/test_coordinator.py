@@ -4,12 +4,13 @@ from pathlib import Path
 import pytest
 
 import verimap
-from verimap.config import Budget, RunConfig
+from verimap.base.accounting import Budget
+from verimap.base.events import read_trace
+from verimap.base.messages import AssistantMessage, UserMessage
+from verimap.base.run_context import RunContext
+from verimap.config import RunConfig
 from verimap.core.executor import ExecutorOutput
-from verimap.core.run_context import RunContext
-from verimap.events import read_trace
-from verimap.llm.messages import AssistantMessage, UserMessage
-from verimap.picture import run_to_mermaid
+from verimap.observe.picture import run_to_mermaid
 from verimap.planning.fixed_planners import TemplatePlanner
 from verimap.planning.planner import LLMPlanner, PlannerOptions
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld

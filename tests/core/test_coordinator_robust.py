@@ -6,12 +6,13 @@ import json
 import pytest
 
 import verimap
-from verimap.config import Budget, RunConfig
-from verimap.events import EventBus
-from verimap.llm.base import ModelError
+from verimap.base.accounting import Budget
+from verimap.base.events import EventBus
+from verimap.base.model import ModelError
+from verimap.base.sandbox import SandboxUnavailable
+from verimap.config import RunConfig
 from verimap.planning.fixed_planners import TemplatePlanner
 from verimap.planning.planner import LLMPlanner, PlannerOptions
-from verimap.sandbox.base import SandboxUnavailable
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld, tool_call_reply
 
 

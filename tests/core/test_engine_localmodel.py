@@ -6,13 +6,14 @@ import warnings
 import pytest
 
 import verimap
-from verimap.config import Budget, RunConfig
+from verimap.base.accounting import Budget
+from verimap.base.run_context import RunContext
+from verimap.config import RunConfig
 from verimap.core.executor import EXECUTOR_SETTINGS, Executor
-from verimap.core.run_context import RunContext
 from verimap.core.verifier import Verifier
 from verimap.planning.plan import Node
 from verimap.sandbox import get_sandbox
-from verimap.tools import default_tools
+from verimap.tools.registry import default_tools
 
 pytestmark = pytest.mark.localmodel
 
@@ -124,10 +125,10 @@ async def test_the_independent_solution_is_a_program_the_sandbox_runs(local_mode
     """The mixed ballot's program path end to end (the default ballot draws no programs): the
     real model writes `solution()`, a real sandbox runs it, and the number it returns judges a
     wrong and a right total (a quorum of two: the attempt and one greedy program)."""
+    from verimap.base.run_context import RunContext
     from verimap.checks.answer_agreement import MIXED_BALLOT, AnswerAgreement
     from verimap.checks.base import CheckTools, Submission
     from verimap.checks.programs import write_program
-    from verimap.core.run_context import RunContext
 
     task = "A shop sells pens at 17 dollars each. How much do 23 pens cost?"
     sandbox = process_sandbox()

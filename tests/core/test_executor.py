@@ -2,17 +2,18 @@ import json
 
 import pytest
 
+from verimap.base.messages import AssistantMessage, ModelResponse, to_openai
+from verimap.base.purpose import ExecuteCall
+from verimap.base.run_context import RunContext
+from verimap.base.verdicts import VFVerdict
 from verimap.config import RunConfig
 from verimap.core import prompts
 from verimap.core.agent import parse_react
 from verimap.core.executor import Executor, check_output_keys, render_inputs
 from verimap.core.feedback import Feedback
-from verimap.core.run_context import RunContext
-from verimap.llm.base import AssistantMessage, ExecuteCall, ModelResponse, to_openai
 from verimap.planning.plan import Node
 from verimap.testing import ScriptedModel, tool_call_reply
-from verimap.tools import default_tools
-from verimap.verdicts import VFVerdict
+from verimap.tools.registry import default_tools
 
 NODE = Node(
     id="c", instruction="Multiply a by b.", inputs=["n1.a", "n1.b"], outputs={"product": "any"}
@@ -306,7 +307,7 @@ async def test_a_code_output_is_taken_from_the_replys_fenced_block_without_anoth
 def test_a_docstring_copied_with_json_escapes_still_gives_the_code():
     """The 1.5B on HumanEval/72 (eval r0, 2026-11-26): the task came in JSON, and the block
     opened with the docstring, its escapes and the first comment on one line."""
-    from verimap.iotypes import code_from_reply
+    from verimap.base.iotypes import code_from_reply
 
     copied = (
         "```python\ndef will_it_fly(q, w):\n"

@@ -3,14 +3,14 @@
 from typing import Any
 
 import verimap
+from verimap.base.run_context import RunContext
+from verimap.base.verdicts import VerificationReport, VFVerdict
 from verimap.checks.disputing import Disputing
 from verimap.config import RunConfig
 from verimap.core.executor import ExecutorOutput
 from verimap.core.feedback import Feedback
 from verimap.core.node_attempts import NodeAttempts, NodeJob, NodeStep
 from verimap.core.result import AttemptReport, NodeReport
-from verimap.core.run_context import RunContext
-from verimap.verdicts import VerificationReport, VFVerdict
 
 NODE = verimap.parse_plan({"nodes": [{
     "id": "n", "instruction": "say ok", "inputs": ["USER_TASK"], "outputs": ["v"],

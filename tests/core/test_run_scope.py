@@ -4,16 +4,17 @@ import asyncio
 
 import pytest
 
-from verimap import events as ev
-from verimap.accounting import BudgetExceeded
-from verimap.config import Budget, RunConfig
+from verimap.base import events as ev
+from verimap.base.accounting import Budget, BudgetExceeded
+from verimap.base.events import EventBus, read_trace
+from verimap.base.messages import ModelRequest, UserMessage
+from verimap.base.model import ModelError
+from verimap.base.sandbox import SandboxUnavailable
+from verimap.base.usage import EXECUTOR
+from verimap.config import RunConfig
 from verimap.core.result import RunResult
 from verimap.core.run_scope import RunScope
-from verimap.events import EventBus, read_trace
-from verimap.llm.base import ModelError, ModelRequest, UserMessage
-from verimap.sandbox.base import SandboxUnavailable
 from verimap.testing import ScriptedModel
-from verimap.usage import EXECUTOR
 
 
 def ending(scope: RunScope):

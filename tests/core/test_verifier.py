@@ -3,9 +3,10 @@ import warnings
 
 import pytest
 
-from verimap.core.run_context import RunContext
+from verimap.base.messages import GenerationSettings, to_openai
+from verimap.base.purpose import JudgeCall
+from verimap.base.run_context import RunContext
 from verimap.core.verifier import Verifier
-from verimap.llm.base import GenerationSettings, JudgeCall, to_openai
 from verimap.planning.plan import Node
 from verimap.sandbox import get_sandbox
 from verimap.testing import InProcessSandboxDouble, ScriptedModel
@@ -210,7 +211,7 @@ async def test_the_judge_checks_with_the_executors_tools_before_its_verdict():
     """The paper's verifier is a ReAct agent: it may compute before it decides."""
     from verimap.config import RunConfig
     from verimap.testing import tool_call_reply
-    from verimap.tools import default_tools
+    from verimap.tools.registry import default_tools
 
     def fn(req):
         if req.response_schema is not None:
@@ -241,7 +242,7 @@ async def test_the_judge_checks_with_the_executors_tools_before_its_verdict():
 
 
 async def test_a_judge_without_a_tools_api_uses_the_text_protocol():
-    from verimap.tools import default_tools
+    from verimap.tools.registry import default_tools
 
     def fn(req):
         if req.response_schema is not None:

@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from verimap.base.model import ModelError
+from verimap.base.purpose import JudgeCall
 from verimap.cli import main
 from verimap.evals.any_benchmark import open_benchmark
 from verimap.evals.custom import FieldMap
 from verimap.evals.data import DataError
 from verimap.evals.runner import ERRORS, RESULTS, RunDirError, run_eval
 from verimap.evals.sampling import SelectionError, select_tasks
-from verimap.llm.base import JudgeCall, ModelError
 from verimap.testing import ScriptedModel, oracle_models
 
 from .conftest import REPO
@@ -287,7 +288,7 @@ class Mine:
         return [EvalTask("m1", "mine", "Name a colour.", "red")]
 
     def tools(self, sandbox):
-        from verimap.tools import ToolRegistry
+        from verimap.tools.registry import ToolRegistry
         return ToolRegistry()
 
     async def score(self, task, answer, sandbox):

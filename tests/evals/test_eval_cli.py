@@ -228,8 +228,8 @@ def test_an_endpoint_outage_is_errored_not_scored_and_a_resume_scores_it(
 ):
     from functools import partial
 
-    from verimap import endpoint as ep
     from verimap.evals.tasksets import get_benchmark
+    from verimap.local import endpoint as ep
 
     monkeypatch.setattr(
         ep,
@@ -262,7 +262,7 @@ def test_an_endpoint_outage_is_errored_not_scored_and_a_resume_scores_it(
 def test_progress_on_a_terminal_draws_the_tasks_in_flight_under_the_bar(tmp_path, monkeypatch):
     from rich.console import Console
 
-    from verimap import live_view
+    from verimap.observe import live_view
 
     screen = Console(file=io.StringIO(), force_terminal=True, color_system="standard", width=120)
     monkeypatch.setattr(live_view, "stderr_console", lambda: screen)

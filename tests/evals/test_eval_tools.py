@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from verimap.base.messages import ToolMessage, UserMessage
 from verimap.checks.evidence import passages
 from verimap.core.agent import flatten_tool_messages
 from verimap.evals import data as d
@@ -16,8 +17,7 @@ from verimap.evals.tools import (
     question_of,
     sympy_tool,
 )
-from verimap.llm.messages import ToolMessage, UserMessage
-from verimap.tools import ToolsExhausted, transcript_scope
+from verimap.tools.registry import ToolsExhausted, transcript_scope
 
 from .test_retrieval import HashingEmbedderDouble
 

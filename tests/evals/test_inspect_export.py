@@ -13,10 +13,11 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from verimap.base.messages import ModelRequest
+from verimap.base.model import ModelError
 from verimap.cli import main
 from verimap.evals.runner import ERRORS, RESULTS
 from verimap.evals.tasksets import get_benchmark
-from verimap.llm.base import ModelError, ModelRequest
 from verimap.testing import ScriptedModel, need, oracle_models
 
 from .conftest import SAMPLES

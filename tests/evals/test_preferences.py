@@ -4,7 +4,8 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from verimap import events as ev
+from verimap.base import events as ev
+from verimap.base.messages import to_openai
 from verimap.cli import main
 from verimap.evals.preferences import (
     ExportError,
@@ -14,7 +15,6 @@ from verimap.evals.preferences import (
 )
 from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import get_benchmark
-from verimap.llm.base import to_openai
 from verimap.planning.fallback import fallback_plan
 from verimap.testing import ScriptedModel, need, oracle_models
 

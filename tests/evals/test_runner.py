@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from verimap.check_names import DEFAULT_BALLOT
+from verimap.base.check_names import DEFAULT_BALLOT
 from verimap.evals.runner import (
     ERRORS,
     RESULTS,

@@ -9,6 +9,7 @@ from typing import Any
 
 from click.testing import CliRunner
 
+from verimap.base.messages import ModelRequest
 from verimap.cli import main
 from verimap.config import EVAL_TASK_TIME_LIMIT, RunConfig
 from verimap.evals import task_budget
@@ -16,7 +17,6 @@ from verimap.evals.attempt import method_solver
 from verimap.evals.runner import ERRORS, RESULTS, run_eval
 from verimap.evals.task_budget import within
 from verimap.evals.tasksets import EvalTask, get_benchmark
-from verimap.llm.base import ModelRequest
 from verimap.testing import ScriptedModel, oracle_models
 from verimap.wiring import resolve
 

@@ -31,6 +31,9 @@ from inspect_ai.log import EvalLog, read_eval_log
 from inspect_ai.model import GenerateConfig, ModelOutput, ModelUsage, get_model
 from inspect_ai.scorer import match
 
+from verimap.base.messages import GenerationSettings, ModelRequest
+from verimap.base.model import ModelError
+from verimap.base.usage import Usage
 from verimap.integrations import completions, shared_models
 from verimap.integrations.inspect_ai import trace_file, verified, verimap_solver
 from verimap.integrations.inspect_events import NODE_SPAN
@@ -41,9 +44,7 @@ from verimap.integrations.inspect_model import (
     to_inspect_messages,
     to_inspect_tools,
 )
-from verimap.llm.base import GenerationSettings, ModelError, ModelRequest
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld
-from verimap.usage import Usage
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -406,7 +407,7 @@ async def test_the_fallback_models_are_opened_once_and_closed_after_the_last_sam
         yield {"planner": "m", "executor": "m", "judge": "m"}
         opened.append("closed")
 
-    monkeypatch.setattr("verimap.endpoint.connect", fake_connect)
+    monkeypatch.setattr("verimap.local.endpoint.connect", fake_connect)
     monkeypatch.setattr(shared_models, "LINGER_S", 0.05)
     shared = shared_models.SharedModels()
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from verimap.llm.base import GenerationSettings, ModelError, ModelRequest
-from verimap.llm.messages import UserMessage
+from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
+from verimap.base.model import ModelError
 from verimap.llm.openai_model import OpenAIModel
 
 from .conftest import Reply, completion

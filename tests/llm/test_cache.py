@@ -11,10 +11,11 @@ import stat
 
 import pytest
 
-from verimap.accounting import BudgetExceeded, Ledger, MeteredModel, ModelCall
-from verimap.config import Budget
+from verimap.base.accounting import Budget, BudgetExceeded, Ledger, MeteredModel, ModelCall
+from verimap.base.messages import GenerationSettings, ModelRequest, ModelResponse, UserMessage
+from verimap.base.model import ModelError
+from verimap.base.usage import Usage
 from verimap.llm import cache
-from verimap.llm.base import GenerationSettings, ModelError, ModelRequest, ModelResponse
 from verimap.llm.cache import (
     CachedModel,
     CacheError,
@@ -23,9 +24,7 @@ from verimap.llm.cache import (
     is_sampled,
     user_secret,
 )
-from verimap.llm.messages import UserMessage
 from verimap.llm.openai_model import OpenAIModel
-from verimap.usage import Usage
 
 from .conftest import Reply, completion, error
 

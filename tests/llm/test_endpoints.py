@@ -7,9 +7,9 @@ import asyncio
 
 import pytest
 
+from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
+from verimap.base.model import ModelError
 from verimap.llm import limits
-from verimap.llm.base import GenerationSettings, ModelError, ModelRequest
-from verimap.llm.messages import UserMessage
 from verimap.llm.openai_model import OpenAIModel
 from verimap.llm.providers import (
     UnknownProvider,
@@ -196,7 +196,7 @@ def no_endpoint(monkeypatch):
 
 
 async def test_connect_sends_each_provider_s_model_to_its_endpoint(no_endpoint, monkeypatch):
-    from verimap.endpoint import connect, is_remote
+    from verimap.local.endpoint import connect, is_remote
 
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai-key-42")
     async with connect(model="ollama/qwen2.5:7b", planner_model="openai/gpt-4.1") as models:
@@ -209,7 +209,7 @@ async def test_connect_sends_each_provider_s_model_to_its_endpoint(no_endpoint, 
 
 
 async def test_connect_takes_names_as_they_are_at_a_configured_endpoint(no_endpoint):
-    from verimap.endpoint import connect
+    from verimap.local.endpoint import connect
 
     url = "http://127.0.0.1:9/v1"
     async with connect(model="Qwen/Qwen2.5-7B-Instruct", base_url=url, max_connections=3) as models:
@@ -218,7 +218,7 @@ async def test_connect_takes_names_as_they_are_at_a_configured_endpoint(no_endpo
 
 
 async def test_connect_refuses_unknown_providers_and_missing_keys(no_endpoint, monkeypatch):
-    from verimap.endpoint import connect
+    from verimap.local.endpoint import connect
 
     with pytest.raises(ModelError, match="unknown provider 'mistral'"):
         async with connect(model="mistral/mistral-large"):

@@ -7,8 +7,7 @@ import json
 import jsonschema
 import pytest
 
-from verimap.llm.base import GenerationSettings, ModelRequest
-from verimap.llm.messages import SystemMessage, UserMessage
+from verimap.base.messages import GenerationSettings, ModelRequest, SystemMessage, UserMessage
 from verimap.llm.structured import request_structured
 from verimap.planning.plan import Plan, plan_json_schema
 from verimap.planning.planner import LLMPlanner
@@ -146,7 +145,7 @@ async def test_a_repeated_prefix_is_served_from_the_cache_and_counted(local_mode
     server says so in `usage`, and the ledger keeps it apart from the prompt it processed."""
     import asyncio
 
-    from verimap.accounting import Ledger, MeteredModel
+    from verimap.base.accounting import Ledger, MeteredModel
 
     prefix = "You are a careful assistant. " + " ".join(f"Rule {i}: be brief." for i in range(120))
 

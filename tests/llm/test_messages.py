@@ -7,8 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from verimap.core.agent import tool_loop
-from verimap.llm.base import (
+from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
     ModelRequest,
@@ -19,8 +18,9 @@ from verimap.llm.base import (
     as_messages,
     to_openai,
 )
+from verimap.core.agent import tool_loop
 from verimap.llm.openai_model import OpenAIModel
-from verimap.tools import ToolRegistry, calculator_tool
+from verimap.tools.registry import ToolRegistry, calculator_tool
 
 from .conftest import Reply, completion
 

@@ -9,8 +9,9 @@ import time
 
 import pytest
 
-from verimap.llm.base import GenerationSettings, Model, ModelError, ModelRequest
-from verimap.llm.messages import UserMessage
+from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
+from verimap.base.model import ModelError
+from verimap.base.protocols import Model
 from verimap.llm.openai_model import OpenAIModel, parse_text_tool_calls, response_format_for
 
 from .conftest import Reply, completion, error
@@ -305,8 +306,7 @@ async def test_the_local_client_sends_its_server_token_never_openai_api_key(
 
 
 async def test_cost_comes_from_the_price_library_and_the_local_model_is_known_free(http_server):
-    from verimap.accounting import Ledger, MeteredModel
-    from verimap.config import Budget
+    from verimap.base.accounting import Budget, Ledger, MeteredModel
 
     http_server.replies = [Reply(body=completion("ok", prompt=1_000_000, completion_tokens=0))]
     remote = OpenAIModel("gpt-4o", base_url=http_server.url, api_key="sk-x")
@@ -321,7 +321,7 @@ async def test_cost_comes_from_the_price_library_and_the_local_model_is_known_fr
 
 async def test_a_request_s_purpose_never_reaches_the_endpoint(http_server):
     """The purpose is for traces and doubles: the body holds what the model needs, no more."""
-    from verimap.llm.purpose import ExecuteCall, JudgeCall, PlanCall, SolveCall
+    from verimap.base.purpose import ExecuteCall, JudgeCall, PlanCall, SolveCall
 
     http_server.replies = [Reply(body=completion("ok"))]
     purposes = [

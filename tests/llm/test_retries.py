@@ -8,8 +8,8 @@ from email.utils import formatdate
 
 import pytest
 
-from verimap.llm.base import ModelError, ModelRequest
-from verimap.llm.messages import UserMessage
+from verimap.base.messages import ModelRequest, UserMessage
+from verimap.base.model import ModelError
 from verimap.llm.openai_model import OpenAIModel
 from verimap.llm.retries import GiveUp, Retries, RetryPolicy, max_wait_from_env, server_wait
 

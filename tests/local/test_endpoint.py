@@ -6,15 +6,15 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from verimap.base.model import ModelError
 from verimap.cli import endpoint_options
-from verimap.endpoint import (
+from verimap.llm.openai_model import OpenAIModel
+from verimap.local.endpoint import (
     connect,
     default_temperature,
     is_remote,
     resolve_local,
 )
-from verimap.llm.base import ModelError
-from verimap.llm.openai_model import OpenAIModel
 from verimap.policies import SmallModel
 
 
@@ -150,9 +150,8 @@ def test_blank_local_model_variables_mean_the_default_model(monkeypatch):
 
 
 async def test_the_local_model_is_cached_by_its_file_s_content(monkeypatch, tmp_path):
-    from verimap.llm.base import ModelRequest
+    from verimap.base.messages import ModelRequest, UserMessage
     from verimap.llm.cache import CachedModel
-    from verimap.llm.messages import UserMessage
     from verimap.local import server as srv
 
     def running(model_file, *, alias, keep, timeout):  # a server already up: nothing starts

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
+from verimap.base.model import ModelError
 from verimap.cli import main
-from verimap.endpoint import connect
-from verimap.llm.base import GenerationSettings, ModelError, ModelRequest
-from verimap.llm.messages import UserMessage
 from verimap.local import server
+from verimap.local.endpoint import connect
 
 pytestmark = pytest.mark.localmodel
 

@@ -23,11 +23,11 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from verimap.endpoint import connect
-from verimap.llm.base import GenerationSettings, ModelRequest
+from verimap.base.messages import GenerationSettings, ModelRequest
+from verimap.base.usage import Usage
 from verimap.local import server
 from verimap.local._serve import PROOF_PATH, READY_PATH, _read_token, _split_args, proof
-from verimap.usage import Usage
+from verimap.local.endpoint import connect
 
 TOKEN = "t" * 43
 SECRET = "sk-must-never-reach-the-local-server"

@@ -7,11 +7,14 @@ from typing import Any
 
 import pytest
 
-from verimap.config import Budget, RunConfig
+from verimap.base.accounting import Budget
+from verimap.base.events import FINISH, MODEL_CALL, REPLIES, RUN_START, VOTE, EventBus, read_trace
+from verimap.base.messages import ModelRequest
+from verimap.base.model import ModelError
+from verimap.base.usage import EXECUTOR
+from verimap.config import RunConfig
 from verimap.evals.attempt import attempt_task
 from verimap.evals.tasksets import get_benchmark
-from verimap.events import FINISH, MODEL_CALL, REPLIES, RUN_START, VOTE, EventBus, read_trace
-from verimap.llm.base import ModelError, ModelRequest
 from verimap.methods.answers import BARE_PROMPTS, bare_prompt, qa_prompt, read_answer
 from verimap.methods.baselines import (
     RAG_PASSAGES,
@@ -24,7 +27,6 @@ from verimap.methods.baselines import (
 )
 from verimap.methods.votes import by_text, by_value
 from verimap.testing import EngineGoneSandboxDouble, ScriptedModel
-from verimap.usage import EXECUTOR
 
 PENS = "A shop sells pens at 17 dollars each. How much do 23 pens cost? Give the number."
 STUB = '''from typing import List

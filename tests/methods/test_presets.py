@@ -6,12 +6,12 @@ import json
 import pytest
 
 from tests.evals.conftest import SAMPLES
+from verimap.base.messages import to_openai
 from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import EvalTask, get_benchmark
-from verimap.llm.base import to_openai
 from verimap.methods.presets import METHODS
 from verimap.testing import ScriptedModel, ScriptedWorld
-from verimap.tools import ToolRegistry, calculator_tool
+from verimap.tools.registry import ToolRegistry, calculator_tool
 from verimap.wiring import build, resolve
 
 ALWAYS_FAILS = {

@@ -9,13 +9,13 @@ import pytest
 
 import verimap
 from tests.evals.conftest import SAMPLES, chat_endpoint, fast_model  # noqa: F401
-from verimap.check_names import ANSWER_AGREEMENT, MIXED
+from verimap.base.check_names import ANSWER_AGREEMENT, MIXED
+from verimap.base.events import MODEL_CALL, EventBus
+from verimap.base.purpose import ExecuteCall, JudgeCall, PlanCall, SolveCall
 from verimap.config import RunConfig
 from verimap.evals.tasksets import get_benchmark
-from verimap.events import MODEL_CALL, EventBus
-from verimap.llm.purpose import ExecuteCall, JudgeCall, PlanCall, SolveCall
 from verimap.testing import ScriptedWorld, oracle_models
-from verimap.tools import ToolRegistry, calculator_tool
+from verimap.tools.registry import ToolRegistry, calculator_tool
 from verimap.wiring import build
 
 KINDS = {

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from verimap.check_names import DOMAIN_CHECKS
+from verimap.base.check_names import DOMAIN_CHECKS
 from verimap.planning.demos import DOMAINS, held_out, nearest, pool
 from verimap.planning.plan import LLMVF, CheckVF, parse_plan
 from verimap.planning.plan_checks import plan_quality_problems

@@ -3,7 +3,7 @@ a number for a number."""
 
 import pytest
 
-from verimap.core.run_context import RunContext
+from verimap.base.run_context import RunContext
 from verimap.planning.domain import infer_domain
 from verimap.planning.fallback import whole_task_plan
 from verimap.planning.planner import LLMPlanner, PlannerOptions

@@ -2,10 +2,12 @@ import json
 
 import pytest
 
-from verimap.core.run_context import RunContext
+from verimap.base.events import PLAN_INVALID, Event
+from verimap.base.messages import AssistantMessage, to_openai
+from verimap.base.purpose import PlanCall
+from verimap.base.run_context import RunContext
+from verimap.base.verdicts import VFVerdict
 from verimap.core.verifier import Verifier
-from verimap.events import PLAN_INVALID, Event
-from verimap.llm.base import AssistantMessage, PlanCall, to_openai
 from verimap.planning import prompts
 from verimap.planning.failure import FailureContext
 from verimap.planning.fixed_planners import AddVFsPlanner, TemplatePlanner
@@ -18,8 +20,7 @@ from verimap.planning.planner import (
     PlanningError,
 )
 from verimap.testing import InProcessSandboxDouble, ScriptedModel
-from verimap.tools import default_tools
-from verimap.verdicts import VFVerdict
+from verimap.tools.registry import default_tools
 
 GOOD = {
     "nodes": [
@@ -367,8 +368,8 @@ def test_the_planning_schema_admits_a_check_only_with_the_arguments_it_takes():
 
 
 async def test_a_reply_cut_at_the_length_limit_is_named_as_such():
-    from verimap.llm.base import ModelResponse
-    from verimap.usage import Usage
+    from verimap.base.messages import ModelResponse
+    from verimap.base.usage import Usage
 
     cut = ModelResponse(content='{"nodes": [{"id": "a", "verification": [{"name": "v"}]', finish_reason="length", usage=Usage(calls=1, completion_tokens=300))  # fmt: skip
     m = ScriptedModel([cut, GOOD])
@@ -575,8 +576,8 @@ async def test_a_plan_with_other_problems_is_repaired_not_salvaged():
 
 
 async def test_two_replies_in_a_row_cut_at_the_limit_end_the_repairs():
-    from verimap.llm.base import ModelResponse
-    from verimap.usage import Usage
+    from verimap.base.messages import ModelResponse
+    from verimap.base.usage import Usage
 
     cut = ModelResponse(content='{"nodes": [{"id": "a"', finish_reason="length", usage=Usage(calls=1, completion_tokens=1024))  # fmt: skip
     m = ScriptedModel([cut, cut, GOOD])

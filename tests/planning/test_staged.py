@@ -6,16 +6,17 @@ import json
 import pytest
 
 import verimap
+from verimap.base.events import PLAN_INVALID, Event
+from verimap.base.messages import UserMessage
+from verimap.base.purpose import PlanCall
+from verimap.base.run_context import RunContext
+from verimap.base.verdicts import VFVerdict
 from verimap.config import RunConfig
-from verimap.core.run_context import RunContext
-from verimap.events import PLAN_INVALID, Event
-from verimap.llm.base import PlanCall, UserMessage
 from verimap.planning.failure import FailureContext
 from verimap.planning.plan import LLMVF, CheckVF, parse_plan
 from verimap.planning.planner import LLMPlanner, PlannerOptions, PlanningError
 from verimap.planning.staged import StagedPlanner
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld
-from verimap.verdicts import VFVerdict
 
 TASK = (
     "Who is the person that both The Verge and TechCrunch reported as accused of fraud?\n\n"

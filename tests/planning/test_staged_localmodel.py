@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 import verimap
-from verimap.config import Budget, RunConfig
-from verimap.events import read_trace
+from verimap.base.accounting import Budget
+from verimap.base.events import read_trace
+from verimap.config import RunConfig
 from verimap.planning.plan import LLMVF
 from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner, PlannerOptions
 from verimap.policies.small_model import ReplyCap

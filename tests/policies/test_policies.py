@@ -4,9 +4,9 @@ applies the endpoint's policy as the CLI does."""
 import pytest
 
 import verimap
+from verimap.base.events import EventBus, RunStart
+from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
 from verimap.config import RunConfig, given
-from verimap.events import EventBus, RunStart
-from verimap.llm.base import GenerationSettings, ModelRequest, UserMessage
 from verimap.planning.planner import LLMPlanner
 from verimap.policies import Paper, SmallModel, get_policies
 from verimap.policies.small_model import ReplyCap

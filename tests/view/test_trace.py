@@ -1,6 +1,6 @@
 import json
 
-from verimap.trace_files import clip_deep, clip_text, read_events
+from verimap.observe.trace_files import clip_deep, clip_text, read_events
 from verimap.view.trace import build_run, load_run, run_from_plans
 
 from .conftest import HOSTILE, HUGE, events

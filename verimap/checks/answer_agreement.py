@@ -30,20 +30,20 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from verimap import iotypes
-from verimap.check_names import ANSWER_AGREEMENT, MIXED, SAMPLED, STRICT, known_ballot
+from verimap.base import iotypes
+from verimap.base.check_names import ANSWER_AGREEMENT, MIXED, SAMPLED, STRICT, known_ballot
+from verimap.base.events import CrossCheck
+from verimap.base.model import ModelError
+from verimap.base.numbers import normalize_number
+from verimap.base.verdicts import ABSTAINED, VFVerdict
 from verimap.checks.arithmetic import slips
 from verimap.checks.base import CheckTools, Strength, Submission, verdict
 from verimap.checks.programs import ProgramRun, write_program
 from verimap.checks.samples import sample_answer
-from verimap.events import CrossCheck
-from verimap.llm.base import ModelError
-from verimap.numbers import normalize_number
 from verimap.planning.plan import Node
-from verimap.verdicts import ABSTAINED, VFVerdict
 
 if TYPE_CHECKING:
-    from verimap.core.run_context import RunContext
+    from verimap.base.run_context import RunContext
 
 Kind = Literal["attempt", "sample", "program"]
 # The kinds of independent solution a confirmation needs among its votes.

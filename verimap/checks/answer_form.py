@@ -16,13 +16,13 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from verimap.check_names import ABSTENTION, DATE, ENTITY, NUMBER_IN_RANGE, YES_NO
+from verimap.base.check_names import ABSTENTION, DATE, ENTITY, NUMBER_IN_RANGE, YES_NO
+from verimap.base.numbers import normalize_number
+from verimap.base.verdicts import VFVerdict
 from verimap.checks.base import CheckTools, Strength, Submission, verdict
-from verimap.numbers import normalize_number
-from verimap.verdicts import VFVerdict
 
 if TYPE_CHECKING:
-    from verimap.core.run_context import RunContext
+    from verimap.base.run_context import RunContext
 
 YES_NO_WORDS = {"yes", "no"}
 MAX_ENTITY_WORDS = 8

@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from verimap.check_names import ARITHMETIC
+from verimap.base.check_names import ARITHMETIC
+from verimap.base.messages import AssistantMessage, Message
+from verimap.base.verdicts import VFVerdict
 from verimap.checks.base import CheckTools, Strength, Submission
-from verimap.llm.messages import AssistantMessage, Message
-from verimap.tools import THOUSANDS_SEP, CalculatorError, safe_eval
-from verimap.verdicts import VFVerdict
+from verimap.tools.registry import THOUSANDS_SEP, CalculatorError, safe_eval
 
 if TYPE_CHECKING:
-    from verimap.core.run_context import RunContext
+    from verimap.base.run_context import RunContext
 
 NAME = ARITHMETIC
 

@@ -17,14 +17,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from verimap.llm.base import Model
-from verimap.llm.messages import GenerationSettings, Message
+from verimap.base.messages import GenerationSettings, Message
+from verimap.base.protocols import Model, Sandbox
+from verimap.base.verdicts import VFVerdict
 from verimap.planning.plan import Node
-from verimap.sandbox.base import Sandbox
-from verimap.verdicts import VFVerdict
 
 if TYPE_CHECKING:
-    from verimap.core.run_context import RunContext
+    from verimap.base.run_context import RunContext
 
 Strength = Literal["weak", "strong"]
 

@@ -25,6 +25,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from verimap.base.protocols import Sandbox
+from verimap.base.sandbox import Outcome
 from verimap.checks.code_inputs import (
     call_args,
     call_text,
@@ -33,7 +35,6 @@ from verimap.checks.code_inputs import (
     literal_source,
     parameters,
 )
-from verimap.sandbox.base import Outcome, Sandbox
 from verimap.sandbox.worker.examples import find_examples
 from verimap.sandbox.worker.snippets import parse_code
 

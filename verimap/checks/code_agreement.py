@@ -25,7 +25,15 @@ import asyncio
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from verimap.check_names import CODE_AGREEMENT
+from verimap.base.check_names import CODE_AGREEMENT
+from verimap.base.events import CrossCheck
+from verimap.base.iotypes import code_from_reply
+from verimap.base.messages import ModelRequest, UserMessage
+from verimap.base.model import ModelError
+from verimap.base.purpose import SolveCall
+from verimap.base.sandbox import Outcome
+from verimap.base.usage import JUDGE
+from verimap.base.verdicts import ABSTAINED, VFVerdict
 from verimap.checks.base import CheckTools, Strength, Submission, verdict
 from verimap.checks.behaviour import (
     Behaviour,
@@ -45,18 +53,11 @@ from verimap.checks.behaviour import (
     within_domain,
 )
 from verimap.checks.examples import RunExamples, code_output, run_examples
-from verimap.events import CrossCheck
-from verimap.iotypes import code_from_reply
-from verimap.llm.base import ModelError, ModelRequest, SolveCall
-from verimap.llm.messages import UserMessage
 from verimap.planning.plan import Node
-from verimap.sandbox.base import Outcome
 from verimap.sandbox.policy import task_examples
-from verimap.usage import JUDGE
-from verimap.verdicts import ABSTAINED, VFVerdict
 
 if TYPE_CHECKING:
-    from verimap.core.run_context import RunContext
+    from verimap.base.run_context import RunContext
 
 REFERENCE_PROMPT = (
     "{task}\n\nWrite the complete Python function `{entry}` this task asks for: its signature "

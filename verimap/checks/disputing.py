@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from verimap.base.verdicts import VerificationReport
 from verimap.checks.base import Check, Chooser, Settler, Tallier
 from verimap.planning.plan import Node
-from verimap.verdicts import VerificationReport
 
 if TYPE_CHECKING:
-    from verimap.core.run_context import RunContext
+    from verimap.base.run_context import RunContext
 
 _T = TypeVar("_T")
 

@@ -20,14 +20,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from verimap.check_names import FACT_IN_SOURCE, FACTS_FROM_SOURCES, REPORTS_IN_ORDER
+from verimap.base.check_names import FACT_IN_SOURCE, FACTS_FROM_SOURCES, REPORTS_IN_ORDER
+from verimap.base.messages import Message, ToolMessage, UserMessage
+from verimap.base.verdicts import VFVerdict
 from verimap.checks.answer_form import is_abstention, named_value, parse_date
 from verimap.checks.base import CheckTools, Strength, Submission, verdict
-from verimap.llm.messages import Message, ToolMessage, UserMessage
-from verimap.verdicts import VFVerdict
 
 if TYPE_CHECKING:
-    from verimap.core.run_context import RunContext
+    from verimap.base.run_context import RunContext
 
 # The share of a claim's content words one passage must hold.
 MIN_OVERLAP = 0.7

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from verimap import iotypes
-from verimap.check_names import RUN_EXAMPLES
+from verimap.base import iotypes
+from verimap.base.check_names import RUN_EXAMPLES
+from verimap.base.sandbox import Outcome
+from verimap.base.verdicts import ABSTAINED, VFVerdict
 from verimap.checks.base import CheckTools, Strength, Submission, verdict
 from verimap.planning.plan import output_type
-from verimap.sandbox.base import Outcome
-from verimap.verdicts import ABSTAINED, VFVerdict
 
 if TYPE_CHECKING:
-    from verimap.core.run_context import RunContext
+    from verimap.base.run_context import RunContext
 
 # The VF the sandbox runs: the worker's `run_examples` helper, with the task and code as data.
 EXAMPLES_VF = "run_examples(outputs['code'], inputs['USER_TASK'])"

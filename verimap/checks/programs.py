@@ -14,12 +14,19 @@ import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
-from verimap.iotypes import code_from_reply, python_blocks
-from verimap.llm.base import Model, ModelRequest, SolveCall
-from verimap.llm.messages import AssistantMessage, GenerationSettings, Message, UserMessage
-from verimap.numbers import final_number
-from verimap.sandbox.base import Outcome, Sandbox
-from verimap.usage import JUDGE
+from verimap.base.iotypes import code_from_reply, python_blocks
+from verimap.base.messages import (
+    AssistantMessage,
+    GenerationSettings,
+    Message,
+    ModelRequest,
+    UserMessage,
+)
+from verimap.base.numbers import final_number
+from verimap.base.protocols import Model, Sandbox
+from verimap.base.purpose import SolveCall
+from verimap.base.sandbox import Outcome
+from verimap.base.usage import JUDGE
 
 # Prompts that frame the same request differently, so that a second program is not the first
 # one resampled: different framings make different mistakes. The first makes the model account

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from verimap.check_names import (
+from verimap.base.check_names import (
     ANSWER_AGREEMENT,
     ARITHMETIC,
     BUILTIN_CHECKS,

@@ -13,11 +13,11 @@ by running it: what Python prints is evidence, what the model says Python printe
 
 from __future__ import annotations
 
+from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
+from verimap.base.protocols import Model, Sandbox
+from verimap.base.purpose import SolveCall
+from verimap.base.usage import JUDGE
 from verimap.checks.programs import ProgramRun, number_in, run_program, runnable
-from verimap.llm.base import Model, ModelRequest, SolveCall
-from verimap.llm.messages import GenerationSettings, UserMessage
-from verimap.sandbox.base import Sandbox
-from verimap.usage import JUDGE
 
 REASONING_PROMPT = (
     "{task}\n\nSolve the problem step by step. End with the line 'The answer is N.', where N is "

@@ -13,15 +13,15 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from verimap.check_names import SHOWN_WORK
+from verimap.base.check_names import SHOWN_WORK
+from verimap.base.messages import AssistantMessage, Message, ToolMessage
+from verimap.base.verdicts import VFVerdict
 from verimap.checks.arithmetic import _assistant_text, _show, normalise
 from verimap.checks.base import CheckTools, Strength, Submission
-from verimap.llm.messages import AssistantMessage, Message, ToolMessage
-from verimap.tools import THOUSANDS_SEP
-from verimap.verdicts import VFVerdict
+from verimap.tools.registry import THOUSANDS_SEP
 
 if TYPE_CHECKING:
-    from verimap.core.run_context import RunContext
+    from verimap.base.run_context import RunContext
 
 WORKING = SHOWN_WORK
 _WORD_NAMES = (

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from verimap.redaction import for_console
+from verimap.base.redaction import for_console
 
 if TYPE_CHECKING:
     from verimap.config import RunConfig
@@ -120,7 +120,7 @@ policy_option = click.option(
 def local_endpoint(endpoint: Mapping[str, Any]) -> bool:
     """Whether a command's endpoint options choose the local model: a model file, or a model
     no endpoint serves."""
-    from verimap.endpoint import is_remote
+    from verimap.local.endpoint import is_remote
 
     return endpoint.get("model_file") is not None or not is_remote(
         endpoint.get("model"), endpoint.get("base_url")
@@ -145,7 +145,7 @@ samples_option = click.option(
 def with_cross_check(run_config: dict[str, Any], on: bool | None) -> None:
     """`--cross-check/--no-cross-check`: add or remove the checks that confirm an answer with
     independently written solutions, keeping the others `run_config` has (or the default)."""
-    from verimap.check_names import AGREEMENT_CHECKS
+    from verimap.base.check_names import AGREEMENT_CHECKS
     from verimap.config import RunConfig
 
     if on is None:
@@ -158,7 +158,7 @@ def with_cross_check(run_config: dict[str, Any], on: bool | None) -> None:
 
 def cross_checks(config: RunConfig) -> bool:
     """Whether the run confirms answers with independent solutions."""
-    from verimap.check_names import AGREEMENT_CHECKS
+    from verimap.base.check_names import AGREEMENT_CHECKS
 
     return config.verify.verification == "full" and any(
         c in AGREEMENT_CHECKS for c in config.verify.checks
@@ -167,7 +167,7 @@ def cross_checks(config: RunConfig) -> bool:
 
 def warn_idle_ballot(config: RunConfig) -> None:
     """`--ballot` chooses how answer agreement votes; without that check it would do nothing."""
-    from verimap.check_names import ANSWER_AGREEMENT
+    from verimap.base.check_names import ANSWER_AGREEMENT
 
     if not (config.verify.verification == "full" and ANSWER_AGREEMENT in config.verify.checks):
         click.echo(

@@ -47,7 +47,7 @@ def ray_options(f: Callable[..., Any]) -> Callable[..., Any]:
 def sent_env(names: Iterable[str], per_node: str | None) -> list[str]:
     """`--ray-env`'s names, each checked to be set here; a note names the endpoint variables
     this environment has and does not send (the workers use their own, if any)."""
-    from verimap.env import getenv
+    from verimap.base.env import getenv
 
     chosen = list(dict.fromkeys(names))
     missing = [n for n in chosen if getenv(n) is None]

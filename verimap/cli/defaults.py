@@ -189,7 +189,7 @@ def _shown(value: Any) -> str:
 
 
 def _warn(text: str) -> None:
-    from verimap.redaction import for_console
+    from verimap.base.redaction import for_console
 
     click.echo(for_console(f"warning: {text}"), err=True)
 
@@ -224,7 +224,7 @@ class Pyproject:
             if p.name and p.name not in given and ctx.get_parameter_source(p.name) is from_file
         ]
         if taken:
-            from verimap.redaction import for_console
+            from verimap.base.redaction import for_console
 
             how = "trusted" if self.trust == "trusted" else "not trusted: harmless settings only"
             note = f"note: from {self.path} [tool.verimap] ({how}): {', '.join(taken)}"

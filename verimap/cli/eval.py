@@ -21,6 +21,8 @@ from typing import Any
 
 import click
 
+from verimap.base.out_files import OutFileError, check_replace, write_file
+from verimap.base.redaction import printable
 from verimap.cli import (
     endpoint_options,
     local_endpoint,
@@ -221,7 +223,7 @@ def _drop_config_models_without_endpoint(endpoint: dict[str, Any], from_config: 
     if not role_keys or "base_url" in endpoint or "model_file" in endpoint:
         return
     try:
-        from verimap.endpoint import is_remote
+        from verimap.local.endpoint import is_remote
     except ImportError:
         return
     if is_remote(None, None):  # OPENAI_BASE_URL or OPENAI_API_KEY: the names are served there
@@ -264,18 +266,18 @@ def _apply_policies(
 
 def run_command(**kw: Any) -> int:
     """The body of `verimap eval` without click, so it can be driven from Python."""
+    from verimap.base.events import EventBus
+    from verimap.base.model import ModelError
+    from verimap.base.redaction import printable
+    from verimap.base.sandbox import SandboxUnavailable
     from verimap.evals.cluster import ClusterError, ray_address
     from verimap.evals.data import DataError
     from verimap.evals.report import report_dirs
     from verimap.evals.retrieval import RetrievalUnavailable
     from verimap.evals.runner import RunDirError, preflight, run_eval
-    from verimap.events import EventBus
-    from verimap.llm.base import ModelError
     from verimap.local.server import ServerError
     from verimap.local.weights import WeightsError
-    from verimap.redaction import printable
     from verimap.sandbox import get_sandbox
-    from verimap.sandbox.base import SandboxUnavailable
     from verimap.wiring import resolve
 
     bench = open_benchmark(kw)  # built-in, file, datasets directory or FILE.py@FUNCTION
@@ -363,7 +365,7 @@ def run_command(**kw: Any) -> int:
                 factory = load_factory(kw["models_factory"])
                 models = factory(factory_benchmark(bench), kw.get("data_dir"))
                 return await run_eval(bench, method, models, sandbox, out, **common)
-            from verimap.endpoint import connect
+            from verimap.local.endpoint import connect
 
             async with connect(**endpoint) as models:
                 return await run_eval(bench, method, models, sandbox, out, **common)
@@ -417,8 +419,6 @@ def report(dirs: tuple[str, ...], out_file: Path | None) -> None:
     positives and negatives, the risk–coverage points), then the paper-style tables."""
     from verimap.evals.report import REPORT_FILE, REPORT_MARK, report_dirs
     from verimap.evals.runner import RunDirError
-    from verimap.out_files import OutFileError, check_replace, write_file
-    from verimap.redaction import printable
 
     named = typed_here("out_file")
     try:
@@ -452,13 +452,13 @@ def export(dirs: tuple[Path, ...], fmt: str, out: Path | None) -> None:
     a sample scored C or I; tasks in errors.jsonl that no run scored are errored samples."""
     import importlib.util
 
-    from verimap.env import getenv
+    from verimap.base.env import getenv
 
     if importlib.util.find_spec("inspect_ai") is None:
         raise click.ClickException(INSPECT_MISSING)
+    from verimap.base.out_files import OutFileError
+    from verimap.base.redaction import printable, visible
     from verimap.evals.inspect_export import ExportError, export_dirs
-    from verimap.out_files import OutFileError
-    from verimap.redaction import printable, visible
 
     target = out or Path(getenv("INSPECT_LOG_DIR") or "logs")
     try:

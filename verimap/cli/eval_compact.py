@@ -31,9 +31,9 @@ import click
 def compact(dirs: tuple[str, ...], out: Path, variant: str | None, append: bool) -> None:
     """Write one compact line per finished task of each run DIR (a directory holding run
     directories, such as a benchmark script's runs directory, stands for all of them)."""
+    from verimap.base.redaction import printable
     from verimap.evals.compact import CompactError, lines_from_dirs, write_lines
     from verimap.evals.run_dir import RunDirError
-    from verimap.redaction import printable
 
     if out.exists() and not append and out.stat().st_size and not _is_compact_file(out):
         raise click.ClickException(f"{out} holds something else than compact results; "

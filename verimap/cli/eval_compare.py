@@ -53,10 +53,10 @@ RESULTS_PATH = ResultsPath()
 def _load(dirs: Sequence[str]) -> list[Record]:
     """One side's records, pooled over its directories; a task must be in only one of them,
     whatever the method, or it would be paired twice."""
+    from verimap.base.redaction import visible
     from verimap.evals.report import double_counted, load_records
     from verimap.evals.runner import RunDirError
     from verimap.evals.stats import record_key
-    from verimap.redaction import visible
 
     loaded: list[tuple[Path, list[Record]]] = []
     for d in dirs:
@@ -253,8 +253,8 @@ def compare(
             "question_types": [r._asdict() for r in types],
         }, indent=2))  # fmt: skip
         return
+    from verimap.base.redaction import printable
     from verimap.evals.report import cell
-    from verimap.redaction import printable
 
     label_a, label_b = _label(a), _label(b)
     if label_a == label_b:

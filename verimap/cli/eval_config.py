@@ -90,7 +90,8 @@ def _check_keys(
     unknown = [_unknown(w, vocabulary) for k, w in spelled.items() if k not in options]
     from pydantic import BaseModel
 
-    from verimap.config import FLAT, PARTS, WHOLE, Budget
+    from verimap.base.accounting import Budget
+    from verimap.config import FLAT, PARTS, WHOLE
 
     fields = sorted([*FLAT, *WHOLE, *PARTS])
     unknown += [_unknown(f"run_config.{k}", fields) for k in run_config if k not in fields]

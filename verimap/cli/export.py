@@ -34,9 +34,9 @@ def preferences(
     """Planner preference pairs (prompt/chosen/rejected, TRL's conversational DPO form): per
     task, a plan that verified and was correct beside one that failed, from any run and run
     directory given."""
+    from verimap.base.out_files import OutFileError, check_replace
+    from verimap.base.redaction import printable
     from verimap.evals.preferences import PAIRS_FILE, ExportError, preference_pairs, write_pairs
-    from verimap.out_files import OutFileError, check_replace
-    from verimap.redaction import printable
 
     named = typed_here("out_file")
     try:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
+from verimap.base.out_files import OutFileError, check_replace, jsonl_of, write_file
 from verimap.cli import sandbox_option
 from verimap.cli.vocabulary import max_tasks_option, out_file_option, typed_here
-from verimap.out_files import OutFileError, check_replace, jsonl_of, write_file
 
 # What a results file `score` wrote starts with: a later score may replace it.
 RESULTS_FILE = jsonl_of("HumanEval results file", frozenset({"task_id", "result", "passed"}))

@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from verimap.llm.base import ModelError
+from verimap.base.model import ModelError
 from verimap.local import catalog, server, weights
 
 
@@ -104,7 +104,7 @@ def serve(
     chat_format: str | None,
 ) -> None:
     """Start (or reuse) a kept local server and print its URL."""
-    from verimap.endpoint import resolve_local
+    from verimap.local.endpoint import resolve_local
 
     try:
         choice = resolve_local(model, model_file)

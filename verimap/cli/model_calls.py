@@ -1,5 +1,5 @@
 """The options of `verimap run` and `verimap eval` for how model calls are made: the call cache
-and the cap on connections per endpoint. They go to `verimap.endpoint.connect` as they are,
+and the cap on connections per endpoint. They go to `verimap.local.endpoint.connect` as they are,
 beside the endpoint's own options, and live apart from both commands so that the commands'
 other flags can change without touching them."""
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from verimap.usage import Usage
+    from verimap.base.usage import Usage
 
 # The keyword arguments of `connect` these options fill.
 CALL_KEYS = ("cache", "cache_dir", "max_connections")

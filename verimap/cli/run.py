@@ -12,6 +12,9 @@ from typing import Any
 
 import click
 
+from verimap.base.accounting import Budget
+from verimap.base.env import getenv
+from verimap.base.redaction import for_console, redact
 from verimap.cli import (
     endpoint_options,
     local_endpoint,
@@ -33,11 +36,9 @@ from verimap.cli.vocabulary import (
     max_parallel_nodes_option,
     quiet_option,
 )
-from verimap.config import Budget, RunConfig
+from verimap.config import RunConfig
 from verimap.core.result import RunResult
-from verimap.env import getenv
 from verimap.methods.presets import METHODS
-from verimap.redaction import for_console, redact
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_BUDGET = 0, 1, 2, 3
 # The model endpoint or the sandbox failed: the run says nothing about the task or the method.
@@ -47,7 +48,7 @@ _C1 = re.compile(r"[\x7f-\x9f]")
 
 def _connect(**endpoint: Any) -> AbstractAsyncContextManager[dict]:
     """The models for this command; tests replace this hook to inject scripted models."""
-    from verimap.endpoint import connect
+    from verimap.local.endpoint import connect
 
     return connect(**endpoint)
 
@@ -150,7 +151,7 @@ def _given_on_the_command_line() -> set[str]:
 def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
     """A cost budget on a model with no known price would count its calls at $0 and never trip:
     refused before the first call, as bad input."""
-    from verimap.accounting import has_known_price
+    from verimap.base.accounting import has_known_price
 
     unpriced = sorted({m.name for m in models.values() if not has_known_price(m)})
     if max_cost is not None and unpriced:
@@ -232,10 +233,10 @@ def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_n
     error (the model endpoint or the sandbox failed).
     """
     import verimap
-    from verimap.llm.base import ModelError
+    from verimap.base.model import ModelError
+    from verimap.base.sandbox import SandboxUnavailable
     from verimap.planning.fixed_planners import TemplatePlanner
     from verimap.planning.plan import PlanError
-    from verimap.sandbox.base import SandboxUnavailable
     from verimap.wiring import build, resolve
 
     if not task.strip():
@@ -307,7 +308,7 @@ def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_n
             await sandbox.aclose()
 
     async def go(spans: Any) -> RunResult:
-        from verimap.live_view import narrate
+        from verimap.observe.live_view import narrate
 
         events = verimap.EventBus()
         if spans is not None:

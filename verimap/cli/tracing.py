@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from verimap.env import getenv
-from verimap.redaction import redact
+from verimap.base.env import getenv
+from verimap.base.redaction import redact
 
 if TYPE_CHECKING:
-    from verimap.otel import OtelSpans
+    from verimap.observe.otel import OtelSpans
 
 # Either one names a collector, which asks for spans as --otel does (blank means unset).
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
@@ -47,7 +47,7 @@ def otel_spans(
         yield None
         return
     try:
-        from verimap import otel
+        from verimap.observe import otel
     except ImportError:
         if flag:
             raise click.ClickException(

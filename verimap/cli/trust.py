@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import click
 
-from verimap.errors import VerimapError
+from verimap.base.errors import VerimapError
 from verimap.local.catalog import StateDirError, private_dir, state_dir
 
 STORE = "trusted.json"
@@ -143,7 +143,7 @@ def trust(path: Path | None, undo: bool, show: bool) -> None:
     ./pyproject.toml) as it reads now: it may then set every option but those taken from the
     command line only. Until then it sets only harmless ones (docs/security.md); an edited
     file is untrusted again."""
-    from verimap.redaction import for_console
+    from verimap.base.redaction import for_console
 
     if undo and show:
         raise click.UsageError("--revoke and --list exclude each other")

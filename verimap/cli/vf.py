@@ -10,9 +10,9 @@ from typing import Any
 
 import click
 
+from verimap.base.model import ModelError
 from verimap.cli import endpoint_options, sandbox_option
 from verimap.core.verifier import Verifier
-from verimap.llm.base import ModelError
 from verimap.planning.plan import USER_TASK, PlanError, parse_plan
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
@@ -20,7 +20,7 @@ EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 
 def _connect(**endpoint: Any):
     """The judge's endpoint; tests replace this hook to inject a scripted model."""
-    from verimap.endpoint import connect
+    from verimap.local.endpoint import connect
 
     return connect(**endpoint)
 
@@ -97,7 +97,7 @@ def check(plan_file: Path, node_id: str, outputs_file: Path, inputs_file: Path |
             inputs.setdefault(ref.split(".", 1)[1], inputs[ref])
 
     from verimap.sandbox import SandboxUnavailable, get_sandbox
-    from verimap.tools import default_tools
+    from verimap.tools.registry import default_tools
 
     needs_judge = use_judge and any(v.type == "llm" for v in node.verification)
 

@@ -33,7 +33,7 @@ def view(paths: tuple[Path, ...], out_file: Path | None, max_chars: int) -> None
     results.jsonl that cannot be read is skipped and named (file:line) on stderr and on the
     page; the rest is shown.
     """
-    from verimap.redaction import printable
+    from verimap.base.redaction import printable
     from verimap.view import ViewError, write_report
 
     def skipped(line: str) -> None:

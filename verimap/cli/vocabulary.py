@@ -59,7 +59,7 @@ def out_file_option(help: str, **kw: Any) -> Callable[..., Any]:
 def typed_here(param: str, ctx: click.Context | None = None) -> bool:
     """Whether the user gave `param` on this command line (not the environment, pyproject.toml,
     a --config file or a default): only such a path may replace a file verimap did not write
-    (`verimap.out_files`)."""
+    (`verimap.base.out_files`)."""
     ctx = ctx or click.get_current_context()
     return ctx.get_parameter_source(param) is click.core.ParameterSource.COMMANDLINE
 
@@ -72,7 +72,7 @@ CROSS_CHECK_HELP = (
 
 
 def ballot_option(**kw: Any) -> Callable[..., Any]:
-    from verimap.check_names import BALLOTS
+    from verimap.base.check_names import BALLOTS
 
     return click.option(
         "--ballot",

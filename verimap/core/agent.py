@@ -13,19 +13,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from verimap.core import prompts
-from verimap.llm.base import (
+from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
     Message,
-    Model,
     ModelRequest,
-    Purpose,
     ToolMessage,
     UserMessage,
 )
+from verimap.base.protocols import Model
+from verimap.base.purpose import Purpose
+from verimap.core import prompts
 from verimap.llm.structured import extract_json
-from verimap.tools import ToolRegistry, ToolsExhausted, transcript_scope
+from verimap.tools.registry import ToolRegistry, ToolsExhausted, transcript_scope
 
 _ACTION = re.compile(
     r"Action\s*:\s*(?P<tool>[A-Za-z_][\w\-]*)\s*\n+\s*Action Input\s*:\s*(?P<args>.*)", re.S

@@ -26,7 +26,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from verimap import events as ev
+from verimap.base import events as ev
+from verimap.base.events import EventBus
+from verimap.base.run_context import RunContext, require_ctx
 from verimap.config import RunConfig
 from verimap.core.executor import Executor
 from verimap.core.feedback import Feedback
@@ -34,12 +36,10 @@ from verimap.core.node_attempts import NodeAttempts, NodeJob, NodeStep
 from verimap.core.node_context import best_unverified, content_key
 from verimap.core.plan_run import run_plan
 from verimap.core.result import ErrorKind, NodeReport, RunResult, RunStatus
-from verimap.core.run_context import RunContext, require_ctx
 from verimap.core.run_end import repeated_work_error, unconfirmed_error, why_unverified
 from verimap.core.run_scope import Runner
 from verimap.core.vacuity import vet
 from verimap.core.verifier import Verifier
-from verimap.events import EventBus
 from verimap.planning.plan import Plan, PlanError
 from verimap.planning.plan_checks import node_work
 from verimap.planning.planner import Planner, PlanningError

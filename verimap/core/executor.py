@@ -20,7 +20,19 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from verimap import iotypes
+from verimap.base import iotypes
+from verimap.base.messages import (
+    AssistantMessage,
+    GenerationSettings,
+    Message,
+    ModelRequest,
+    SystemMessage,
+    UserMessage,
+)
+from verimap.base.protocols import Model
+from verimap.base.purpose import ExecuteCall
+from verimap.base.usage import EXECUTOR
+from verimap.base.verdicts import clip
 from verimap.core import prompts
 from verimap.core.agent import (
     OnToolCall,
@@ -30,24 +42,12 @@ from verimap.core.agent import (
     uses_tool_api,
 )
 from verimap.core.feedback import Feedback
-from verimap.llm.base import (
-    AssistantMessage,
-    ExecuteCall,
-    GenerationSettings,
-    Message,
-    Model,
-    ModelRequest,
-    SystemMessage,
-    UserMessage,
-)
 from verimap.llm.structured import StructuredOutputError, request_structured
 from verimap.planning.plan import USER_TASK, Node, output_type
-from verimap.tools import ToolRegistry
-from verimap.usage import EXECUTOR
-from verimap.verdicts import clip
+from verimap.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from verimap.core.run_context import RunContext
+    from verimap.base.run_context import RunContext
 
 # The one output of a text-only executor: its reply as written.
 TEXT_OUTPUT = "text"

@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from verimap.base.verdicts import VFVerdict, clip
 from verimap.core import prompts
 from verimap.core.result import AttemptReport
-from verimap.verdicts import VFVerdict, clip
 
 
 class Feedback(BaseModel):

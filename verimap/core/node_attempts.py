@@ -17,17 +17,18 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
-from verimap import events as ev
+from verimap.base import events as ev
+from verimap.base.run_context import RunContext
+from verimap.base.sandbox import Outcome
+from verimap.base.verdicts import VFVerdict, clip
 from verimap.config import RunConfig
-from verimap.core.executor import TEXT_OUTPUT, Executor, single_code_output
+from verimap.core.executor import TEXT_OUTPUT, single_code_output
 from verimap.core.feedback import Feedback, retry_feedback
 from verimap.core.node_context import plurality
+from verimap.core.protocols import Executor
 from verimap.core.result import AttemptReport, NodeReport
-from verimap.core.run_context import RunContext
 from verimap.core.verifier import Verifier
 from verimap.planning.plan import Node
-from verimap.sandbox.base import Outcome
-from verimap.verdicts import VFVerdict, clip
 
 
 @dataclass(frozen=True)

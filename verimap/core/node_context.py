@@ -10,8 +10,8 @@ from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from verimap import iotypes
-from verimap.check_names import CATALOG
+from verimap.base import iotypes
+from verimap.base.check_names import CATALOG
 from verimap.config import RunConfig
 from verimap.core.executor import TEXT_OUTPUT
 from verimap.core.result import NodeReport

@@ -19,14 +19,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from verimap import events as ev
-from verimap.accounting import BudgetExceeded, Ledger
+from verimap.base import events as ev
+from verimap.base.accounting import BudgetExceeded, Ledger
+from verimap.base.events import AnyEvent, EventBus, JsonlTraceWriter
+from verimap.base.model import ModelError
+from verimap.base.run_context import RunContext
+from verimap.base.sandbox import SandboxUnavailable
 from verimap.config import RunConfig
 from verimap.core.result import RunResult
-from verimap.core.run_context import RunContext
-from verimap.events import AnyEvent, EventBus, JsonlTraceWriter
-from verimap.llm.base import ModelError
-from verimap.sandbox.base import SandboxUnavailable
 
 # How a method reports a run that ended before its body returned: called with the status and
 # the keywords `error` and `error_kind`, it gives the result with whatever the run had so far.

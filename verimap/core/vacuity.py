@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from functools import partial
 
-from verimap import events as ev
+from verimap.base import events as ev
+from verimap.base.run_context import RunContext
 from verimap.config import RunConfig
-from verimap.core.run_context import RunContext
 from verimap.core.verifier import Verifier
 from verimap.planning.plan import Plan, PlanError
 from verimap.planning.planner import Planner, PlanningError

@@ -17,9 +17,25 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from verimap import iotypes
-from verimap.accounting import BudgetExceeded
-from verimap.check_names import CATALOG
+from verimap.base import iotypes
+from verimap.base.accounting import BudgetExceeded
+from verimap.base.check_names import CATALOG
+from verimap.base.errors import VerimapError
+from verimap.base.messages import (
+    AssistantMessage,
+    GenerationSettings,
+    Message,
+    ModelRequest,
+    SystemMessage,
+    UserMessage,
+)
+from verimap.base.messages import Message as TranscriptMessage
+from verimap.base.model import ModelError
+from verimap.base.protocols import Model, Sandbox
+from verimap.base.purpose import JudgeCall
+from verimap.base.sandbox import Outcome
+from verimap.base.usage import JUDGE
+from verimap.base.verdicts import ABSTAINED, VerificationReport, VFVerdict
 from verimap.checks.base import Check, CheckTools, Submission, verdict
 from verimap.checks.disputing import Disputing
 from verimap.config import RunConfig
@@ -34,28 +50,12 @@ from verimap.core.vf_checks import (
     judge_checks,
     tier_of,
 )
-from verimap.errors import VerimapError
-from verimap.llm.base import (
-    AssistantMessage,
-    GenerationSettings,
-    JudgeCall,
-    Message,
-    Model,
-    ModelError,
-    ModelRequest,
-    SystemMessage,
-    UserMessage,
-)
-from verimap.llm.messages import Message as TranscriptMessage
 from verimap.llm.structured import StructuredOutputError, request_structured
 from verimap.planning.plan import LLMVF, USER_TASK, CheckVF, Node, Plan, PythonVF
-from verimap.sandbox.base import Outcome, Sandbox
-from verimap.tools import ToolRegistry
-from verimap.usage import JUDGE
-from verimap.verdicts import ABSTAINED, VerificationReport, VFVerdict
+from verimap.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from verimap.core.run_context import RunContext
+    from verimap.base.run_context import RunContext
 
 VerificationMode = Literal["full", "instruction", "none"]
 

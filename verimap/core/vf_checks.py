@@ -21,13 +21,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from verimap.base.verdicts import SKIPPED, VFVerdict
 from verimap.checks.base import Check, CheckTools, Strength, Submission
 from verimap.checks.strength import perturbations
 from verimap.planning.plan import LLMVF, PythonVF
-from verimap.verdicts import SKIPPED, VFVerdict
 
 if TYPE_CHECKING:
-    from verimap.core.run_context import RunContext
+    from verimap.base.run_context import RunContext
     from verimap.core.verifier import Verifier
 
 CHEAP_TIER, JUDGE_TIER, DISPUTING_TIER = 0, 1, 2

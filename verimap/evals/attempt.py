@@ -18,12 +18,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from verimap.base.events import EventBus
+from verimap.base.out_files import file_name
+from verimap.base.protocols import Sandbox
+from verimap.base.verdicts import SKIPPED
 from verimap.evals.tasksets import Benchmark, EvalTask
-from verimap.events import EventBus
-from verimap.out_files import file_name
 from verimap.planning.plan import LLMVF, CheckVF, PythonVF
-from verimap.sandbox.base import Sandbox
-from verimap.verdicts import SKIPPED
 
 # (task, run index, trace path) -> RunResult
 Solver = Callable[[EvalTask, int, Any], Awaitable[Any]]

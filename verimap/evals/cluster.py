@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from verimap.errors import VerimapError
+from verimap.base.errors import VerimapError
 from verimap.evals.attempt import Attempt, error_line, task_key, trace_rel
 from verimap.evals.cluster_worker import EvalWorker, WorkerSpec, check_per_node, forwarded_env
 from verimap.evals.runner import EvalOutcome, preflight, run_eval

@@ -39,7 +39,9 @@ class WorkerSpec:
     method: str
     config: dict[str, Any]  # the method's resolved RunConfig, as JSON
     sandbox: str = "auto"
-    endpoint: dict[str, Any] = field(default_factory=dict)  # `verimap.endpoint.connect` settings
+    endpoint: dict[str, Any] = field(
+        default_factory=dict
+    )  # `verimap.local.endpoint.connect` settings
     per_node: str | None = None  # a base URL with {node_ip}, or "local"
     # MODULE:FUNCTION or a picklable callable (benchmark, data_dir) -> models, instead of an endpoint
     models_factory: str | Callable[..., dict[str, Any]] | None = None
@@ -134,7 +136,7 @@ class EvalWorker:
             named = spec.bench if spec.bench.identity() else spec.bench.name
             models = _factory(spec.models_factory)(named, spec.data_dir)
         else:
-            from verimap.endpoint import connect
+            from verimap.local.endpoint import connect
 
             settings = node_endpoint(spec.endpoint, spec.per_node, node_ip)
             models = await self._stack.enter_async_context(connect(**settings))

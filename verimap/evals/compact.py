@@ -23,11 +23,11 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from verimap.base.events import MODEL_CALL, PLAN_FALLBACK
 from verimap.evals.question_types import official_correct, question_type
 from verimap.evals.run_dir import RESULTS, RunDirError, run_dirs
 from verimap.evals.stats import is_verified, total_calls
-from verimap.events import MODEL_CALL, PLAN_FALLBACK
-from verimap.trace_files import (
+from verimap.observe.trace_files import (
     BOOL,
     COUNT,
     EVENT,

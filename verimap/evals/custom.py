@@ -20,6 +20,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from verimap.base.numbers import normalize_number
+from verimap.base.protocols import Sandbox
 from verimap.evals.custom_files import load_rows, suffix_of
 from verimap.evals.custom_scoring import (
     DEFAULT_DOMAIN,
@@ -33,9 +35,7 @@ from verimap.evals.data import DataError, DataSource, checked_id
 from verimap.evals.scoring import Score, as_check, entry_point_of
 from verimap.evals.tasksets import Benchmark, EvalTask
 from verimap.evals.tools import math_tools, programming_tools
-from verimap.numbers import normalize_number
-from verimap.sandbox.base import Sandbox
-from verimap.tools import ToolRegistry
+from verimap.tools.registry import ToolRegistry
 
 # The fields looked for when the field map names none, in order.
 INPUT_NAMES = ("input", "question", "prompt", "problem", "query")

@@ -18,13 +18,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from verimap.base.protocols import Sandbox
 from verimap.evals.custom import CustomBenchmark, FieldMap, TaskSet, safe_name, tasks_from_rows
 from verimap.evals.custom_scoring import DEFAULT_DOMAIN, DOMAINS, SCORERS, user_scorer
 from verimap.evals.data import DataError, DataSource
 from verimap.evals.scoring import Score
 from verimap.evals.tasksets import Benchmark, EvalTask
-from verimap.sandbox.base import Sandbox
-from verimap.tools import ToolRegistry
+from verimap.tools.registry import ToolRegistry
 
 _PYTHON_SPEC = re.compile(r"^(?P<file>.+\.py)@(?P<fn>[A-Za-z_]\w*)$")
 

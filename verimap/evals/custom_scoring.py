@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from verimap.base.protocols import Model, Sandbox
 from verimap.evals.scoring import (
     CODE_NOTE,
     Score,
@@ -22,8 +23,6 @@ from verimap.evals.scoring import (
     score_humaneval,
 )
 from verimap.evals.tasksets import EvalTask
-from verimap.llm.base import Model
-from verimap.sandbox.base import Sandbox
 
 
 @dataclass

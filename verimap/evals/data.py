@@ -26,8 +26,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from verimap.env import getenv
-from verimap.errors import VerimapError
+from verimap.base.env import getenv
+from verimap.base.errors import VerimapError
 
 ENV_VAR = "VERIMAP_DATA"
 BENCHMARKS = ("gsm8k", "humaneval", "multihoprag", "mbpp")

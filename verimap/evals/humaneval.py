@@ -18,8 +18,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from verimap.base.protocols import Sandbox
+from verimap.base.sandbox import ExecResult
 from verimap.evals.data import MANIFEST, read_jsonl, resolve
-from verimap.sandbox.base import ExecResult, Sandbox
 
 
 def default_problems_file() -> Path:

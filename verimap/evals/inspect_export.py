@@ -43,7 +43,9 @@ from inspect_ai.log import (
 from inspect_ai.model import GenerateConfig, ModelConfig, ModelUsage
 from inspect_ai.scorer import MetricProtocol, SampleScore, Score, accuracy, mean_score, stderr
 
-from verimap.errors import VerimapError
+from verimap.base.errors import VerimapError
+from verimap.base.out_files import INSPECT_LOG, replace_with
+from verimap.base.redaction import redact, secret_values
 from verimap.evals.inspect_samples import (
     SCORER,
     add_usage,
@@ -56,9 +58,7 @@ from verimap.evals.report import accuracy_by_run
 from verimap.evals.run_dir import RunDirError
 from verimap.evals.run_dir import run_dirs as find_run_dirs
 from verimap.evals.runner import CONFIG, RESULTS, unscored_errors
-from verimap.out_files import INSPECT_LOG, replace_with
-from verimap.redaction import redact, secret_values
-from verimap.trace_files import read_json_object, read_results
+from verimap.observe.trace_files import read_json_object, read_results
 
 
 class ExportError(VerimapError, ValueError):
@@ -306,7 +306,7 @@ def export_dirs(
     paths: Sequence[str | os.PathLike[str]], out_dir: str | os.PathLike[str]
 ) -> list[Exported]:
     """Write one Inspect log per run directory among `paths` into `out_dir`; a log of that name
-    already there is replaced only if it is an Inspect log (`verimap.out_files.INSPECT_LOG`)."""
+    already there is replaced only if it is an Inspect log (`verimap.base.out_files.INSPECT_LOG`)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     written: list[Exported] = []

@@ -25,8 +25,8 @@ from inspect_ai.model import (
 )
 from inspect_ai.scorer import CORRECT, INCORRECT, Score
 
-from verimap import events as ev
-from verimap.trace_files import read_typed_events, trace_path
+from verimap.base import events as ev
+from verimap.observe.trace_files import read_typed_events, trace_path
 
 # The name of the one score per sample, as Inspect's viewer labels its column.
 SCORER = "correct"

@@ -36,22 +36,22 @@ from typing import Any, Literal, cast
 
 from pydantic import ValidationError
 
-from verimap import events as ev
-from verimap.errors import VerimapError
+from verimap.base import events as ev
+from verimap.base.errors import VerimapError
+from verimap.base.messages import AssistantMessage, to_openai
+from verimap.base.out_files import jsonl_of, write_file
+from verimap.base.protocols import Model, Sandbox
+from verimap.base.redaction import redact, secret_values
 from verimap.evals.data import DataError
 from verimap.evals.runner import CONFIG, RESULTS
 from verimap.evals.tasksets import BENCHMARKS, get_benchmark
 from verimap.evals.tools import math_tools, programming_tools, qa_tools
-from verimap.llm.base import AssistantMessage, Model, to_openai
 from verimap.methods.presets import METHODS
-from verimap.out_files import jsonl_of, write_file
+from verimap.observe.trace_files import read_json_object, read_results, trace_path
 from verimap.planning.fallback import fallback_plan
 from verimap.planning.plan import PlanError, parse_plan
 from verimap.planning.planner import LLMPlanner, PlannerOptions
-from verimap.redaction import redact, secret_values
-from verimap.sandbox.base import Sandbox
-from verimap.tools import ToolRegistry
-from verimap.trace_files import read_json_object, read_results, trace_path
+from verimap.tools.registry import ToolRegistry
 
 Label = Literal["verified", "failed"] | None
 
@@ -369,7 +369,7 @@ def write_pairs(
     pairs: Iterable[dict[str, Any]], out: str | os.PathLike[str], *, named: bool = True
 ) -> None:
     """Written whole, then moved into place, so a reader never sees half a file; an existing
-    file only if it holds pairs or the user `named` the path (`verimap.out_files`). The pairs
+    file only if it holds pairs or the user `named` the path (`verimap.base.out_files`). The pairs
     become training data that gets shared, so secrets are masked (`redaction.redact`)."""
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)

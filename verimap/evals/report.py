@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from verimap.base.out_files import marked
+from verimap.base.redaction import visible
 from verimap.evals import compact, question_types, stats
 from verimap.evals.report_cache import cache_section
 from verimap.evals.runner import CONFIG, ERRORS, RESULTS, RunDirError, unscored_errors
 from verimap.methods.presets import METHODS
-from verimap.out_files import marked
-from verimap.redaction import visible
-from verimap.trace_files import read_json_object, read_results
+from verimap.observe.trace_files import read_json_object, read_results
 
 BENCH_ORDER = ["gsm8k", "humaneval", "mbpp", "multihoprag"]
 BENCH_TITLE = {

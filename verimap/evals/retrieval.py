@@ -27,9 +27,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel
 
+from verimap.base.env import getenv
+from verimap.base.errors import VerimapError
 from verimap.checks.evidence import passage_header
-from verimap.env import getenv
-from verimap.errors import VerimapError
 from verimap.evals.data import Article, MultiHopQuery
 
 if TYPE_CHECKING:  # numpy comes with the eval extras; plain `verimap eval gsm8k` never needs it

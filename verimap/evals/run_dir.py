@@ -18,11 +18,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
-from verimap.check_names import MIXED
-from verimap.errors import VerimapError
+from verimap.base.check_names import MIXED
+from verimap.base.errors import VerimapError
+from verimap.base.redaction import for_console, redact
 from verimap.evals.attempt import Attempt
-from verimap.redaction import for_console, redact
-from verimap.trace_files import read_errors, read_results, trace_path
+from verimap.observe.trace_files import read_errors, read_results, trace_path
 
 RESULTS = "results.jsonl"
 ERRORS = "errors.jsonl"
@@ -317,7 +317,7 @@ def changed_settings(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def write_config(out: Path, cfg: dict[str, Any]) -> None:
-    from verimap import __version__
+    from verimap.base.version import __version__
 
     path = out / CONFIG
     tmp = path.with_suffix(".tmp")

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from verimap.base.events import EventBus
+from verimap.base.protocols import Model, Sandbox
 from verimap.config import RunConfig
 from verimap.evals.attempt import (
     Attempt,
@@ -62,16 +64,13 @@ from verimap.evals.run_dir import (
 from verimap.evals.sampling import select_tasks, selection_record
 from verimap.evals.task_budget import time_limited, within
 from verimap.evals.tasksets import Benchmark, EvalTask
-from verimap.events import EventBus
-from verimap.llm.base import Model
 from verimap.methods.presets import METHODS, get_method
-from verimap.sandbox.base import Sandbox
 from verimap.wiring import resolve, runs_locally
 
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from verimap.live_view import BoardView
+    from verimap.observe.live_view import BoardView
 
 __all__ = ["CONFIG", "ERRORS", "MARK", "RESULTS", "Attempt", "Dispatch", "EvalOutcome",
            "ResultsLog", "RunDirError", "Tally", "TaskRecord", "check_run_dir", "dir_lock",
@@ -165,7 +164,7 @@ def preflight(
 def _progress(total: int, enabled: bool, console: Console, board: BoardView | None = None):
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-    from verimap.live_view import BoardProgress
+    from verimap.observe.live_view import BoardProgress
 
     return BoardProgress(
         TextColumn("[bold]{task.description}"),
@@ -273,8 +272,8 @@ async def run_eval(
             bench.prepare()
         from rich.markup import escape  # the bar's description is markup
 
-        from verimap import live_view  # rich loads only when an eval runs
-        from verimap.live import clean
+        from verimap.observe import live_view  # rich loads only when an eval runs
+        from verimap.observe.live import clean
 
         console = live_view.stderr_console()
         # The tasks in flight, drawn under the bar; only where the bar itself redraws (and

@@ -11,7 +11,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from verimap.errors import VerimapError
+from verimap.base.errors import VerimapError
 from verimap.evals.tasksets import EvalTask
 
 PAPER_SAMPLE = 500

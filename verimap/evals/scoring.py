@@ -16,9 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from verimap.iotypes import python_blocks
-from verimap.numbers import final_number, normalize_number
-from verimap.sandbox.base import Outcome, Sandbox
+from verimap.base.iotypes import python_blocks
+from verimap.base.numbers import final_number, normalize_number
+from verimap.base.protocols import Sandbox
+from verimap.base.sandbox import Outcome
 from verimap.sandbox.worker.snippets import parse_code
 
 

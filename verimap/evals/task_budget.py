@@ -14,7 +14,8 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from verimap.config import Budget, RunConfig
+from verimap.base.accounting import Budget
+from verimap.config import RunConfig
 from verimap.evals.attempt import Attempt, TaskRecord, task_key
 from verimap.evals.tasksets import EvalTask
 

@@ -9,13 +9,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from verimap.base.protocols import Sandbox
 from verimap.evals import data as d
 from verimap.evals import mbpp
 from verimap.evals.mbpp import parse_split
 from verimap.evals.scoring import Score, score_gsm8k, score_humaneval, score_multihoprag
 from verimap.evals.tools import QA_INSTRUCTION, math_tools, programming_tools, qa_tools
-from verimap.sandbox.base import Sandbox
-from verimap.tools import ToolRegistry
+from verimap.tools.registry import ToolRegistry
 
 
 @dataclass

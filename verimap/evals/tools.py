@@ -17,11 +17,11 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from verimap.errors import VerimapError
+from verimap.base.errors import VerimapError
+from verimap.base.protocols import Sandbox
 from verimap.evals.retrieval import Filters, Hit, focus, hit_header
 from verimap.methods.votes import normal_text
-from verimap.sandbox.base import Sandbox
-from verimap.tools import (
+from verimap.tools.registry import (
     Tool,
     ToolRegistry,
     ToolsExhausted,
@@ -296,7 +296,7 @@ class _Shown:
 class CorpusSearch:
     """The search tool's engine over one corpus index.
 
-    Within one agent conversation (`verimap.tools.current_transcript`) a search repeated with
+    Within one agent conversation (`verimap.tools.registry.current_transcript`) a search repeated with
     the same words (any page) is answered with a short note, not results again; a passage
     already shown is named, not shown again; and `SearchLimits` bound the calls and the text.
     Passages are labelled [1], [2], ... in the order the conversation first saw them. Outside

@@ -17,8 +17,8 @@ from __future__ import annotations
 import ast
 from typing import Any
 
+from verimap.base.numbers import final_number
 from verimap.evals.scoring import answer_text, extract_code
-from verimap.numbers import final_number
 
 
 def completion(answer: Any, domain: str | None, entry_point: str | None = None) -> str:

@@ -35,21 +35,21 @@ from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from verimap.base.events import EventBus
+from verimap.base.model import ModelError
+from verimap.base.out_files import file_name
+from verimap.base.protocols import Model, Sandbox
+from verimap.base.redaction import redact
+from verimap.base.usage import EXECUTOR, JUDGE, PLANNER, ROLES
 from verimap.config import RunConfig
 from verimap.core.result import RunResult
-from verimap.events import EventBus
 from verimap.integrations import missing_extra
 from verimap.integrations.completions import completion
 from verimap.integrations.inspect_events import TranscriptRecorder
 from verimap.integrations.inspect_model import InspectModel
 from verimap.integrations.inspect_served import serve
 from verimap.integrations.shared_models import shared_models
-from verimap.llm.base import Model, ModelError
-from verimap.out_files import file_name
-from verimap.redaction import redact
-from verimap.sandbox.base import Sandbox
-from verimap.tools import ToolRegistry
-from verimap.usage import EXECUTOR, JUDGE, PLANNER, ROLES
+from verimap.tools.registry import ToolRegistry
 
 try:
     from inspect_ai.model import ChatMessageAssistant, ModelOutput, get_model, model_roles
@@ -220,7 +220,7 @@ def _tools(domain: str | None, sandbox: Sandbox) -> ToolRegistry:
     """The executor's tools for the domain, as `verimap eval` gives them (QA's search tool needs
     verimap's corpus index, so an Inspect QA task gets the default tools)."""
     from verimap.evals.tools import math_tools, programming_tools
-    from verimap.tools import default_tools
+    from verimap.tools.registry import default_tools
 
     if domain == "math":
         return math_tools(sandbox)

@@ -17,9 +17,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from verimap.event_types import MODEL_CALL, NODE_FINISH, NODE_REUSED, NODE_START, AnyEvent
+from verimap.base.event_types import MODEL_CALL, NODE_FINISH, NODE_REUSED, NODE_START, AnyEvent
+from verimap.base.purpose import Purpose
 from verimap.integrations import missing_extra
-from verimap.llm.base import Purpose
 
 try:
     from inspect_ai.event import Event, InfoEvent, SpanBeginEvent, SpanEndEvent

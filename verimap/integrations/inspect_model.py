@@ -32,21 +32,21 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
-from verimap.integrations import missing_extra
-from verimap.llm.base import (
+from verimap.base.messages import (
     AssistantMessage,
     Message,
-    ModelError,
     ModelRequest,
     ModelResponse,
-    Purpose,
     SystemMessage,
     ToolCall,
     ToolMessage,
 )
+from verimap.base.model import ModelError
+from verimap.base.purpose import Purpose
+from verimap.base.redaction import redact, secret_values
+from verimap.base.usage import Usage, cost_of, price_known
+from verimap.integrations import missing_extra
 from verimap.llm.openai_model import parse_text_tool_calls
-from verimap.redaction import redact, secret_values
-from verimap.usage import Usage, cost_of, price_known
 
 try:
     from inspect_ai.model import (
@@ -261,7 +261,7 @@ class InspectModel:
     def price_known(self) -> bool:
         served = self.served
         if served is not None:
-            from verimap.accounting import has_known_price
+            from verimap.base.accounting import has_known_price
 
             return has_known_price(served)
         return price_known(self.model.api.model_name, base_url=self.base_url)

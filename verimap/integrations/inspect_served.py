@@ -19,6 +19,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from verimap.base.messages import ModelResponse, to_openai
+from verimap.base.model import ModelError
+from verimap.base.protocols import Model
+from verimap.base.redaction import redact, secret_values
 from verimap.integrations import missing_extra
 from verimap.integrations.inspect_model import (
     CURRENT_CALL,
@@ -26,8 +30,6 @@ from verimap.integrations.inspect_model import (
     inspect_call,
     model_usage,
 )
-from verimap.llm.base import Model, ModelError, ModelResponse, to_openai
-from verimap.redaction import redact, secret_values
 
 try:
     from inspect_ai.model import (

@@ -1,4 +1,4 @@
-"""verimap's own models (`verimap.endpoint.connect`), opened once for the samples of an eval.
+"""verimap's own models (`verimap.local.endpoint.connect`), opened once for the samples of an eval.
 
 Inspect runs a solver once per sample and offers no hook at the end of an eval that a solver
 can count on, while `connect()` may start the local llama.cpp server, which takes seconds and a
@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
 from typing import Any
 
-from verimap.llm.base import Model
+from verimap.base.protocols import Model
 
 # Long enough to bridge the gap between samples run one at a time.
 LINGER_S = 30.0
@@ -37,7 +37,7 @@ class SharedModels:
     async def use(self) -> AsyncIterator[dict[str, Model]]:
         async with self._lock:
             if self.models is None:
-                from verimap.endpoint import connect
+                from verimap.local.endpoint import connect
 
                 stack = AsyncExitStack()
                 self.models = await stack.enter_async_context(connect(**self.endpoint))

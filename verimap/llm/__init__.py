@@ -1,37 +1,7 @@
-"""Model access: the `Model` protocol, typed messages, each request's purpose, structured output,
-and (in `openai_model`) the OpenAI-compatible client.
+"""Model backends: the OpenAI-compatible client, the call cache, providers, retries, limits and
+structured output. The interface they implement (`Model`, typed messages, each request's
+purpose) is on the ground floor, in `verimap.base`.
 
 Backends are imported from their own modules so that importing `verimap.llm` never
 pulls in an HTTP client.
 """
-
-from verimap.llm.base import Model, ModelError, ModelRequest, ModelResponse
-from verimap.llm.messages import (
-    AssistantMessage,
-    GenerationSettings,
-    Message,
-    SystemMessage,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-)
-from verimap.llm.purpose import ExecuteCall, JudgeCall, PlanCall, Purpose, SolveCall
-
-__all__ = [
-    "AssistantMessage",
-    "ExecuteCall",
-    "GenerationSettings",
-    "JudgeCall",
-    "Message",
-    "Model",
-    "ModelError",
-    "ModelRequest",
-    "ModelResponse",
-    "PlanCall",
-    "Purpose",
-    "SolveCall",
-    "SystemMessage",
-    "ToolCall",
-    "ToolMessage",
-    "UserMessage",
-]

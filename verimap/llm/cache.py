@@ -13,7 +13,7 @@ only by the user who wrote it: a cache directory someone else made, shipped in a
 or copied from another machine, answers nothing, however it was filled. A fixed, public HMAC
 key would not do: anyone holding the cache could test guesses of a key (or a URL's password)
 against it offline. The directory itself must be the user's and closed to writes by others
-(`CacheError` otherwise), and replies are redacted (`verimap.redaction`) before they are
+(`CacheError` otherwise), and replies are redacted (`verimap.base.redaction`) before they are
 stored, so a key an endpoint echoed is not kept on disk.
 
 What is cached. A request is *sampled* when its temperature is above 0, or not given (every
@@ -51,11 +51,13 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from verimap.env import getenv, state_dir
-from verimap.llm.base import Model, ModelError, ModelRequest, ModelResponse, WrappedModel
+from verimap.base.env import getenv, state_dir
+from verimap.base.messages import ModelRequest, ModelResponse
+from verimap.base.model import ModelError, WrappedModel
+from verimap.base.protocols import Model
+from verimap.base.redaction import redact
+from verimap.base.usage import Usage
 from verimap.llm.limits import endpoint_key
-from verimap.redaction import redact
-from verimap.usage import Usage
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +137,7 @@ def check_cache_dir(root: Path) -> None:
 
 def user_secret(path: Path | None = None) -> bytes:
     """The key of the cache's HMACs: random bytes of this user's, made on first use in
-    `path` (default: `SECRET_FILE` in `verimap.env.state_dir()`), mode 0600, in a directory of
+    `path` (default: `SECRET_FILE` in `verimap.base.env.state_dir()`), mode 0600, in a directory of
     this user's only. Read once per process."""
     path = path or state_dir() / SECRET_FILE
     with _lock:

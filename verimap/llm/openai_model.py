@@ -32,9 +32,12 @@ from typing import Any, Literal
 import openai
 from openai import AsyncOpenAI
 
-from verimap.env import EnvError, getenv
+from verimap.base.env import EnvError, getenv
+from verimap.base.messages import ModelRequest, ModelResponse, ToolCall, to_openai
+from verimap.base.model import ModelError
+from verimap.base.redaction import add_secret, add_url, endpoint_name, redact
+from verimap.base.usage import Price, Usage, cost_of, price_known
 from verimap.llm import limits
-from verimap.llm.base import ModelError, ModelRequest, ModelResponse, ToolCall, to_openai
 from verimap.llm.providers import (
     NO_KEY,
     MaxTokensParam,
@@ -52,8 +55,6 @@ from verimap.llm.retries import (
     server_wait,
 )
 from verimap.llm.text_tool_calls import parse_text_tool_calls
-from verimap.redaction import add_secret, add_url, endpoint_name, redact
-from verimap.usage import Price, Usage, cost_of, price_known
 
 log = logging.getLogger(__name__)
 

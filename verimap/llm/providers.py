@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 from urllib.parse import urlsplit
 
-from verimap.errors import VerimapError
+from verimap.base.errors import VerimapError
 
 # What self-hosted servers are sent as a key: they want none, and OPENAI_API_KEY is not theirs.
 NO_KEY = "sk-no-key-required"

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from verimap.env import EnvError, getenv_float
+from verimap.base.env import EnvError, getenv_float
 
 DEFAULT_MAX_WAIT = 60.0
 DEFAULT_BUDGET = 300.0

@@ -15,18 +15,18 @@ from typing import Any, TypeVar
 import jsonschema
 from pydantic import BaseModel, ValidationError
 
-from verimap.errors import VerimapError
-from verimap.llm.base import (
+from verimap.base.errors import VerimapError
+from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
     Message,
-    Model,
     ModelRequest,
     ModelResponse,
-    Purpose,
     UserMessage,
     as_messages,
 )
+from verimap.base.protocols import Model
+from verimap.base.purpose import Purpose
 
 T = TypeVar("T", bound=BaseModel)
 _FENCE = re.compile(r"```(?:json|JSON)?\s*\n?(.*?)```", re.S)

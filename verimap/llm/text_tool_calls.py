@@ -6,7 +6,7 @@ import json
 import re
 from typing import Any
 
-from verimap.llm.base import ToolCall
+from verimap.base.messages import ToolCall
 
 
 def parse_text_tool_calls(content: str, tool_names: set[str]) -> list[ToolCall]:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from verimap.env import getenv
-from verimap.env import state_dir as state_dir
-from verimap.errors import VerimapError
+from verimap.base.env import getenv
+from verimap.base.env import state_dir as state_dir
+from verimap.base.errors import VerimapError
 
 
 class CatalogModel(BaseModel):

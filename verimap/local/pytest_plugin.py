@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from verimap.env import getenv
+from verimap.base.env import getenv
 from verimap.llm.openai_model import OpenAIModel
 from verimap.local import catalog, server, weights
 

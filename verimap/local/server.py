@@ -34,8 +34,8 @@ from pathlib import Path
 import httpx
 from pydantic import BaseModel, Field
 
-from verimap.env import EnvError, getenv, getenv_int
-from verimap.errors import VerimapError
+from verimap.base.env import EnvError, getenv, getenv_int
+from verimap.base.errors import VerimapError
 from verimap.local._serve import PROOF_PATH, READY_PATH, proof
 from verimap.local.catalog import StateDirError, private_dir, state_dir
 from verimap.local.child import python_module

@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Protocol
 
-from verimap.errors import VerimapError
+from verimap.base.errors import VerimapError
 from verimap.local.catalog import CatalogModel, model_path
 from verimap.local.child import python_module
 

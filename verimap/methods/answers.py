@@ -13,9 +13,9 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any, Literal
 
+from verimap.base.iotypes import code_from_reply
+from verimap.base.numbers import final_number
 from verimap.checks.samples import REASONING_PROMPT
-from verimap.iotypes import code_from_reply
-from verimap.numbers import final_number
 
 Kind = Literal["number", "code", "text"]
 KINDS: tuple[Kind, ...] = ("number", "code", "text")

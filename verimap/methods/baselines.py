@@ -31,7 +31,15 @@ from functools import partial
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
-from verimap import events as ev
+from verimap.base import events as ev
+from verimap.base.events import EventBus
+from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
+from verimap.base.protocols import Model, Sandbox
+from verimap.base.purpose import SolveCall
+from verimap.base.run_context import RunContext
+from verimap.base.sandbox import SandboxUnavailable
+from verimap.base.usage import EXECUTOR
+from verimap.base.verdicts import clip
 from verimap.checks.behaviour import (
     SandboxFault,
     clusters,
@@ -45,11 +53,7 @@ from verimap.checks.samples import reasoned_number
 from verimap.config import RunConfig
 from verimap.core.executor import EXECUTOR_SETTINGS
 from verimap.core.result import ErrorKind, RunResult, RunStatus
-from verimap.core.run_context import RunContext
 from verimap.core.run_scope import Runner
-from verimap.events import EventBus
-from verimap.llm.base import Model, ModelRequest, SolveCall
-from verimap.llm.messages import GenerationSettings, UserMessage
 from verimap.methods.answers import (
     KINDS,
     WHAT,
@@ -61,10 +65,7 @@ from verimap.methods.answers import (
     read_answer,
 )
 from verimap.methods.votes import Vote, by_clusters, by_code_text, by_text, by_value
-from verimap.sandbox.base import Sandbox, SandboxUnavailable
-from verimap.tools import ToolRegistry
-from verimap.usage import EXECUTOR
-from verimap.verdicts import clip
+from verimap.tools.registry import ToolRegistry
 
 UNVERIFIED = "the method runs no verification"
 # How much of each reply the trace keeps.

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from verimap.verdicts import clip
+from verimap.base.verdicts import clip
 
 # How much of an answer (code, above all) the trace shows per group.
 SHOWN_CHARS = 400

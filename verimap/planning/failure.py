@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from verimap.verdicts import VFVerdict, clip
+from verimap.base.verdicts import VFVerdict, clip
 
 
 class AncestorContext(BaseModel):

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from verimap import iotypes
-from verimap.check_names import RUN_EXAMPLES
+from verimap.base import iotypes
+from verimap.base.check_names import RUN_EXAMPLES
 from verimap.planning.plan import USER_TASK, Node, Plan, PythonVF, parse_plan
 from verimap.planning.plan_fixes import final_node, give_vfs_the_task
 

@@ -13,7 +13,7 @@ from verimap.planning.plan import USER_TASK, Node, Plan, PythonVF, parse_plan
 from verimap.planning.planner import Planner
 
 if TYPE_CHECKING:
-    from verimap.core.run_context import RunContext
+    from verimap.base.run_context import RunContext
 
 
 class TemplatePlanner:

@@ -24,10 +24,10 @@ from pydantic import (
     field_validator,
 )
 
-from verimap import iotypes
-from verimap.check_names import CATALOG
-from verimap.errors import VerimapError
-from verimap.iotypes import TypeSpec
+from verimap.base import iotypes
+from verimap.base.check_names import CATALOG
+from verimap.base.errors import VerimapError
+from verimap.base.iotypes import TypeSpec
 from verimap.planning.plan_vfs import LLMVF as LLMVF
 from verimap.planning.plan_vfs import VF as VF
 from verimap.planning.plan_vfs import CheckVF as CheckVF

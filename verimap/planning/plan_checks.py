@@ -7,8 +7,8 @@ import copy
 import json
 from typing import Any
 
-from verimap import iotypes
-from verimap.check_names import CATALOG, PLAN_CHECKS
+from verimap.base import iotypes
+from verimap.base.check_names import CATALOG, PLAN_CHECKS
 from verimap.planning.failure import FailureContext
 from verimap.planning.plan import USER_TASK, Plan, PythonVF, plan_json_schema
 

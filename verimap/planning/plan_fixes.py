@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from verimap.iotypes import ANY, CODE, may_hold_code
+from verimap.base.iotypes import ANY, CODE, may_hold_code
 from verimap.planning.plan import USER_TASK
 
 _OUTPUT_KEY = re.compile(r"""\boutputs(\[\s*|\.get\(\s*)(['"])([A-Za-z_]\w*)\2""")

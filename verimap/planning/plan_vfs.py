@@ -15,7 +15,7 @@ from pydantic import (
     model_validator,
 )
 
-from verimap.check_names import CATALOG, PLAN_CHECKS, arg_problems
+from verimap.base.check_names import CATALOG, PLAN_CHECKS, arg_problems
 from verimap.planning.vfcheck import normalize_code
 
 __all__ = ["LLMVF", "VF", "CheckVF", "PythonVF"]
@@ -56,7 +56,7 @@ class LLMVF(BaseModel):
 
 
 class CheckVF(BaseModel):
-    """A check asked for by name (`verimap.check_names`), with its arguments when it is one of
+    """A check asked for by name (`verimap.base.check_names`), with its arguments when it is one of
     the catalog's: a planner that cannot write a strong Python VF can still choose one, so the
     plan decides how each node is verified. Which outputs the arguments name is checked with
     the node (`plan.check_plan`)."""

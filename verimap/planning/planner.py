@@ -17,18 +17,19 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from verimap.events import PlanInvalid
-from verimap.llm.base import (
+from verimap.base.events import PlanInvalid
+from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
     Message,
-    Model,
     ModelRequest,
     ModelResponse,
-    PlanCall,
     SystemMessage,
     UserMessage,
 )
+from verimap.base.protocols import Model
+from verimap.base.purpose import PlanCall
+from verimap.base.usage import PLANNER
 from verimap.llm.structured import extract_json
 from verimap.planning import prompts
 from verimap.planning.domain import infer_domain
@@ -44,11 +45,10 @@ from verimap.planning.plan_fixes import fix_raw_plan
 from verimap.planning.planning_error import PlanningError as PlanningError
 from verimap.planning.salvage import salvage
 from verimap.planning.staged import StagedPlanner
-from verimap.tools import ToolRegistry
-from verimap.usage import PLANNER
+from verimap.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from verimap.core.run_context import RunContext
+    from verimap.base.run_context import RunContext
 
 
 @runtime_checkable

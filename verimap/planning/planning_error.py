@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from verimap.errors import VerimapError
-from verimap.llm.base import ModelResponse
+from verimap.base.errors import VerimapError
+from verimap.base.messages import ModelResponse
 
 
 class PlanningError(VerimapError, RuntimeError):

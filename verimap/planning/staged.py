@@ -26,17 +26,18 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
-from verimap.events import PlanInvalid
-from verimap.llm.base import (
+from verimap.base.events import PlanInvalid
+from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
     Message,
-    Model,
     ModelRequest,
-    PlanCall,
     SystemMessage,
     UserMessage,
 )
+from verimap.base.protocols import Model
+from verimap.base.purpose import PlanCall
+from verimap.base.usage import PLANNER
 from verimap.llm.structured import extract_json
 from verimap.planning import staged_prompts as sp
 from verimap.planning.demos import nearest
@@ -55,11 +56,10 @@ from verimap.planning.staged_schema import (
     outline,
     skeleton_schema,
 )
-from verimap.tools import ToolRegistry
-from verimap.usage import PLANNER
+from verimap.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from verimap.core.run_context import RunContext
+    from verimap.base.run_context import RunContext
 
 # Reply limits per stage: an outline of four steps is about 120 tokens, a node about 200.
 OUTLINE_TOKENS = 300

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from verimap.check_names import BUILTIN_CHECKS, CATALOG, DOMAIN_CHECKS
+from verimap.base.check_names import BUILTIN_CHECKS, CATALOG, DOMAIN_CHECKS
 from verimap.planning.demos import Demo
 from verimap.planning.staged_schema import ANSWER, FINAL
 

@@ -14,7 +14,7 @@ import copy
 import itertools
 from typing import Any
 
-from verimap.check_names import CATALOG, DOMAIN_CHECKS
+from verimap.base.check_names import CATALOG, DOMAIN_CHECKS
 from verimap.planning.plan import USER_TASK
 from verimap.planning.plan_fixes import numbered
 

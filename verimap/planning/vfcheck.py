@@ -15,7 +15,7 @@ from collections import Counter
 from functools import cache
 from typing import TYPE_CHECKING
 
-from verimap.iotypes import may_hold_code, unfence
+from verimap.base.iotypes import may_hold_code, unfence
 
 if TYPE_CHECKING:  # plan.py imports this module to normalise VF code
     from verimap.planning.plan import Node, PythonVF

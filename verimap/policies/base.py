@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ConfigDict
 
-from verimap.llm.base import Model
+from verimap.base.protocols import Model
 
 
 class Policy(BaseModel):

@@ -18,9 +18,11 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator
 
-from verimap.check_names import ANSWER_AGREEMENT, ARITHMETIC, BUILTIN_CHECKS, CODE_AGREEMENT
-from verimap.env import EnvError, getenv_int
-from verimap.llm.base import Model, ModelError, ModelRequest, ModelResponse, WrappedModel
+from verimap.base.check_names import ANSWER_AGREEMENT, ARITHMETIC, BUILTIN_CHECKS, CODE_AGREEMENT
+from verimap.base.env import EnvError, getenv_int
+from verimap.base.messages import ModelRequest, ModelResponse
+from verimap.base.model import ModelError, WrappedModel
+from verimap.base.protocols import Model
 from verimap.policies.base import Policy
 
 NAME = "small-model"

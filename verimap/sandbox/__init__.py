@@ -10,7 +10,8 @@ import logging
 import threading
 from typing import Any
 
-from verimap.sandbox.base import ExecResult, Outcome, Sandbox, SandboxUnavailable
+from verimap.base.protocols import Sandbox
+from verimap.base.sandbox import ExecResult, Outcome, SandboxUnavailable
 
 log = logging.getLogger(__name__)
 

@@ -18,8 +18,8 @@ import shutil
 from collections.abc import Iterator
 from typing import Any
 
-from verimap.env import getenv
-from verimap.sandbox.base import SandboxUnavailable
+from verimap.base.env import getenv
+from verimap.base.sandbox import SandboxUnavailable
 
 DEFAULT_HOST = "unix:///var/run/docker.sock"
 API_TIMEOUT_S = 60.0  # creating or removing a container on a loaded machine can take seconds

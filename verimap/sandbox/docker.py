@@ -30,9 +30,9 @@ import shutil
 import tempfile
 from typing import Any
 
-from verimap.env import getenv
+from verimap.base.env import getenv
+from verimap.base.sandbox import SandboxUnavailable
 from verimap.sandbox import daemon
-from verimap.sandbox.base import SandboxUnavailable
 from verimap.sandbox.image import SANDBOX_UID, image_tag
 from verimap.sandbox.launch import WORKER_COMMAND
 from verimap.sandbox.pool import WorkerHandle, WorkerPool

@@ -29,8 +29,8 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
-from verimap.env import getenv
-from verimap.errors import VerimapError
+from verimap.base.env import getenv
+from verimap.base.errors import VerimapError
 from verimap.sandbox.launch import WORKER_DIR
 
 IMAGE_REPO = "verimap-sandbox"

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from verimap.sandbox.base import SandboxUnavailable
+from verimap.base.sandbox import SandboxUnavailable
 from verimap.sandbox.worker import wire
 from verimap.sandbox.worker.constants import PROTOCOL
 

@@ -8,7 +8,8 @@ import re
 import time
 from typing import Any
 
-from verimap.sandbox.base import ExecResult, Outcome, Sandbox
+from verimap.base.protocols import Sandbox
+from verimap.base.sandbox import ExecResult, Outcome
 from verimap.sandbox.policy import PolicyViolation, vf_job_code
 from verimap.sandbox.pool import WorkerPool
 from verimap.sandbox.worker import wire

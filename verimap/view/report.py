@@ -30,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from verimap.base.out_files import OutFileError, check_replace, marked, write_file
+from verimap.base.redaction import Redactor
 from verimap.evals import question_types
 from verimap.evals import report as tables
 from verimap.evals.runner import CONFIG, RESULTS, RunDirError, unscored_errors
-from verimap.out_files import OutFileError, check_replace, marked, write_file
-from verimap.redaction import Redactor
-from verimap.trace_files import DEFAULT_MAX_CHARS, clip_deep, clip_text, trace_path
+from verimap.observe.trace_files import DEFAULT_MAX_CHARS, clip_deep, clip_text, trace_path
 from verimap.view.curves import MAX_RISK_PLOTS, Plots, RiskPlot, draw_plots, risk_plots
 from verimap.view.svg import Dag, DagNode, Point, ViewError, render_dags
 from verimap.view.trace import RunView, load_run, pretty, run_from_plans
@@ -480,7 +480,7 @@ def write_report(
     """Build the report of `paths` and write it to `out` (default: `default_output`). Each
     line skipped as unreadable is listed on the page and, when given, passed to `warn`. An
     existing file is replaced only when it is a page verimap wrote, or `out` is given and
-    `named` (the user chose that path: `verimap.out_files`)."""
+    `named` (the user chose that path: `verimap.base.out_files`)."""
     if not paths:
         raise ViewError("nothing to view: give a trace or an eval directory")
     target = Path(out) if out is not None else default_output(paths)

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from verimap.errors import VerimapError
-from verimap.picture import STATUS_STYLE
+from verimap.base.errors import VerimapError
+from verimap.observe.picture import STATUS_STYLE
 
 
 class ViewError(VerimapError, RuntimeError):

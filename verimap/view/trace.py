@@ -20,8 +20,8 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from verimap import events as ev
-from verimap.trace_files import (
+from verimap.base import events as ev
+from verimap.observe.trace_files import (
     DEFAULT_MAX_CHARS,
     EVENT,
     as_event,
