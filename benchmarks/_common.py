@@ -151,7 +151,7 @@ class Cell:
 
 
 # Cells timed side by side ran within 1.45x of react's generation rate in every draw of
-# eval/draws; one resumed on a slower host ran 3.3x apart (docs/decisions.md, D30).
+# eval/draws; one resumed on a slower host ran 3.3x apart (design/decisions.md, D30).
 SPEED_SPREAD = 2.0
 RATE_MIN_TOKENS = 32
 

@@ -106,7 +106,7 @@ async def make_eval(out: Path, tasks: int) -> float:
 def time_view(eval_dir: Path, report: Path) -> float:
     start = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "verimap", "view", str(eval_dir), "-o", str(report)],
+        [sys.executable, "-m", "verimap", "view", str(eval_dir), "--out-file", str(report)],
         check=True,
         stdout=subprocess.DEVNULL,
     )

@@ -5,7 +5,7 @@ The knobs come in a few parts, by what they steer (`RunConfig.loop.max_retries`)
 outside the code still speaks the flat names it always has (config files, `run_config` in an
 eval directory's config.json, the `run_start` event, Inspect's `-S config=...`, the policies'
 and presets' settings): `RunConfig` reads a flat key into its part, and writes itself out flat,
-so a file written before the parts existed reads back the same (docs/decisions.md, D14).
+so a file written before the parts existed reads back the same (design/decisions.md, D14).
 """
 
 from __future__ import annotations
@@ -126,7 +126,7 @@ class Planning(_Part):
     plan_reasoning: bool = False
     # Times the planner is shown its plan's problems and asked again before the one-node fallback
     # plan runs. Local models get 0: a repair round costs minutes there and has not made a plan
-    # valid (docs/decisions.md, D01).
+    # valid (design/decisions.md, D01).
     plan_repairs: int = Field(default=3, ge=0)
     # The most nodes a plan may have (None: no cap, as the paper); a plan with more is invalid and
     # goes back to the planner (or, with no repairs left, to the one-node fallback). Local models

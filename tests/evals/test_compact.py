@@ -133,7 +133,7 @@ def cli(*args: str) -> Any:
 
 def test_the_cli_writes_reports_and_compares_a_compact_file(draw, tmp_path):
     out = tmp_path / "draw.jsonl"
-    r = cli("compact", str(draw), "-o", str(out))
+    r = cli("compact", str(draw), "--out-file", str(out))
     assert r.exit_code == 0 and f"{out}: 24 task(s) written" in r.output
     r = cli("report", str(out))
     assert r.exit_code == 0
@@ -149,12 +149,12 @@ def test_the_cli_writes_reports_and_compares_a_compact_file(draw, tmp_path):
 def test_the_cli_refuses_to_overwrite_other_files_and_missing_paths(draw, tmp_path):
     other = tmp_path / "notes.jsonl"
     other.write_text("not json\n")
-    r = cli("compact", str(draw), "-o", str(other))
+    r = cli("compact", str(draw), "--out-file", str(other))
     assert r.exit_code == 1 and "holds something else than compact results" in r.output
     assert other.read_text() == "not json\n"
     r = cli("compare", f"{tmp_path / 'nowhere.jsonl'}#verimap", str(draw / "gsm8k-react"))
     assert r.exit_code == 2 and "no such run directory or compact results file" in r.output
-    r = cli("compact", str(tmp_path), "-o", str(tmp_path / "x.jsonl"))
+    r = cli("compact", str(tmp_path), "--out-file", str(tmp_path / "x.jsonl"))
     assert r.exit_code == 1 and "not an eval run directory" in r.output
 
 

@@ -114,8 +114,8 @@ async def test_span_tree_of_a_replanned_run(spans, exporter, monkeypatch):
     assert root.name == "verimap run" and root.status.status_code == StatusCode.UNSET
     assert root.attributes["verimap.run_id"] == r.run_id
     assert root.attributes["verimap.status"] == "success"
-    assert root.attributes["verimap.base.usage.input_tokens"] == r.usage.total.prompt_tokens
-    assert root.attributes["verimap.base.usage.calls"] == r.usage.total.calls
+    assert root.attributes["verimap.usage.input_tokens"] == r.usage.total.prompt_tokens
+    assert root.attributes["verimap.usage.calls"] == r.usage.total.calls
 
     it1, it2 = children(root, got)
     assert (it1.name, it2.name) == ("iteration 1", "iteration 2")

@@ -16,7 +16,7 @@ Three ballots; `--ballot` (`RunConfig(ballot=...)`) chooses:
   turn: three votes confirm an answer, a program and a sample among them, holding twice any
   other answer's votes; a disputed attempt is retried only while a retry could still be
   confirmed by the votes already cast. It verifies more tasks in less time, and more wrong
-  answers (docs/decisions.md, D28).
+  answers (design/decisions.md, D28).
 - `SAMPLED_BALLOT` confirms the first attempt with two of at most three samples.
 
 Under every ballot a disagreement fails the attempt without telling a retry the other number:

@@ -43,7 +43,7 @@ _LATEX_OPS = (
     (r"\leq", " ≤ "),
     (r"\geq", " ≥ "),
     # Else dropped as a command: `20\% \times 20 = 0.20 \times 20` read 20 * 20 and failed a
-    # right answer (docs/decisions.md, D12).
+    # right answer (design/decisions.md, D12).
     (r"\%", "%"),
 )
 _UNICODE_OPS = str.maketrans({"×": "*", "÷": "/", "−": "-", "·": "*", "∗": "*"})
@@ -179,7 +179,7 @@ def _agrees(
 def _in_equation(prefix: str, left: str, right: str, suffix: str) -> bool:
     """Whether the numbers around an `=` are part of an equation with an unknown, not a
     calculation: `2S + 3 - 3 = 21 - 3` is no claim that 3 - 3 = 21, nor `21 - 3 = 2 * S` that
-    21 - 3 = 2 (docs/decisions.md, D25). A leading operator with nothing before it is a list
+    21 - 3 = 2 (design/decisions.md, D25). A leading operator with nothing before it is a list
     bullet (`**` is bold), and a unit after a space (`18 cm`) is prose."""
     joined = prefix.rstrip()[-1:].isalnum() or prefix.rstrip().endswith((")", "]"))
     lead, tail = left.lstrip(), right.rstrip()

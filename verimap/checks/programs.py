@@ -31,7 +31,7 @@ from verimap.base.usage import JUDGE
 # Prompts that frame the same request differently, so that a second program is not the first
 # one resampled: different framings make different mistakes. The first makes the model account
 # for every sentence: a wrong answer every vote shares has most often dropped a fact
-# (docs/decisions.md, D22).
+# (design/decisions.md, D22).
 PROGRAM_PROMPTS = (
     "{task}\n\nWrite a Python function `solution()` for this task. Copy each sentence of the "
     "task as a comment, and under it the code that uses what it says; leave no fact of the task "

@@ -7,7 +7,7 @@ plurality as well informed as self-consistency's.
 
 A reasoning reply of a small coder model often writes its arithmetic as a program and then a
 block of "output" it made up, and the number it states is right far less often than the number
-its program prints when run (docs/decisions.md, D21). So a reply that holds a program is read
+its program prints when run (design/decisions.md, D21). So a reply that holds a program is read
 by running it: what Python prints is evidence, what the model says Python printed is not.
 """
 

@@ -32,7 +32,7 @@ _WORD_NAMES = (
 _WORD_VALUES = [*range(21), 30, 40, 50, 60, 70, 80, 90, 100, 1000, 10**6, 12, 0.5]
 _WORDS = dict(zip(_WORD_NAMES.split(), _WORD_VALUES, strict=True))
 # An operator between numbers, units allowed between them ("80 miles + 150 miles";
-# docs/decisions.md, D12).
+# design/decisions.md, D12).
 _WORKED = re.compile(r"\d[A-Za-z$() ]{0,20}[-+*/][A-Za-z$() ]{0,20}\d")
 _NUMBER_OR_WORD = re.compile(r"\d+(?:\.\d+)?|[A-Za-z]+")
 

@@ -59,7 +59,7 @@ def inline_tool_call(text: str, tools: ToolRegistry) -> tuple[str, str, int] | N
     instead of through the tools API.
 
     A model that does this goes on with a result it imagines. The call is run, and the reply is
-    cut where the call ends, so the model goes on from the real result (docs/decisions.md,
+    cut where the call ends, so the model goes on from the real result (design/decisions.md,
     D10)."""
     for m in _CALL_START.finditer(text):
         try:
@@ -153,7 +153,7 @@ async def _loop(
 
     async def call(name: str, arguments: str) -> tuple[str, bool]:
         """(result, whether the call is new). A repeated call is answered from `done`: a small
-        model stuck on one call would otherwise spend every step on it (docs/decisions.md,
+        model stuck on one call would otherwise spend every step on it (design/decisions.md,
         D11)."""
         nonlocal tool_calls
         if (name, arguments) in done:

@@ -30,16 +30,15 @@ from verimap.base import events as ev
 from verimap.base.events import EventBus
 from verimap.base.run_context import RunContext, require_ctx
 from verimap.config import RunConfig
-from verimap.core.executor import Executor
 from verimap.core.feedback import Feedback
 from verimap.core.node_attempts import NodeAttempts, NodeJob, NodeStep
 from verimap.core.node_context import best_unverified, content_key
 from verimap.core.plan_run import run_plan
+from verimap.core.protocols import Executor, Verifier
 from verimap.core.result import ErrorKind, NodeReport, RunResult, RunStatus
 from verimap.core.run_end import repeated_work_error, unconfirmed_error, why_unverified
 from verimap.core.run_scope import Runner
 from verimap.core.vacuity import vet
-from verimap.core.verifier import Verifier
 from verimap.planning.plan import Plan, PlanError
 from verimap.planning.plan_checks import node_work
 from verimap.planning.planner import Planner, PlanningError
@@ -204,7 +203,7 @@ class Coordinator(Runner):
             plan = await self._vet(st, await replan)
             again = node_work(plan, failure.node_id)
             if told is not None and again == work:
-                st.carry[failure.node_id] = told  # else it repeats itself (docs/decisions.md, D09)
+                st.carry[failure.node_id] = told  # else it repeats itself (design/decisions.md, D09)
             if again is not None and (
                 stop := repeated_work_error(cfg, failure.node_id, st.failed_work[again])
             ):

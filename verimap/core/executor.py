@@ -209,7 +209,7 @@ class Executor:
     ) -> list[Message]:
         """Structured: the inputs first and the instruction and guidance last, in one user turn
         (a system turn only carries the text tool protocol, for servers without a tools API);
-        see `prompts.EXECUTOR_SYSTEM` for why (docs/decisions.md, D05)."""
+        see `prompts.EXECUTOR_SYSTEM` for why (design/decisions.md, D05)."""
         protocol = react_protocol(self.model, self.tools)
         if not self.structured_io:
             user = self._text_prompt(node, inputs, feedback, context)

@@ -25,9 +25,8 @@ from verimap.config import RunConfig
 from verimap.core.executor import TEXT_OUTPUT, single_code_output
 from verimap.core.feedback import Feedback, retry_feedback
 from verimap.core.node_context import plurality
-from verimap.core.protocols import Executor
+from verimap.core.protocols import Executor, Verifier
 from verimap.core.result import AttemptReport, NodeReport
-from verimap.core.verifier import Verifier
 from verimap.planning.plan import Node
 
 

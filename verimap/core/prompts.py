@@ -9,7 +9,7 @@ from __future__ import annotations
 
 # The text-only executor's (the paper's MAP) system prompt. The structured executor has none: the
 # task first and the guidance last in one user turn serve a small model better than this persona
-# (docs/decisions.md, D05).
+# (design/decisions.md, D05).
 EXECUTOR_SYSTEM = """\
 You are an executor agent. Solve exactly the subtask you are given, using only its inputs. \
 Think step by step in plain text; use tools when they help (for arithmetic always use a tool). \
@@ -41,13 +41,13 @@ EXECUTOR_CLOSING = (
 )
 
 # A node whose one output is code gets the request the bare model answers best, not a reasoning
-# prompt, under which a small model writes numbered-step code (docs/decisions.md, D07).
+# prompt, under which a small model writes numbered-step code (design/decisions.md, D07).
 EXECUTOR_CODE_CLOSING = (
     "Reply with the complete code (with any imports it needs) in one ```python code block."
 )
 
 # A retry of such a node first says why its code failed (self-debugging): asked only for the code
-# again, a small model sends back the same wrong function (docs/decisions.md, D08).
+# again, a small model sends back the same wrong function (design/decisions.md, D08).
 EXECUTOR_CODE_RETRY_CLOSING = (
     "First say in two or three sentences why the previous code fails the check above, then reply "
     "with the corrected complete code (with any imports it needs) in one ```python code block."
@@ -55,7 +55,7 @@ EXECUTOR_CODE_RETRY_CLOSING = (
 
 # For a node whose result another node takes further, so that a node asked for a part does not
 # solve the whole task and hand on its total. A plan's final node goes without it: there it costs
-# right answers (docs/decisions.md, D06).
+# right answers (design/decisions.md, D06).
 EXECUTOR_PART = "Do exactly this subtask, nothing more, using only the inputs above. "
 
 # What a model that wrote a tool call into its text hears back (`agent.inline_tool_call`).

@@ -15,7 +15,7 @@ from functools import partial
 from verimap.base import events as ev
 from verimap.base.run_context import RunContext
 from verimap.config import RunConfig
-from verimap.core.verifier import Verifier
+from verimap.core.protocols import Verifier
 from verimap.planning.plan import Plan, PlanError
 from verimap.planning.planner import Planner, PlanningError
 

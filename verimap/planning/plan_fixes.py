@@ -1,7 +1,7 @@
 """Rewrites of a model's raw plan JSON that only have one meaning.
 
 Small models make the same few slips in every plan and keep making them through every
-repair round, each of which costs minutes (docs/decisions.md, D01). Each rewrite here fixes
+repair round, each of which costs minutes (design/decisions.md, D01). Each rewrite here fixes
 a slip whose intent is unambiguous and leaves everything else to the validator, which
 reports it to the model.
 """

@@ -462,7 +462,7 @@ class LLMPlanner:
 
     def _one_node(self, task: str) -> Plan:
         """Made by a rule, not planned: its VFs are built in, so they are never sent to a model
-        for repair (docs/decisions.md, D04)."""
+        for repair (design/decisions.md, D04)."""
         plan = whole_task_plan(task, self.domain_of(task), with_vfs=self.write_vfs)
         plan.rule = self.one_node_rule
         return plan

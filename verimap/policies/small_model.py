@@ -1,13 +1,13 @@
 """The small-model policy: the rules that make the catalog's local models usable.
 
-Each rule has its record in docs/decisions.md: greedy first attempts and sampled, explained retries;
+Each rule has its record in design/decisions.md: greedy first attempts and sampled, explained retries;
 no plan repair and at most one replan; the whole task as one node, with no planner call; answers
 confirmed only by independently written solutions; code retries that alternate repair and a
 fresh start; and every reply capped, since a small model in a repetition loop runs to the cap.
 
 `planner="model"` (the `small-model-planner` policy) lets the model plan instead, in stages
 under the grammar (`verimap.planning.staged`): it writes up to `plan_nodes` nodes and names
-their checks, and the validator's messages go back to it once. Opt-in (docs/decisions.md,
+their checks, and the validator's messages go back to it once. Opt-in (design/decisions.md,
 D32).
 """
 
@@ -40,13 +40,13 @@ class SmallModel(Policy):
     # at 0 would repeat its failed answer word for word; sampled at 0.7 it changes.
     temperature: float = 0.0
     retry_temperature: float = 0.7
-    # A repair round costs minutes and has not made a small model's plan valid (docs/decisions.md,
+    # A repair round costs minutes and has not made a small model's plan valid (design/decisions.md,
     # D01).
     plan_repairs: int = 0
     # Each replan costs minutes a task and seldom brings a right answer: one replan stays.
     max_iterations: int = 2
     # Each node is one more place for a small model to slip: the whole task as one node
-    # (docs/decisions.md, D02).
+    # (design/decisions.md, D02).
     max_nodes: int = 1
     # Its reasoning is checked by what it does not write itself: recomputed arithmetic and
     # solutions written apart (docs/checks.md).

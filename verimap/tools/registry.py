@@ -140,7 +140,7 @@ class ToolRegistry:
             return "error: arguments must be a JSON object"
         # Small models add arguments a tool does not take ("operation": "evaluate") and, refused,
         # send the same call again and again. They are left out and named instead
-        # (docs/decisions.md, D11).
+        # (design/decisions.md, D11).
         known = tool.parameters.get("properties")
         extra = sorted(set(arguments) - set(known)) if isinstance(known, dict) else []
         if extra and tool.parameters.get("additionalProperties") is False:
