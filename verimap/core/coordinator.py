@@ -203,7 +203,9 @@ class Coordinator(Runner):
             plan = await self._vet(st, await replan)
             again = node_work(plan, failure.node_id)
             if told is not None and again == work:
-                st.carry[failure.node_id] = told  # else it repeats itself (design/decisions.md, D09)
+                st.carry[failure.node_id] = (
+                    told  # else it repeats itself (design/decisions.md, D09)
+                )
             if again is not None and (
                 stop := repeated_work_error(cfg, failure.node_id, st.failed_work[again])
             ):
