@@ -9,7 +9,7 @@ import asyncio
 import warnings
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from click.testing import CliRunner
@@ -35,7 +35,7 @@ FLAGS = ["--max-attempts", "2", "--temperature", "0.5"]
 def effective(runner: Coordinator) -> dict[str, Any]:
     """What a built runner will do: its config and policies, its planner's options, and the
     reply caps around its executor's model (outermost first)."""
-    model, caps = runner.executor.model, []
+    model, caps = cast(Any, runner.executor).model, []
     while isinstance(model, ReplyCap):
         caps.append(model.limit)
         model = model.inner
