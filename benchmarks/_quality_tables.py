@@ -87,7 +87,9 @@ def summary_row(cell: Cell, react: Cell | None) -> str:
     tokens = mean_of(counted, lambda r: r.completion_tokens)
     wall = mean_of(cell.rows, lambda r: r.wall_s)
     cols = [
-        cell.method, tasks, share(m.accuracy),
+        cell.method,
+        tasks,
+        share(m.accuracy),
         str(m.coverage.k) if checked and m.tasks else "–",
         (share(m.precision) if m.precision else "none verified") if checked and m.tasks else "–",
         share(m.coverage) if checked else "–",
@@ -96,7 +98,7 @@ def summary_row(cell: Cell, react: Cell | None) -> str:
         "–" if tokens is None else f"{tokens:,.0f}",
         "–" if wall is None else seconds(wall),
         time_ratio(cell, react),
-    ]  # fmt: skip
+    ]
     return "| " + " | ".join(cols) + " |"
 
 

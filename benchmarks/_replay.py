@@ -129,8 +129,15 @@ def replaying(root: Path) -> Iterator[Replay]:
         replay.sent += 1
         headers = {k: v for k, v in response.headers.items() if k.lower() not in _DROP_HEADERS}
         if response.status_code < 500:
-            replay.record(key, {"status": response.status_code, "headers": headers,
-                                "body": body.decode("utf-8"), "recorded": time.time()})  # fmt: skip
+            replay.record(
+                key,
+                {
+                    "status": response.status_code,
+                    "headers": headers,
+                    "body": body.decode("utf-8"),
+                    "recorded": time.time(),
+                },
+            )
         return http.Response(response.status_code, headers=headers, content=body, request=request)
 
     transport.handle_async_request = handle

@@ -101,8 +101,10 @@ async def reuse_vs_restart() -> None:
     print(
         f"   restart from the top   {tokens['restart']:6d} tokens ({tokens['restart_exec']} in execution)"
     )
-    print(f"   reuse / restart        re-execution {tokens['reuse_exec'] / tokens['restart_exec']:.1%} "
-          f"(goal <= 50%); with the replan's planner call {tokens['reuse'] / tokens['restart']:.1%}")  # fmt: skip
+    print(
+        f"   reuse / restart        re-execution {tokens['reuse_exec'] / tokens['restart_exec']:.1%} "
+        f"(goal <= 50%); with the replan's planner call {tokens['reuse'] / tokens['restart']:.1%}"
+    )
 
 
 class InstantExecutorDouble:

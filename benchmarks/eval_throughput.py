@@ -54,8 +54,17 @@ async def timed(
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
         # 10 tasks x 5 runs = 50 task executions
-        res = await run_eval(bench, method, models, sandbox, out, limit=10, runs=5,
-                             max_concurrency=concurrency, progress=False)  # fmt: skip
+        res = await run_eval(
+            bench,
+            method,
+            models,
+            sandbox,
+            out,
+            limit=10,
+            runs=5,
+            max_concurrency=concurrency,
+            progress=False,
+        )
         elapsed = time.perf_counter() - start
     await sandbox.aclose()
     calls = sum(m.calls for m in models.values())
@@ -90,8 +99,16 @@ async def _run(a: argparse.Namespace, out: Path, *, ray: bool, per_node: int, li
     start = time.perf_counter()
     if ray:
         models = functools.partial(oracle_factory, latency_s=a.latency, max_in_flight=limit)
-        await eval_on_ray(bench, a.method, out, models_factory=models, data_dir=str(samples_dir()),
-                          sandbox_kind=a.sandbox, max_concurrency=per_node, **kw)  # fmt: skip
+        await eval_on_ray(
+            bench,
+            a.method,
+            out,
+            models_factory=models,
+            data_dir=str(samples_dir()),
+            sandbox_kind=a.sandbox,
+            max_concurrency=per_node,
+            **kw,
+        )
     else:
         sandbox = _sandbox(a.sandbox)
         models_ = oracle_factory(
@@ -121,8 +138,9 @@ def ray_main(a: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         local = asyncio.run(_run(a, Path(tmp) / "local", ray=False, per_node=a.concurrency))
         print(_row(f"asyncio runner, {a.concurrency}-way", *local), flush=True)
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
-                 object_store_memory=80 * 2**20)  # fmt: skip
+        ray.init(
+            num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=80 * 2**20
+        )
         try:
             one = asyncio.run(_run(a, Path(tmp) / "ray1", ray=True, per_node=a.concurrency))
         finally:
@@ -137,11 +155,14 @@ def ray_main(a: argparse.Namespace) -> None:
             "object_store_memory": 80 * 2**20,
             "node_ip_address": "127.0.0.1",
         }
-        cluster = Cluster(initialize_head=True,
-                          head_node_args={**node, "num_cpus": 0, "include_dashboard": False})  # fmt: skip
+        cluster = Cluster(
+            initialize_head=True, head_node_args={**node, "num_cpus": 0, "include_dashboard": False}
+        )
         rates: dict[int, float] = {}
-        print(f"\nsimulated nodes, each {a.per_node}-way with an endpoint of {a.node_limit} "
-              "calls at once\n\n| nodes | task span s | tasks/s | wall s (with start) |\n|---|---|---|---|")  # fmt: skip
+        print(
+            f"\nsimulated nodes, each {a.per_node}-way with an endpoint of {a.node_limit} "
+            "calls at once\n\n| nodes | task span s | tasks/s | wall s (with start) |\n|---|---|---|---|"
+        )
         try:
             ray.init(address=cluster.address, log_to_driver=False)
             added = 0
@@ -150,8 +171,15 @@ def ray_main(a: argparse.Namespace) -> None:
                     cluster.add_node(**node)
                     added += 1
                 cluster.wait_for_nodes()
-                run = asyncio.run(_run(a, Path(tmp) / f"nodes{k}", ray=True,
-                                       per_node=a.per_node, limit=a.node_limit))  # fmt: skip
+                run = asyncio.run(
+                    _run(
+                        a,
+                        Path(tmp) / f"nodes{k}",
+                        ray=True,
+                        per_node=a.per_node,
+                        limit=a.node_limit,
+                    )
+                )
                 rates[k] = run[0] / run[1]
                 print(_row(str(k), *run), flush=True)
         finally:
@@ -160,8 +188,10 @@ def ray_main(a: argparse.Namespace) -> None:
         base = counts[0]
         for k in counts[1:]:
             eff = rates[k] / (rates[base] * k / base)
-            print(f"{k} nodes: {rates[k] / rates[base]:.2f}x the throughput of {base}, "
-                  f"{eff:.0%} of linear (goal >= 80%)")  # fmt: skip
+            print(
+                f"{k} nodes: {rates[k] / rates[base]:.2f}x the throughput of {base}, "
+                f"{eff:.0%} of linear (goal >= 80%)"
+            )
 
 
 def main() -> None:

@@ -35,12 +35,24 @@ STORY = "Write a detailed, 300-word story about a lighthouse keeper and a storm.
 
 
 async def speeds(m: OpenAIModel) -> dict[str, float]:
-    long_prompt = " ".join(f"item{i} costs {i % 17} dollars;" for i in range(220)) + " Sum nothing, say OK."  # fmt: skip
+    long_prompt = (
+        " ".join(f"item{i} costs {i % 17} dollars;" for i in range(220)) + " Sum nothing, say OK."
+    )
     t0 = time.monotonic()
-    r = await m.request(ModelRequest(messages=[UserMessage(content=long_prompt)], settings=GenerationSettings(max_tokens=1, temperature=0)))  # fmt: skip
+    r = await m.request(
+        ModelRequest(
+            messages=[UserMessage(content=long_prompt)],
+            settings=GenerationSettings(max_tokens=1, temperature=0),
+        )
+    )
     prompt_s = time.monotonic() - t0
     t0 = time.monotonic()
-    g = await m.request(ModelRequest(messages=[UserMessage(content=STORY)], settings=GenerationSettings(max_tokens=200, temperature=0)))  # fmt: skip
+    g = await m.request(
+        ModelRequest(
+            messages=[UserMessage(content=STORY)],
+            settings=GenerationSettings(max_tokens=200, temperature=0),
+        )
+    )
     gen_s = time.monotonic() - t0
     return {
         "prompt_tokens": r.usage.prompt_tokens,
@@ -51,15 +63,33 @@ async def speeds(m: OpenAIModel) -> dict[str, float]:
 
 
 async def plan_request(m: OpenAIModel) -> tuple[float, int, int]:
-    msgs = LLMPlanner(m).plan_messages("A shop sells pens at $2 each. Ana buys 7 pens and pays with $20. What is her change?")  # fmt: skip
+    msgs = LLMPlanner(m).plan_messages(
+        "A shop sells pens at $2 each. Ana buys 7 pens and pays with $20. What is her change?"
+    )
     t0 = time.monotonic()
     _, resps = await request_structured(m, msgs, plan_json_schema(), role="planner", max_repairs=1)
-    return time.monotonic() - t0, resps[0].usage.prompt_tokens, sum(r.usage.completion_tokens for r in resps)  # fmt: skip
+    return (
+        time.monotonic() - t0,
+        resps[0].usage.prompt_tokens,
+        sum(r.usage.completion_tokens for r in resps),
+    )
 
 
 async def executor_run(m: OpenAIModel, items, tools: bool) -> dict[str, float]:
-    ex = Executor(m, ToolRegistry([calculator_tool()]) if tools else ToolRegistry(), max_steps=6, settings=EXECUTOR_SETTINGS.replace(temperature=0))  # fmt: skip
-    node = Node.model_validate({"id": "solve", "instruction": "Solve the math word problem in USER_TASK step by step; output the final number as answer.", "inputs": ["USER_TASK"], "outputs": ["answer"]})  # fmt: skip
+    ex = Executor(
+        m,
+        ToolRegistry([calculator_tool()]) if tools else ToolRegistry(),
+        max_steps=6,
+        settings=EXECUTOR_SETTINGS.replace(temperature=0),
+    )
+    node = Node.model_validate(
+        {
+            "id": "solve",
+            "instruction": "Solve the math word problem in USER_TASK step by step; output the final number as answer.",
+            "inputs": ["USER_TASK"],
+            "outputs": ["answer"],
+        }
+    )
     correct, steps, calls, secs, errors = 0, [], [], [], 0
     for it in items:
         t0 = time.monotonic()
@@ -106,9 +136,13 @@ async def main() -> None:
         m = OpenAIModel(choice.alias, base_url=info.base_url, api_key=info.token, local=True)
         sp = await speeds(m)
         show(f"prompt processing: {sp['prompt_tok_s']:.0f} tok/s ({sp['prompt_tokens']} tokens)")
-        show(f"generation: {sp['gen_tok_s']:.1f} tok/s ({sp['gen_tokens']} tokens, incl. first-token latency)")  # fmt: skip
+        show(
+            f"generation: {sp['gen_tok_s']:.1f} tok/s ({sp['gen_tokens']} tokens, incl. first-token latency)"
+        )
         plan_s, plan_in, plan_out = await plan_request(m)
-        show(f"one plan request (demo prompt): {plan_s:.1f} s, {plan_in} prompt + {plan_out} completion tokens")  # fmt: skip
+        show(
+            f"one plan request (demo prompt): {plan_s:.1f} s, {plan_in} prompt + {plan_out} completion tokens"
+        )
         if items:
             rows["auto/default"] = await executor_run(m, items, tools=True)
             rows["no-tools"] = await executor_run(m, items, tools=False)
@@ -117,7 +151,9 @@ async def main() -> None:
         server.stop_server(info)
     if not items:
         return
-    fc = server.start_server(choice.model_file, alias=choice.alias, chat_format="chatml-function-calling")  # fmt: skip
+    fc = server.start_server(
+        choice.model_file, alias=choice.alias, chat_format="chatml-function-calling"
+    )
     try:
         m = OpenAIModel(choice.alias, base_url=fc.base_url, api_key=fc.token, local=True)
         rows["auto/chatml-fc"] = await executor_run(m, items, tools=True)
@@ -125,10 +161,14 @@ async def main() -> None:
     finally:
         server.stop_server(fc)
     show(f"\nexecutor on GSM8K first {len(items)} (temperature 0, max 6 steps), side by side:")
-    show(f"{'strategy':<16}{'correct':>8}{'errors':>8}{'steps':>7}{'tools':>7}{'s/prob':>8}{'time ratio':>12}")  # fmt: skip
+    show(
+        f"{'strategy':<16}{'correct':>8}{'errors':>8}{'steps':>7}{'tools':>7}{'s/prob':>8}{'time ratio':>12}"
+    )
     base = rows["auto/default"]["s_per_problem"]
     for name, r in rows.items():
-        show(f"{name:<16}{r['correct']:>5}/{len(items):<2}{r['errors']:>8}{r['steps']:>7.1f}{r['tool_calls']:>7.1f}{r['s_per_problem']:>8.1f}{r['s_per_problem'] / base:>12.2f}")  # fmt: skip
+        show(
+            f"{name:<16}{r['correct']:>5}/{len(items):<2}{r['errors']:>8}{r['steps']:>7.1f}{r['tool_calls']:>7.1f}{r['s_per_problem']:>8.1f}{r['s_per_problem'] / base:>12.2f}"
+        )
 
 
 if __name__ == "__main__":

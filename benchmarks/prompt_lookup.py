@@ -34,9 +34,12 @@ from verimap.planning.planner import LLMPlanner, PlannerOptions
 # buffer of n_batch rows unless `logits_all` sized it for n_ctx: prompts longer than n_batch
 # then fail with HTTP 500 ("could not broadcast ... into shape (0,)").
 LOOKUP = [
-    "--logits_all", "True",
-    "--draft_model", "prompt-lookup-decoding", "--draft_model_num_pred_tokens",
-]  # fmt: skip
+    "--logits_all",
+    "True",
+    "--draft_model",
+    "prompt-lookup-decoding",
+    "--draft_model_num_pred_tokens",
+]
 
 
 def requests(model: OpenAIModel, args: argparse.Namespace) -> list[tuple[str, ModelRequest]]:
@@ -46,12 +49,18 @@ def requests(model: OpenAIModel, args: argparse.Namespace) -> list[tuple[str, Mo
     greedy = GenerationSettings(temperature=0, max_tokens=600)
     out = []
     for t in gsm:
-        out.append((
-            "plan",
-            ModelRequest(messages=planner.plan_messages(t.prompt), response_schema=planner.schema,
-                         schema_name="plan", settings=greedy.replace(max_tokens=1024),
-                         role="planner"),
-        ))  # fmt: skip
+        out.append(
+            (
+                "plan",
+                ModelRequest(
+                    messages=planner.plan_messages(t.prompt),
+                    response_schema=planner.schema,
+                    schema_name="plan",
+                    settings=greedy.replace(max_tokens=1024),
+                    role="planner",
+                ),
+            )
+        )
     for t in gsm:
         content = t.prompt + "\n\nSolve the problem step by step."
         out.append(
@@ -98,8 +107,11 @@ async def main() -> None:
                 secs[label][kind] = secs[label].get(kind, 0.0) + sum(s for s, _, _ in rows)
                 texts[label].setdefault(kind, []).extend(c for _, _, c in rows)
                 toks = sum(n for _, n, _ in rows)
-                print(f"round {rnd} {label:6s} {kind:5s} {sum(s for s, _, _ in rows):6.1f} s "
-                      f"{toks} tokens", flush=True)  # fmt: skip
+                print(
+                    f"round {rnd} {label:6s} {kind:5s} {sum(s for s, _, _ in rows):6.1f} s "
+                    f"{toks} tokens",
+                    flush=True,
+                )
     print("\nkind   none s  lookup s  none/lookup  same text")
     for kind in secs["none"]:
         a, b = secs["none"][kind], secs["lookup"][kind]

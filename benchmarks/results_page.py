@@ -188,8 +188,12 @@ def draw_section(draws: Path, entry: dict[str, Any]) -> list[str]:
 
 
 def pens_section(draws: Path, entries: Sequence[dict[str, Any]]) -> list[str]:
-    lines = ["", "## The README's first task (pens), beside the draws", "",
-             "Development data: run in most sessions while the checks were developed."]  # fmt: skip
+    lines = [
+        "",
+        "## The README's first task (pens), beside the draws",
+        "",
+        "Development data: run in most sessions while the checks were developed.",
+    ]
     for entry in entries:
         records = read_records(draws / entry["file"])
         cs = cells(records, "pens")

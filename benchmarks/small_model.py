@@ -312,10 +312,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.out is None:
         args.out = str(runs_dir / "report.md")
     config: dict[str, Any] = resolve(
-        {"max_retries": args.max_retries, "max_iterations": args.max_iterations,
-         "agreement": args.agreement},
+        {
+            "max_retries": args.max_retries,
+            "max_iterations": args.max_iterations,
+            "agreement": args.agreement,
+        },
         local=local_endpoint({"model": args.model}),
-    ).config.model_dump(exclude_unset=True)  # fmt: skip
+    ).config.model_dump(exclude_unset=True)
     with_cross_check(config, args.cross_check)
     if args.fresh_code_retries is not None:
         config["fresh_code_retries"] = args.fresh_code_retries
@@ -419,8 +422,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "(to show that other code sends the same requests: benchmarks/_replay.py); a packed "
         "recording (FILE.jsonl.gz) is replayed, not added to",
     )
-    p.add_argument("--out", default=None,
-                   help="Markdown table ('' for none) [report.md in --runs-dir]")  # fmt: skip
+    p.add_argument(
+        "--out", default=None, help="Markdown table ('' for none) [report.md in --runs-dir]"
+    )
     args = p.parse_args(argv)
     counts = (args.gsm8k, args.humaneval, args.offset, args.max_nodes or 0)
     if min(counts) < 0 or min(args.max_retries, args.max_iterations, args.agreement) < 1:

@@ -375,11 +375,19 @@ def eval_runner(
     async def run_one(pair: Pair) -> str:
         try:
             outcome = await run_eval(
-                cast(Benchmark, TaskSubset(pair.bench, [pair.task])), pair.method, models, sandbox,
-                cell_dir(runs_dir, *pair.cell), runs=pair.run + 1, max_concurrency=1,
-                resume=True, config=config, progress=False, extra_config=extra[pair.bench.name],
+                cast(Benchmark, TaskSubset(pair.bench, [pair.task])),
+                pair.method,
+                models,
+                sandbox,
+                cell_dir(runs_dir, *pair.cell),
+                runs=pair.run + 1,
+                max_concurrency=1,
+                resume=True,
+                config=config,
+                progress=False,
+                extra_config=extra[pair.bench.name],
                 samples=samples if pair.method == SC else None,
-            )  # fmt: skip
+            )
         except Exception as e:
             notes[pair.cell] = f"{type(e).__name__}: {e}"
             return f"{pair.key} {pair.method}: could not run: {e}"
@@ -488,8 +496,15 @@ def main(argv: list[str] | None = None) -> int:
         args.samples_from = "set with --samples"
         if args.samples is None:
             args.samples, args.samples_from = matched_samples(runs_dir, windows)
-        check_dirs(pairs, runs_dir, args.seed, args.model, args.samples,
-                   args.resume or args.report_only, args.ballot or DEFAULT_BALLOT)  # fmt: skip
+        check_dirs(
+            pairs,
+            runs_dir,
+            args.seed,
+            args.model,
+            args.samples,
+            args.resume or args.report_only,
+            args.ballot or DEFAULT_BALLOT,
+        )
     except (DataError, RunDirError, ValueError) as e:
         say(f"error: {e} (this benchmark's --out is --runs-dir {runs_dir})")
         return 2
@@ -535,31 +550,55 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument("--seed", type=int, default=None, help=f"required; pick one: {SEED_HINT}")
     p.add_argument("--gsm8k", type=int, default=30, help="GSM8K tasks to draw (0: none)")
-    p.add_argument("--mbpp", type=int, default=30,
-                   help="MBPP tasks to draw, from its sanitized test split (0: none)")  # fmt: skip
-    p.add_argument("--multihoprag", type=int, default=0,
-                   help="MultiHopRAG queries to draw, stratified by question type (0: none)")  # fmt: skip
-    p.add_argument("--humaneval", type=int, default=0,
-                   help="HumanEval tasks to draw (0: none); every item is seen, so only a seen "
-                   "draw's seed can still draw them, and they are reported as development "
-                   "data")  # fmt: skip
+    p.add_argument(
+        "--mbpp",
+        type=int,
+        default=30,
+        help="MBPP tasks to draw, from its sanitized test split (0: none)",
+    )
+    p.add_argument(
+        "--multihoprag",
+        type=int,
+        default=0,
+        help="MultiHopRAG queries to draw, stratified by question type (0: none)",
+    )
+    p.add_argument(
+        "--humaneval",
+        type=int,
+        default=0,
+        help="HumanEval tasks to draw (0: none); every item is seen, so only a seen "
+        "draw's seed can still draw them, and they are reported as development "
+        "data",
+    )
     p.add_argument("--methods", default=DEFAULT_METHODS, help=f"from {', '.join(METHODS)}")
     p.add_argument(
-        "--samples", type=int, default=None,
+        "--samples",
+        type=int,
+        default=None,
         help=f"k of sc [verimap's mean calls per task on this draw, rounded up; "
         f"{DEFAULT_SAMPLES} before verimap has run]",
-    )  # fmt: skip
-    p.add_argument("--ballot", default=None, choices=list(BALLOTS),
-                   help=f"answer agreement's ballot [{DEFAULT_BALLOT}]")  # fmt: skip
+    )
+    p.add_argument(
+        "--ballot",
+        default=None,
+        choices=list(BALLOTS),
+        help=f"answer agreement's ballot [{DEFAULT_BALLOT}]",
+    )
     p.add_argument("--pens", action="store_true", help="also the README's task, react/verimap x3")
     p.add_argument("--model", default="qwen2.5-coder-1.5b", help="local catalog model")
     p.add_argument("--runs-dir", default=None, help="[runs/verification-quality-SEED]")
     p.add_argument("--resume", action="store_true", help="continue --runs-dir: skip finished pairs")
-    p.add_argument("--report-only", action="store_true",
-                   help="rebuild the tables from --runs-dir and run nothing")  # fmt: skip
-    p.add_argument("--out", default=None,
-                   help="Markdown ('' for none) [report.md in --runs-dir: the tables of a draw "
-                   "stay beside its runs, and no curated page is written over]")  # fmt: skip
+    p.add_argument(
+        "--report-only",
+        action="store_true",
+        help="rebuild the tables from --runs-dir and run nothing",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help="Markdown ('' for none) [report.md in --runs-dir: the tables of a draw "
+        "stay beside its runs, and no curated page is written over]",
+    )
     p.add_argument("--sandbox", default="docker", choices=KINDS)
     p.add_argument("--data-dir", default=None, help="benchmark data [as verimap eval]")
     args = p.parse_args(argv)

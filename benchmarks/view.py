@@ -35,27 +35,72 @@ GOAL_S, GOAL_MB = 5.0, 20.0
 
 
 def _node(nid: str, instruction: str, inputs: list[str], outputs: dict, vfs: list) -> dict:
-    return {"id": nid, "name": nid.title(), "instruction": instruction, "inputs": inputs,
-            "outputs": outputs, "verification": vfs}  # fmt: skip
+    return {
+        "id": nid,
+        "name": nid.title(),
+        "instruction": instruction,
+        "inputs": inputs,
+        "outputs": outputs,
+        "verification": vfs,
+    }
 
 
 def _plans() -> list[dict[str, Any]]:
     def plan(compute: str) -> dict[str, Any]:
-        return {"nodes": [
-            _node("extract", "Extract the two quantities from the task.", ["USER_TASK"],
-                  {"a": "number", "b": "number"},
-                  [{"name": "positive", "type": "python",
-                    "code": "assert outputs['a'] > 0 and outputs['b'] > 0, 'quantities must be positive'"},
-                   {"name": "from_task", "type": "llm", "content": "Both numbers appear in the task."}]),
-            _node("compute", compute, ["extract.a", "extract.b"], {"total": "number"},
-                  [{"name": "product", "type": "python",
-                    "code": "assert approx(outputs['total'], inputs['extract.a'] * inputs['extract.b']), "
-                            "f\"expected {inputs['extract.a'] * inputs['extract.b']}\""}]),
-            _node("answer", "State the final answer as a sentence.", ["compute.total", "USER_TASK"],
-                  {"answer": "string"},
-                  [{"name": "nonempty", "type": "python", "code": "assert outputs['answer'].strip(), 'empty'"},
-                   {"name": "answers_task", "type": "llm", "content": "The answer addresses the task."}]),
-        ]}  # fmt: skip
+        return {
+            "nodes": [
+                _node(
+                    "extract",
+                    "Extract the two quantities from the task.",
+                    ["USER_TASK"],
+                    {"a": "number", "b": "number"},
+                    [
+                        {
+                            "name": "positive",
+                            "type": "python",
+                            "code": "assert outputs['a'] > 0 and outputs['b'] > 0, 'quantities must be positive'",
+                        },
+                        {
+                            "name": "from_task",
+                            "type": "llm",
+                            "content": "Both numbers appear in the task.",
+                        },
+                    ],
+                ),
+                _node(
+                    "compute",
+                    compute,
+                    ["extract.a", "extract.b"],
+                    {"total": "number"},
+                    [
+                        {
+                            "name": "product",
+                            "type": "python",
+                            "code": "assert approx(outputs['total'], inputs['extract.a'] * inputs['extract.b']), "
+                            "f\"expected {inputs['extract.a'] * inputs['extract.b']}\"",
+                        }
+                    ],
+                ),
+                _node(
+                    "answer",
+                    "State the final answer as a sentence.",
+                    ["compute.total", "USER_TASK"],
+                    {"answer": "string"},
+                    [
+                        {
+                            "name": "nonempty",
+                            "type": "python",
+                            "code": "assert outputs['answer'].strip(), 'empty'",
+                        },
+                        {
+                            "name": "answers_task",
+                            "type": "llm",
+                            "content": "The answer addresses the task.",
+                        },
+                    ],
+                ),
+            ]
+        }
 
     return [plan("Multiply the two quantities."), plan("Multiply the two quantities, carefully.")]
 
@@ -98,8 +143,18 @@ async def make_eval(out: Path, tasks: int) -> float:
         )
 
     start = time.perf_counter()
-    await run_eval(bench, "verimap", None, sandbox, out, runs=runs, limit=per_run,
-                   max_concurrency=8, progress=False, solver=solve)  # fmt: skip
+    await run_eval(
+        bench,
+        "verimap",
+        None,
+        sandbox,
+        out,
+        runs=runs,
+        limit=per_run,
+        max_concurrency=8,
+        progress=False,
+        solver=solve,
+    )
     return time.perf_counter() - start
 
 
@@ -127,8 +182,10 @@ def main(argv: list[str] | None = None) -> dict[str, float]:
         seconds = time_view(eval_dir, report)
         mb = report.stat().st_size / 1e6
     print(f"eval directory: {records} tasks, traces {traces / 1e6:.1f} MB (made in {made:.1f} s)")
-    print(f"verimap view: {seconds:.2f} s (goal <= {GOAL_S:.0f} s), report {mb:.1f} MB "
-          f"(goal <= {GOAL_MB:.0f} MB)")  # fmt: skip
+    print(
+        f"verimap view: {seconds:.2f} s (goal <= {GOAL_S:.0f} s), report {mb:.1f} MB "
+        f"(goal <= {GOAL_MB:.0f} MB)"
+    )
     ok = seconds <= GOAL_S and mb <= GOAL_MB
     print("within goals" if ok else "OUTSIDE GOALS")
     return {"tasks": records, "seconds": seconds, "mb": mb}

@@ -37,9 +37,16 @@ LAYERS: list[tuple[str, ...]] = [
     # what wires and watches a run: policies, the local model, `build`, other methods, telemetry
     ("verimap.policies", "verimap.local", "verimap.wiring", "verimap.methods", "verimap.observe"),
     # the entry points
-    ("verimap.evals", "verimap.integrations", "verimap.view", "verimap.testing", "verimap.cli",
-     "verimap.__main__", "verimap"),
-]  # fmt: skip
+    (
+        "verimap.evals",
+        "verimap.integrations",
+        "verimap.view",
+        "verimap.testing",
+        "verimap.cli",
+        "verimap.__main__",
+        "verimap",
+    ),
+]
 MAX_TOP_LEVEL_MODULES = 10
 
 

@@ -8,13 +8,31 @@ from verimap.cli import main
 
 PLAN = {
     "nodes": [
-        {"id": "a", "instruction": "extract", "inputs": ["USER_TASK"], "outputs": ["x"],
-         "verification": [{"name": "pos", "type": "python", "code": "assert outputs['x'] > 0, 'x must be positive'"},
-                          {"name": "j", "type": "llm", "content": "x is right"}]},
-        {"id": "b", "instruction": "double", "inputs": ["a.x"], "outputs": ["y"],
-         "verification": [{"name": "dbl", "type": "python", "code": "assert outputs['y'] == 2 * inputs['x']"}]},
+        {
+            "id": "a",
+            "instruction": "extract",
+            "inputs": ["USER_TASK"],
+            "outputs": ["x"],
+            "verification": [
+                {
+                    "name": "pos",
+                    "type": "python",
+                    "code": "assert outputs['x'] > 0, 'x must be positive'",
+                },
+                {"name": "j", "type": "llm", "content": "x is right"},
+            ],
+        },
+        {
+            "id": "b",
+            "instruction": "double",
+            "inputs": ["a.x"],
+            "outputs": ["y"],
+            "verification": [
+                {"name": "dbl", "type": "python", "code": "assert outputs['y'] == 2 * inputs['x']"}
+            ],
+        },
     ]
-}  # fmt: skip
+}
 
 
 @pytest.fixture(autouse=True)
@@ -41,8 +59,12 @@ def invoke(*args):
 def test_plan_validate_valid_and_invalid(files):
     r = invoke("plan", "validate", files("p.json", PLAN))
     assert r.exit_code == 0 and "valid plan, 2 node(s), final node 'b'" in r.output
-    bad = {"nodes": [{"id": "a", "instruction": "i", "inputs": ["q.z"], "outputs": ["x"]},
-                     {"id": "a", "instruction": "j", "outputs": ["x"]}]}  # fmt: skip
+    bad = {
+        "nodes": [
+            {"id": "a", "instruction": "i", "inputs": ["q.z"], "outputs": ["x"]},
+            {"id": "a", "instruction": "j", "outputs": ["x"]},
+        ]
+    }
     r = invoke("plan", "validate", "--json", files("bad.json", bad))
     out = json.loads(r.stdout)
     assert r.exit_code == 1 and not out["valid"] and len(out["problems"]) >= 2
@@ -59,8 +81,19 @@ def test_plan_schema_and_show(files):
 
 def test_vf_check_pass_fail_and_bad_input(files):
     plan = files("p.json", PLAN)
-    r = invoke("vf", "check", plan, "--node", "b", "--outputs", files("o.json", {"y": 6}),
-               "--inputs", files("i.json", {"a.x": 3}), "--sandbox", "process")  # fmt: skip
+    r = invoke(
+        "vf",
+        "check",
+        plan,
+        "--node",
+        "b",
+        "--outputs",
+        files("o.json", {"y": 6}),
+        "--inputs",
+        files("i.json", {"a.x": 3}),
+        "--sandbox",
+        "process",
+    )
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["verdicts"][0]["outcome"] == "PASS"
     r = invoke(

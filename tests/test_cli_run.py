@@ -12,12 +12,24 @@ from verimap.testing import ScriptedWorld
 
 PLAN = {
     "nodes": [
-        {"id": "a", "instruction": "extract", "inputs": ["USER_TASK"], "outputs": ["x"],
-         "verification": [{"name": "pos", "type": "python", "code": "assert outputs['x'] > 0"}]},
-        {"id": "b", "instruction": "double", "inputs": ["a.x"], "outputs": ["y"],
-         "verification": [{"name": "dbl", "type": "python", "code": "assert outputs['y'] == 2 * inputs['x']"}]},
+        {
+            "id": "a",
+            "instruction": "extract",
+            "inputs": ["USER_TASK"],
+            "outputs": ["x"],
+            "verification": [{"name": "pos", "type": "python", "code": "assert outputs['x'] > 0"}],
+        },
+        {
+            "id": "b",
+            "instruction": "double",
+            "inputs": ["a.x"],
+            "outputs": ["y"],
+            "verification": [
+                {"name": "dbl", "type": "python", "code": "assert outputs['y'] == 2 * inputs['x']"}
+            ],
+        },
     ]
-}  # fmt: skip
+}
 
 
 @pytest.fixture
@@ -74,14 +86,27 @@ def test_run_prints_answer_table_and_trace(world, tmp_path):
 
 def test_run_json_budget_and_plan_file(world, tmp_path):
     r = invoke(
-        "Double 21", *PLANNED, "--json", "--sandbox", "process", "--trace-dir", str(tmp_path),
-        "--call-limit", "2",
-    )  # fmt: skip
+        "Double 21",
+        *PLANNED,
+        "--json",
+        "--sandbox",
+        "process",
+        "--trace-dir",
+        str(tmp_path),
+        "--call-limit",
+        "2",
+    )
     assert r.exit_code == 3 and json.loads(r.stdout)["status"] == "budget_exhausted"
     r = invoke(
-        "Double 21", *PLANNED, "--sandbox", "process", "--trace-dir", str(tmp_path),
-        "--call-limit", "2",
-    )  # fmt: skip
+        "Double 21",
+        *PLANNED,
+        "--sandbox",
+        "process",
+        "--trace-dir",
+        str(tmp_path),
+        "--call-limit",
+        "2",
+    )
     assert (
         "error: LLM call budget exhausted: 2 of 2 calls used" in r.stdout
         and "[bold]" not in r.stdout
@@ -126,8 +151,19 @@ def test_run_as_an_eval_method_uses_its_presets(monkeypatch, tmp_path):
         yield w.models()
 
     monkeypatch.setattr(run_mod, "_connect", fake_connect)
-    r = invoke("Double 21", "--method", "react", "--model", "gpt-4o-mini", "--sandbox", "process",
-               "--trace-dir", str(tmp_path), "--json", "-q")  # fmt: skip
+    r = invoke(
+        "Double 21",
+        "--method",
+        "react",
+        "--model",
+        "gpt-4o-mini",
+        "--sandbox",
+        "process",
+        "--trace-dir",
+        str(tmp_path),
+        "--json",
+        "-q",
+    )
     result = json.loads(r.output)
     assert [n["id"] for n in result["plans"][0]["nodes"]] == ["solve"] and w.planner_calls == 0
     assert "--cross-check does nothing" not in r.stderr
@@ -138,8 +174,18 @@ def test_run_as_an_eval_method_uses_its_presets(monkeypatch, tmp_path):
 
 def test_a_cross_check_with_nothing_to_stand_beside_is_named(world, tmp_path):
     def note(*args):
-        r = invoke("Double 21", "--model", "gpt-4o-mini", "--sandbox", "process", "-q",
-                   "--trace-dir", str(tmp_path), "--cross-check", *args)  # fmt: skip
+        r = invoke(
+            "Double 21",
+            "--model",
+            "gpt-4o-mini",
+            "--sandbox",
+            "process",
+            "-q",
+            "--trace-dir",
+            str(tmp_path),
+            "--cross-check",
+            *args,
+        )
         assert r.exit_code == 0, r.output
         return r.stderr
 
@@ -161,8 +207,14 @@ def test_an_endpoint_outage_exits_4_not_as_a_failed_task(monkeypatch, tmp_path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{s.getsockname()[1]}/v1"  # nothing listens: refused
-    model = OpenAIModel("m", base_url=url, api_key="sk-test-secret-77", max_retries=1,
-                        backoff_base=0.01, backoff_max=0.02)  # fmt: skip
+    model = OpenAIModel(
+        "m",
+        base_url=url,
+        api_key="sk-test-secret-77",
+        max_retries=1,
+        backoff_base=0.01,
+        backoff_max=0.02,
+    )
 
     @asynccontextmanager
     async def down(**endpoint):
@@ -218,11 +270,24 @@ def test_off_a_terminal_the_log_tells_retries_and_replans_without_escape_codes(
         yield w.models()
 
     monkeypatch.setattr(run_mod, "_connect", fake_connect)
-    r = invoke("Double 21", *PLANNED, "--sandbox", "process", "--trace-dir", str(tmp_path),
-               "--max-attempts", "2")  # fmt: skip
+    r = invoke(
+        "Double 21",
+        *PLANNED,
+        "--sandbox",
+        "process",
+        "--trace-dir",
+        str(tmp_path),
+        "--max-attempts",
+        "2",
+    )
     assert r.exit_code == 0, r.output
-    for line in ("[it 1] a: retry 1", "[it 1] b: failed", "[it 2] replanning after node 'b' failed",
-                 "[it 2] a: reused (verified before, unchanged)", "[it 2] b: verified"):  # fmt: skip
+    for line in (
+        "[it 1] a: retry 1",
+        "[it 1] b: failed",
+        "[it 2] replanning after node 'b' failed",
+        "[it 2] a: reused (verified before, unchanged)",
+        "[it 2] b: verified",
+    ):
         assert line in r.stderr, line
     assert "\x1b" not in r.stderr and "\x1b" not in r.stdout
 
@@ -254,9 +319,14 @@ def test_a_cost_budget_on_a_model_with_no_known_price_is_refused_before_any_call
     """A cost the price table does not know would be counted as $0: the budget could never trip."""
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     res = invoke(
-        "--base-url", "http://127.0.0.1:9/v1", "--model", "no-such-model-anywhere",
-        "--cost-limit", "0.5", "What is 2 + 2?",
-    )  # fmt: skip
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--model",
+        "no-such-model-anywhere",
+        "--cost-limit",
+        "0.5",
+        "What is 2 + 2?",
+    )
     assert res.exit_code == 2, res.output
     assert "no price is known for no-such-model-anywhere" in res.output
     assert "--cost-limit" in res.output

@@ -12,13 +12,37 @@ from verimap.wiring import resolve
 # The flat names config.json, `run_start` and Inspect hold: every config's before the parts, and
 # the ballot since.
 OLD_NAMES = {
-    "max_retries", "max_iterations", "max_parallel", "sequential", "reuse_verified",
-    "fail_accepted", "verification", "context_generations", "structured_io", "vf_timeout_s",
-    "checks", "vacuity_check", "plan_reasoning", "full_feedback", "batch_judge", "judge_tools",
-    "agreement", "unverified_answer", "plan_repairs", "max_nodes", "max_plan_repeats",
-    "executor_max_steps", "temperature", "retry_temperature", "fresh_code_retries", "top_p",
-    "seed", "budget", "policies", "ballot",
-}  # fmt: skip
+    "max_retries",
+    "max_iterations",
+    "max_parallel",
+    "sequential",
+    "reuse_verified",
+    "fail_accepted",
+    "verification",
+    "context_generations",
+    "structured_io",
+    "vf_timeout_s",
+    "checks",
+    "vacuity_check",
+    "plan_reasoning",
+    "full_feedback",
+    "batch_judge",
+    "judge_tools",
+    "agreement",
+    "unverified_answer",
+    "plan_repairs",
+    "max_nodes",
+    "max_plan_repeats",
+    "executor_max_steps",
+    "temperature",
+    "retry_temperature",
+    "fresh_code_retries",
+    "top_p",
+    "seed",
+    "budget",
+    "policies",
+    "ballot",
+}
 
 
 def test_a_run_config_has_a_few_parts():
@@ -26,16 +50,34 @@ def test_a_run_config_has_a_few_parts():
 
 
 def test_flat_and_nested_settings_give_the_same_config():
-    flat = RunConfig(max_retries=2, temperature=0.3, checks=[], max_nodes=2, structured_io=False,
-                     verification="none", budget={"max_cost": 1.0})  # fmt: skip
-    nested = RunConfig.model_validate({
-        "loop": {"max_retries": 2}, "sampling": {"temperature": 0.3}, "verify": {"checks": [],
-        "verification": "none"}, "planning": {"max_nodes": 2},
-        "execution": {"structured_io": False}, "budget": {"max_cost": 1.0},
-    })  # fmt: skip
-    mixed = RunConfig(loop=Loop(max_retries=2), temperature=0.3, verify={"checks": []},
-                      verification="none", max_nodes=2, structured_io=False,
-                      budget={"max_cost": 1.0})  # fmt: skip
+    flat = RunConfig(
+        max_retries=2,
+        temperature=0.3,
+        checks=[],
+        max_nodes=2,
+        structured_io=False,
+        verification="none",
+        budget={"max_cost": 1.0},
+    )
+    nested = RunConfig.model_validate(
+        {
+            "loop": {"max_retries": 2},
+            "sampling": {"temperature": 0.3},
+            "verify": {"checks": [], "verification": "none"},
+            "planning": {"max_nodes": 2},
+            "execution": {"structured_io": False},
+            "budget": {"max_cost": 1.0},
+        }
+    )
+    mixed = RunConfig(
+        loop=Loop(max_retries=2),
+        temperature=0.3,
+        verify={"checks": []},
+        verification="none",
+        max_nodes=2,
+        structured_io=False,
+        budget={"max_cost": 1.0},
+    )
     assert flat == nested == mixed
     assert flat.loop.max_retries == 2 and flat.sampling.temperature == 0.3
     assert given(flat) == given(nested) == given(mixed)

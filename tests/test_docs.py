@@ -18,8 +18,17 @@ CODE_SPAN = re.compile(r"`([^`\n]+)`")
 # A path in a code span is read as one of the repository's when it starts at one of its
 # top-level directories and ends in a file's suffix or a `/` (`verimap/plan`, an Inspect event
 # source, is no path), or names a top-level file.
-TOP = ("verimap/", "tests/", "benchmarks/", "eval/", "datasets/", "scripts/", "docs/", "design/",
-       "sandbox/")  # fmt: skip
+TOP = (
+    "verimap/",
+    "tests/",
+    "benchmarks/",
+    "eval/",
+    "datasets/",
+    "scripts/",
+    "docs/",
+    "design/",
+    "sandbox/",
+)
 TOP_FILES = {"README.md", "CHANGELOG.md", "Makefile", "pyproject.toml"}
 
 

@@ -68,13 +68,15 @@ def asked(purpose, text="any wording at all", schema=None):
 
 async def test_the_world_answers_by_purpose_whatever_the_prompt_says():
     """Routing reads the purpose only: a prompt in any wording gets the same answers."""
-    plan = {"nodes": [{"id": "a", "instruction": "Do it.", "inputs": ["USER_TASK"],
-                       "outputs": ["x"]}]}  # fmt: skip
+    plan = {
+        "nodes": [{"id": "a", "instruction": "Do it.", "inputs": ["USER_TASK"], "outputs": ["x"]}]
+    }
     world = ScriptedWorld(
-        [plan], lambda nid, k, inputs, prompt: {"x": f"{nid}{k}:{inputs['USER_TASK']}"},
+        [plan],
+        lambda nid, k, inputs, prompt: {"x": f"{nid}{k}:{inputs['USER_TASK']}"},
         lambda nid, criterion, outs: (outs["x"] == "a0:T", f"{nid} {criterion}"),
         solve=lambda task: f"solved {task}",
-    )  # fmt: skip
+    )
     m = world.model
     assert (await m.request(asked(PlanCall(kind="think")))).content.startswith("Let me")
     assert json.loads((await m.request(asked(PlanCall()))).content)["nodes"][0]["id"] == "a"
@@ -82,10 +84,12 @@ async def test_the_world_answers_by_purpose_whatever_the_prompt_says():
     assert json.loads((await m.request(asked(run))).content) == {"x": "a0:T"}
     one = JudgeCall(node_id="a", criteria={"c": "crit"}, outputs={"x": "a0:T"}, final_call=True)
     assert json.loads((await m.request(asked(one))).content) == {
-        "passed": True, "explanation": "a crit",
-    }  # fmt: skip
-    two = JudgeCall(node_id="a", criteria={"c": "one", "d": "two"}, outputs={"x": "no"},
-                    final_call=True)  # fmt: skip
+        "passed": True,
+        "explanation": "a crit",
+    }
+    two = JudgeCall(
+        node_id="a", criteria={"c": "one", "d": "two"}, outputs={"x": "no"}, final_call=True
+    )
     assert set(json.loads((await m.request(asked(two))).content)) == {"c", "d"}
     solved = await m.request(asked(SolveCall(kind="reference", task="the task")))
     assert solved.content == "solved the task"

@@ -11,10 +11,20 @@ import verimap
 
 # Optional parts of verimap, and the extras they need: none is loaded by `import verimap`.
 OPTIONAL = (
-    "verimap.evals", "verimap.view", "verimap.integrations", "verimap.local", "verimap.cli",
-    "verimap.observe", "ray", "rank_bm25", "inspect_ai", "llama_cpp", "opentelemetry", "rich",
+    "verimap.evals",
+    "verimap.view",
+    "verimap.integrations",
+    "verimap.local",
+    "verimap.cli",
+    "verimap.observe",
+    "ray",
+    "rank_bm25",
+    "inspect_ai",
+    "llama_cpp",
+    "opentelemetry",
+    "rich",
     "click",
-)  # fmt: skip
+)
 
 
 def _loaded_by(statement: str) -> list[str]:

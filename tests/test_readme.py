@@ -75,10 +75,17 @@ def test_the_readme_humaneval_and_mixed_ballot_cells_are_what_the_draws_say():
     from verimap.evals.report import load_records
 
     draws = REPO / "eval" / "draws"
-    he = {m: [r for r in load_records([f"{draws / 'vq-704573.jsonl'}#{m}"])
-              if r["benchmark"] == "humaneval"] for m in ("bare", "sc", "react", "verimap")}  # fmt: skip
-    mixed = load_records([f"{draws / f'vq-{s}.jsonl'}#verimap --ballot mixed"
-                          for s in ("555653", "872998")])  # fmt: skip
+    he = {
+        m: [
+            r
+            for r in load_records([f"{draws / 'vq-704573.jsonl'}#{m}"])
+            if r["benchmark"] == "humaneval"
+        ]
+        for m in ("bare", "sc", "react", "verimap")
+    }
+    mixed = load_records(
+        [f"{draws / f'vq-{s}.jsonl'}#verimap --ballot mixed" for s in ("555653", "872998")]
+    )
     mixed = [r for r in mixed if r["benchmark"] == "gsm8k"]
     rows = {m: re.search(rf"^\| `{m}`[ |(][^\n]*", README, re.M) for m in he}
     rows["verimap"] = re.search(r"^\| `verimap` \(default\)[^\n]*", README, re.M)

@@ -40,9 +40,18 @@ def test_every_draw_file_is_in_the_index_and_every_entry_has_its_file():
 
 
 def line(task: int, method: str, correct: bool, verified: bool, seconds: float) -> str:
-    return json.dumps({"benchmark": "gsm8k", "task": f"gsm8k/{task}", "method": method,
-                       "correct": correct, "verified": verified, "calls": 2, "tokens": 50,
-                       "seconds": seconds})  # fmt: skip
+    return json.dumps(
+        {
+            "benchmark": "gsm8k",
+            "task": f"gsm8k/{task}",
+            "method": method,
+            "correct": correct,
+            "verified": verified,
+            "calls": 2,
+            "tokens": 50,
+            "seconds": seconds,
+        }
+    )
 
 
 def test_a_draw_gets_its_tables_and_a_development_draw_says_so(tmp_path):
@@ -52,9 +61,14 @@ def test_a_draw_gets_its_tables_and_a_development_draw_says_so(tmp_path):
         (tmp_path / f"vq-{seed}.jsonl").write_text("\n".join(rows) + "\n")
     entries = [
         {"file": "vq-2.jsonl", "seed": 2, "code": "abc", "changed": "nothing", "development": []},
-        {"file": "vq-1.jsonl", "seed": 1, "code": "def", "changed": "D1",
-         "development": ["GSM8K: replayed for D2"]},
-    ]  # fmt: skip
+        {
+            "file": "vq-1.jsonl",
+            "seed": 1,
+            "code": "def",
+            "changed": "D1",
+            "development": ["GSM8K: replayed for D2"],
+        },
+    ]
     pooled = {"gsm8k": [1, 2], "humaneval": [], "mixed": []}
     (tmp_path / page.INDEX).write_text(json.dumps({"pooled": pooled, "draws": entries}))
     text = page.render(tmp_path)

@@ -97,8 +97,12 @@ SCENARIOS = [
 @pytest.fixture(params=SCENARIOS, ids=lambda s: s.name)
 def scenario(request, monkeypatch, proxy) -> tuple[Scenario, str]:
     s: Scenario = request.param
-    for k in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "OTEL_EXPORTER_OTLP_ENDPOINT",
-              "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"):  # fmt: skip
+    for k in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    ):
         monkeypatch.delenv(k, raising=False)
     for k, v in s.env.items():
         monkeypatch.setenv(k, v)
@@ -144,9 +148,10 @@ def span_text(exporter) -> str:
 
 def files_text(root: Path) -> str:
     return "\n".join(
-        p.read_text(encoding="utf-8", errors="replace") for p in sorted(root.rglob("*"))
+        p.read_text(encoding="utf-8", errors="replace")
+        for p in sorted(root.rglob("*"))
         if p.is_file() and p.suffix in (".jsonl", ".json", ".html")
-    )  # fmt: skip
+    )
 
 
 def leaks(where: dict[str, str], secrets: list[str]) -> dict[str, list[str]]:
@@ -172,10 +177,13 @@ def test_verimap_run_leaks_no_secret(scenario, spans, tmp_path):
     if _can_view():
         assert cli("view", str(trace), "--out-file", str(page)).exit_code == 0
     where = {
-        "stdout": shown.stdout, "stderr": shown.stderr, "--json": as_json.stdout,
-        "traces": files_text(traces), "spans": span_text(spans),
+        "stdout": shown.stdout,
+        "stderr": shown.stderr,
+        "--json": as_json.stdout,
+        "traces": files_text(traces),
+        "spans": span_text(spans),
         "html": page.read_text(encoding="utf-8") if page.exists() else "",
-    }  # fmt: skip
+    }
     assert leaks(where, s.secrets) == {}
     # The proxy was reached and its reply reported, the host named without path or userinfo.
     host = url.rsplit("@", 1)[-1].removeprefix("http://").removesuffix("/v1")
@@ -186,11 +194,30 @@ def test_verimap_run_leaks_no_secret(scenario, spans, tmp_path):
 def test_verimap_eval_and_its_exports_leak_no_secret(scenario, spans, tmp_path):
     s, url = scenario
     out = tmp_path / "eval"
-    r = cli("eval", "-b", "gsm8k", "-n", "1", "--data-dir", str(SAMPLES), "-o", str(out),
-            "--base-url", url, "--sandbox", "process", "--quiet", "--otel")  # fmt: skip
+    r = cli(
+        "eval",
+        "-b",
+        "gsm8k",
+        "-n",
+        "1",
+        "--data-dir",
+        str(SAMPLES),
+        "-o",
+        str(out),
+        "--base-url",
+        url,
+        "--sandbox",
+        "process",
+        "--quiet",
+        "--otel",
+    )
     assert r.exit_code == 1, r.output
-    where = {"stdout": r.stdout, "stderr": r.stderr, "eval directory": files_text(out),
-             "spans": span_text(spans)}  # fmt: skip
+    where = {
+        "stdout": r.stdout,
+        "stderr": r.stderr,
+        "eval directory": files_text(out),
+        "spans": span_text(spans),
+    }
     if _has("inspect_ai"):
         logs = tmp_path / "logs"
         exported = cli("eval", "export", "--format", "inspect", str(out), "-o", str(logs))
@@ -212,19 +239,39 @@ def _written_by_someone_else(root: Path, secret: str) -> Path:
     """An eval directory with `secret` in the clear, as an older verimap or another tool left it."""
     out = root / "theirs"
     (out / "traces" / "run0").mkdir(parents=True)
-    config = {"benchmark": "gsm8k", "method": "react", "runs": 1, "run_config": {},
-              "note": f"via {secret}"}  # fmt: skip
+    config = {
+        "benchmark": "gsm8k",
+        "method": "react",
+        "runs": 1,
+        "run_config": {},
+        "note": f"via {secret}",
+    }
     (out / "config.json").write_text(json.dumps(config))
     trace = [
         {"type": "run_start", "run_id": "r", "ts": 1.0, "data": {"task": f"use {secret}"}},
         {"type": "error", "run_id": "r", "ts": 2.0, "data": {"error": f"401: {secret}"}},
-        {"type": "finish", "run_id": "r", "ts": 3.0,
-         "data": {"status": "failed", "error": f"HTTP 401: key {secret}"}},
-    ]  # fmt: skip
+        {
+            "type": "finish",
+            "run_id": "r",
+            "ts": 3.0,
+            "data": {"status": "failed", "error": f"HTTP 401: key {secret}"},
+        },
+    ]
     (out / "traces" / "run0" / "1.jsonl").write_text("".join(json.dumps(e) + "\n" for e in trace))
-    record = {"key": "r0/1", "run": 0, "task_id": "1", "benchmark": "gsm8k", "method": "react",
-              "status": "failed", "correct": False, "verified": False, "predicted": secret,
-              "gold": "42", "trace": "traces/run0/1.jsonl", "error": f"key {secret}"}  # fmt: skip
+    record = {
+        "key": "r0/1",
+        "run": 0,
+        "task_id": "1",
+        "benchmark": "gsm8k",
+        "method": "react",
+        "status": "failed",
+        "correct": False,
+        "verified": False,
+        "predicted": secret,
+        "gold": "42",
+        "trace": "traces/run0/1.jsonl",
+        "error": f"key {secret}",
+    }
     (out / "results.jsonl").write_text(json.dumps(record) + "\n")
     return out
 
@@ -257,9 +304,11 @@ def test_preference_pairs_mask_secrets(monkeypatch, tmp_path):
     from verimap.evals.preferences import write_pairs
 
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
-    row = {"prompt": [{"role": "user", "content": f"task with {ENV_KEY}"}],
-           "chosen": [{"role": "assistant", "content": "{}"}],
-           "rejected": [{"role": "assistant", "content": f"http://{USER}:{PASSWORD}@h/v1"}]}  # fmt: skip
+    row = {
+        "prompt": [{"role": "user", "content": f"task with {ENV_KEY}"}],
+        "chosen": [{"role": "assistant", "content": "{}"}],
+        "rejected": [{"role": "assistant", "content": f"http://{USER}:{PASSWORD}@h/v1"}],
+    }
     write_pairs([row], tmp_path / "pairs.jsonl")
     text = (tmp_path / "pairs.jsonl").read_text()
     assert ENV_KEY not in text and PASSWORD not in text and "task with [REDACTED]" in text

@@ -38,21 +38,33 @@ SAMPLES = Path(__file__).resolve().parents[1] / "datasets"
 
 def obeyed(raw: str) -> list[str]:
     """The pieces of the payload that reached the output as control sequences."""
-    pieces = {"OSC": "\x1b]", "ESC c": "\x1bc", "BEL": "\x07", "CSI clear": "\x1b[2J",
-              "8-bit CSI": "\x9b", "clipboard data": "Y3VybCBldmlsIHwgc2g=", "title": "pwned"}  # fmt: skip
+    pieces = {
+        "OSC": "\x1b]",
+        "ESC c": "\x1bc",
+        "BEL": "\x07",
+        "CSI clear": "\x1b[2J",
+        "8-bit CSI": "\x9b",
+        "clipboard data": "Y3VybCBldmlsIHwgc2g=",
+        "title": "pwned",
+    }
     return [name for name, seq in pieces.items() if seq in raw]
 
 
 def hostile_result() -> RunResult:
-    verdict = VFVerdict(name=f"vf{PAYLOAD}", type="python", outcome="FAIL",
-                        message=f"bad {PAYLOAD}")  # fmt: skip
+    verdict = VFVerdict(
+        name=f"vf{PAYLOAD}", type="python", outcome="FAIL", message=f"bad {PAYLOAD}"
+    )
     attempt = AttemptReport(iteration=1, attempt=1, error=f"boom {PAYLOAD}", verdicts=[verdict])
     return RunResult(
-        run_id="r", task="t", status="partial", final_node="a",
+        run_id="r",
+        task="t",
+        status="partial",
+        final_node="a",
         final_output={"answer": f"42 {PAYLOAD}"},
         nodes={"a": NodeReport(node_id="a", status="fail-accepted", attempts=[attempt])},
-        error=f"node a: {PAYLOAD}", dropped_vfs=[f"v{PAYLOAD}"],
-    )  # fmt: skip
+        error=f"node a: {PAYLOAD}",
+        dropped_vfs=[f"v{PAYLOAD}"],
+    )
 
 
 def test_print_result_on_a_terminal_strips_the_payload_everywhere():
@@ -95,14 +107,38 @@ def models(monkeypatch):
 
 
 def test_verimap_run_prints_no_payload_from_the_answer_or_a_verdict(models, tmp_path):
-    plan = {"nodes": [{"id": "a", "instruction": "answer", "inputs": ["USER_TASK"],
-                       "outputs": ["answer"], "verification": [
-                           {"name": "never", "type": "python",
-                            "code": f"assert outputs['answer'] == 'never', 'bad {PAYLOAD_LITERAL}'"}]}]}  # fmt: skip
+    plan = {
+        "nodes": [
+            {
+                "id": "a",
+                "instruction": "answer",
+                "inputs": ["USER_TASK"],
+                "outputs": ["answer"],
+                "verification": [
+                    {
+                        "name": "never",
+                        "type": "python",
+                        "code": f"assert outputs['answer'] == 'never', 'bad {PAYLOAD_LITERAL}'",
+                    }
+                ],
+            }
+        ]
+    }
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"answer": f"42 {PAYLOAD}"})
     models(world.models())
-    r = cli("run", "t", "--max-nodes", "2", "--sandbox", "process", "--fail-accepted",
-            "--max-attempts", "1", "--trace-dir", str(tmp_path))  # fmt: skip
+    r = cli(
+        "run",
+        "t",
+        "--max-nodes",
+        "2",
+        "--sandbox",
+        "process",
+        "--fail-accepted",
+        "--max-attempts",
+        "1",
+        "--trace-dir",
+        str(tmp_path),
+    )
     assert r.exit_code == 0, r.output
     assert "42" in r.stdout and "vf never FAIL - bad" in r.stderr
     assert obeyed(r.stdout) == [] and obeyed(r.stderr) == []
@@ -125,8 +161,22 @@ def test_verimap_run_prints_no_payload_from_an_error(models, tmp_path):
 
 def test_verimap_eval_prints_no_payload_from_an_error(models, tmp_path):
     models(failing_model(f"the endpoint said {PAYLOAD}"))
-    r = cli("eval", "-b", "gsm8k", "-n", "1", "--data-dir", str(SAMPLES), "-o", str(tmp_path / "o"),
-            "--base-url", "http://127.0.0.1:9/v1", "--sandbox", "process", "--quiet")  # fmt: skip
+    r = cli(
+        "eval",
+        "-b",
+        "gsm8k",
+        "-n",
+        "1",
+        "--data-dir",
+        str(SAMPLES),
+        "-o",
+        str(tmp_path / "o"),
+        "--base-url",
+        "http://127.0.0.1:9/v1",
+        "--sandbox",
+        "process",
+        "--quiet",
+    )
     assert r.exit_code == 1, r.output
     assert "errored, not scored: model error: the endpoint said" in r.stderr
     assert obeyed(r.stdout) == [] and obeyed(r.stderr) == []
@@ -137,10 +187,18 @@ def test_the_live_view_strips_the_payload_with_the_same_filter():
     for e in (
         ev.RunStart(run_id="r", task=f"t {PAYLOAD}"),
         ev.Plan(run_id="r", iteration=1, plan={"nodes": [{"id": "a"}]}),
-        ev.VfVerdict(run_id="r", iteration=1, node_id="a", attempt=1, name="v", vf_type="python",
-                     outcome="FAIL", message=f"bad {PAYLOAD}"),
+        ev.VfVerdict(
+            run_id="r",
+            iteration=1,
+            node_id="a",
+            attempt=1,
+            name="v",
+            vf_type="python",
+            outcome="FAIL",
+            message=f"bad {PAYLOAD}",
+        ),
         ev.Finish(run_id="r", status="failed", error=f"e {PAYLOAD}"),
-    ):  # fmt: skip
+    ):
         state.apply(e)
     console = Console(file=io.StringIO(), force_terminal=True, width=200)
     console.print(render_run(state))
@@ -181,8 +239,15 @@ def test_eval_report_prints_no_payload_from_a_foreign_config(tmp_path):
     d.mkdir()
     models = {"planner": f"qwen\ntouch MARKER\n#{PAYLOAD}", "executor": f"m|{PAYLOAD}"}
     (d / "config.json").write_text(json.dumps({"benchmark": "gsm8k", "models": models}))
-    rec = {"key": "r0/gsm8k/0", "run": 0, "task_id": "gsm8k/0", "benchmark": "gsm8k",
-           "method": f"verimap{PAYLOAD}", "correct": True, "verified": True}  # fmt: skip
+    rec = {
+        "key": "r0/gsm8k/0",
+        "run": 0,
+        "task_id": "gsm8k/0",
+        "benchmark": "gsm8k",
+        "method": f"verimap{PAYLOAD}",
+        "correct": True,
+        "verified": True,
+    }
     (d / "results.jsonl").write_text(json.dumps(rec) + "\n")
     r = cli("eval", "report", str(d), "--out-file", str(tmp_path / "report.md"))
     assert r.exit_code == 0, r.output

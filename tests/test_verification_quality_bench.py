@@ -99,8 +99,9 @@ def test_code_tasks_are_drawn_from_mbpp_and_humaneval_is_development_data(monkey
     assert not set(window.ids) & set(first)
     monkeypatch.setattr(vq, "SEEN_DRAWS", (*vq.SEEN_DRAWS, (12345, {"mbpp": 30})))
     assert len(vq.excluded("mbpp", 257)) == 40
-    with pytest.raises(ValueError, match="cannot draw 218 of the 217 items not yet seen: 217 of "
-                       "its 257 are left"):  # fmt: skip
+    with pytest.raises(
+        ValueError, match="cannot draw 218 of the 217 items not yet seen: 217 of its 257 are left"
+    ):
         vq.draw("mbpp", 257, 218, seed=1)
     # Every HumanEval item is seen: a new seed cannot draw one, and is told where to go.
     with pytest.raises(ValueError, match=r"0 of its 164 are left .*--mbpp N"):
@@ -135,10 +136,15 @@ def test_rag_runs_only_on_questions_over_a_corpus_and_program_only_on_math():
     pairs = vq.interleave([gsm, mbpp, qa], ["bare", "program", "rag", "verimap"])
     ran = {(p.bench.name, p.method) for p in pairs}
     assert ran == {
-        ("gsm8k", "bare"), ("gsm8k", "program"), ("gsm8k", "verimap"),
-        ("mbpp", "bare"), ("mbpp", "verimap"),
-        ("multihoprag", "bare"), ("multihoprag", "rag"), ("multihoprag", "verimap"),
-    }  # fmt: skip
+        ("gsm8k", "bare"),
+        ("gsm8k", "program"),
+        ("gsm8k", "verimap"),
+        ("mbpp", "bare"),
+        ("mbpp", "verimap"),
+        ("multihoprag", "bare"),
+        ("multihoprag", "rag"),
+        ("multihoprag", "verimap"),
+    }
 
 
 def test_humaneval_tables_are_marked_development_data(tmp_path):
@@ -188,22 +194,35 @@ def test_every_method_runs_on_a_task_before_the_next_and_the_first_method_rotate
     pairs = vq.interleave([gsm, he], ["a", "b", "c"])
     got = [(p.task.id, p.method) for p in pairs]
     assert got == [
-        ("gsm8k/0", "a"), ("gsm8k/0", "b"), ("gsm8k/0", "c"),
-        ("HumanEval/0", "a"), ("HumanEval/0", "b"), ("HumanEval/0", "c"),
-        ("gsm8k/1", "b"), ("gsm8k/1", "c"), ("gsm8k/1", "a"),
-        ("HumanEval/1", "b"), ("HumanEval/1", "c"), ("HumanEval/1", "a"),
-        ("gsm8k/2", "c"), ("gsm8k/2", "a"), ("gsm8k/2", "b"),
-    ]  # fmt: skip
+        ("gsm8k/0", "a"),
+        ("gsm8k/0", "b"),
+        ("gsm8k/0", "c"),
+        ("HumanEval/0", "a"),
+        ("HumanEval/0", "b"),
+        ("HumanEval/0", "c"),
+        ("gsm8k/1", "b"),
+        ("gsm8k/1", "c"),
+        ("gsm8k/1", "a"),
+        ("HumanEval/1", "b"),
+        ("HumanEval/1", "c"),
+        ("HumanEval/1", "a"),
+        ("gsm8k/2", "c"),
+        ("gsm8k/2", "a"),
+        ("gsm8k/2", "b"),
+    ]
     assert all(p.run == 0 for p in pairs)
 
 
 def test_pens_runs_react_and_verimap_three_times_each_alternating_who_goes_first():
     got = [(p.key, p.method) for p in vq.pens_pairs()]
     assert got == [
-        ("r0/pens", "react"), ("r0/pens", "verimap"),
-        ("r1/pens", "verimap"), ("r1/pens", "react"),
-        ("r2/pens", "react"), ("r2/pens", "verimap"),
-    ]  # fmt: skip
+        ("r0/pens", "react"),
+        ("r0/pens", "verimap"),
+        ("r1/pens", "verimap"),
+        ("r1/pens", "react"),
+        ("r2/pens", "react"),
+        ("r2/pens", "verimap"),
+    ]
 
 
 # ---- tables from run directories ----------------------------------------------------------------
@@ -216,11 +235,20 @@ SC_RIGHT = [1, 1, 1, 1, 0, 1, 0, 0, 0, 1]
 
 def _record(task_id, method, right, verified, wall, calls, run=0, bench="gsm8k"):
     return {
-        "key": f"r{run}/{task_id}", "run": run, "task_id": task_id, "benchmark": bench,
-        "method": method, "status": "success", "correct": bool(right), "verified": bool(verified),
-        "wall_time_s": wall, "trace": None,
-        "usage": {"executor": {"calls": calls, "prompt_tokens": 100, "completion_tokens": 10 * calls}},
-    }  # fmt: skip
+        "key": f"r{run}/{task_id}",
+        "run": run,
+        "task_id": task_id,
+        "benchmark": bench,
+        "method": method,
+        "status": "success",
+        "correct": bool(right),
+        "verified": bool(verified),
+        "wall_time_s": wall,
+        "trace": None,
+        "usage": {
+            "executor": {"calls": calls, "prompt_tokens": 100, "completion_tokens": 10 * calls}
+        },
+    }
 
 
 def _write(runs_dir: Path, bench: str, method: str, records: list[dict], **config) -> None:
@@ -240,11 +268,14 @@ def filled(tmp_path):
     window = _window(10)
     ids = window.ids
     rows = {
-        "verimap": [_record(t, "verimap", r, v, 10.0, 5) for t, r, v in zip(ids, VERIMAP_RIGHT, VERIMAP_VERIFIED, strict=True)],
+        "verimap": [
+            _record(t, "verimap", r, v, 10.0, 5)
+            for t, r, v in zip(ids, VERIMAP_RIGHT, VERIMAP_VERIFIED, strict=True)
+        ],
         # react's records say verified (as older runs wrote them): it has no checks to vouch.
         "react": [_record(t, "react", r, 1, 5.0, 2) for t, r in zip(ids, REACT_RIGHT, strict=True)],
         "sc": [_record(t, "sc", r, 0, 8.0, 4) for t, r in zip(ids, SC_RIGHT, strict=True)],
-    }  # fmt: skip
+    }
     for method, records in rows.items():
         _write(tmp_path, "gsm8k", method, records)
     pairs = vq.interleave([window], ["sc", "react", "verimap"])
@@ -300,7 +331,10 @@ def test_pens_table_gives_every_run_and_the_ratio_of_median_times(tmp_path):
         _record("pens", "react", 1, 1, w, 2, run=r, bench="pens")
         for r, w in enumerate([30, 40, 50])
     ]
-    ours = [_record("pens", "verimap", r != 1, 1, w, 6, run=r, bench="pens") for r, w in enumerate([60, 100, 70])]  # fmt: skip
+    ours = [
+        _record("pens", "verimap", r != 1, 1, w, 6, run=r, bench="pens")
+        for r, w in enumerate([60, 100, 70])
+    ]
     _write(tmp_path, "pens", "react", react)
     _write(tmp_path, "pens", "verimap", ours)
     md = vq.render("## h", {}, vq.read_cells(tmp_path, vq.pens_pairs(), [], {}), 3)
@@ -366,8 +400,14 @@ def test_directories_are_refused_without_resume_or_with_another_seed_model_or_k(
     vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=False)  # nothing there yet
     out = vq.cell_dir(tmp_path, "gsm8k", "sc")
     out.mkdir()
-    config = {"verimap_eval": 1, "benchmark": "gsm8k", "method": "sc", "seed": 3, "model": "m",
-              "samples": 4}  # fmt: skip
+    config = {
+        "verimap_eval": 1,
+        "benchmark": "gsm8k",
+        "method": "sc",
+        "seed": 3,
+        "model": "m",
+        "samples": 4,
+    }
     (out / CONFIG).write_text(json.dumps(config))
     ResultsLog(out / RESULTS).append(_record("gsm8k/0", "sc", 1, 0, 1.0, 4))
     with pytest.raises(RunDirError, match="--resume"):
@@ -388,8 +428,14 @@ def test_verimap_s_directory_is_refused_under_another_ballot(tmp_path):
         vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True, ballot=ballot)
     out = vq.cell_dir(tmp_path, "gsm8k", "verimap")
     out.mkdir()
-    config = {"verimap_eval": 1, "benchmark": "gsm8k", "method": "verimap", "seed": 3,
-              "model": "m", "run_config": {"ballot": "strict"}}  # fmt: skip
+    config = {
+        "verimap_eval": 1,
+        "benchmark": "gsm8k",
+        "method": "verimap",
+        "seed": 3,
+        "model": "m",
+        "run_config": {"ballot": "strict"},
+    }
     (out / CONFIG).write_text(json.dumps(config))
     vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True)  # the default: strict
     with pytest.raises(RunDirError, match="ballot 'strict', not 'mixed'"):
@@ -407,9 +453,13 @@ def test_sc_is_given_at_least_verimaps_calls_unless_k_is_set(tmp_path):
     window = _window(3)
     assert vq.matched_samples(tmp_path, [window])[0] == vq.DEFAULT_SAMPLES
     calls = [6, 7, 7]
-    _write(tmp_path, "gsm8k", "verimap",
-           [_record(t.id, "verimap", 1, 1, 10.0, c) for t, c in zip(window.tasks, calls, strict=True)]
-           + [_record("gsm8k/99", "verimap", 1, 1, 10.0, 40)])  # fmt: skip
+    _write(
+        tmp_path,
+        "gsm8k",
+        "verimap",
+        [_record(t.id, "verimap", 1, 1, 10.0, c) for t, c in zip(window.tasks, calls, strict=True)]
+        + [_record("gsm8k/99", "verimap", 1, 1, 10.0, 40)],
+    )
     k, why = vq.matched_samples(tmp_path, [window])
     assert k == 7 and "verimap's mean calls" in why  # 6.67, the undrawn task left out
     _write(tmp_path, "gsm8k", "sc", [], samples=4)  # started before verimap ran: resumed as is
@@ -448,9 +498,14 @@ async def _run(pairs, tmp_path, model, notes):
     extra = vq.cell_configs(7, "oracle", [])
     extra["gsm8k"] = {"seed": 7, "model": "oracle"}
     runner = vq.eval_runner(
-        {"executor": model}, InProcessSandboxDouble(), tmp_path, {"temperature": 0.0}, 2, extra,
+        {"executor": model},
+        InProcessSandboxDouble(),
+        tmp_path,
+        {"temperature": 0.0},
+        2,
+        extra,
         notes,
-    )  # fmt: skip
+    )
     model.run = asyncio.current_task()
     await vq.run_pairs(pairs, runner)
 
@@ -468,8 +523,11 @@ async def test_a_resumed_run_skips_the_pairs_an_interrupted_one_finished(tmp_pat
     assert not notes
     todo = vq.unfinished(pairs, tmp_path)
     assert [(p.task.id, p.method) for p in todo] == [
-        ("gsm8k/1", "sc"), ("gsm8k/1", "bare"), ("gsm8k/2", "bare"), ("gsm8k/2", "sc"),
-    ]  # fmt: skip
+        ("gsm8k/1", "sc"),
+        ("gsm8k/1", "bare"),
+        ("gsm8k/2", "bare"),
+        ("gsm8k/2", "sc"),
+    ]
 
     second = Oracle(golds)
     await asyncio.create_task(_run(todo, tmp_path, second, notes))
@@ -479,7 +537,11 @@ async def test_a_resumed_run_skips_the_pairs_an_interrupted_one_finished(tmp_pat
     for method in ("bare", "sc"):
         out = vq.cell_dir(tmp_path, "gsm8k", method)
         lines = (out / RESULTS).read_text().splitlines()
-        assert sorted(json.loads(x)["key"] for x in lines) == ["r0/gsm8k/0", "r0/gsm8k/1", "r0/gsm8k/2"]  # fmt: skip
+        assert sorted(json.loads(x)["key"] for x in lines) == [
+            "r0/gsm8k/0",
+            "r0/gsm8k/1",
+            "r0/gsm8k/2",
+        ]
         config = json.loads((out / CONFIG).read_text())
         assert (config["seed"], config["model"], config["method"]) == (7, "oracle", method)
     assert json.loads((vq.cell_dir(tmp_path, "gsm8k", "sc") / CONFIG).read_text())["samples"] == 2
@@ -495,8 +557,23 @@ def test_a_finished_run_reports_from_its_directories_without_starting_a_server(t
         records = [_record(t, method, 1, 1, 3.0, 1) for t in window.ids]
         _write(runs, "gsm8k", method, records, seed=5, model="qwen2.5-coder-1.5b")
     out = tmp_path / "vq.md"
-    argv = ["--seed", "5", "--gsm8k", "2", "--humaneval", "0", "--mbpp", "0", "--methods", "bare,verimap",
-            "--runs-dir", str(runs), "--out", str(out), "--resume"]  # fmt: skip
+    argv = [
+        "--seed",
+        "5",
+        "--gsm8k",
+        "2",
+        "--humaneval",
+        "0",
+        "--mbpp",
+        "0",
+        "--methods",
+        "bare,verimap",
+        "--runs-dir",
+        str(runs),
+        "--out",
+        str(out),
+        "--resume",
+    ]
     assert vq.main(argv) == 0
     md = out.read_text()
     assert "seed: **5**" in md and ", ".join(window.ids) in md
@@ -508,11 +585,32 @@ def test_a_finished_run_reports_from_its_directories_without_starting_a_server(t
 def test_report_only_rebuilds_the_tables_of_an_unfinished_run_and_runs_nothing(tmp_path):
     window = vq.draw_window("gsm8k", 2, seed=5)
     runs = tmp_path / "runs"
-    _write(runs, "gsm8k", "verimap", [_record(window.ids[0], "verimap", 1, 1, 3.0, 1)],
-           seed=5, model="qwen2.5-coder-1.5b")  # fmt: skip
+    _write(
+        runs,
+        "gsm8k",
+        "verimap",
+        [_record(window.ids[0], "verimap", 1, 1, 3.0, 1)],
+        seed=5,
+        model="qwen2.5-coder-1.5b",
+    )
     out = tmp_path / "vq.md"
-    argv = ["--seed", "5", "--gsm8k", "2", "--humaneval", "0", "--mbpp", "0", "--methods", "verimap",
-            "--runs-dir", str(runs), "--out", str(out), "--report-only"]  # fmt: skip
+    argv = [
+        "--seed",
+        "5",
+        "--gsm8k",
+        "2",
+        "--humaneval",
+        "0",
+        "--mbpp",
+        "0",
+        "--methods",
+        "verimap",
+        "--runs-dir",
+        str(runs),
+        "--out",
+        str(out),
+        "--report-only",
+    ]
     assert vq.main(argv) == 0  # no server: nothing left is run
     md = out.read_text()
     assert "(report only: 1 pairs not run; continue with --resume)" in md

@@ -87,8 +87,22 @@ def through_cli_run(local: bool, monkeypatch, tmp_path: Path) -> None:
     endpoint = [] if local else ["--model", "gpt-4o-mini"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        r = CliRunner().invoke(main, ["run", TASK, "-m", "verimap", *FLAGS, *endpoint,
-                                      "--sandbox", "process", "--trace-dir", str(tmp_path), "-q"])  # fmt: skip
+        r = CliRunner().invoke(
+            main,
+            [
+                "run",
+                TASK,
+                "-m",
+                "verimap",
+                *FLAGS,
+                *endpoint,
+                "--sandbox",
+                "process",
+                "--trace-dir",
+                str(tmp_path),
+                "-q",
+            ],
+        )
     assert r.exit_code == 1, r.output  # the recorded run fails
 
 
@@ -101,18 +115,46 @@ def through_cli_eval(local: bool, monkeypatch, tmp_path: Path) -> None:
 
     monkeypatch.setattr(verimap.local.endpoint, "connect", connect)
     endpoint = [] if local else ["--model", "gpt-4o-mini", "--base-url", "http://127.0.0.1:9/v1"]
-    r = CliRunner().invoke(main, [
-        "eval", "-b", "gsm8k", "--data-dir", str(DATA), "-m", "verimap", "--limit", "1", *FLAGS,
-        *endpoint, "--time-limit", "0", "--sandbox", "process", "--quiet",
-        "-o", str(tmp_path / "cli-eval"),
-    ])  # fmt: skip
+    r = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "-b",
+            "gsm8k",
+            "--data-dir",
+            str(DATA),
+            "-m",
+            "verimap",
+            "--limit",
+            "1",
+            *FLAGS,
+            *endpoint,
+            "--time-limit",
+            "0",
+            "--sandbox",
+            "process",
+            "--quiet",
+            "-o",
+            str(tmp_path / "cli-eval"),
+        ],
+    )
     assert r.exit_code == 0, r.output
 
 
 def through_runner(local: bool, tmp_path: Path) -> None:
     bench = get_benchmark("gsm8k", DATA)
-    asyncio.run(run_eval(bench, "verimap", roles(local), InProcessSandboxDouble(),
-                         tmp_path / "runner", limit=1, config=USER, progress=False))  # fmt: skip
+    asyncio.run(
+        run_eval(
+            bench,
+            "verimap",
+            roles(local),
+            InProcessSandboxDouble(),
+            tmp_path / "runner",
+            limit=1,
+            config=USER,
+            progress=False,
+        )
+    )
 
 
 def through_inspect(local: bool, tmp_path: Path) -> None:
@@ -123,8 +165,15 @@ def through_inspect(local: bool, tmp_path: Path) -> None:
     from verimap.integrations.inspect_ai import verimap_solver
 
     m = scripted(local)
-    solver = verimap_solver("verimap", planner=m, executor=m, judge=m,
-                            sandbox=InProcessSandboxDouble(), domain="math", config=USER)  # fmt: skip
+    solver = verimap_solver(
+        "verimap",
+        planner=m,
+        executor=m,
+        judge=m,
+        sandbox=InProcessSandboxDouble(),
+        domain="math",
+        config=USER,
+    )
     task = Task(dataset=[Sample(input=TASK, target="6")], solver=solver)
     inspect_eval(task, model="mockllm/model", log_dir=str(tmp_path / "inspect"), display="none")
 

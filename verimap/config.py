@@ -154,9 +154,12 @@ class Execution(_Part):
 
 # The parts whose knobs have flat names, and each flat name's part.
 PARTS: dict[str, type[_Part]] = {
-    "loop": Loop, "sampling": Sampling, "verify": Verify, "planning": Planning,
+    "loop": Loop,
+    "sampling": Sampling,
+    "verify": Verify,
+    "planning": Planning,
     "execution": Execution,
-}  # fmt: skip
+}
 FLAT: dict[str, str] = {name: part for part, model in PARTS.items() for name in model.model_fields}
 # Settings that are not in a part: they keep one name, flat or nested.
 WHOLE = ("budget", "policies")

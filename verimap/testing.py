@@ -46,9 +46,16 @@ from verimap.sandbox.pooled import OUTPUT_LIMIT, vf_job
 from verimap.sandbox.worker import candidate, jobs, restricted
 
 __all__ = [
-    "InProcessSandboxDouble", "ScriptedModel", "ScriptedWorld", "Throttled", "judge_vf", "need",
-    "oracle_factory", "oracle_models", "tool_call_reply",
-]  # fmt: skip
+    "InProcessSandboxDouble",
+    "ScriptedModel",
+    "ScriptedWorld",
+    "Throttled",
+    "judge_vf",
+    "need",
+    "oracle_factory",
+    "oracle_models",
+    "tool_call_reply",
+]
 
 # ---- a scripted model ---------------------------------------------------------------------------
 
@@ -318,13 +325,30 @@ def _plan(task: EvalTask) -> dict[str, Any]:
     types demand (`PLAN_ANSWER_TYPES`). The executor double answers under the names its
     request asks for, so other plans (react's one node) work too."""
     name, kind = ("code", "code") if _is_code(task) else ("answer", "string")
-    return {"nodes": [{
-        "id": "solve", "name": "Solve", "instruction": "Solve the task and give the final answer.",
-        "inputs": [USER_TASK], "outputs": {name: kind}, "verification": [
-            {"name": "nonempty", "type": "python",
-             "code": f"assert outputs[{name!r}].strip(), 'the answer is empty'"},
-            {"name": "answers_task", "type": "llm", "content": "The answer addresses the task."},
-        ]}], "edges": []}  # fmt: skip
+    return {
+        "nodes": [
+            {
+                "id": "solve",
+                "name": "Solve",
+                "instruction": "Solve the task and give the final answer.",
+                "inputs": [USER_TASK],
+                "outputs": {name: kind},
+                "verification": [
+                    {
+                        "name": "nonempty",
+                        "type": "python",
+                        "code": f"assert outputs[{name!r}].strip(), 'the answer is empty'",
+                    },
+                    {
+                        "name": "answers_task",
+                        "type": "llm",
+                        "content": "The answer addresses the task.",
+                    },
+                ],
+            }
+        ],
+        "edges": [],
+    }
 
 
 def _first_tool(req: ModelRequest, task: EvalTask) -> ModelResponse | None:

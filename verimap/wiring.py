@@ -66,11 +66,17 @@ class Settings:
         (a later policy's winning)."""
         cfg = self.config
         options: dict[str, Any] = dict(
-            demo=demo, domain=domain, answer_types=PLAN_ANSWER_TYPES.get(domain or "", ()),
-            settings=PLANNER_SETTINGS.replace(temperature=cfg.sampling.temperature, seed=cfg.sampling.seed),
-            write_vfs=cfg.verify.verification == "full", think_first=cfg.planning.plan_reasoning,
-            max_repairs=cfg.planning.plan_repairs, max_nodes=cfg.planning.max_nodes,
-        )  # fmt: skip
+            demo=demo,
+            domain=domain,
+            answer_types=PLAN_ANSWER_TYPES.get(domain or "", ()),
+            settings=PLANNER_SETTINGS.replace(
+                temperature=cfg.sampling.temperature, seed=cfg.sampling.seed
+            ),
+            write_vfs=cfg.verify.verification == "full",
+            think_first=cfg.planning.plan_reasoning,
+            max_repairs=cfg.planning.plan_repairs,
+            max_nodes=cfg.planning.max_nodes,
+        )
         for policy in self.policies:
             options.update(policy.planner_options())
         return PlannerOptions.model_validate(options)
@@ -122,20 +128,38 @@ def wrap_models(models: Mapping[str, Model], policies: tuple[Policy, ...]) -> di
 
 @overload
 def build(
-    models: Mapping[str, Model], sandbox: Sandbox | None = None, tools: ToolRegistry | None = None,
-    config: RunConfig | Mapping[str, Any] | None = None, demo: str | None = None,
-    planner: Planner | None = None, *, method: None = None, domain: str | None = None,
-    samples: int | None = None, local: bool | None = None, threshold: float | None = None,
-    events: EventBus | None = None, trace_dir: str | Path | None = None,
-) -> Coordinator: ...  # fmt: skip
+    models: Mapping[str, Model],
+    sandbox: Sandbox | None = None,
+    tools: ToolRegistry | None = None,
+    config: RunConfig | Mapping[str, Any] | None = None,
+    demo: str | None = None,
+    planner: Planner | None = None,
+    *,
+    method: None = None,
+    domain: str | None = None,
+    samples: int | None = None,
+    local: bool | None = None,
+    threshold: float | None = None,
+    events: EventBus | None = None,
+    trace_dir: str | Path | None = None,
+) -> Coordinator: ...
 @overload
 def build(
-    models: Mapping[str, Model], sandbox: Sandbox | None = None, tools: ToolRegistry | None = None,
-    config: RunConfig | Mapping[str, Any] | None = None, demo: str | None = None,
-    planner: Planner | None = None, *, method: str | Method | None, domain: str | None = None,
-    samples: int | None = None, local: bool | None = None, threshold: float | None = None,
-    events: EventBus | None = None, trace_dir: str | Path | None = None,
-) -> Runner: ...  # fmt: skip
+    models: Mapping[str, Model],
+    sandbox: Sandbox | None = None,
+    tools: ToolRegistry | None = None,
+    config: RunConfig | Mapping[str, Any] | None = None,
+    demo: str | None = None,
+    planner: Planner | None = None,
+    *,
+    method: str | Method | None,
+    domain: str | None = None,
+    samples: int | None = None,
+    local: bool | None = None,
+    threshold: float | None = None,
+    events: EventBus | None = None,
+    trace_dir: str | Path | None = None,
+) -> Runner: ...
 def build(
     models: Mapping[str, Model],
     sandbox: Sandbox | None = None,
@@ -179,29 +203,44 @@ def build(
         from verimap.methods.baselines import baseline
 
         return baseline(
-            m.name, models, sandbox, domain=domain, config=cfg, events=events, samples=samples,
-            trace_dir=trace_dir, policies=settings.policy_records(), tools=tools,
-        )  # fmt: skip
+            m.name,
+            models,
+            sandbox,
+            domain=domain,
+            config=cfg,
+            events=events,
+            samples=samples,
+            trace_dir=trace_dir,
+            policies=settings.policy_records(),
+            tools=tools,
+        )
     if m is not None and m.planner == "react":
         planner = _react_planner(domain)
     planner = planner or LLMPlanner(
         models["planner"], tools, settings.planner_options(demo=demo, domain=domain)
     )
     executor = Executor(
-        models["executor"], tools, max_steps=cfg.execution.executor_max_steps,
+        models["executor"],
+        tools,
+        max_steps=cfg.execution.executor_max_steps,
         settings=EXECUTOR_SETTINGS.replace(
             temperature=cfg.sampling.temperature, top_p=cfg.sampling.top_p, seed=cfg.sampling.seed
         ),
         retry_temperature=cfg.sampling.retry_temperature,
         structured_io=cfg.execution.structured_io,
-    )  # fmt: skip
+    )
     verifier = Verifier.from_config(
         sandbox, models.get("judge", models["executor"]), cfg, threshold, tools
     )
     return Coordinator(
-        planner, executor, verifier, cfg, events, trace_dir=trace_dir,
+        planner,
+        executor,
+        verifier,
+        cfg,
+        events,
+        trace_dir=trace_dir,
         policies=settings.policy_records(),
-    )  # fmt: skip
+    )
 
 
 def _react_planner(domain: str | None) -> Planner:

@@ -38,9 +38,10 @@ async def test_ledger_records_per_role_including_failures():
 
 async def test_every_call_is_heard_with_its_cost_and_no_text():
     reply = ModelResponse(
-        content="the secret plan", finish_reason="stop",
+        content="the secret plan",
+        finish_reason="stop",
         usage=Usage(prompt_tokens=120, completion_tokens=30, cached_tokens=64),
-    )  # fmt: skip
+    )
     inner = ScriptedModel([reply, RuntimeError("boom")], name="gpt-x")
     inner.base_url = "https://user:pw@models.example:8443/v1"  # type: ignore[attr-defined]
     heard: list[ModelCall] = []
@@ -178,13 +179,24 @@ async def test_a_run_cut_off_mid_call_reports_the_role_it_was_calling():
     from verimap.planning.fixed_planners import TemplatePlanner
     from verimap.testing import InProcessSandboxDouble
 
-    plan = {"nodes": [{"id": "a", "instruction": "do a", "inputs": ["USER_TASK"],
-                       "outputs": ["x"], "verification": []}]}  # fmt: skip
+    plan = {
+        "nodes": [
+            {
+                "id": "a",
+                "instruction": "do a",
+                "inputs": ["USER_TASK"],
+                "outputs": ["x"],
+                "verification": [],
+            }
+        ]
+    }
     slow = ScriptedModel(lambda r: "never", latency_s=30)
     run = verimap.build(
-        {"executor": slow, "judge": slow}, InProcessSandboxDouble(),
-        config=RunConfig(budget=Budget(timeout_s=0.3)), planner=TemplatePlanner(plan),
-    )  # fmt: skip
+        {"executor": slow, "judge": slow},
+        InProcessSandboxDouble(),
+        config=RunConfig(budget=Budget(timeout_s=0.3)),
+        planner=TemplatePlanner(plan),
+    )
     r = await asyncio.wait_for(run.run("task"), timeout=10)
     assert r.status == "budget_exhausted"
     assert r.usage.roles["executor"].failed_calls >= 1
@@ -217,7 +229,9 @@ async def test_a_cost_budget_on_a_model_with_no_known_price_is_an_error_that_say
     assert ei.value.limit == "max_cost" and m.calls == 0
     # Without a cost budget, or with a price, the same model may be called.
     await MeteredModel(ScriptedModel(["ok"], name="my-finetune"), Ledger()).request(req())
-    priced = ScriptedModel(["ok"], name="my-finetune", prices={"my-finetune": Price(input=1, output=1)})  # fmt: skip
+    priced = ScriptedModel(
+        ["ok"], name="my-finetune", prices={"my-finetune": Price(input=1, output=1)}
+    )
     await MeteredModel(priced, Ledger(Budget(max_cost=1.0))).request(req())
 
 
@@ -228,9 +242,10 @@ async def test_a_run_with_a_cost_budget_on_an_unpriced_model_stops_before_its_fi
 
     m = ScriptedModel(["never"], name="my-finetune")
     run = verimap.build(
-        {"planner": m, "executor": m}, InProcessSandboxDouble(),
+        {"planner": m, "executor": m},
+        InProcessSandboxDouble(),
         config=RunConfig(budget=Budget(max_cost=0.5)),
-    )  # fmt: skip
+    )
     r = await run.run("task")
     assert r.status == "budget_exhausted" and m.calls == 0
     assert "no price is known for model 'my-finetune'" in (r.error or "")

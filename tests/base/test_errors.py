@@ -14,8 +14,17 @@ from verimap.planning.planner import PlanningError
 
 
 def test_one_clause_catches_them_and_the_old_bases_still_do():
-    named = [BudgetExceeded, DataError, RunDirError, TypeMismatch, ModelError, ServerError,
-             PlanError, PlanningError, SandboxUnavailable]  # fmt: skip
+    named = [
+        BudgetExceeded,
+        DataError,
+        RunDirError,
+        TypeMismatch,
+        ModelError,
+        ServerError,
+        PlanError,
+        PlanningError,
+        SandboxUnavailable,
+    ]
     assert all(issubclass(e, VerimapError) for e in named)
     assert issubclass(PlanError, ValueError) and issubclass(ModelError, RuntimeError)
     assert verimap.VerimapError is VerimapError

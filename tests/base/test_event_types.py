@@ -23,8 +23,19 @@ WIRE_KEYS = ["type", "run_id", "ts", "node_id", "iteration", "attempt", "data"]
 EXAMPLES: list[ev.TypedEvent] = [
     ev.RunStart(task="How much?", config={"max_retries": 3}),
     ev.RunStart(task="t", config={}, method="sc", parameters={"samples": 4}),
-    ev.Plan(plan={"nodes": [{"id": "a", "instruction": "i", "inputs": ["USER_TASK"],
-                             "outputs": {"x": "number"}, "verification": []}]}),
+    ev.Plan(
+        plan={
+            "nodes": [
+                {
+                    "id": "a",
+                    "instruction": "i",
+                    "inputs": ["USER_TASK"],
+                    "outputs": {"x": "number"},
+                    "verification": [],
+                }
+            ]
+        }
+    ),
     ev.PlanInvalid(problems=["node 'a' has no verification functions"], reply="{}"),
     ev.PlanFallback(reason="no valid plan after 2 repairs"),
     ev.PlanRule(rule="one-node plan (small-model policy)"),
@@ -34,16 +45,36 @@ EXAMPLES: list[ev.TypedEvent] = [
     ev.NodeReused(outputs={"x": 1}),
     ev.Attempt(),
     ev.ToolCall(tool="calculator", arguments='{"expression": "6*7"}', result="42", duration_s=0.01),
-    ev.ModelCall(role="executor", model="m", provider="openai", purpose="execute:a",
-                 server_address="127.0.0.1", server_port=8080, temperature=0.0, max_tokens=512,
-                 prompt_tokens=10, completion_tokens=2, cost=0.001, duration_s=0.5,
-                 finish_reason="stop"),
+    ev.ModelCall(
+        role="executor",
+        model="m",
+        provider="openai",
+        purpose="execute:a",
+        server_address="127.0.0.1",
+        server_port=8080,
+        temperature=0.0,
+        max_tokens=512,
+        prompt_tokens=10,
+        completion_tokens=2,
+        cost=0.001,
+        duration_s=0.5,
+        finish_reason="stop",
+    ),
     ev.Agreement(answers=[{"x": 1}], needed=2),
-    ev.CrossCheck(kind="program", program=1, answer=391.0, reply="def solution(): ...", tries=1,
-                  printed="391"),
+    ev.CrossCheck(
+        kind="program", program=1, answer=391.0, reply="def solution(): ...", tries=1, printed="391"
+    ),
     ev.CrossCheck(kind="code", reference=0, agreed=False, compared=12, input="f(3)"),
-    ev.VfVerdict(name="positive", vf_type="python", outcome="FAIL", message="x <= 0",
-                 traceback="AssertionError", weight=1.0, strength="weak", verify_s=0.2),
+    ev.VfVerdict(
+        name="positive",
+        vf_type="python",
+        outcome="FAIL",
+        message="x <= 0",
+        traceback="AssertionError",
+        weight=1.0,
+        strength="weak",
+        verify_s=0.2,
+    ),
     ev.AttemptResult(passed=False, error="no JSON", outputs=None, reply="I think..."),
     ev.AttemptResult(passed=True, score=1.0, outputs={"x": 1}, reply=""),
     ev.Retry(feedback={"previous_outputs": {"x": -1}, "failures": [], "fresh": False}),
@@ -52,13 +83,25 @@ EXAMPLES: list[ev.TypedEvent] = [
     ev.Replan(failed_node="a", failure={"node_id": "a", "verdicts": []}),
     ev.BudgetExhausted(error="max_llm_calls=3 reached"),
     ev.Error(error="RuntimeError: boom", traceback="Traceback (most recent call last): ..."),
-    ev.Finish(status="success", final_output={"x": 1}, error=None, error_kind=None,
-              iterations=1, retries=0, wall_time_s=1.5,
-              usage=UsageByRole(roles={"executor": Usage(calls=1, prompt_tokens=10)})),
+    ev.Finish(
+        status="success",
+        final_output={"x": 1},
+        error=None,
+        error_kind=None,
+        iterations=1,
+        retries=0,
+        wall_time_s=1.5,
+        usage=UsageByRole(roles={"executor": Usage(calls=1, prompt_tokens=10)}),
+    ),
     ev.Replies(replies=["The answer is 391."], answers=[391], program={"answer": 391.0}),
-    ev.Vote(by="value", samples=3, groups=[{"answer": 18, "count": 2, "samples": [0, 2]}],
-            winner=18, share=2 / 3),
-]  # fmt: skip
+    ev.Vote(
+        by="value",
+        samples=3,
+        groups=[{"answer": 18, "count": 2, "samples": [0, 2]}],
+        winner=18,
+        share=2 / 3,
+    ),
+]
 
 
 def test_the_examples_cover_every_event_type():
@@ -93,21 +136,59 @@ def test_each_event_round_trips_through_a_trace_line(tmp_path, event):
 def test_lines_written_before_the_types_read_the_same():
     """Lines as the emitters wrote them when every event was `Event(type, data=dict)`."""
     old = [
-        {"type": "vf_verdict", "data": {"name": "p", "type": "llm", "outcome": "PASS",
-                                        "message": "", "traceback": "", "explanation": "fine",
-                                        "weight": 1.0, "strength": None, "verify_s": 0.5}},
-        {"type": "model_call", "data": {
-            "role": "judge", "model": "m", "provider": "openai", "response_model": "m",
-            "server_address": None, "server_port": None, "output_type": "json",
-            "temperature": None, "top_p": None, "max_tokens": 256, "prompt_tokens": 5,
-            "completion_tokens": 1, "cached_tokens": 0, "cost": 0.0, "duration_s": 0.1,
-            "finish_reason": "stop", "tool_calls": 0, "error": None, "error_type": None}},
-        {"type": "cross_check", "data": {"kind": "program", "program": 2, "answer": None,
-                                         "reply": "r", "tries": 1, "error": "TIMEOUT: t",
-                                         "sandbox_fault": False}},
+        {
+            "type": "vf_verdict",
+            "data": {
+                "name": "p",
+                "type": "llm",
+                "outcome": "PASS",
+                "message": "",
+                "traceback": "",
+                "explanation": "fine",
+                "weight": 1.0,
+                "strength": None,
+                "verify_s": 0.5,
+            },
+        },
+        {
+            "type": "model_call",
+            "data": {
+                "role": "judge",
+                "model": "m",
+                "provider": "openai",
+                "response_model": "m",
+                "server_address": None,
+                "server_port": None,
+                "output_type": "json",
+                "temperature": None,
+                "top_p": None,
+                "max_tokens": 256,
+                "prompt_tokens": 5,
+                "completion_tokens": 1,
+                "cached_tokens": 0,
+                "cost": 0.0,
+                "duration_s": 0.1,
+                "finish_reason": "stop",
+                "tool_calls": 0,
+                "error": None,
+                "error_type": None,
+            },
+        },
+        {
+            "type": "cross_check",
+            "data": {
+                "kind": "program",
+                "program": 2,
+                "answer": None,
+                "reply": "r",
+                "tries": 1,
+                "error": "TIMEOUT: t",
+                "sandbox_fault": False,
+            },
+        },
         {"type": "finish", "data": {"status": "failed", "error": "e"}},
         {"type": "node_start", "node_id": "x", "iteration": 1},
-    ]  # fmt: skip
+    ]
     for line in old:
         e = ev.parse_event({"run_id": "r", "ts": 1.0, **line})
         assert e.type == line["type"] and e.data == line.get("data", {})
@@ -123,8 +204,9 @@ def test_a_misspelled_or_mistyped_field_is_a_validation_error():
     with pytest.raises(ValidationError, match="finite"):
         ev.AttemptResult(passed=True, score=float("nan"))
     with pytest.raises(ValidationError):  # the verdict's VF type is `type` on the wire only
-        ev.parse_event({"type": "vf_verdict", "data": {"name": "n", "vf_type": "python",
-                                                        "outcome": "PASS"}})  # fmt: skip
+        ev.parse_event(
+            {"type": "vf_verdict", "data": {"name": "n", "vf_type": "python", "outcome": "PASS"}}
+        )
 
 
 def test_read_trace_is_strict_on_known_types_and_generic_on_others(tmp_path):
@@ -152,8 +234,11 @@ def test_a_secret_in_a_typed_payload_is_masked_on_the_bus_and_in_the_trace(tmp_p
     bus, seen, writer = EventBus(), [], JsonlTraceWriter(tmp_path / "t.jsonl")
     bus.subscribe(seen.append)
     bus.subscribe(writer)
-    bus.emit(ev.NodeStart(run_id="r", instruction="use tok-0987654321",
-                          inputs={"api_key": "abc", "n": 3}))  # fmt: skip
+    bus.emit(
+        ev.NodeStart(
+            run_id="r", instruction="use tok-0987654321", inputs={"api_key": "abc", "n": 3}
+        )
+    )
     writer.close()
     (e,) = seen
     assert isinstance(e, ev.NodeStart)
@@ -164,11 +249,16 @@ def test_a_secret_in_a_typed_payload_is_masked_on_the_bus_and_in_the_trace(tmp_p
 
 
 _json = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(max_size=6),
-    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=4), kids, max_size=3),
+    lambda kids: (
+        st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=4), kids, max_size=3)
+    ),
     max_leaves=8,
-)  # fmt: skip
+)
 _types = st.sampled_from([*ev.EVENT_TYPES, "note"])
 
 
@@ -180,14 +270,22 @@ def _records(draw: st.DrawFn) -> dict:
     # Keys of the type (and the attribute `vf_type`), keys it does not have, marked `zz`.
     key = st.sampled_from([*keys, "vf_type"]) | st.text(max_size=4).map(lambda s: f"zz{s}")
     data = draw(st.dictionaries(key, _json, max_size=6))
-    return {"type": typ, "run_id": "r", "ts": 1.0, "node_id": draw(st.none() | st.just("a")),
-            "iteration": 1, "attempt": draw(st.none() | st.just(1)), "data": data}  # fmt: skip
+    return {
+        "type": typ,
+        "run_id": "r",
+        "ts": 1.0,
+        "node_id": draw(st.none() | st.just("a")),
+        "iteration": 1,
+        "attempt": draw(st.none() | st.just(1)),
+        "data": data,
+    }
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records=st.lists(_records(), min_size=1, max_size=5))
-def test_any_payload_validates_or_is_read_as_a_generic_event_with_a_reason(tmp_path_factory,
-                                                                           records):  # fmt: skip
+def test_any_payload_validates_or_is_read_as_a_generic_event_with_a_reason(
+    tmp_path_factory, records
+):
     for record in records:
         e, why = as_event(record)
         known = record["type"] in ev.EVENT_TYPES

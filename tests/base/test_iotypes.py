@@ -59,15 +59,31 @@ def test_values_that_do_not_fit_get_a_precise_message(spec, value, message):
 
 
 def test_an_uncoercible_output_names_the_output():
-    out, problems = coerce_outputs(node({"price": "number", "n": "integer"}), {"price": {"value": 17}, "n": "23"})  # fmt: skip
+    out, problems = coerce_outputs(
+        node({"price": "number", "n": "integer"}), {"price": {"value": 17}, "n": "23"}
+    )
     assert problems == ['price: expected number, got object {"value": 17}'] and out["n"] == 23
 
 
 def test_plans_accept_every_spelling_of_outputs_and_store_canonical_types():
-    p = parse_plan({"nodes": [
-        {"id": "a", "instruction": "x", "inputs": ["USER_TASK"], "outputs": ["p: int", "q", {"name": "r", "type": "List[Str]"}]},
-        {"id": "b", "instruction": "y", "inputs": ["a.p", "a.q", "a.r"], "outputs": {"answer": "float"}},
-    ]})  # fmt: skip
+    p = parse_plan(
+        {
+            "nodes": [
+                {
+                    "id": "a",
+                    "instruction": "x",
+                    "inputs": ["USER_TASK"],
+                    "outputs": ["p: int", "q", {"name": "r", "type": "List[Str]"}],
+                },
+                {
+                    "id": "b",
+                    "instruction": "y",
+                    "inputs": ["a.p", "a.q", "a.r"],
+                    "outputs": {"answer": "float"},
+                },
+            ]
+        }
+    )
     assert p.node("a").outputs == {"p": "integer", "q": "any", "r": "list[string]"}
     assert p.node("b").outputs == {"answer": "number"}
     again = parse_plan(json.loads(p.to_json()))
@@ -76,7 +92,18 @@ def test_plans_accept_every_spelling_of_outputs_and_store_canonical_types():
 
 def test_an_unknown_type_names_the_node_and_the_output():
     with pytest.raises(PlanError) as ei:
-        parse_plan({"nodes": [{"id": "ex", "instruction": "x", "inputs": ["USER_TASK"], "outputs": {"price": "numbr"}}]})  # fmt: skip
+        parse_plan(
+            {
+                "nodes": [
+                    {
+                        "id": "ex",
+                        "instruction": "x",
+                        "inputs": ["USER_TASK"],
+                        "outputs": {"price": "numbr"},
+                    }
+                ]
+            }
+        )
     assert any(
         p.startswith("node 'ex': output 'price': unknown type 'numbr'") for p in ei.value.problems
     )
@@ -84,7 +111,18 @@ def test_an_unknown_type_names_the_node_and_the_output():
 
 def test_an_invalid_schema_type_is_a_plan_error():
     with pytest.raises(PlanError) as ei:
-        parse_plan({"nodes": [{"id": "ex", "instruction": "x", "inputs": ["USER_TASK"], "outputs": {"p": {"type": 5}}}]})  # fmt: skip
+        parse_plan(
+            {
+                "nodes": [
+                    {
+                        "id": "ex",
+                        "instruction": "x",
+                        "inputs": ["USER_TASK"],
+                        "outputs": {"p": {"type": 5}},
+                    }
+                ]
+            }
+        )
     assert "invalid JSON Schema" in str(ei.value)
 
 
@@ -92,7 +130,11 @@ def test_the_plan_schema_has_types_and_still_takes_bare_names():
     from verimap.planning.plan import plan_json_schema
 
     schema = plan_json_schema()
-    typed = {"nodes": [{"id": "a", "instruction": "x", "inputs": ["USER_TASK"], "outputs": {"p": "number"}}]}  # fmt: skip
+    typed = {
+        "nodes": [
+            {"id": "a", "instruction": "x", "inputs": ["USER_TASK"], "outputs": {"p": "number"}}
+        ]
+    }
     bare = {"nodes": [{"id": "a", "instruction": "x", "inputs": ["USER_TASK"], "outputs": ["p"]}]}
     jsonschema.validate(typed, schema)
     jsonschema.validate(bare, schema)
@@ -101,11 +143,16 @@ def test_the_plan_schema_has_types_and_still_takes_bare_names():
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-(10**6), 10**6)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    st.none()
+    | st.booleans()
+    | st.integers(-(10**6), 10**6)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3)
+    ),
     max_leaves=6,
-)  # fmt: skip
+)
 type_specs = st.sampled_from(iotypes.TYPE_NAMES) | st.sampled_from(
     [{"type": "array", "items": {"type": "integer"}}, {"type": "object", "required": ["a"]}]
 )

@@ -54,9 +54,14 @@ def test_a_file_verimap_wrote_is_replaced(tmp_path):
 
 @pytest.mark.parametrize(
     ("content", "ours"),
-    [('{"a": 1, "b": 2, "c": 3}\n{}\n', True), ('{"a": 1}\n', False), ("[1]\n", False),
-     ("not json\n", False), ("", False)],
-)  # fmt: skip
+    [
+        ('{"a": 1, "b": 2, "c": 3}\n{}\n', True),
+        ('{"a": 1}\n', False),
+        ("[1]\n", False),
+        ("not json\n", False),
+        ("", False),
+    ],
+)
 def test_a_jsonl_kind_knows_its_files_by_the_first_records_fields(tmp_path, content, ours):
     p = tmp_path / "rows.jsonl"
     p.write_text(content)
@@ -124,9 +129,17 @@ def test_appending_creates_or_extends_only_its_own_kind(tmp_path, bashrc):
 
 @pytest.mark.parametrize(
     ("raw", "name"),
-    [("HumanEval/3", "HumanEval_3"), ("../x", ".._x"), ("..", "__"), (".", "_"), ("", "_"),
-     ("a\x1b]0;t\x07b", "a__0_t_b"), ("é", "_"), ("ok-1.2_x", "ok-1.2_x")],
-)  # fmt: skip
+    [
+        ("HumanEval/3", "HumanEval_3"),
+        ("../x", ".._x"),
+        ("..", "__"),
+        (".", "_"),
+        ("", "_"),
+        ("a\x1b]0;t\x07b", "a__0_t_b"),
+        ("é", "_"),
+        ("ok-1.2_x", "ok-1.2_x"),
+    ],
+)
 def test_safe_name_is_one_harmless_path_component(raw, name):
     assert file_name(raw) == name
     assert "/" not in name and name not in (".", "..") and name.isprintable()

@@ -53,8 +53,13 @@ def test_the_secret_set_holds_env_values_given_keys_and_url_passwords(monkeypatc
     add_secret("given-key-5d0e9a")
     add_url("http://alice:given-url-pw-41c6@127.0.0.1:9/v1")
     found = secret_values()
-    for s in ("env-secret-3b8f1c", "url-env-pw-77a2", "given-key-5d0e9a", "given-url-pw-41c6",
-              "alice:given-url-pw-41c6"):  # fmt: skip
+    for s in (
+        "env-secret-3b8f1c",
+        "url-env-pw-77a2",
+        "given-key-5d0e9a",
+        "given-url-pw-41c6",
+        "alice:given-url-pw-41c6",
+    ):
         assert s in found
     assert found == sorted(found, key=len, reverse=True)
     text = "a env-secret-3b8f1c b url-env-pw-77a2 c given-key-5d0e9a d given-url-pw-41c6"
@@ -88,10 +93,20 @@ def test_key_shapes_and_url_passwords_are_masked_without_being_given():
 
 
 def test_secret_named_fields_lose_their_strings_and_keep_their_numbers():
-    data = {"api_key": "abc", "Authorization": ["Bearer x", {"raw": "y"}], "token": 5,
-            "max_tokens": 9, "note": ("t",)}  # fmt: skip
-    assert redact(data) == {"api_key": REDACTED, "Authorization": [REDACTED, {"raw": REDACTED}],
-                            "token": 5, "max_tokens": 9, "note": ["t"]}  # fmt: skip
+    data = {
+        "api_key": "abc",
+        "Authorization": ["Bearer x", {"raw": "y"}],
+        "token": 5,
+        "max_tokens": 9,
+        "note": ("t",),
+    }
+    assert redact(data) == {
+        "api_key": REDACTED,
+        "Authorization": [REDACTED, {"raw": REDACTED}],
+        "token": 5,
+        "max_tokens": 9,
+        "note": ["t"],
+    }
 
 
 def test_events_redact_is_the_same_function():

@@ -23,8 +23,13 @@ JUDGED = {"name": "judged", "type": "llm", "content": "y is the sum"}
 
 
 def n(id, inputs=("USER_TASK",), outputs=("x",), vfs=(PRESENT,)):
-    return {"id": id, "instruction": f"do {id}", "inputs": list(inputs), "outputs": list(outputs),
-            "verification": list(vfs)}  # fmt: skip
+    return {
+        "id": id,
+        "instruction": f"do {id}",
+        "inputs": list(inputs),
+        "outputs": list(outputs),
+        "verification": list(vfs),
+    }
 
 
 def pos(var):
@@ -53,9 +58,12 @@ def failing_first(node):
 
 def build(world, bus, tmp_path, config=None):
     return verimap.build(
-        world.models(), InProcessSandboxDouble(), config=config or RunConfig(), events=bus,
+        world.models(),
+        InProcessSandboxDouble(),
+        config=config or RunConfig(),
+        events=bus,
         trace_dir=tmp_path,
-    )  # fmt: skip
+    )
 
 
 async def test_concurrent_runs_keep_their_own_ledgers_and_attribution(tmp_path):

@@ -11,11 +11,17 @@ from verimap.config import RunConfig
 
 PLAN = {
     "nodes": [
-        {"id": "solve", "instruction": "solve", "inputs": ["USER_TASK"],
-         "outputs": {"total": "number"},
-         "verification": [{"name": "positive", "type": "python", "code": "assert outputs['total'] > 0"}]},
+        {
+            "id": "solve",
+            "instruction": "solve",
+            "inputs": ["USER_TASK"],
+            "outputs": {"total": "number"},
+            "verification": [
+                {"name": "positive", "type": "python", "code": "assert outputs['total'] > 0"}
+            ],
+        },
     ]
-}  # fmt: skip
+}
 # Most scripted worlds were written for the mixed ballot; `under` chooses another.
 CONFIG = RunConfig(
     checks=[NAME], ballot=MIXED, vacuity_check=False, max_retries=3, retry_temperature=0.7

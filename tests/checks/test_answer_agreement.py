@@ -196,8 +196,14 @@ async def test_the_check_runs_only_where_configured_or_asked_for(process_sandbox
     world = ScriptedWorld([PLAN], totals(391), solve=returning(391), sample=silent)
     r = await run(world, process_sandbox, RunConfig(checks=[], vacuity_check=False))
     assert r.status == "success" and not r.verified and judge_calls(world) == 0
-    asked = {"nodes": [{**PLAN["nodes"][0], "verification": [
-        {"name": "agrees", "type": "check", "check": NAME}]}]}  # fmt: skip
+    asked = {
+        "nodes": [
+            {
+                **PLAN["nodes"][0],
+                "verification": [{"name": "agrees", "type": "check", "check": NAME}],
+            }
+        ]
+    }
     world = ScriptedWorld([asked], totals(391), solve=returning(391), sample=saying(391))
     r = await run(world, process_sandbox, RunConfig(checks=[], vacuity_check=False))
     assert r.verified and {v.name for v in r.nodes["solve"].verdicts} == {"answer_agreement"}
@@ -216,8 +222,15 @@ def test_three_votes_against_two_are_a_split_not_a_confirmation():
     """1260 from an attempt, a sample and a program against two programs for 180: the quorum,
     but not twice its rival's votes. One vote fewer for 180 confirms it."""
     check = AnswerAgreement(**MIXED_BALLOT)
-    split = Ballot([Vote(1260, "attempt"), Vote(180, "program"), Vote(1260, "sample"),
-                    Vote(180, "program"), Vote(1260, "program")])  # fmt: skip
+    split = Ballot(
+        [
+            Vote(1260, "attempt"),
+            Vote(180, "program"),
+            Vote(1260, "sample"),
+            Vote(180, "program"),
+            Vote(1260, "program"),
+        ]
+    )
     assert not check.confirmed(split, 1260)
     split.votes.pop(1)
     assert check.confirmed(split, 1260)
@@ -250,8 +263,11 @@ def test_the_attempt_is_no_witness_for_itself():
     families, yet no sampled reply gave 3, and the attempt and the first program are greedy
     readings of one model that misread tasks alike. A sample that agrees confirms it."""
     check = AnswerAgreement(**MIXED_BALLOT)
-    ballot = Ballot([Vote(3, "attempt"), Vote(3, "program"), Vote(-1, "sample"),
-                     Vote(3, "program")], programs=2, samples=1)  # fmt: skip
+    ballot = Ballot(
+        [Vote(3, "attempt"), Vote(3, "program"), Vote(-1, "sample"), Vote(3, "program")],
+        programs=2,
+        samples=1,
+    )
     assert not check.confirmed(ballot, 3) and check._worth_a_draw(ballot, 3)
     ballot.votes.append(Vote(3, "sample"))
     assert check.confirmed(ballot, 3)

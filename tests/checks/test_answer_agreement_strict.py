@@ -95,8 +95,13 @@ def test_the_tally_lists_each_answer_most_votes_first_and_marks_the_first_attemp
     check, ctx = AnswerAgreement(**STRICT_BALLOT), RunContext()
     assert check.tally(ctx) is None  # nothing cast yet
     ballot = check._ballot(ctx)
-    ballot.votes += [Vote(343, "attempt"), Vote(391, "sample"), Vote(401.0, "sample"),
-                     Vote(391.00001, "sample"), Vote(391, "sample")]  # fmt: skip
+    ballot.votes += [
+        Vote(343, "attempt"),
+        Vote(391, "sample"),
+        Vote(401.0, "sample"),
+        Vote(391.00001, "sample"),
+        Vote(391, "sample"),
+    ]
     assert check.tally(ctx) == "391 x3, 343 x1 (the first attempt), 401 x1"
     ballot.votes.append(Vote(401, "attempt"))  # a retry: only the first attempt is marked
     assert check.tally(ctx) == "391 x3, 401 x2, 343 x1 (the first attempt)"

@@ -108,10 +108,15 @@ def test_a_true_claim_is_never_a_slip_and_an_off_by_one_is(a, b, op):
 # Claims whose left side is too big to compute, or too big to compare: before they were sized,
 # the first hung the check and the others raised out of it.
 HOSTILE_CLAIMS = [
-    "So ((10**1000)**1000)**1000 = 1.", "3 * 10**400 = 7", "9**9**9 = 1", "2**2**2**2**2 = 4",
-    "factorial(10**8) = 7", "comb(10**9, 5*10**8) = 3", "10 / 3 = " + "9" * 300 + ".12345",
+    "So ((10**1000)**1000)**1000 = 1.",
+    "3 * 10**400 = 7",
+    "9**9**9 = 1",
+    "2**2**2**2**2 = 4",
+    "factorial(10**8) = 7",
+    "comb(10**9, 5*10**8) = 3",
+    "10 / 3 = " + "9" * 300 + ".12345",
     " + ".join(["12"] * 2000) + " = 5",
-]  # fmt: skip
+]
 
 
 def _check_all(texts: list[str]) -> list[tuple[str | None, float]]:
@@ -235,10 +240,12 @@ def test_a_worked_out_number_needs_its_calculation_shown(reply, outputs, outcome
 
 def test_a_tool_call_counts_as_shown_work():
     messages = [
-        AssistantMessage(content="", tool_calls=[ToolCall(id="c", name="calculator", arguments="{}")]),
+        AssistantMessage(
+            content="", tool_calls=[ToolCall(id="c", name="calculator", arguments="{}")]
+        ),
         ToolMessage(tool_call_id="c", content="3"),
         AssistantMessage(content='{"total": 3}'),
-    ]  # fmt: skip
+    ]
     assert shown_work.working_check(messages, {"total": 3}, ROBE).outcome == "PASS"
 
 

@@ -279,13 +279,20 @@ INPUTS = [
 
 async def test_run_behaviour_in_the_process_sandbox(process_sandbox):
     right, wrong, broken, missing = await run_behaviour(
-        process_sandbox, [RIGHT, WRONG, "def has_close_elements(:", "x = 1"],
-        "has_close_elements", INPUTS, timeout=0.5,
-    )  # fmt: skip
+        process_sandbox,
+        [RIGHT, WRONG, "def has_close_elements(:", "x = 1"],
+        "has_close_elements",
+        INPUTS,
+        timeout=0.5,
+    )
     assert right == (
-        ("ok", "False"), ("ok", "True"), ("ok", "False"), ("ok", "False"),
-        ("raise", "TypeError"), ("ok", "True"),
-    )  # fmt: skip
+        ("ok", "False"),
+        ("ok", "True"),
+        ("ok", "False"),
+        ("ok", "False"),
+        ("raise", "TypeError"),
+        ("ok", "True"),
+    )
     assert wrong is not None
     assert wrong[:2] == (("ok", "False"), ("ok", "False"))
     assert wrong[2] == ("raise", "crash")  # os._exit: the rest run in a new program
@@ -320,8 +327,12 @@ async def test_run_behaviour_in_docker(docker_sandbox, process_sandbox):
     inputs = generate_inputs(CLOSE, "has_close_elements")
     assert len(inputs) == 24
     neighbours = "for a, b in zip(numbers, numbers[1:])"
-    solutions = [RIGHT, RIGHT.replace("for i, a in enumerate(numbers) for j, b in "
-                                      "enumerate(numbers) if i != j", neighbours)]  # fmt: skip
+    solutions = [
+        RIGHT,
+        RIGHT.replace(
+            "for i, a in enumerate(numbers) for j, b in enumerate(numbers) if i != j", neighbours
+        ),
+    ]
     timings = {}
     for name, sandbox in (("docker", docker_sandbox), ("process", process_sandbox)):
         await run_behaviour(sandbox, solutions[:1], "has_close_elements", inputs[:1], timeout=2)

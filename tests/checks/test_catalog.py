@@ -19,20 +19,41 @@ from verimap.planning.staged_schema import check_schemas, node_schema
 
 
 def hit(rank: int, source: str, date: str, text: str, title: str = "A report") -> Hit:
-    chunk = Chunk(article=rank, text=text, title=title, author="A. Writer", source=source,
-                  category="technology", published_at=f"{date}T09:00:00+00:00")  # fmt: skip
+    chunk = Chunk(
+        article=rank,
+        text=text,
+        title=title,
+        author="A. Writer",
+        source=source,
+        category="technology",
+        published_at=f"{date}T09:00:00+00:00",
+    )
     return Hit(rank=rank, score=1.0, chunk=chunk)
 
 
 SEARCH = format_hits(
     [
-        hit(1, "TechCrunch", "2023-10-07", "Prosecutors said Sam Bankman-Fried committed fraud for personal gain."),
-        hit(2, "The Verge", "2023-10-26", "Wang testified that Bankman-Fried told a trader withdrawals were fine."),
-        hit(3, "Business Today | Latest Stock Market And Economy News India", "2023-10-07",
-            "Another user said no one can carry out such an attack without intelligence support."),
+        hit(
+            1,
+            "TechCrunch",
+            "2023-10-07",
+            "Prosecutors said Sam Bankman-Fried committed fraud for personal gain.",
+        ),
+        hit(
+            2,
+            "The Verge",
+            "2023-10-26",
+            "Wang testified that Bankman-Fried told a trader withdrawals were fine.",
+        ),
+        hit(
+            3,
+            "Business Today | Latest Stock Market And Economy News India",
+            "2023-10-07",
+            "Another user said no one can carry out such an attack without intelligence support.",
+        ),
     ],
     page=1,
-)  # fmt: skip
+)
 TRANSCRIPT = (
     UserMessage(content="Subtask: find the person"),
     AssistantMessage(content="", tool_calls=[ToolCall(id="c1", name="search", arguments="{}")]),
@@ -44,8 +65,11 @@ def verdict(check: str, args: dict, outputs: dict, *, inputs=None, transcript=TR
     outs: dict[str, Any] = {k: "string" for k in outputs}
     node = Node(id="n", instruction="x", inputs=["USER_TASK", *(inputs or {})], outputs=outs)
     sub = Submission("t", node, {"USER_TASK": "t", **(inputs or {})}, outputs, transcript)
-    found = asyncio.run(plan_check(CheckVF(name=f"my_{check}", check=check, args=args)).check(
-        sub, CheckTools(), RunContext()))  # fmt: skip
+    found = asyncio.run(
+        plan_check(CheckVF(name=f"my_{check}", check=check, args=args)).check(
+            sub, CheckTools(), RunContext()
+        )
+    )
     return found
 
 
@@ -56,28 +80,48 @@ def outcome(*args, **kw) -> str | None:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [("Yes", "PASS"), ("no.", "PASS"), ("NO", "PASS"), ("Insufficient information.", "PASS"),
-     ("Maybe", "FAIL"), ("Yes, because the reports agree", "FAIL")],
-)  # fmt: skip
+    [
+        ("Yes", "PASS"),
+        ("no.", "PASS"),
+        ("NO", "PASS"),
+        ("Insufficient information.", "PASS"),
+        ("Maybe", "FAIL"),
+        ("Yes, because the reports agree", "FAIL"),
+    ],
+)
 def test_yes_no(value, expected):
     assert outcome("yes_no", {"output": "answer"}, {"answer": value}) == expected
 
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [("Sam Bankman-Fried", "PASS"), ("Sportsbooks", "PASS"), ("Insufficient information", "PASS"),
-     ("The person who was named by both of the reports is most likely him", "FAIL"),
-     ("Yes", "FAIL"), ("42", "FAIL"), ("", "FAIL")],
-)  # fmt: skip
+    [
+        ("Sam Bankman-Fried", "PASS"),
+        ("Sportsbooks", "PASS"),
+        ("Insufficient information", "PASS"),
+        ("The person who was named by both of the reports is most likely him", "FAIL"),
+        ("Yes", "FAIL"),
+        ("42", "FAIL"),
+        ("", "FAIL"),
+    ],
+)
 def test_entity(value, expected):
     assert outcome("entity", {"output": "answer"}, {"answer": value}) == expected
 
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(5, "PASS"), ("1,234", "PASS"), (0, "PASS"), (10.0, "PASS"), (11, "FAIL"), (-1, "FAIL"),
-     ("about five", "FAIL"), (True, "FAIL")],
-)  # fmt: skip
+    [
+        (5, "PASS"),
+        ("1,234", "PASS"),
+        (0, "PASS"),
+        (10.0, "PASS"),
+        (11, "FAIL"),
+        (-1, "FAIL"),
+        ("about five", "FAIL"),
+        (True, "FAIL"),
+    ],
+)
 def test_number_in_range(value, expected):
     args = {"output": "answer", "min": 0, "max": 2000 if value == "1,234" else 10}
     assert outcome("number_in_range", args, {"answer": value}) == expected
@@ -85,9 +129,15 @@ def test_number_in_range(value, expected):
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [("2023-10-31", "PASS"), ("October 31, 2023", "PASS"), ("Oct 7th, 2023", "PASS"),
-     ("7 October 2023", "PASS"), ("yesterday", "FAIL"), ("2023-13-45", "FAIL")],
-)  # fmt: skip
+    [
+        ("2023-10-31", "PASS"),
+        ("October 31, 2023", "PASS"),
+        ("Oct 7th, 2023", "PASS"),
+        ("7 October 2023", "PASS"),
+        ("yesterday", "FAIL"),
+        ("2023-13-45", "FAIL"),
+    ],
+)
 def test_date(value, expected):
     assert outcome("date", {"output": "when"}, {"when": value}) == expected
 
@@ -161,8 +211,10 @@ def test_reports_in_order_reads_dates_from_outputs_and_inputs():
 def test_the_passages_of_a_search_are_read_back_from_the_transcript():
     found = passages(TRANSCRIPT)
     assert [p.source for p in found] == [
-        "TechCrunch", "The Verge", "Business Today | Latest Stock Market And Economy News India",
-    ]  # fmt: skip
+        "TechCrunch",
+        "The Verge",
+        "Business Today | Latest Stock Market And Economy News India",
+    ]
     assert found[0].date.startswith("2023-10-07")
     # The text protocol's observations count; the task's own turn does not.
     observed = (UserMessage(content=SEARCH), UserMessage(content=f"Observation: {SEARCH}"))
@@ -175,9 +227,17 @@ def test_the_passages_of_a_search_are_read_back_from_the_transcript():
 
 def test_a_plan_names_a_catalog_check_with_its_arguments_or_is_refused():
     def plan(args: dict, check: str = "fact_in_source") -> dict:
-        return {"nodes": [{"id": "n", "instruction": "x", "inputs": ["USER_TASK"],
-                           "outputs": {"fact": "string"},
-                           "verification": [{"name": "c", "type": "check", "check": check, "args": args}]}]}  # fmt: skip
+        return {
+            "nodes": [
+                {
+                    "id": "n",
+                    "instruction": "x",
+                    "inputs": ["USER_TASK"],
+                    "outputs": {"fact": "string"},
+                    "verification": [{"name": "c", "type": "check", "check": check, "args": args}],
+                }
+            ]
+        }
 
     ok = parse_plan(plan({"output": "fact", "source": "TechCrunch"}))
     assert ok.nodes[0].verification[0].args == {"output": "fact", "source": "TechCrunch"}
@@ -208,11 +268,14 @@ def test_the_grammar_enumerates_the_domains_checks_with_their_arguments(domain):
         outputs = [a for a, k in spec.args.items() if k == "output"]
         for a, kind in spec.args.items():
             arg = args["properties"][a]
-            assert {"output": arg.get("enum") == ["fact", "answer"] if len(outputs) == 1
-                    else arg.get("const") in ("fact", "answer"),
-                    "value": arg.get("enum") == ["fact", "answer", "a.date"],
-                    "number": arg.get("type") == "number",
-                    "source": arg.get("type") == "string"}[kind], (a, arg)  # fmt: skip
+            assert {
+                "output": arg.get("enum") == ["fact", "answer"]
+                if len(outputs) == 1
+                else arg.get("const") in ("fact", "answer"),
+                "value": arg.get("enum") == ["fact", "answer", "a.date"],
+                "number": arg.get("type") == "number",
+                "source": arg.get("type") == "string",
+            }[kind], (a, arg)
         if len(outputs) > 1:
             assert len({args["properties"][a]["const"] for a in outputs}) == len(outputs)
     node = node_schema(domain, ["fact"], ["a.date"])
@@ -225,11 +288,13 @@ def test_the_grammar_enumerates_the_domains_checks_with_their_arguments(domain):
 def test_a_check_over_two_outputs_is_offered_only_for_two_distinct_outputs():
     def comparisons(outputs: list[str]) -> list[tuple[str, str]]:
         return [
-            (s["properties"]["args"]["properties"]["first"]["const"],
-             s["properties"]["args"]["properties"]["second"]["const"])
+            (
+                s["properties"]["args"]["properties"]["first"]["const"],
+                s["properties"]["args"]["properties"]["second"]["const"],
+            )
             for s in check_schemas("qa", outputs, [])
             if s["properties"]["check"]["const"] == "facts_from_sources"
-        ]  # fmt: skip
+        ]
 
     assert comparisons(["fact"]) == []
     assert comparisons(["a", "b", "c"]) == [("a", "b"), ("a", "c"), ("b", "c")]
@@ -240,11 +305,21 @@ def test_every_check_a_plan_may_name_is_in_the_plan_schema_and_described():
     assert enum == list(PLAN_CHECKS) and set(CATALOG) <= set(enum)
     assert set(describe()) == set(PLAN_CHECKS)
     qa = set(DOMAIN_CHECKS["qa"])
-    assert {"yes_no", "entity", "number_in_range", "date", "fact_in_source", "facts_from_sources",
-            "reports_in_order"} <= qa  # fmt: skip
+    assert {
+        "yes_no",
+        "entity",
+        "number_in_range",
+        "date",
+        "fact_in_source",
+        "facts_from_sources",
+        "reports_in_order",
+    } <= qa
 
 
 def test_the_two_sides_of_a_comparison_are_two_outputs():
     with pytest.raises(ValueError, match="name the same output 'fact'"):
-        CheckVF(name="c", check="facts_from_sources", args={"first": "fact", "first_source": "A",
-                                                            "second": "fact", "second_source": "B"})  # fmt: skip
+        CheckVF(
+            name="c",
+            check="facts_from_sources",
+            args={"first": "fact", "first_source": "A", "second": "fact", "second_source": "B"},
+        )

@@ -40,9 +40,17 @@ WRONG = "def add_up(xs, k):\n    return sum(x for x in xs[:3] if x > k)\n"
 # Fails the second example.
 FAILS_EXAMPLES = "def add_up(xs, k):\n    return sum(x for x in xs if x >= k)\n"
 NODE = parse_plan(
-    {"nodes": [{"id": "solve", "instruction": "write it", "inputs": ["USER_TASK"],
-                "outputs": {"code": "code"}}]}
-).nodes[0]  # fmt: skip
+    {
+        "nodes": [
+            {
+                "id": "solve",
+                "instruction": "write it",
+                "inputs": ["USER_TASK"],
+                "outputs": {"code": "code"},
+            }
+        ]
+    }
+).nodes[0]
 
 
 def reply(code: str, marker: str = "") -> str:
@@ -50,8 +58,9 @@ def reply(code: str, marker: str = "") -> str:
 
 
 def submission(code: str, *, final: bool = True, task: str = TASK) -> Submission:
-    return Submission(task=task, node=NODE, inputs={"USER_TASK": task}, outputs={"code": code},
-                      final=final)  # fmt: skip
+    return Submission(
+        task=task, node=NODE, inputs={"USER_TASK": task}, outputs={"code": code}, final=final
+    )
 
 
 class Harness:
@@ -62,9 +71,12 @@ class Harness:
         self.events = []
         self.ctx = RunContext(sink=self.events.append)
         self.model = ScriptedModel(list(replies), name="judge")
-        self.tools = CheckTools(sandbox=sandbox, model=self.model,
-                                settings=GenerationSettings(temperature=0.0),
-                                retry_temperature=0.7)  # fmt: skip
+        self.tools = CheckTools(
+            sandbox=sandbox,
+            model=self.model,
+            settings=GenerationSettings(temperature=0.0),
+            retry_temperature=0.7,
+        )
 
     async def __call__(self, code: str):
         return await self.check.check(submission(code), self.tools, self.ctx)
@@ -123,8 +135,11 @@ async def test_a_reference_that_fails_the_examples_is_discarded_and_another_draw
 
 
 async def test_disagreeing_fails_with_one_input_and_both_outputs(process_sandbox):
-    run = Harness(process_sandbox, [reply(RIGHT, marker="# reference_secret\n")],
-                  check=CodeAgreement(max_references=1))  # fmt: skip
+    run = Harness(
+        process_sandbox,
+        [reply(RIGHT, marker="# reference_secret\n")],
+        check=CodeAgreement(max_references=1),
+    )
     v = await run(WRONG)
     assert v.outcome == "FAIL"
     assert v.message.startswith("on add_up([")
@@ -157,11 +172,22 @@ async def test_code_that_agrees_only_after_a_dispute_is_not_confirmed(process_sa
 async def test_a_run_whose_code_agrees_only_after_a_dispute_ends_unverified(process_sandbox):
     """Through the coordinator: the retry is shown the input and both outputs, its code is kept
     as the answer, and the result says why it is not verified."""
-    plan = {"nodes": [{"id": "solve", "instruction": "write it", "inputs": ["USER_TASK"],
-                       "outputs": {"code": "code"}}]}  # fmt: skip
+    plan = {
+        "nodes": [
+            {
+                "id": "solve",
+                "instruction": "write it",
+                "inputs": ["USER_TASK"],
+                "outputs": {"code": "code"},
+            }
+        ]
+    }
     codes = [WRONG, RIGHT]
-    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"code": codes[min(k, 1)]},
-                          solve=lambda task: reply(RIGHT_TOO))  # fmt: skip
+    world = ScriptedWorld(
+        [plan],
+        lambda nid, k, inp, p: {"code": codes[min(k, 1)]},
+        solve=lambda task: reply(RIGHT_TOO),
+    )
     config = RunConfig(checks=["code_agreement"], vacuity_check=False, max_retries=3)
     r = await verimap.build(world.models(), process_sandbox, config=config).run(TASK)
     assert r.status == "success" and r.final_output == {"code": RIGHT}

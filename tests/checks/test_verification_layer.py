@@ -87,13 +87,22 @@ def test_weak_checks_alone_leave_the_answer_unconfirmed_and_say_why():
 
 
 def test_a_python_vf_is_strong_only_when_it_fails_a_nearby_wrong_answer():
-    node = parse_plan({"nodes": [{
-        "id": "n", "instruction": "x", "inputs": ["USER_TASK"], "outputs": {"a": "number"},
-        "verification": [
-            {"name": "positive", "type": "python", "code": "assert outputs['a'] > 0"},
-            {"name": "exact", "type": "python", "code": "assert outputs['a'] == 391"},
-        ],
-    }]}).nodes[0]  # fmt: skip
+    node = parse_plan(
+        {
+            "nodes": [
+                {
+                    "id": "n",
+                    "instruction": "x",
+                    "inputs": ["USER_TASK"],
+                    "outputs": {"a": "number"},
+                    "verification": [
+                        {"name": "positive", "type": "python", "code": "assert outputs['a'] > 0"},
+                        {"name": "exact", "type": "python", "code": "assert outputs['a'] == 391"},
+                    ],
+                }
+            ]
+        }
+    ).nodes[0]
     report = verify([], node, {"a": 391}, sandbox=InProcessSandboxDouble())
     assert {v.name: v.strength for v in report.verdicts} == {"positive": "weak", "exact": "strong"}
     assert report.confirmed
@@ -102,13 +111,30 @@ def test_a_python_vf_is_strong_only_when_it_fails_a_nearby_wrong_answer():
 
 
 def test_a_check_that_the_answer_is_not_empty_is_weak():
-    node = parse_plan({"nodes": [{
-        "id": "n", "instruction": "x", "inputs": ["USER_TASK"], "outputs": {"answer": "string"},
-        "verification": [
-            {"name": "answered", "type": "python", "code": "assert outputs['answer'].strip()"},
-            {"name": "exact", "type": "python", "code": "assert outputs['answer'] == 'Alameda'"},
-        ],
-    }]}).nodes[0]  # fmt: skip
+    node = parse_plan(
+        {
+            "nodes": [
+                {
+                    "id": "n",
+                    "instruction": "x",
+                    "inputs": ["USER_TASK"],
+                    "outputs": {"answer": "string"},
+                    "verification": [
+                        {
+                            "name": "answered",
+                            "type": "python",
+                            "code": "assert outputs['answer'].strip()",
+                        },
+                        {
+                            "name": "exact",
+                            "type": "python",
+                            "code": "assert outputs['answer'] == 'Alameda'",
+                        },
+                    ],
+                }
+            ]
+        }
+    ).nodes[0]
     report = verify([], node, {"answer": "Alameda"}, sandbox=InProcessSandboxDouble())
     assert {v.name: v.strength for v in report.verdicts} == {"answered": "weak", "exact": "strong"}
 
@@ -170,14 +196,29 @@ def _mixed(spec: list[tuple[str, bool]]):
         elif kind == "llm":
             vfs.append({"name": f"llm_{tag}", "type": "llm", "content": "the answer is right"})
         elif kind == "catalog":
-            vfs.append({"name": f"form_{tag}", "type": "check", "check": "yes_no",
-                        "args": {"output": "yes" if ok else "maybe"}})  # fmt: skip
+            vfs.append(
+                {
+                    "name": f"form_{tag}",
+                    "type": "check",
+                    "check": "yes_no",
+                    "args": {"output": "yes" if ok else "maybe"},
+                }
+            )
         else:
             checks.append(Fixed(f"c_{tag}", "PASS" if ok else "FAIL", disputes=kind == "disputing"))
-    node = parse_plan({"nodes": [{
-        "id": "n", "instruction": "x", "inputs": ["USER_TASK"],
-        "outputs": {"a": "number", "yes": "string", "maybe": "string"}, "verification": vfs,
-    }]}).nodes[0]  # fmt: skip
+    node = parse_plan(
+        {
+            "nodes": [
+                {
+                    "id": "n",
+                    "instruction": "x",
+                    "inputs": ["USER_TASK"],
+                    "outputs": {"a": "number", "yes": "string", "maybe": "string"},
+                    "verification": vfs,
+                }
+            ]
+        }
+    ).nodes[0]
     return node, checks
 
 
@@ -222,15 +263,27 @@ def test_a_plan_vf_a_catalog_check_and_a_framework_check_are_one_kind_of_object(
     from verimap.core.vf_checks import JUDGE_TIER as JUDGE
     from verimap.core.vf_checks import tier_of
 
-    node, checks = _mixed([("python", True), ("llm", True), ("llm", False), ("catalog", True),
-                           ("check", True), ("disputing", True)])  # fmt: skip
+    node, checks = _mixed(
+        [
+            ("python", True),
+            ("llm", True),
+            ("llm", False),
+            ("catalog", True),
+            ("check", True),
+            ("disputing", True),
+        ]
+    )
     verifier = Verifier(InProcessSandboxDouble(), None, checks=checks)
     sub = Submission("t", node, {"USER_TASK": "t"}, {"a": 1, "yes": "Yes"})
     every = verifier.all_checks(sub)
     assert all(isinstance(c, Check) for c in every)
     tiers = {c.name: tier_of(c) for c in every}
     assert tiers == {
-        "py_pass_0": CHEAP, "form_pass_3": CHEAP, "c_pass_4": CHEAP, "c_pass_5": DISPUTING,
+        "py_pass_0": CHEAP,
+        "form_pass_3": CHEAP,
+        "c_pass_4": CHEAP,
+        "c_pass_5": DISPUTING,
         # no judge model: each criterion is its own check, and says so in its verdict
-        "llm_pass_1": JUDGE, "llm_fail_2": JUDGE,
-    }  # fmt: skip
+        "llm_pass_1": JUDGE,
+        "llm_fail_2": JUDGE,
+    }

@@ -33,8 +33,17 @@ def test_ray_env_without_a_cluster_is_refused(tmp_path):
 
     from verimap.cli import main
 
-    args = ["eval", "-b", "gsm8k", "--limit", "1", "--ray-env", "OPENAI_API_KEY",
-            "--out", str(tmp_path / "out")]  # fmt: skip
+    args = [
+        "eval",
+        "-b",
+        "gsm8k",
+        "--limit",
+        "1",
+        "--ray-env",
+        "OPENAI_API_KEY",
+        "--out",
+        str(tmp_path / "out"),
+    ]
     r = CliRunner().invoke(main, args)
     assert r.exit_code == 2, r.output
     assert "--ray-env" in r.output and "needs --ray" in r.output

@@ -55,21 +55,28 @@ def test_precedence_command_line_environment_table_default(seen, tmp_path, monke
     assert seen["max_attempts"] is None  # nothing set it: the method's own
     # One line names what the file set, and only that.
     taken = [x for x in r.stderr.splitlines() if "pyproject.toml [tool.verimap]" in x]
-    assert taken == ["note: from pyproject.toml [tool.verimap] (not trusted: harmless settings "
-                     "only): quiet = true"]  # fmt: skip
+    assert taken == [
+        "note: from pyproject.toml [tool.verimap] (not trusted: harmless settings "
+        "only): quiet = true"
+    ]
 
 
 def test_a_key_under_tool_verimap_is_every_commands_and_a_subtable_wins(seen, tmp_path):
-    pyproject(tmp_path, "[tool.verimap]\nmax_attempts = 2\nepochs = 4\n\n"
-                        "[tool.verimap.eval]\nepochs = 3\n")  # fmt: skip
+    pyproject(
+        tmp_path,
+        "[tool.verimap]\nmax_attempts = 2\nepochs = 4\n\n[tool.verimap.eval]\nepochs = 3\n",
+    )
     r = CliRunner().invoke(main, ["eval", "-b", "gsm8k"])
     assert r.exit_code == 0, r.output
     assert (seen["max_attempts"], seen["epochs"]) == (2, 3)
 
 
 def test_unknown_keys_are_each_named_in_a_warning(seen, tmp_path):
-    pyproject(tmp_path, "[tool.verimap]\nbogus = 1\n\n[tool.verimap.eval]\nmax_task = 3\n\n"
-                        "[tool.verimap.evl]\nx = 1\n")  # fmt: skip
+    pyproject(
+        tmp_path,
+        "[tool.verimap]\nbogus = 1\n\n[tool.verimap.eval]\nmax_task = 3\n\n"
+        "[tool.verimap.evl]\nx = 1\n",
+    )
     r = CliRunner().invoke(main, ["eval", "-b", "gsm8k"])
     assert r.exit_code == 0, r.output
     assert seen["max_tasks"] is None  # the misspelled key set nothing

@@ -18,9 +18,20 @@ OPTIONS = [
     for p in cmd.params
     if isinstance(p, click.Option) and not p.hidden
 ]
-RETIRED = {"--max-retries", "--max-calls", "--max-tokens", "--max-cost", "--max-parallel",
-           "--max-concurrency", "--concurrency", "--progress", "--no-progress", "--runs", "-r",
-           "--output"}  # fmt: skip
+RETIRED = {
+    "--max-retries",
+    "--max-calls",
+    "--max-tokens",
+    "--max-cost",
+    "--max-parallel",
+    "--max-concurrency",
+    "--concurrency",
+    "--progress",
+    "--no-progress",
+    "--runs",
+    "-r",
+    "--output",
+}
 # A concept -> its one spelling, wherever it exists.
 CONCEPTS = {
     "max_attempts": {"--max-attempts"},

@@ -21,8 +21,12 @@ REPO = Path(__file__).resolve().parents[2]
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     """A working directory with a fake ~/.bashrc in it, and no VERIMAP_* settings."""
-    for name in ("VERIMAP_EVAL_REPORT_OUT_FILE", "VERIMAP_VIEW_OUT_FILE",
-                 "VERIMAP_EXPORT_PREFERENCES_OUT_FILE", "VERIMAP_HUMANEVAL_SCORE_OUT_FILE"):  # fmt: skip
+    for name in (
+        "VERIMAP_EVAL_REPORT_OUT_FILE",
+        "VERIMAP_VIEW_OUT_FILE",
+        "VERIMAP_EXPORT_PREFERENCES_OUT_FILE",
+        "VERIMAP_HUMANEVAL_SCORE_OUT_FILE",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     (tmp_path / ".bashrc").write_text(BASHRC)
@@ -36,10 +40,17 @@ def eval_dir(root: Path, models: dict | None = None) -> Path:
     config = {"benchmark": "gsm8k", "method": "verimap", "models": models or {"executor": "m"}}
     (d / "config.json").write_text(json.dumps(config))
     recs = [
-        {"key": f"r0/gsm8k/{i}", "run": 0, "task_id": f"gsm8k/{i}", "benchmark": "gsm8k",
-         "method": "verimap", "correct": bool(i), "verified": True}
+        {
+            "key": f"r0/gsm8k/{i}",
+            "run": 0,
+            "task_id": f"gsm8k/{i}",
+            "benchmark": "gsm8k",
+            "method": "verimap",
+            "correct": bool(i),
+            "verified": True,
+        }
         for i in range(2)
-    ]  # fmt: skip
+    ]
     (d / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
     return d
 

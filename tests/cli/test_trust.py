@@ -179,8 +179,14 @@ def test_harmless_settings_apply_and_say_so_within_their_caps(repo, seen):
     assert (seen["epochs"], seen["quiet"], seen["benchmark"]) == (3, True, "gsm8k")
     notes = [x for x in r.stderr.splitlines() if "[tool.verimap]" in x]
     assert len(notes) == 1 and notes[0].startswith("note: from pyproject.toml")
-    for shown in ('benchmark = "gsm8k"', "epochs = 3", "max-tasks = 8", 'sandbox = "docker"',
-                  "max-attempts = 2", "quiet = true"):  # fmt: skip
+    for shown in (
+        'benchmark = "gsm8k"',
+        "epochs = 3",
+        "max-tasks = 8",
+        'sandbox = "docker"',
+        "max-attempts = 2",
+        "quiet = true",
+    ):
         assert shown in notes[0]
 
 

@@ -26,16 +26,20 @@ PENS = (
     ("text", "found"),
     [
         (PENS, ("calculator", {"expression": "17 * 23"}, "   ```")),
-        ('<tool_call>\n{"name": "calculator", "arguments": {"expression": "2+2"}}\n</tool_call> 5',
-         ("calculator", {"expression": "2+2"}, "</tool_call>")),
-        ('I compute {"name": "calculator", "parameters": {"expression": "1+1"}} = 3',
-         ("calculator", {"expression": "1+1"}, "}}")),
+        (
+            '<tool_call>\n{"name": "calculator", "arguments": {"expression": "2+2"}}\n</tool_call> 5',
+            ("calculator", {"expression": "2+2"}, "</tool_call>"),
+        ),
+        (
+            'I compute {"name": "calculator", "parameters": {"expression": "1+1"}} = 3',
+            ("calculator", {"expression": "1+1"}, "}}"),
+        ),
         ('{"name": "search", "arguments": {"q": "x"}}', None),  # not a tool it has
         ('{"name": "calculator", "arguments": "17 * 23"}', None),  # arguments not an object
         ('{"name": "calculator", "arguments": {"expression": "1+', None),  # cut off
         ('```json\n{"answer": 401}\n```', None),  # an answer, not a call
     ],
-)  # fmt: skip
+)
 def test_a_tool_call_written_as_text_is_found_and_the_reply_cut_after_it(text, found):
     got = inline_tool_call(text, TOOLS)
     if found is None:
@@ -51,9 +55,13 @@ async def test_the_loop_runs_a_call_written_as_text_and_the_model_goes_on_from_t
     model = ScriptedModel([PENS, "So 23 pens cost 391 dollars."], supports_tools=True)
     messages = [UserMessage(content="How much do 23 pens at $17 cost?")]
     done = await tool_loop(
-        model, TOOLS, messages, role="executor", max_steps=4,
+        model,
+        TOOLS,
+        messages,
+        role="executor",
+        max_steps=4,
         on_tool_call=lambda tool, args, result, s: heard.append((tool, json.loads(args), result)),
-    )  # fmt: skip
+    )
     assert done.answered and done.tool_calls == 1 and done.text.endswith("391 dollars.")
     assert heard == [("calculator", {"expression": "17 * 23"}, "391")]
     second = [m.content for m in model.requests[1].messages]
@@ -78,9 +86,13 @@ async def test_a_repeated_tool_call_is_not_run_again_and_ends_the_loop(api):
     model = ScriptedModel([reply] * 5, supports_tools=api)
     messages = [UserMessage(content="t")]
     done = await tool_loop(
-        model, TOOLS, messages, role="executor", max_steps=10,
+        model,
+        TOOLS,
+        messages,
+        role="executor",
+        max_steps=10,
         on_tool_call=lambda *call: heard.append(call[:3]),
-    )  # fmt: skip
+    )
     assert (done.steps, done.tool_calls, done.answered) == (2, 1, False)
     assert heard == [("calculator", json.dumps(same), "3")]
     assert messages[-1].content == prompts.REPEATED_TOOL_CALL
@@ -98,10 +110,11 @@ def _budget_tool(budget: int) -> tuple[ToolRegistry, list]:
         return f"{word} means {len(word)}"
 
     tool = Tool(
-        "lookup", "Look a word up.",
+        "lookup",
+        "Look a word up.",
         {"type": "object", "properties": {"word": {"type": "string"}}, "required": ["word"]},
         lookup,
-    )  # fmt: skip
+    )
     return ToolRegistry([tool]), seen
 
 
@@ -118,9 +131,13 @@ async def test_a_tool_that_takes_no_more_calls_ends_the_loop(api):
     heard = []
     messages = [UserMessage(content="t")]
     done = await tool_loop(
-        ScriptedModel(script, supports_tools=api), tools, messages, role="executor",
-        max_steps=10, on_tool_call=lambda *call: heard.append(call[2]),
-    )  # fmt: skip
+        ScriptedModel(script, supports_tools=api),
+        tools,
+        messages,
+        role="executor",
+        max_steps=10,
+        on_tool_call=lambda *call: heard.append(call[2]),
+    )
     assert (done.steps, done.tool_calls, done.answered) == (3, 2, False)
     assert heard == ["a means 1", "bb means 2", "No lookups left: answer now."]
     assert messages[-1].content == "No lookups left: answer now."
@@ -131,8 +148,11 @@ async def test_each_loop_is_its_own_conversation_for_the_tools():
     for _ in range(2):
         reply = tool_call_reply("lookup", {"word": "a"})
         await tool_loop(
-            ScriptedModel([reply, "done"], supports_tools=True), tools,
-            [UserMessage(content="t")], role="executor", max_steps=3,
-        )  # fmt: skip
+            ScriptedModel([reply, "done"], supports_tools=True),
+            tools,
+            [UserMessage(content="t")],
+            role="executor",
+            max_steps=3,
+        )
     assert len(seen) == 2 and seen[0] is not None and seen[1] is not None
     assert seen[0] is not seen[1] and current_transcript() is None

@@ -23,8 +23,14 @@ PRESENT = {
 
 
 def n(id, inputs=("USER_TASK",), outputs=("x",), vfs=(PRESENT,), instruction=None, **kw):
-    return {"id": id, "instruction": instruction or f"do {id}", "inputs": list(inputs), "outputs": list(outputs),
-            "verification": list(vfs), **kw}  # fmt: skip
+    return {
+        "id": id,
+        "instruction": instruction or f"do {id}",
+        "inputs": list(inputs),
+        "outputs": list(outputs),
+        "verification": list(vfs),
+        **kw,
+    }
 
 
 def pos(var="x"):
@@ -259,12 +265,34 @@ def test_run_sync_outside_loop():
     assert coordinator(world).run_sync("t").answer == 2
 
 
-GSM_PLAN = {"nodes": [
-    n("extract", outputs=["a", "b"], vfs=[{"name": "ints", "type": "python", "code": "assert all(isinstance(outputs[k], int) for k in ('a', 'b'))"}]),
-    n("add", inputs=["extract.a", "extract.b"], outputs=["answer"],
-      vfs=[{"name": "sum", "type": "python", "code": "assert outputs['answer'] == inputs['a'] + inputs['b']"},
-           {"name": "sane", "type": "llm", "content": "answer is the sum"}]),
-]}  # fmt: skip
+GSM_PLAN = {
+    "nodes": [
+        n(
+            "extract",
+            outputs=["a", "b"],
+            vfs=[
+                {
+                    "name": "ints",
+                    "type": "python",
+                    "code": "assert all(isinstance(outputs[k], int) for k in ('a', 'b'))",
+                }
+            ],
+        ),
+        n(
+            "add",
+            inputs=["extract.a", "extract.b"],
+            outputs=["answer"],
+            vfs=[
+                {
+                    "name": "sum",
+                    "type": "python",
+                    "code": "assert outputs['answer'] == inputs['a'] + inputs['b']",
+                },
+                {"name": "sane", "type": "llm", "content": "answer is the sum"},
+            ],
+        ),
+    ]
+}
 
 
 def gsm_outputs(nid, k, inp, p):
@@ -391,9 +419,11 @@ async def test_executor_tool_calls_reach_the_trace(tmp_path):
     )
     trace = tmp_path / "t.jsonl"
     coord = verimap.build(
-        {"executor": m}, None, config=RunConfig(verification="none"),
+        {"executor": m},
+        None,
+        config=RunConfig(verification="none"),
         planner=TemplatePlanner.single_node(outputs=["answer: number"]),
-    )  # fmt: skip
+    )
     r = await coord.run("What is 6*7?", trace_path=trace)
     assert r.final_output == {"answer": 42}
     calls = [e for e in read_trace(trace) if e.type == "tool_call"]

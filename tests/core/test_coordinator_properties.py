@@ -17,20 +17,39 @@ def scenarios(draw):
     nodes = []
     for i in range(size):
         parents = draw(st.sets(st.integers(0, i - 1), max_size=3)) if i else set()
-        nodes.append({
-            "id": f"n{i}", "instruction": f"produce v for n{i}",
-            "inputs": [f"n{p}.v" for p in sorted(parents)] or ["USER_TASK"], "outputs": ["v"],
-            "verification": [{"name": "ok", "type": "python",
-                              "code": f"assert outputs['v'] == 'ok', 'node n{i} not ok'"}],
-        })  # fmt: skip
+        nodes.append(
+            {
+                "id": f"n{i}",
+                "instruction": f"produce v for n{i}",
+                "inputs": [f"n{p}.v" for p in sorted(parents)] or ["USER_TASK"],
+                "outputs": ["v"],
+                "verification": [
+                    {
+                        "name": "ok",
+                        "type": "python",
+                        "code": f"assert outputs['v'] == 'ok', 'node n{i} not ok'",
+                    }
+                ],
+            }
+        )
     with_children = {r.split(".")[0] for nd in nodes for r in nd["inputs"] if r != "USER_TASK"}
     sinks = [nd["id"] for nd in nodes if nd["id"] not in with_children]
     if len(sinks) > 1:
-        nodes.append({
-            "id": "final", "instruction": "produce v for final", "inputs": [f"{s}.v" for s in sinks],
-            "outputs": ["v"], "verification": [{"name": "ok", "type": "python",
-                                                "code": "assert outputs['v'] == 'ok', 'node final not ok'"}],
-        })  # fmt: skip
+        nodes.append(
+            {
+                "id": "final",
+                "instruction": "produce v for final",
+                "inputs": [f"{s}.v" for s in sinks],
+                "outputs": ["v"],
+                "verification": [
+                    {
+                        "name": "ok",
+                        "type": "python",
+                        "code": "assert outputs['v'] == 'ok', 'node final not ok'",
+                    }
+                ],
+            }
+        )
     config = RunConfig(
         max_retries=draw(st.integers(1, 3)),
         max_iterations=draw(st.integers(1, 3)),
@@ -133,5 +152,8 @@ def test_coordinator_invariants(scenario):
     # Reported usage equals the sum over calls.
     total, summed = r.usage.total, world.model.total_usage()
     assert (total.calls, total.prompt_tokens, total.completion_tokens) == (
-        summed.calls, summed.prompt_tokens, summed.completion_tokens)  # fmt: skip
+        summed.calls,
+        summed.prompt_tokens,
+        summed.completion_tokens,
+    )
     assert total.calls == world.model.calls

@@ -17,8 +17,13 @@ from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld
 
 
 def node(id, outputs, vfs, inputs=("USER_TASK",), instruction=None):
-    return {"id": id, "instruction": instruction or f"do {id}", "inputs": list(inputs),
-            "outputs": outputs, "verification": vfs}  # fmt: skip
+    return {
+        "id": id,
+        "instruction": instruction or f"do {id}",
+        "inputs": list(inputs),
+        "outputs": outputs,
+        "verification": vfs,
+    }
 
 
 def py(name, code):
@@ -45,7 +50,9 @@ def recorded(bus: EventBus) -> list:
 
 async def test_an_output_that_does_not_fit_its_type_fails_the_attempt_before_any_vf():
     plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
-    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": {"value": 17}} if k < 2 else {"price": "17"})  # fmt: skip
+    world = ScriptedWorld(
+        [plan], lambda nid, k, inp, p: {"price": {"value": 17}} if k < 2 else {"price": "17"}
+    )
     sandbox = InProcessSandboxDouble()
     r = await run(world, RunConfig(max_retries=3, vacuity_check=False), sandbox)
     assert r.status == "success" and r.answer == 17 and isinstance(r.answer, int)
@@ -59,10 +66,21 @@ async def test_an_output_that_does_not_fit_its_type_fails_the_attempt_before_any
 
 
 async def test_consumers_see_the_producers_type_beside_each_input():
-    plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE]),
-                      node("tw", {"total": "number"}, [py("dbl", "assert approx(outputs['total'], 2 * inputs['ex.price'])")],
-                           inputs=["ex.price"])]}  # fmt: skip
-    world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 4} if nid == "ex" else {"total": 2 * inp["ex.price"]})  # fmt: skip
+    plan = {
+        "nodes": [
+            node("ex", {"price": "number"}, [POSITIVE]),
+            node(
+                "tw",
+                {"total": "number"},
+                [py("dbl", "assert approx(outputs['total'], 2 * inputs['ex.price'])")],
+                inputs=["ex.price"],
+            ),
+        ]
+    }
+    world = ScriptedWorld(
+        [plan],
+        lambda nid, k, inp, p: {"price": 4} if nid == "ex" else {"total": 2 * inp["ex.price"]},
+    )
     r = await run(world)
     assert r.status == "success" and r.answer == 8
     assert "Input ex.price (number):\n4\n" in world.executor_prompts["tw"][0]
@@ -92,9 +110,12 @@ async def test_a_vf_still_vacuous_after_repair_is_dropped_and_recorded():
 
 
 async def test_vfs_that_check_something_are_not_vacuous():
-    vfs = [POSITIVE, py("bounded", "assert outputs['price'] >= 0"),
-           py("examples", "f = load_function(outputs['impl'], 'f')"),
-           py("inputs_only", "assert inputs['USER_TASK']")]  # fmt: skip
+    vfs = [
+        POSITIVE,
+        py("bounded", "assert outputs['price'] >= 0"),
+        py("examples", "f = load_function(outputs['impl'], 'f')"),
+        py("inputs_only", "assert inputs['USER_TASK']"),
+    ]
     plan = {"nodes": [node("ex", {"price": "number", "impl": "code"}, vfs)]}
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3})
     verifier = verimap.build(world.models(), InProcessSandboxDouble()).verifier
@@ -173,14 +194,26 @@ async def test_feedback_is_cut_to_fit_the_context():
 
 
 async def test_a_failed_run_keeps_its_best_answer_unverified():
-    plan = {"nodes": [node("ex", {"price": "number"}, [py("big", "assert outputs['price'] > 100, 'too small'")])]}  # fmt: skip
+    plan = {
+        "nodes": [
+            node(
+                "ex", {"price": "number"}, [py("big", "assert outputs['price'] > 100, 'too small'")]
+            )
+        ]
+    }
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3 + k})
     r = await run(world, RunConfig(max_retries=2, max_iterations=1, unverified_answer="last"))
     assert r.status == "failed" and not r.verified and r.final_output == {"price": 4}
 
 
 async def test_an_unverified_answer_is_the_one_most_attempts_gave_first_on_a_tie():
-    plan = {"nodes": [node("ex", {"price": "number"}, [py("big", "assert outputs['price'] > 100, 'too small'")])]}  # fmt: skip
+    plan = {
+        "nodes": [
+            node(
+                "ex", {"price": "number"}, [py("big", "assert outputs['price'] > 100, 'too small'")]
+            )
+        ]
+    }
     answers = [7, 5, 5.0, 9, 7, 8]
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": answers[k]})
     r = await run(world, RunConfig(max_retries=3, max_iterations=2))
@@ -193,12 +226,23 @@ async def test_an_unverified_answer_is_the_one_most_attempts_gave_first_on_a_tie
 
 async def test_the_judge_is_not_asked_once_a_python_vf_failed():
     judge_asked = []
-    plan = {"nodes": [node("ex", {"price": "number"}, [py("big", "assert outputs['price'] > 100"),
-                                                        {"name": "j", "type": "llm", "content": "plausible"}])]}  # fmt: skip
+    plan = {
+        "nodes": [
+            node(
+                "ex",
+                {"price": "number"},
+                [
+                    py("big", "assert outputs['price'] > 100"),
+                    {"name": "j", "type": "llm", "content": "plausible"},
+                ],
+            )
+        ]
+    }
     world = ScriptedWorld(
-        [plan], lambda nid, k, inp, p: {"price": 3 if k == 0 else 300},
+        [plan],
+        lambda nid, k, inp, p: {"price": 3 if k == 0 else 300},
         judge=lambda nid, c, o: (judge_asked.append(o) or True, "ok"),
-    )  # fmt: skip
+    )
     r = await run(world, RunConfig(max_retries=2))
     assert r.status == "success" and judge_asked == [{"price": 300}]
     skipped = r.nodes["ex"].attempts[0].verdicts[1]
@@ -270,8 +314,15 @@ async def test_a_vf_the_sandbox_could_not_judge_makes_a_failed_run_an_infrastruc
 
 
 async def test_a_judge_outage_the_verifier_absorbed_still_marks_a_failed_run():
-    plan = {"nodes": [node("ex", {"price": "number"}, [{"name": "plausible", "type": "llm",
-                                                        "content": "a plausible price"}])]}  # fmt: skip
+    plan = {
+        "nodes": [
+            node(
+                "ex",
+                {"price": "number"},
+                [{"name": "plausible", "type": "llm", "content": "a plausible price"}],
+            )
+        ]
+    }
     calls = []
 
     def judge(nid, criterion, outs):
@@ -340,8 +391,12 @@ async def test_agreement_leaves_vf_retries_alone_and_skips_what_cannot_be_compar
     world = ScriptedWorld([code], lambda nid, k, inp, p: {"code": f"x = {k}\n"})
     r = await run(world, RunConfig(agreement=2))
     assert r.status == "success" and len(r.nodes["ex"].attempts) == 1
-    chain = {"nodes": [node("a", {"price": "number"}, [POSITIVE]),
-                       node("b", {"price": "number"}, [POSITIVE], inputs=["a.price"])]}  # fmt: skip
+    chain = {
+        "nodes": [
+            node("a", {"price": "number"}, [POSITIVE]),
+            node("b", {"price": "number"}, [POSITIVE], inputs=["a.price"]),
+        ]
+    }
     world = ScriptedWorld([chain], lambda nid, k, inp, p: {"price": 5})
     r = await run(world, RunConfig(agreement=2))
     assert r.status == "success" and [len(r.nodes[n].attempts) for n in "ab"] == [1, 2]
@@ -351,7 +406,9 @@ async def test_plan_repairs_bound_the_planner_before_the_fallback():
     planner = ScriptedModel(['{"nodes": []}'] * 4)
     executor = ScriptedModel(['{"answer": "42"}'])
     config = RunConfig(plan_repairs=1)
-    coord = verimap.build({"planner": planner, "executor": executor}, InProcessSandboxDouble(), config=config)  # fmt: skip
+    coord = verimap.build(
+        {"planner": planner, "executor": executor}, InProcessSandboxDouble(), config=config
+    )
     r = await coord.run("What is six times seven?")
     assert r.answer == 42 and r.fallback_iterations == [1] and planner.calls == 2
 

@@ -62,8 +62,11 @@ TYPED_PLAN = {
             "inputs": ["USER_TASK"],
             "outputs": {"price": "number", "quantity": "integer"},
             "verification": [
-                {"name": "positive", "type": "python",
-                 "code": "assert outputs['price'] > 0 and outputs['quantity'] > 0"},
+                {
+                    "name": "positive",
+                    "type": "python",
+                    "code": "assert outputs['price'] > 0 and outputs['quantity'] > 0",
+                },
             ],
         },
         {
@@ -72,13 +75,16 @@ TYPED_PLAN = {
             "inputs": ["extract.price", "extract.quantity"],
             "outputs": {"answer": "number"},
             "verification": [
-                {"name": "product", "type": "python",
-                 "code": "expected = inputs['extract.price'] * inputs['extract.quantity']\n"
-                 "assert approx(outputs['answer'], expected), f'expected {expected}'"},
+                {
+                    "name": "product",
+                    "type": "python",
+                    "code": "expected = inputs['extract.price'] * inputs['extract.quantity']\n"
+                    "assert approx(outputs['answer'], expected), f'expected {expected}'",
+                },
             ],
         },
     ]
-}  # fmt: skip
+}
 
 
 async def test_a_typed_two_node_plan_gives_the_right_answer(local_models):

@@ -64,9 +64,14 @@ async def test_sees_only_instruction_and_named_inputs():
 
 def test_text_inputs_are_shown_as_written_and_other_values_as_json():
     shown = render_inputs(
-        {"USER_TASK": 'Pens cost "17" dollars.\nHow much?', "ex.price": 17, "w.code": "def f():\n    return 1\n", "x.items": [1, 2]},
+        {
+            "USER_TASK": 'Pens cost "17" dollars.\nHow much?',
+            "ex.price": 17,
+            "w.code": "def f():\n    return 1\n",
+            "x.items": [1, 2],
+        },
         {"ex.price": "number", "w.code": "code", "x.items": "list[number]"},
-    )  # fmt: skip
+    )
     assert shown == (
         'Input USER_TASK:\nPens cost "17" dollars.\nHow much?\n\n'
         "Input ex.price (number):\n17\n\n"
@@ -105,8 +110,12 @@ def test_a_code_node_is_asked_for_one_code_block_and_others_to_reason():
     assert code_prompt.endswith(prompts.EXECUTOR_CODE_CLOSING) and "step by step" not in code_prompt
     failed = Feedback(
         previous_outputs={"code": "def f(): return 1"},
-        failures=[VFVerdict(name="task_examples", type="python", outcome="FAIL", message="f() is 1, expected 2")],
-    )  # fmt: skip
+        failures=[
+            VFVerdict(
+                name="task_examples", type="python", outcome="FAIL", message="f() is 1, expected 2"
+            )
+        ],
+    )
     retry = ex.build_messages(code_node, {"USER_TASK": "def f(): ..."}, failed)[0].content
     assert retry.endswith(prompts.EXECUTOR_CODE_RETRY_CLOSING) and "expected 2" in retry
     fresh = failed.model_copy(update={"previous_outputs": None, "fresh": True})
@@ -138,8 +147,10 @@ async def test_every_executor_request_carries_its_node_inputs_and_outputs_as_its
     purposes = [r.purpose for r in m.requests]
     assert all(isinstance(p, ExecuteCall) for p in purposes)
     assert [(p.node_id, p.attempt, p.final_call) for p in purposes] == [
-        ("c", 2, False), ("c", 2, False), ("c", 2, True),
-    ]  # fmt: skip
+        ("c", 2, False),
+        ("c", 2, False),
+        ("c", 2, True),
+    ]
     assert purposes[0].inputs == {"n1.a": 6, "n1.b": 7} and purposes[0].outputs == {
         "product": "any"
     }
@@ -185,7 +196,9 @@ async def test_react_fallback_for_models_without_tools():
 
 def test_parse_react():
     assert parse_react('Action: calculator\nAction Input: {"expression": "1+1"}') == (
-        "calculator", '{"expression": "1+1"}')  # fmt: skip
+        "calculator",
+        '{"expression": "1+1"}',
+    )
     assert parse_react("Final Answer: 3") is None
     assert parse_react("Final Answer: 3\nAction: x\nAction Input: {}") is None
 
@@ -207,10 +220,22 @@ async def test_retry_prompt_holds_previous_output_and_tracebacks():
     fb = Feedback(
         previous_outputs={"product": 41},
         failures=[
-            VFVerdict(name="exact", type="python", outcome="FAIL", message="wrong", traceback="Traceback: AssertionError: wrong"),
-            VFVerdict(name="judge", type="llm", outcome="FAIL", message="off by one", explanation="41 is off by one"),
+            VFVerdict(
+                name="exact",
+                type="python",
+                outcome="FAIL",
+                message="wrong",
+                traceback="Traceback: AssertionError: wrong",
+            ),
+            VFVerdict(
+                name="judge",
+                type="llm",
+                outcome="FAIL",
+                message="off by one",
+                explanation="41 is off by one",
+            ),
         ],
-    )  # fmt: skip
+    )
     m = ScriptedModel(['{"product": 42}'])
     await Executor(m).execute(NODE, INPUTS, fb, ctx=RunContext())
     user = m.requests[0].messages[-1].content
@@ -240,8 +265,18 @@ def test_outputs_named_as_source_code_must_be_strings():
     from verimap.core.executor import outputs_schema
     from verimap.planning.plan import parse_plan
 
-    node = parse_plan({"nodes": [{"id": "a", "instruction": "i", "inputs": ["USER_TASK"],
-                                  "outputs": ["code", "python_source", "total", "encode"]}]}).nodes[0]  # fmt: skip
+    node = parse_plan(
+        {
+            "nodes": [
+                {
+                    "id": "a",
+                    "instruction": "i",
+                    "inputs": ["USER_TASK"],
+                    "outputs": ["code", "python_source", "total", "encode"],
+                }
+            ]
+        }
+    ).nodes[0]
     props = outputs_schema(node)["properties"]
     assert props == {
         "code": {"type": "string"},
@@ -254,7 +289,12 @@ def test_outputs_named_as_source_code_must_be_strings():
 async def test_text_only_executor_replies_as_written_without_a_structured_call():
     m = ScriptedModel([tool_call_reply("calculator", {"expression": "6*7"}), "6 times 7 is 42."])
     ex = Executor(m, default_tools(), structured_io=False)
-    out = await ex.execute(NODE, INPUTS, context={"n1": {"generation": 1, "instruction": "Find a and b.", "text": "a is 6, b is 7"}}, ctx=RunContext())  # fmt: skip
+    out = await ex.execute(
+        NODE,
+        INPUTS,
+        context={"n1": {"generation": 1, "instruction": "Find a and b.", "text": "a is 6, b is 7"}},
+        ctx=RunContext(),
+    )
     assert out.ok and out.outputs == {"text": "6 times 7 is 42."} and out.tool_calls == 1
     assert m.calls == 2 and all(r.response_schema is None for r in m.requests)
     user = m.requests[0].messages[1].content

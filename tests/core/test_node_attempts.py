@@ -12,10 +12,21 @@ from verimap.core.feedback import Feedback
 from verimap.core.node_attempts import NodeAttempts, NodeJob, NodeStep
 from verimap.core.result import AttemptReport, NodeReport
 
-NODE = verimap.parse_plan({"nodes": [{
-    "id": "n", "instruction": "say ok", "inputs": ["USER_TASK"], "outputs": ["v"],
-    "verification": [{"name": "ok", "type": "python", "code": "assert outputs['v'] == 'ok'"}],
-}]}).nodes[0]  # fmt: skip
+NODE = verimap.parse_plan(
+    {
+        "nodes": [
+            {
+                "id": "n",
+                "instruction": "say ok",
+                "inputs": ["USER_TASK"],
+                "outputs": ["v"],
+                "verification": [
+                    {"name": "ok", "type": "python", "code": "assert outputs['v'] == 'ok'"}
+                ],
+            }
+        ]
+    }
+).nodes[0]
 
 
 class Executor:
@@ -25,8 +36,9 @@ class Executor:
         self.answers = list(answers)
         self.told: list[Feedback | None] = []
 
-    async def execute(self, node: Any, inputs: Any, feedback: Feedback | None, *a: Any,
-                      **kw: Any) -> ExecutorOutput:  # fmt: skip
+    async def execute(
+        self, node: Any, inputs: Any, feedback: Feedback | None, *a: Any, **kw: Any
+    ) -> ExecutorOutput:
         self.told.append(feedback)
         return ExecutorOutput(outputs={"v": self.answers.pop(0)})
 
@@ -50,9 +62,13 @@ async def steps(executor: Executor, job: NodeJob, **config: Any) -> tuple[list[N
 
 
 EARLIER = NodeReport(
-    node_id="n", status="failed", iteration=1, outputs={"v": "bad"}, unconfirmed="kept",
+    node_id="n",
+    status="failed",
+    iteration=1,
+    outputs={"v": "bad"},
+    unconfirmed="kept",
     attempts=[AttemptReport(iteration=1, attempt=1, outputs={"v": "bad"})],
-)  # fmt: skip
+)
 
 
 async def test_a_step_reports_what_it_did_and_leaves_the_report_it_was_given_alone():

@@ -79,14 +79,28 @@ def test_a_trace_dir_names_the_trace_after_the_run(tmp_path):
 @pytest.mark.parametrize(
     ("raised", "status", "kind", "message"),
     [
-        (BudgetExceeded("max_llm_calls", "LLM call budget exhausted"), "budget_exhausted", None,
-         "LLM call budget exhausted"),
-        (ModelError("server went away"), "failed", "infrastructure", "model error: server went away"),
-        (SandboxUnavailable("no daemon"), "failed", "infrastructure", "sandbox unavailable: no daemon"),
+        (
+            BudgetExceeded("max_llm_calls", "LLM call budget exhausted"),
+            "budget_exhausted",
+            None,
+            "LLM call budget exhausted",
+        ),
+        (
+            ModelError("server went away"),
+            "failed",
+            "infrastructure",
+            "model error: server went away",
+        ),
+        (
+            SandboxUnavailable("no daemon"),
+            "failed",
+            "infrastructure",
+            "sandbox unavailable: no daemon",
+        ),
         (KeyError("bug"), "failed", None, "internal error: KeyError: 'bug'"),
         (ValueError("bad plan"), "failed", None, "planning failed: bad plan"),
     ],
-)  # fmt: skip
+)
 async def test_each_way_of_ending_early_has_its_status_and_kind(
     tmp_path, raised, status, kind, message
 ):

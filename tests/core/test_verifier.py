@@ -172,8 +172,11 @@ async def test_a_nodes_criteria_are_judged_in_one_exchange_each_with_its_own_ver
     m = ScriptedModel(fn, name="judge")
     rep = await Verifier(None, m).verify(mk([LLM, LLM2]), {"x": 2}, {"y": 5}, ctx=RunContext())
     assert len(m.requests) == 2
-    asked = JudgeCall(node_id="n", criteria={"judge": LLM["content"], "positive": LLM2["content"]},
-                      outputs={"y": 5})  # fmt: skip
+    asked = JudgeCall(
+        node_id="n",
+        criteria={"judge": LLM["content"], "positive": LLM2["content"]},
+        outputs={"y": 5},
+    )
     assert [r.purpose for r in m.requests] == [asked, asked.model_copy(update={"final_call": True})]
     prompt = m.requests[0].messages[1].content
     assert "y is the double of x" in prompt and "y is positive" in prompt

@@ -20,10 +20,13 @@ REPO = Path(__file__).resolve().parents[2]
 SAMPLES = REPO / "datasets"
 # The full files: the machine's data directory when present, else the copy committed in the repo.
 SHARED = next(
-    (d for d in ((REPO / ".." / "shared" / "datasets").resolve(), REPO / "datasets" / "full")
-     if (d / "gsm8k" / "test.jsonl").is_file()),
+    (
+        d
+        for d in ((REPO / ".." / "shared" / "datasets").resolve(), REPO / "datasets" / "full")
+        if (d / "gsm8k" / "test.jsonl").is_file()
+    ),
     REPO / "datasets" / "full",
-)  # fmt: skip
+)
 
 
 @pytest.fixture
@@ -112,15 +115,26 @@ class ChatEndpoint:
             return 503, {"error": {"message": "the service is overloaded", "type": "server_error"}}
         message: dict[str, Any] = {"role": "assistant", "content": None}
         if body.get("tools") and not any(m["role"] == "tool" for m in body["messages"]):
-            message["tool_calls"] = [{"id": "call_0", "type": "function", "function": {
-                "name": "calculator", "arguments": json.dumps({"expression": "6*7"})}}]  # fmt: skip
+            message["tool_calls"] = [
+                {
+                    "id": "call_0",
+                    "type": "function",
+                    "function": {
+                        "name": "calculator",
+                        "arguments": json.dumps({"expression": "6*7"}),
+                    },
+                }
+            ]
         else:
             message["content"] = json.dumps({"answer": float(task.gold)})
         return 200, {
-            "id": "cmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
+            "id": "cmpl-1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
             "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60},
-        }  # fmt: skip
+        }
 
     def close(self) -> None:
         self._httpd.shutdown()

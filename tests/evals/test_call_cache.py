@@ -41,9 +41,30 @@ def test_a_rerun_of_ten_tasks_at_t0_makes_no_call_and_gives_the_same_results(
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
     endpoint = chat_endpoint(get_benchmark("gsm8k", SAMPLES).tasks()[:10])
     endpoint.down = lambda task_id: False
-    args = ["eval", "-b", "gsm8k", "-m", "react", "-n", "10", "--data-dir", str(SAMPLES),
-            "--sandbox", "process", "--quiet", "--model", "m", "--base-url", endpoint.url,
-            "--temperature", "0", "--cache", "on", "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
+    args = [
+        "eval",
+        "-b",
+        "gsm8k",
+        "-m",
+        "react",
+        "-n",
+        "10",
+        "--data-dir",
+        str(SAMPLES),
+        "--sandbox",
+        "process",
+        "--quiet",
+        "--model",
+        "m",
+        "--base-url",
+        endpoint.url,
+        "--temperature",
+        "0",
+        "--cache",
+        "on",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    ]
     first = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "first")])
     assert first.exit_code == 0, first.output
     calls = len(endpoint.requests)
@@ -76,9 +97,28 @@ def test_sampled_calls_are_not_cached_unless_asked(tmp_path, monkeypatch, chat_e
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
     endpoint = chat_endpoint(get_benchmark("gsm8k", SAMPLES).tasks()[:2])
     endpoint.down = lambda task_id: False
-    args = ["eval", "-b", "gsm8k", "-m", "react", "-n", "2", "--data-dir", str(SAMPLES),
-            "--sandbox", "process", "--quiet", "--model", "m", "--base-url", endpoint.url,
-            "--temperature", "0.7", "--cache-dir", str(tmp_path / "cache")]  # fmt: skip
+    args = [
+        "eval",
+        "-b",
+        "gsm8k",
+        "-m",
+        "react",
+        "-n",
+        "2",
+        "--data-dir",
+        str(SAMPLES),
+        "--sandbox",
+        "process",
+        "--quiet",
+        "--model",
+        "m",
+        "--base-url",
+        endpoint.url,
+        "--temperature",
+        "0.7",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+    ]
 
     def run(name: str, *extra: str) -> int:
         before = len(endpoint.requests)
@@ -96,10 +136,29 @@ def test_verimap_run_prints_what_the_cache_answered(tmp_path, monkeypatch, chat_
     task = get_benchmark("gsm8k", SAMPLES).tasks()[0]
     endpoint = chat_endpoint([task])
     endpoint.down = lambda task_id: False
-    args = ["run", "--method", "react", "--model", "m", "--base-url", endpoint.url,
-            "--temperature", "0", "--sandbox", "process", "-q", "--trace-dir", str(tmp_path / "t"),
-            "--cache", "on", "--cache-dir", str(tmp_path / "cache"), "--max-connections", "2",
-            task.prompt]  # fmt: skip
+    args = [
+        "run",
+        "--method",
+        "react",
+        "--model",
+        "m",
+        "--base-url",
+        endpoint.url,
+        "--temperature",
+        "0",
+        "--sandbox",
+        "process",
+        "-q",
+        "--trace-dir",
+        str(tmp_path / "t"),
+        "--cache",
+        "on",
+        "--cache-dir",
+        str(tmp_path / "cache"),
+        "--max-connections",
+        "2",
+        task.prompt,
+    ]
     first = CliRunner().invoke(main, args)
     assert first.exit_code == 0, first.output
     assert "call cache:" not in first.stdout
@@ -119,10 +178,33 @@ def test_a_cache_directory_others_may_write_is_refused_before_any_call(
     shared = tmp_path / "shared"
     shared.mkdir()
     shared.chmod(0o777)
-    r = CliRunner().invoke(main, ["eval", "-b", "gsm8k", "-m", "react", "-n", "1", "--data-dir",
-                                  str(SAMPLES), "--sandbox", "process", "--quiet", "--model", "m",
-                                  "--base-url", endpoint.url, "--cache", "on", "--cache-dir",
-                                  str(shared), "-o", str(tmp_path / "out")])  # fmt: skip
+    r = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "-b",
+            "gsm8k",
+            "-m",
+            "react",
+            "-n",
+            "1",
+            "--data-dir",
+            str(SAMPLES),
+            "--sandbox",
+            "process",
+            "--quiet",
+            "--model",
+            "m",
+            "--base-url",
+            endpoint.url,
+            "--cache",
+            "on",
+            "--cache-dir",
+            str(shared),
+            "-o",
+            str(tmp_path / "out"),
+        ],
+    )
     assert r.exit_code == 1
     assert f"the call cache {shared} may be written by others (mode 777)" in r.output
     assert "Traceback" not in r.output and not endpoint.requests

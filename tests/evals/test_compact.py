@@ -20,22 +20,47 @@ from verimap.evals.scoring import OFFICIAL_MARK
 from verimap.evals.stats import compare_records, verification_metrics
 
 
-def rec(method: str, i: int, correct: bool, verified: bool, *, bench: str = "gsm8k",
-        run: int = 0, **extra: Any) -> dict[str, Any]:  # fmt: skip
+def rec(
+    method: str,
+    i: int,
+    correct: bool,
+    verified: bool,
+    *,
+    bench: str = "gsm8k",
+    run: int = 0,
+    **extra: Any,
+) -> dict[str, Any]:
     return {
-        "key": f"r{run}/{bench}/{i}", "run": run, "task_id": f"{bench}/{i}", "benchmark": bench,
-        "method": method, "status": "success" if verified else "failed", "correct": correct,
-        "verified": verified, "tokens": 100 + i, "wall_time_s": 2.5 + i,
+        "key": f"r{run}/{bench}/{i}",
+        "run": run,
+        "task_id": f"{bench}/{i}",
+        "benchmark": bench,
+        "method": method,
+        "status": "success" if verified else "failed",
+        "correct": correct,
+        "verified": verified,
+        "tokens": 100 + i,
+        "wall_time_s": 2.5 + i,
         "usage": {"planner": {"calls": 1}, "executor": {"calls": 2 + i % 3}},
-        "predicted": "x" * 200, "gold": str(i),
-        "plans": [{"nodes": [{"id": "a"}, {"id": "b"}], "edges": []}], **extra,
-    }  # fmt: skip
+        "predicted": "x" * 200,
+        "gold": str(i),
+        "plans": [{"nodes": [{"id": "a"}, {"id": "b"}], "edges": []}],
+        **extra,
+    }
 
 
 def write_dir(d: Path, method: str, records: list[dict[str, Any]]) -> Path:
     d.mkdir(parents=True)
-    (d / CONFIG).write_text(json.dumps({"verimap_eval": 1, "benchmark": records[0]["benchmark"],
-                                        "method": method, "run_config": {}}))  # fmt: skip
+    (d / CONFIG).write_text(
+        json.dumps(
+            {
+                "verimap_eval": 1,
+                "benchmark": records[0]["benchmark"],
+                "method": method,
+                "run_config": {},
+            }
+        )
+    )
     log = ResultsLog(d / RESULTS)
     for r in records:
         log.append(r)
@@ -47,10 +72,12 @@ def draw(tmp_path: Path) -> Path:
     """A benchmark script's runs directory: verimap and react on 12 GSM8K tasks, react's
     records saying verified as a method without checks may."""
     runs = tmp_path / "runs"
-    write_dir(runs / "gsm8k-verimap", "verimap",
-              [rec("verimap", i, i % 3 != 0, i % 2 == 0) for i in range(12)])  # fmt: skip
-    write_dir(runs / "gsm8k-react", "react",
-              [rec("react", i, i % 4 != 0, True) for i in range(12)])  # fmt: skip
+    write_dir(
+        runs / "gsm8k-verimap",
+        "verimap",
+        [rec("verimap", i, i % 3 != 0, i % 2 == 0) for i in range(12)],
+    )
+    write_dir(runs / "gsm8k-react", "react", [rec("react", i, i % 4 != 0, True) for i in range(12)])
     return runs
 
 
@@ -65,10 +92,12 @@ def test_a_compact_file_gives_the_statistics_of_its_run_directories(draw, tmp_pa
         assert verification_metrics(load_records([f"{f}#{m}"])) == verification_metrics(
             load_records([draw / f"gsm8k-{m}"])
         )
-    from_dirs = compare_records(load_records([draw / "gsm8k-verimap"]),
-                                load_records([draw / "gsm8k-react"]), resamples=200)  # fmt: skip
-    from_file = compare_records(load_records([f"{f}#verimap"]), load_records([f"{f}#react"]),
-                                resamples=200)  # fmt: skip
+    from_dirs = compare_records(
+        load_records([draw / "gsm8k-verimap"]), load_records([draw / "gsm8k-react"]), resamples=200
+    )
+    from_file = compare_records(
+        load_records([f"{f}#verimap"]), load_records([f"{f}#react"]), resamples=200
+    )
     assert from_file == from_dirs
 
 
@@ -86,10 +115,22 @@ def test_a_line_keeps_effort_and_cuts_answers(draw, tmp_path):
 
 def test_question_type_official_and_confidence_survive(tmp_path):
     runs = tmp_path / "runs"
-    write_dir(runs / "multihoprag-rag", "rag", [
-        rec("rag", 1, False, False, bench="multihoprag", run=1, score_detail=f"{OFFICIAL_MARK}True",
-            meta={"question_type": "null_query", "confidence": 0.75}),
-    ])  # fmt: skip
+    write_dir(
+        runs / "multihoprag-rag",
+        "rag",
+        [
+            rec(
+                "rag",
+                1,
+                False,
+                False,
+                bench="multihoprag",
+                run=1,
+                score_detail=f"{OFFICIAL_MARK}True",
+                meta={"question_type": "null_query", "confidence": 0.75},
+            ),
+        ],
+    )
     (back,) = load_records([to_file(runs, tmp_path / "m.jsonl")])
     assert back["key"] == "r1/multihoprag/1" and back["official"] is True
     assert back["meta"] == {"question_type": "null_query", "confidence": 0.75}
@@ -160,13 +201,22 @@ def test_the_cli_refuses_to_overwrite_other_files_and_missing_paths(draw, tmp_pa
 
 def test_the_trace_gives_fallbacks_and_model_seconds(tmp_path):
     runs = tmp_path / "runs"
-    r = rec("verimap", 1, True, True, trace="traces/t1.jsonl", fallbacks=0,
-            usage={"executor": {"calls": 2, "completion_tokens": 40}})  # fmt: skip
+    r = rec(
+        "verimap",
+        1,
+        True,
+        True,
+        trace="traces/t1.jsonl",
+        fallbacks=0,
+        usage={"executor": {"calls": 2, "completion_tokens": 40}},
+    )
     d = write_dir(runs / "gsm8k-verimap", "verimap", [r])
     (d / "traces").mkdir()
-    events = [{"type": "model_call", "data": {"duration_s": 1.25}},
-              {"type": "model_call", "data": {"duration_s": 0.75}},
-              {"type": "plan_fallback", "data": {}}]  # fmt: skip
+    events = [
+        {"type": "model_call", "data": {"duration_s": 1.25}},
+        {"type": "model_call", "data": {"duration_s": 0.75}},
+        {"type": "plan_fallback", "data": {}},
+    ]
     (d / "traces" / "t1.jsonl").write_text("".join(json.dumps(e) + "\n" for e in events))
     (line,) = compact.lines_from_dirs([runs])
     assert line["model_seconds"] == 2.0 and line["fallbacks"] == 1

@@ -26,8 +26,7 @@ from verimap.testing import ScriptedModel, oracle_models
 
 from .conftest import REPO
 
-FACTORY = ["--models-factory", "verimap.testing:oracle_factory", "--sandbox", "process",
-           "--quiet"]  # fmt: skip
+FACTORY = ["--models-factory", "verimap.testing:oracle_factory", "--sandbox", "process", "--quiet"]
 # The documented example (docs/eval.md#your-own-benchmark), run as written.
 EXAMPLE = (
     "verimap eval -b eval/examples/capitals.jsonl --id id --input question --target answer "
@@ -41,8 +40,10 @@ ROWS = [
     {"qid": "q-ke", "question": "Capital of Kenya?", "gold": "Nairobi", "extra": 3},
     {"qid": "q-ca", "question": "Capital of Canada?", "gold": "Ottawa", "extra": 4},
 ]
-SUMS = [{"problem": f"What is {a} plus {b}?", "result": str(a + b)} for a, b in
-        ((2, 3), (10, 32), (7, 8), (100, 1), (6, 6), (40, 2))]  # fmt: skip
+SUMS = [
+    {"problem": f"What is {a} plus {b}?", "result": str(a + b)}
+    for a, b in ((2, 3), (10, 32), (7, 8), (100, 1), (6, 6), (40, 2))
+]
 
 
 def invoke(*args: str):
@@ -85,14 +86,22 @@ async def test_jsonl_with_a_field_map_runs_end_to_end(tmp_path, process_sandbox)
     out = await evaluate(bench, process_sandbox, tmp_path / "run", method="verimap", models=models)
     recs = {r["task_id"]: r for r in lines(tmp_path / "run" / RESULTS)}
     assert {k: r["correct"] for k, r in recs.items()} == {
-        "q-fr": True, "q-jp": False, "q-ke": True, "q-ca": False}  # fmt: skip
+        "q-fr": True,
+        "q-jp": False,
+        "q-ke": True,
+        "q-ca": False,
+    }
     assert recs["q-fr"]["benchmark"] == "geo" and recs["q-fr"]["gold"] == "Paris"
     assert out.tally.done == 4
     cfg = json.loads((tmp_path / "run" / "config.json").read_text())
     assert cfg["benchmark"] == "geo"
     assert cfg["benchmark_source"] == {
-        "kind": "jsonl", "path": str(path.resolve()), "scorer": "exact", "domain": "qa",
-        "fields": {"input": "question", "target": "gold", "id": "qid"}}  # fmt: skip
+        "kind": "jsonl",
+        "path": str(path.resolve()),
+        "scorer": "exact",
+        "domain": "qa",
+        "fields": {"input": "question", "target": "gold", "id": "qid"},
+    }
 
 
 async def test_csv_with_a_numeric_scorer_runs_end_to_end(tmp_path, process_sandbox):
@@ -124,21 +133,29 @@ async def test_exact_and_numeric_scorers(tmp_path):
     (task,) = bench.tasks()
     for answer, ok in (("blue.", True), ("The azure", True), ("It is blue", False), ("", False)):
         assert (await bench.score(task, answer, None)).correct is ok, answer
-    nums = open_benchmark(str(jsonl(tmp_path / "n.jsonl", [{"input": "x", "target": "1,200"}])),
-                          fm=FieldMap(scorer="numeric"))  # fmt: skip
+    nums = open_benchmark(
+        str(jsonl(tmp_path / "n.jsonl", [{"input": "x", "target": "1,200"}])),
+        fm=FieldMap(scorer="numeric"),
+    )
     (task,) = nums.tasks()
     assert (await nums.score(task, "so the answer is $1,200.", None)).correct
     assert not (await nums.score(task, "1201", None)).correct
 
 
 CODE_ROWS = [
-    {"name": "add", "prompt": "Write a function add(a, b) that returns the sum of a and b.",
-     "tests": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"],
-     "solution": "def add(a, b):\n    return a + b\n"},
-    {"name": "double", "prompt": "def double(x):\n    \"\"\"Twice x.\"\"\"\n",
-     "tests": "def check(candidate):\n    assert candidate(2) == 4\n    assert candidate(0) == 0\n",
-     "solution": "    return 2 * x\n"},
-]  # fmt: skip
+    {
+        "name": "add",
+        "prompt": "Write a function add(a, b) that returns the sum of a and b.",
+        "tests": ["assert add(1, 2) == 3", "assert add(-1, 1) == 0"],
+        "solution": "def add(a, b):\n    return a + b\n",
+    },
+    {
+        "name": "double",
+        "prompt": 'def double(x):\n    """Twice x."""\n',
+        "tests": "def check(candidate):\n    assert candidate(2) == 4\n    assert candidate(0) == 0\n",
+        "solution": "    return 2 * x\n",
+    },
+]
 
 
 def test_the_entry_point_is_the_function_the_tests_call(tmp_path):
@@ -213,8 +230,9 @@ async def test_the_judge_scorer_asks_the_runs_judge(tmp_path, process_sandbox):
 
 
 async def test_a_judge_that_fails_errors_the_task_instead_of_scoring_it(tmp_path, process_sandbox):
-    bench = open_benchmark(str(jsonl(tmp_path / "g.jsonl", ROWS[:1])),
-                           fm=FieldMap(target="gold", scorer="judge"))  # fmt: skip
+    bench = open_benchmark(
+        str(jsonl(tmp_path / "g.jsonl", ROWS[:1])), fm=FieldMap(target="gold", scorer="judge")
+    )
     models = oracle_models(bench.tasks())
     models["judge"] = ScriptedModel(lambda req: ModelError("judge endpoint down"))
     out = await evaluate(bench, process_sandbox, tmp_path / "run", models=models)
@@ -346,8 +364,10 @@ def test_file_py_at_task_errors(tmp_path):
 
 def test_a_config_file_cannot_name_python_to_run(tmp_path):
     py = tmp_path / "mytasks.py"
-    py.write_text("import pathlib\npathlib.Path(__file__).with_name('ran').touch()\n"
-                  "def numbers():\n    return [], 'exact'\n")  # fmt: skip
+    py.write_text(
+        "import pathlib\npathlib.Path(__file__).with_name('ran').touch()\n"
+        "def numbers():\n    return [], 'exact'\n"
+    )
     for text in (f"benchmark: {py}@numbers\n", f"benchmark:\n  path: {py}@numbers\n"):
         cfg = tmp_path / "c.yaml"
         cfg.write_text(text)
@@ -361,21 +381,57 @@ def test_a_config_file_cannot_name_python_to_run(tmp_path):
 
 def test_sample_id_runs_just_those_ids(tmp_path):
     out = tmp_path / "run"
-    r = invoke("-b", str(CAPITALS), "--id", "id", "--sample-id", "kenya,japan",
-               "--sample-id", "australia", "-m", "react", "-o", str(out), *FACTORY)  # fmt: skip
+    r = invoke(
+        "-b",
+        str(CAPITALS),
+        "--id",
+        "id",
+        "--sample-id",
+        "kenya,japan",
+        "--sample-id",
+        "australia",
+        "-m",
+        "react",
+        "-o",
+        str(out),
+        *FACTORY,
+    )
     assert r.exit_code == 0, r.output
     assert [x["task_id"] for x in lines(out / RESULTS)] == ["japan", "kenya", "australia"]
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["selection"] == {"ids": ["australia", "japan", "kenya"]} and cfg["sample_of"] == 5
-    again = invoke("-b", str(CAPITALS), "--id", "id", "--sample-id", "france", "-m", "react",
-                   "-o", str(out), "--resume", *FACTORY)  # fmt: skip
+    again = invoke(
+        "-b",
+        str(CAPITALS),
+        "--id",
+        "id",
+        "--sample-id",
+        "france",
+        "-m",
+        "react",
+        "-o",
+        str(out),
+        "--resume",
+        *FACTORY,
+    )
     assert again.exit_code == 1 and "holds a run of selection" in again.output
 
 
 def test_sample_id_takes_a_built_in_benchmarks_bare_index(tmp_path, samples):
     out = tmp_path / "run"
-    r = invoke("-b", "gsm8k", "--data-dir", str(samples), "--sample-id", "3,gsm8k/5",
-               "-m", "react", "-o", str(out), *FACTORY)  # fmt: skip
+    r = invoke(
+        "-b",
+        "gsm8k",
+        "--data-dir",
+        str(samples),
+        "--sample-id",
+        "3,gsm8k/5",
+        "-m",
+        "react",
+        "-o",
+        str(out),
+        *FACTORY,
+    )
     assert r.exit_code == 0, r.output
     assert [x["task_id"] for x in lines(out / RESULTS)] == ["gsm8k/3", "gsm8k/5"]
 
@@ -417,21 +473,37 @@ def test_clear_errors(tmp_path):
     cases = [
         (str(tmp_path / "nope.jsonl"), FieldMap(), "nope.jsonl: no such file or directory"),
         ("nope", FieldMap(), "unknown benchmark 'nope'; choose one of gsm8k, humaneval"),
-        (str(geo), FieldMap(input="q", target="gold"),
-         "no field 'q' (for --input); its fields are: 'qid', 'question', 'gold', 'extra'"),
+        (
+            str(geo),
+            FieldMap(input="q", target="gold"),
+            "no field 'q' (for --input); its fields are: 'qid', 'question', 'gold', 'extra'",
+        ),
         (str(geo), FieldMap(), "which field is the target (looked for target, answer, output"),
         (str(jsonl(tmp_path / "empty.jsonl", [])), FieldMap(), "the benchmark is empty"),
-        (str(jsonl(tmp_path / "dup.jsonl", [{"input": "a", "target": "b", "k": 1}] * 2)),
-         FieldMap(id="k"), "rows 0 and 1 have the same id '1'"),
-        (str(jsonl(tmp_path / "num.jsonl", [{"input": "a", "target": "many"}])),
-         FieldMap(scorer="numeric"), "row 0: target 'many' is not a number"),
-        (str(jsonl(tmp_path / "hole.jsonl", [{"input": "a", "target": "b"}, {"input": "c"}])),
-         FieldMap(), "row 1 has no value for field 'target'"),
-        (str(geo), FieldMap(target="gold", scorer="exact", test="extra"), "are for --scorer code-tests"),
+        (
+            str(jsonl(tmp_path / "dup.jsonl", [{"input": "a", "target": "b", "k": 1}] * 2)),
+            FieldMap(id="k"),
+            "rows 0 and 1 have the same id '1'",
+        ),
+        (
+            str(jsonl(tmp_path / "num.jsonl", [{"input": "a", "target": "many"}])),
+            FieldMap(scorer="numeric"),
+            "row 0: target 'many' is not a number",
+        ),
+        (
+            str(jsonl(tmp_path / "hole.jsonl", [{"input": "a", "target": "b"}, {"input": "c"}])),
+            FieldMap(),
+            "row 1 has no value for field 'target'",
+        ),
+        (
+            str(geo),
+            FieldMap(target="gold", scorer="exact", test="extra"),
+            "are for --scorer code-tests",
+        ),
         ("gsm8k", FieldMap(input="q"), "gsm8k has its own fields and scorer: --input"),
         (str(tmp_path), FieldMap(), "not one written by `datasets`' save_to_disk"),
         (str(jsonl(tmp_path / "t.txt", ROWS)), FieldMap(), "cannot read a .txt file"),
-    ]  # fmt: skip
+    ]
     for spec, fm, message in cases:
         with pytest.raises(DataError) as err:
             open_benchmark(spec, fm=fm)
@@ -475,9 +547,11 @@ def test_cli_errors_exit_before_any_model_starts(tmp_path):
 
 def test_a_config_benchmark_mapping_is_the_field_map(tmp_path):
     cfg = tmp_path / "c.yaml"
-    cfg.write_text(f"benchmark:\n  path: {CAPITALS}\n  id: id\n  input: question\n"
-                   f"  target: answer\n  scorer: exact\nlimit: 2\nmethod: react\n"
-                   f"out: {tmp_path / 'o'}\n")  # fmt: skip
+    cfg.write_text(
+        f"benchmark:\n  path: {CAPITALS}\n  id: id\n  input: question\n"
+        f"  target: answer\n  scorer: exact\nlimit: 2\nmethod: react\n"
+        f"out: {tmp_path / 'o'}\n"
+    )
     r = invoke("--config", str(cfg), "--sample-id", "kenya", *FACTORY)
     assert r.exit_code == 0, r.output
     assert "note: --sample-id overrides the config's limit" in r.output
@@ -515,8 +589,10 @@ def test_the_python_examples_load():
 def test_an_id_with_a_control_character_is_refused_by_file_and_row(tmp_path):
     from verimap.evals.custom import load_file
 
-    rows = [{"id": "a", "question": "q", "answer": "1"},
-            {"id": "b\x1b]52;c;eA==\x07", "question": "q", "answer": "2"}]  # fmt: skip
+    rows = [
+        {"id": "a", "question": "q", "answer": "1"},
+        {"id": "b\x1b]52;c;eA==\x07", "question": "q", "answer": "2"},
+    ]
     path = jsonl(tmp_path / "b.jsonl", rows)
     with pytest.raises(DataError, match=f"{re.escape(str(path))}: row 1: the id .* unprintable"):
         load_file(path, FieldMap(id="id"))

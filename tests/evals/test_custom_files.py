@@ -19,16 +19,28 @@ ROWS = [{"question": "Capital of France?", "answer": "Paris"}]
 
 @pytest.mark.parametrize(
     ("name", "content", "match"),
-    [("t.csv", b"question,answer\nq,1\ncaf\xe9,2\n", r"t\.csv: line 3: not UTF-8 text"),
-     ("t.tsv", b"question\tanswer\nq\t1\nq\t" + b"x" * 200_000 + b"\n",
-      r"t\.tsv: line 3: cannot read: field larger than field limit"),
-     ("t.json", b'[{"question": "q",\n "answer": ' + b"7" * 5000 + b"}]",
-      r"t\.json: line 2: an integer of over \d+ digits"),
-     ("t.json", b"[" * 100_000 + b"]" * 100_000, r"t\.json: line 1: nested 100000 levels deep"),
-     ("t.json", b'[{"question": "q",\n "answer": "1"', r"t\.json: line 2 column 15: not valid JSON"),
-     ("t.jsonl", b'{"question": "q", "answer": "1"}\n\xff\n', r"t\.jsonl: line 2: not UTF-8")],
+    [
+        ("t.csv", b"question,answer\nq,1\ncaf\xe9,2\n", r"t\.csv: line 3: not UTF-8 text"),
+        (
+            "t.tsv",
+            b"question\tanswer\nq\t1\nq\t" + b"x" * 200_000 + b"\n",
+            r"t\.tsv: line 3: cannot read: field larger than field limit",
+        ),
+        (
+            "t.json",
+            b'[{"question": "q",\n "answer": ' + b"7" * 5000 + b"}]",
+            r"t\.json: line 2: an integer of over \d+ digits",
+        ),
+        ("t.json", b"[" * 100_000 + b"]" * 100_000, r"t\.json: line 1: nested 100000 levels deep"),
+        (
+            "t.json",
+            b'[{"question": "q",\n "answer": "1"',
+            r"t\.json: line 2 column 15: not valid JSON",
+        ),
+        ("t.jsonl", b'{"question": "q", "answer": "1"}\n\xff\n', r"t\.jsonl: line 2: not UTF-8"),
+    ],
     ids=["csv-utf8", "csv-field", "json-digits", "json-deep", "json-cut", "jsonl-utf8"],
-)  # fmt: skip
+)
 def test_a_malformed_file_is_a_data_error_naming_file_and_line(tmp_path, name, content, match):
     (tmp_path / name).write_bytes(content)
     with pytest.raises(DataError, match=match):
@@ -48,8 +60,9 @@ def _saved_with_image_paths(path: Path, image: str) -> Path:
     directory can (save_to_disk itself embeds the file's bytes): decoding it reads `image`."""
     datasets = _datasets()
     struct = {"bytes": datasets.Value("binary"), "path": datasets.Value("string")}
-    features = datasets.Features({"question": datasets.Value("string"),
-                                  "answer": datasets.Value("string"), "image": struct})  # fmt: skip
+    features = datasets.Features(
+        {"question": datasets.Value("string"), "answer": datasets.Value("string"), "image": struct}
+    )
     rows = [{**ROWS[0], "image": {"bytes": None, "path": image}}]
     datasets.Dataset.from_list(rows, features=features).save_to_disk(str(path))
     info = json.loads((path / "dataset_info.json").read_text())

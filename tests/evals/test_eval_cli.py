@@ -214,10 +214,25 @@ def test_a_model_that_cannot_be_served_is_a_clear_error_not_a_traceback(tmp_path
     missing = tmp_path / "absent.gguf"
     r = CliRunner().invoke(
         main,
-        ["eval", "-b", "gsm8k", "-m", "react", "-n", "1", "--data-dir", str(SAMPLES),
-         "--sandbox", "process", "--quiet", "--model-file", str(missing),
-         "--out", str(tmp_path / "o")],
-    )  # fmt: skip
+        [
+            "eval",
+            "-b",
+            "gsm8k",
+            "-m",
+            "react",
+            "-n",
+            "1",
+            "--data-dir",
+            str(SAMPLES),
+            "--sandbox",
+            "process",
+            "--quiet",
+            "--model-file",
+            str(missing),
+            "--out",
+            str(tmp_path / "o"),
+        ],
+    )
     assert r.exit_code == 1, r.output
     assert f"Error: model file not found: {missing}" in r.output
     assert r.exception is None or isinstance(r.exception, SystemExit)
@@ -238,8 +253,23 @@ def test_an_endpoint_outage_is_errored_not_scored_and_a_resume_scores_it(
     )
     monkeypatch.setenv("OPENAI_API_KEY", API_KEY)
     out = tmp_path / "run"
-    args = ["-b", "gsm8k", "-m", "react", "-n", "3", "-o", str(out), "--data-dir", str(SAMPLES),
-            "--sandbox", "process", "--quiet", "--model", "m"]  # fmt: skip
+    args = [
+        "-b",
+        "gsm8k",
+        "-m",
+        "react",
+        "-n",
+        "3",
+        "-o",
+        str(out),
+        "--data-dir",
+        str(SAMPLES),
+        "--sandbox",
+        "process",
+        "--quiet",
+        "--model",
+        "m",
+    ]
     r = invoke(*args, "--base-url", dead_url)
     assert r.exit_code == 1, r.output
     assert "0/3 tasks finished (0 from before), 3 errored, not scored" in r.stderr
@@ -269,8 +299,21 @@ def test_progress_on_a_terminal_draws_the_tasks_in_flight_under_the_bar(tmp_path
     monkeypatch.setattr(live_view.BoardView, "repaint_s", 0.0)  # a frame per event
     out = tmp_path / "run"
     progress = [a for a in FACTORY if a != "--quiet"]
-    r = invoke("-b", "gsm8k", "-m", "verimap", "-n", "3", "-c", "2", "-o", str(out),
-               "--data-dir", str(SAMPLES), *progress)  # fmt: skip
+    r = invoke(
+        "-b",
+        "gsm8k",
+        "-m",
+        "verimap",
+        "-n",
+        "3",
+        "-c",
+        "2",
+        "-o",
+        str(out),
+        "--data-dir",
+        str(SAMPLES),
+        *progress,
+    )
     assert r.exit_code == 0, r.output
     assert "| verimap | 100.0 ± 0.0 (n=3, runs=1) |" in r.stdout
     assert len((out / RESULTS).read_text().splitlines()) == 3
@@ -286,8 +329,19 @@ def test_progress_on_a_terminal_draws_the_tasks_in_flight_under_the_bar(tmp_path
 
 def test_progress_off_a_terminal_is_one_plain_line_per_task(tmp_path):
     progress = [a for a in FACTORY if a != "--quiet"]
-    r = invoke("-b", "gsm8k", "-m", "verimap", "-n", "2", "-o", str(tmp_path / "run"),
-               "--data-dir", str(SAMPLES), *progress)  # fmt: skip
+    r = invoke(
+        "-b",
+        "gsm8k",
+        "-m",
+        "verimap",
+        "-n",
+        "2",
+        "-o",
+        str(tmp_path / "run"),
+        "--data-dir",
+        str(SAMPLES),
+        *progress,
+    )
     assert r.exit_code == 0, r.output
     assert "[1/2] r0/" in r.stderr and "[2/2] r0/" in r.stderr and "correct (success)" in r.stderr
     assert "\x1b" not in r.output
@@ -308,10 +362,14 @@ def test_the_endpoints_policy_fills_only_what_the_user_left_unset(monkeypatch, c
     mine = {"max_iterations": 5, "temperature": 1.0, "max_nodes": None}
     _apply_policies("map-v", {}, mine, None, None)
     assert mine == {
-        "max_iterations": 5, "temperature": 1.0, "plan_repairs": 0, "max_nodes": None,
-        "checks": ["arithmetic", "answer_agreement", "code_agreement"], "fresh_code_retries": True,
+        "max_iterations": 5,
+        "temperature": 1.0,
+        "plan_repairs": 0,
+        "max_nodes": None,
+        "checks": ["arithmetic", "answer_agreement", "code_agreement"],
+        "fresh_code_retries": True,
         "policies": ["small-model"],
-    }  # fmt: skip
+    }
     no_cross = {"temperature": 1.0}
     _apply_policies("verimap", {}, no_cross, None, False)
     assert no_cross["checks"] == ["arithmetic"] and "retry_temperature" not in no_cross
@@ -344,9 +402,11 @@ def test_a_config_file_cannot_name_code_to_run(tmp_path, monkeypatch):
     (tmp_path / "evil_factory.py").write_text(EVIL)
     monkeypatch.syspath_prepend(str(tmp_path))
     base = f"benchmark: gsm8k\nmethod: react\nlimit: 1\ndata_dir: {SAMPLES}\nsandbox: process\n"
-    cases = {"'models_factory'": "models_factory: evil_factory:boom\n",
-             "'models.models_factory'": "models:\n  models_factory: evil_factory:boom\n",
-             "'models-factory'": "models-factory: runpy:run_path\n"}  # fmt: skip
+    cases = {
+        "'models_factory'": "models_factory: evil_factory:boom\n",
+        "'models.models_factory'": "models:\n  models_factory: evil_factory:boom\n",
+        "'models-factory'": "models-factory: runpy:run_path\n",
+    }
     for i, (named, where) in enumerate(cases.items()):
         cfg = tmp_path / f"c{i}.yaml"
         cfg.write_text(base + f"out: {tmp_path / 'o'}\nquiet: true\n" + where)

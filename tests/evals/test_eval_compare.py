@@ -10,10 +10,15 @@ from verimap.evals.runner import CONFIG, RESULTS, ResultsLog
 
 def rec(method, i, correct, verified, *, bench="gsm8k", run=0):
     return {
-        "key": f"r{run}/{bench}/{i}", "run": run, "task_id": f"{bench}/{i}", "benchmark": bench,
-        "method": method, "status": "success" if verified else "failed", "correct": correct,
+        "key": f"r{run}/{bench}/{i}",
+        "run": run,
+        "task_id": f"{bench}/{i}",
+        "benchmark": bench,
+        "method": method,
+        "status": "success" if verified else "failed",
+        "correct": correct,
         "verified": verified,
-    }  # fmt: skip
+    }
 
 
 def write(d, records):
@@ -100,9 +105,12 @@ def test_draws_pool_with_also_into_one_pairing(tmp_path):
     """Two draws of different tasks: the pooled pairing is the sum of the two, by hand."""
     right_a, right_b = [1, 1, 0, 1], [1, 0, 0, 0]  # draw 1: A wins 2, both right 1, both wrong 1
     draw1 = (
-        write(tmp_path / "d1" / "a", [rec("verimap", i, bool(c), c == 1) for i, c in enumerate(right_a)]),
+        write(
+            tmp_path / "d1" / "a",
+            [rec("verimap", i, bool(c), c == 1) for i, c in enumerate(right_a)],
+        ),
         write(tmp_path / "d1" / "b", [rec("sc", i, bool(c), False) for i, c in enumerate(right_b)]),
-    )  # fmt: skip
+    )
     draw2 = (  # tasks 10-12: A loses 3 (one A task has no B counterpart)
         write(tmp_path / "d2" / "a", [rec("verimap", i, False, False) for i in (10, 11, 12, 13)]),
         write(tmp_path / "d2" / "b", [rec("sc", i, True, False) for i in (10, 11, 12)]),

@@ -138,8 +138,13 @@ def test_committed_full_files_are_byte_identical_to_upstream(samples):
 @pytest.mark.parametrize("bad", ["\x1b]0;title\x07", "\n", "\u202e", "\x9b"])
 def test_a_humaneval_id_with_an_unprintable_character_is_refused_by_file_and_line(tmp_path, bad):
     (tmp_path / "humaneval").mkdir()
-    row = {"task_id": f"HumanEval/1{bad}", "prompt": "p", "canonical_solution": "s",
-           "test": "t", "entry_point": "f"}  # fmt: skip
+    row = {
+        "task_id": f"HumanEval/1{bad}",
+        "prompt": "p",
+        "canonical_solution": "s",
+        "test": "t",
+        "entry_point": "f",
+    }
     path = tmp_path / "humaneval" / "HumanEval.jsonl.gz"
     with gzip.open(path, "wt") as f:
         f.write(json.dumps({**row, "task_id": "HumanEval/0"}) + "\n" + json.dumps(row) + "\n")
@@ -150,12 +155,17 @@ def test_a_humaneval_id_with_an_unprintable_character_is_refused_by_file_and_lin
 # Each raised out of the loader as a traceback (UnicodeDecodeError, ValueError, RecursionError).
 GOOD_LINE = b'{"question": "q", "answer": "#### 1"}\n'
 MALFORMED = [
-    (GOOD_LINE + b'{"question": "caf\xe9", "answer": "#### 2"}\n', "line 2: not UTF-8 text (byte 0xe9)"),
-    (GOOD_LINE + b'{"question": "q", "answer": "#### 1", "n": ' + b"7" * 5000 + b"}\n",
-     "line 2: an integer of over 4300 digits"),
+    (
+        GOOD_LINE + b'{"question": "caf\xe9", "answer": "#### 2"}\n',
+        "line 2: not UTF-8 text (byte 0xe9)",
+    ),
+    (
+        GOOD_LINE + b'{"question": "q", "answer": "#### 1", "n": ' + b"7" * 5000 + b"}\n",
+        "line 2: an integer of over 4300 digits",
+    ),
     (GOOD_LINE + b"[" * 100_000 + b"]" * 100_000 + b"\n", "line 2: nested 100000 levels deep"),
     (GOOD_LINE + b'{"question": "q", "ans', "line 2 column 19: not valid JSON"),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("content", "match"), MALFORMED, ids=["utf8", "digits", "deep", "cut"])
@@ -168,12 +178,17 @@ def test_a_malformed_jsonl_line_is_a_data_error_naming_file_and_line(tmp_path, c
 
 @pytest.mark.parametrize(
     ("content", "match"),
-    [(b'[\n{"a": 1},\n{"b": "\xff"}]', "line 3: not UTF-8 text"),
-     (b'[\n{"a": 1},\n{"c": -' + b"7" * 5000 + b"}]", "line 3: an integer of over 4300 digits"),
-     (b'[\n{"a": 1},\n' + b"[" * 100_000 + b"]" * 100_000 + b"\n]", "line 3: nested 100001 levels"),
-     (b'[\n{"a": 1},\n{"b": ', "line 3 column 7: not valid JSON: Expecting value")],
+    [
+        (b'[\n{"a": 1},\n{"b": "\xff"}]', "line 3: not UTF-8 text"),
+        (b'[\n{"a": 1},\n{"c": -' + b"7" * 5000 + b"}]", "line 3: an integer of over 4300 digits"),
+        (
+            b'[\n{"a": 1},\n' + b"[" * 100_000 + b"]" * 100_000 + b"\n]",
+            "line 3: nested 100001 levels",
+        ),
+        (b'[\n{"a": 1},\n{"b": ', "line 3 column 7: not valid JSON: Expecting value"),
+    ],
     ids=["utf8", "digits", "deep", "cut"],
-)  # fmt: skip
+)
 def test_a_malformed_json_file_is_a_data_error_naming_file_and_line(tmp_path, content, match):
     path = tmp_path / "corpus.json"
     path.write_bytes(content)
@@ -201,8 +216,13 @@ def test_a_repository_in_the_current_directory_does_not_choose_the_data(tmp_path
     repo = tmp_path / "cloned"
     (repo / "datasets" / "humaneval").mkdir(parents=True)
     (repo / "datasets" / "MANIFEST.md").write_text("shipped by a cloned repository\n")
-    row = {"task_id": "HumanEval/0", "prompt": "p", "canonical_solution": "s", "test": "t",
-           "entry_point": "f"}  # fmt: skip
+    row = {
+        "task_id": "HumanEval/0",
+        "prompt": "p",
+        "canonical_solution": "s",
+        "test": "t",
+        "entry_point": "f",
+    }
     with gzip.open(repo / "datasets" / "humaneval" / "HumanEval.jsonl.gz", "wt") as f:
         f.write(json.dumps(row) + "\n")
     install = tmp_path / "site-packages" / "verimap" / "evals"  # installed without datasets/
@@ -262,12 +282,17 @@ def test_a_truncated_file_is_refused_naming_file_and_line(mhrag_copy, name):
     [
         ("MultiHopRAG.json", 3, lambda r: r.pop("answer"), "answer"),
         ("MultiHopRAG.json", 5, lambda r: r.update(question_type=7), "question_type"),
-        ("MultiHopRAG.json", 0, lambda r: r["evidence_list"][0].pop("fact"), "evidence_list.0.fact"),
+        (
+            "MultiHopRAG.json",
+            0,
+            lambda r: r["evidence_list"][0].pop("fact"),
+            "evidence_list.0.fact",
+        ),
         ("MultiHopRAG.json", 2, lambda r: r.update(evidence_list="none"), "evidence_list"),
         ("corpus.json", 4, lambda r: r.update(content=r.pop("body")), "body"),
         ("corpus.json", 1, lambda r: r.update(title=None), "title"),
     ],
-)  # fmt: skip
+)
 def test_a_record_of_the_wrong_schema_is_refused_naming_file_and_record(
     mhrag_copy, name, index, change, field
 ):

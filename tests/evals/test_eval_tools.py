@@ -131,8 +131,9 @@ async def test_results_are_short_passages_near_the_query(fixture_index):
     hits = fixture_index.search("Greenleaf Bank", k=3)
     assert [p.source for p in found] == [h.chunk.source for h in hits]
     assert [p.date for p in found] == [h.chunk.published_at[:10] for h in hits]
-    flat = flatten_tool_messages([UserMessage(content="task"),
-                                  ToolMessage(tool_call_id="c", name="search", content=out)])  # fmt: skip
+    flat = flatten_tool_messages(
+        [UserMessage(content="task"), ToolMessage(tool_call_id="c", name="search", content=out)]
+    )
     assert passages(flat) == found
 
 

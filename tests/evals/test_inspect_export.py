@@ -57,9 +57,25 @@ def invoke(*args: str) -> Any:
 def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Four GSM8K tasks, two runs each, with verimap's method and the oracle doubles."""
     out = tmp_path_factory.mktemp("eval") / "gsm8k-verimap"
-    r = invoke("-b", "gsm8k", "-m", "verimap", "-n", "4", "--epochs", "2", "-o", str(out),
-               "--data-dir", str(SAMPLES), "--models-factory", f"{__name__}:factory",
-               "--sandbox", "process", "--quiet")  # fmt: skip
+    r = invoke(
+        "-b",
+        "gsm8k",
+        "-m",
+        "verimap",
+        "-n",
+        "4",
+        "--epochs",
+        "2",
+        "-o",
+        str(out),
+        "--data-dir",
+        str(SAMPLES),
+        "--models-factory",
+        f"{__name__}:factory",
+        "--sandbox",
+        "process",
+        "--quiet",
+    )
     assert r.exit_code == 1, r.output  # errored tasks make the eval exit 1
     assert "6/8 tasks finished (0 from before), 2 errored, not scored" in r.output
     errored = [json.loads(line) for line in (out / ERRORS).read_text().splitlines()]
@@ -69,8 +85,10 @@ def run_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def exported(run_dir: Path, tmp_path: Path) -> Path:
-    need(importlib.util.find_spec("inspect_ai") is not None,
-         "inspect_ai is not installed (pip install 'verimap[inspect]')")  # fmt: skip
+    need(
+        importlib.util.find_spec("inspect_ai") is not None,
+        "inspect_ai is not installed (pip install 'verimap[inspect]')",
+    )
     logs = tmp_path / "logs"
     r = invoke("export", "--format", "inspect", str(run_dir), "-o", str(logs))
     assert r.exit_code == 0, r.output

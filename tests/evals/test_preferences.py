@@ -21,28 +21,50 @@ from verimap.testing import ScriptedModel, need, oracle_models
 from .conftest import SAMPLES
 
 GOOD = {
-    "nodes": [{
-        "id": "solve", "name": "Solve", "instruction": "Solve the task and give the final answer.",
-        "inputs": ["USER_TASK"], "outputs": {"answer": "string"},
-        "verification": [
-            {"name": "nonempty", "type": "python",
-             "code": "assert outputs['answer'].strip(), 'the answer is empty'"},
-            {"name": "answers_task", "type": "llm", "content": "The answer addresses the task."},
-        ],
-    }],
-}  # fmt: skip
+    "nodes": [
+        {
+            "id": "solve",
+            "name": "Solve",
+            "instruction": "Solve the task and give the final answer.",
+            "inputs": ["USER_TASK"],
+            "outputs": {"answer": "string"},
+            "verification": [
+                {
+                    "name": "nonempty",
+                    "type": "python",
+                    "code": "assert outputs['answer'].strip(), 'the answer is empty'",
+                },
+                {
+                    "name": "answers_task",
+                    "type": "llm",
+                    "content": "The answer addresses the task.",
+                },
+            ],
+        }
+    ],
+}
 
 
 def _bad(tag: str) -> dict:
     """A plan whose Python VF fails on every answer the oracle executor gives."""
     return {
-        "nodes": [{
-            "id": "solve", "name": "Solve", "instruction": f"Answer the task ({tag}).",
-            "inputs": ["USER_TASK"], "outputs": {"answer": "string"},
-            "verification": [{"name": "marker", "type": "python",
-                              "code": f"assert '{tag}' in outputs['answer'], 'no {tag} marker'"}],
-        }],
-    }  # fmt: skip
+        "nodes": [
+            {
+                "id": "solve",
+                "name": "Solve",
+                "instruction": f"Answer the task ({tag}).",
+                "inputs": ["USER_TASK"],
+                "outputs": {"answer": "string"},
+                "verification": [
+                    {
+                        "name": "marker",
+                        "type": "python",
+                        "code": f"assert '{tag}' in outputs['answer'], 'no {tag} marker'",
+                    }
+                ],
+            }
+        ],
+    }
 
 
 def _planner(tasks, script):
@@ -63,8 +85,17 @@ async def _run(out, sandbox, script, limit):
     bench = get_benchmark("gsm8k", SAMPLES)
     tasks = bench.tasks()[:limit]
     models = {**oracle_models(tasks), "planner": _planner(tasks, script)}
-    await run_eval(bench, "verimap", models, sandbox, out, limit=limit, progress=False,
-                   max_concurrency=2, config={"max_retries": 1, "max_iterations": 2})  # fmt: skip
+    await run_eval(
+        bench,
+        "verimap",
+        models,
+        sandbox,
+        out,
+        limit=limit,
+        progress=False,
+        max_concurrency=2,
+        config={"max_retries": 1, "max_iterations": 2},
+    )
     return tasks, models["planner"]
 
 
@@ -84,8 +115,13 @@ def runs(tmp_path_factory):
     a, b = root / "a", root / "b"
     tasks, planner = asyncio.run(_run(a, sandbox, [(_bad("alpha"), GOOD), (GOOD, GOOD)], limit=2))
     asyncio.run(
-        _run(b, sandbox, [(GOOD, GOOD), (_bad("beta"), _bad("gamma")), (_bad("beta"), _bad("gamma"))], 3)
-    )  # fmt: skip
+        _run(
+            b,
+            sandbox,
+            [(GOOD, GOOD), (_bad("beta"), _bad("gamma")), (_bad("beta"), _bad("gamma"))],
+            3,
+        )
+    )
     return {"a": a, "b": b, "root": root, "tasks": tasks, "planner": planner}
 
 

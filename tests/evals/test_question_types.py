@@ -21,8 +21,12 @@ def test_pairs_split_by_type():
     def r(qt, ok):
         return {"meta": {"question_type": qt}, "correct": ok}
 
-    pairs = [(r("null_query", True), r("null_query", False)), (r("null_query", False), r("null_query", True)),
-             (r("inference_query", True), r("inference_query", True)), ({"correct": True}, {"correct": False})]  # fmt: skip
+    pairs = [
+        (r("null_query", True), r("null_query", False)),
+        (r("null_query", False), r("null_query", True)),
+        (r("inference_query", True), r("inference_query", True)),
+        ({"correct": True}, {"correct": False}),
+    ]
     rows = paired_by_type(pairs)
     assert [(x.question_type, x.tasks, x.right_a, x.right_b, x.wins, x.losses) for x in rows] == [
         ("inference_query", 1, 1, 1, 0, 0),

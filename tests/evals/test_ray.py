@@ -61,8 +61,9 @@ def _lines(path: Path) -> list[dict]:
 
 
 def _stable(records: list[dict]) -> list[dict]:
-    return sorted(({k: v for k, v in r.items() if k not in VOLATILE} for r in records),
-                  key=lambda r: r["key"])  # fmt: skip
+    return sorted(
+        ({k: v for k, v in r.items() if k not in VOLATILE} for r in records), key=lambda r: r["key"]
+    )
 
 
 def _events(out: Path, rec: dict) -> list[tuple]:
@@ -86,11 +87,20 @@ def _eval_workers() -> dict[int, str]:
 
 def test_ray_address_and_the_endpoint_a_node_uses():
     assert [ray_address(v) for v in (None, False, "", True, "true", "auto", " 10.1.2.3:6379 ")] == [
-        None, None, None, "auto", "auto", "auto", "10.1.2.3:6379"]  # fmt: skip
+        None,
+        None,
+        None,
+        "auto",
+        "auto",
+        "auto",
+        "10.1.2.3:6379",
+    ]
     driver = {"model": "gpt-4o-mini", "base_url": "http://gpu0:8000/v1", "keep_server": True}
     assert node_endpoint(driver, None, "10.0.0.7") == driver
     assert node_endpoint(driver, "http://{node_ip}:8000/v1", "10.0.0.7") == {
-        "model": "gpt-4o-mini", "base_url": "http://10.0.0.7:8000/v1"}  # fmt: skip
+        "model": "gpt-4o-mini",
+        "base_url": "http://10.0.0.7:8000/v1",
+    }
     assert node_endpoint(driver, "local", "10.0.0.7") == {
         "model": "gpt-4o-mini",
         "keep_server": True,
@@ -111,11 +121,25 @@ async def test_a_ray_eval_writes_what_the_same_eval_without_ray_writes(
     bench = get_benchmark("humaneval", SAMPLES)
     models = functools.partial(oracle_factory, wrong_every=3)
     kw = dict(limit=6, progress=False)
-    local = await run_eval(bench, "verimap", models("humaneval", SAMPLES), docker_sandbox,
-                           tmp_path / "local", max_concurrency=4, **kw)  # fmt: skip
-    on_ray = await eval_on_ray(bench, "verimap", tmp_path / "ray", models_factory=models,
-                               data_dir=str(SAMPLES), sandbox_kind="docker",
-                               max_concurrency=2, **kw)  # fmt: skip
+    local = await run_eval(
+        bench,
+        "verimap",
+        models("humaneval", SAMPLES),
+        docker_sandbox,
+        tmp_path / "local",
+        max_concurrency=4,
+        **kw,
+    )
+    on_ray = await eval_on_ray(
+        bench,
+        "verimap",
+        tmp_path / "ray",
+        models_factory=models,
+        data_dir=str(SAMPLES),
+        sandbox_kind="docker",
+        max_concurrency=2,
+        **kw,
+    )
     assert local.tally.done == on_ray.tally.done == 6
     assert on_ray.tally.correct == local.tally.correct == 4  # tasks 3 and 6 answered wrongly
     a, b = _lines(tmp_path / "local" / RESULTS), _lines(tmp_path / "ray" / RESULTS)
@@ -141,11 +165,20 @@ async def _busy_worker(deadline: float) -> int:
 async def test_a_worker_killed_mid_task_costs_no_task(ray_cluster, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="verimap.evals.cluster")
     bench = get_benchmark("gsm8k", SAMPLES)
-    run = asyncio.create_task(eval_on_ray(
-        bench, "react", tmp_path, models_factory=functools.partial(oracle_factory, latency_s=0.4),
-        data_dir=str(SAMPLES), sandbox_kind="process", max_concurrency=2, limit=12, runs=2,
-        progress=False,
-    ))  # fmt: skip
+    run = asyncio.create_task(
+        eval_on_ray(
+            bench,
+            "react",
+            tmp_path,
+            models_factory=functools.partial(oracle_factory, latency_s=0.4),
+            data_dir=str(SAMPLES),
+            sandbox_kind="process",
+            max_concurrency=2,
+            limit=12,
+            runs=2,
+            progress=False,
+        )
+    )
     deadline = time.monotonic() + 120
     while not (tmp_path / RESULTS).exists() or len(_lines(tmp_path / RESULTS)) < 2:
         assert time.monotonic() < deadline and not run.done(), "no results from the cluster"
@@ -166,14 +199,23 @@ async def test_a_worker_killed_mid_task_costs_no_task(ray_cluster, tmp_path, cap
 
 async def test_a_node_lost_mid_run_costs_no_task(ray_cluster, tmp_path, caplog):
     caplog.set_level(logging.INFO, logger="verimap.evals.cluster")
-    extra = ray_cluster.add_node(num_cpus=1, object_store_memory=80 * 2**20,
-                                 node_ip_address="127.0.0.1")  # fmt: skip
+    extra = ray_cluster.add_node(
+        num_cpus=1, object_store_memory=80 * 2**20, node_ip_address="127.0.0.1"
+    )
     bench = get_benchmark("gsm8k", SAMPLES)
-    run = asyncio.create_task(eval_on_ray(
-        bench, "react", tmp_path, models_factory=functools.partial(oracle_factory, latency_s=0.4),
-        data_dir=str(SAMPLES), sandbox_kind="process", max_concurrency=2, limit=20,
-        progress=False,
-    ))  # fmt: skip
+    run = asyncio.create_task(
+        eval_on_ray(
+            bench,
+            "react",
+            tmp_path,
+            models_factory=functools.partial(oracle_factory, latency_s=0.4),
+            data_dir=str(SAMPLES),
+            sandbox_kind="process",
+            max_concurrency=2,
+            limit=20,
+            progress=False,
+        )
+    )
     deadline = time.monotonic() + 120
     # Two rounds of the three nodes' slots: under load the first three results can all come
     # from the two other nodes, and the lost node must have finished a task before it goes.
@@ -183,7 +225,8 @@ async def test_a_node_lost_mid_run_costs_no_task(ray_cluster, tmp_path, caplog):
     ray_cluster.remove_node(extra, allow_graceful=False)
     outcome = await asyncio.wait_for(run, 180)
     assert sorted(r["key"] for r in _lines(tmp_path / RESULTS)) == sorted(
-        f"r0/gsm8k/{i}" for i in range(20))  # fmt: skip
+        f"r0/gsm8k/{i}" for i in range(20)
+    )
     assert outcome.tally.errors == 0 and outcome.tally.correct == 20
     assert len(outcome.workers) == 3  # the lost node had finished tasks before
     said = [r.getMessage() for r in caplog.records]
@@ -199,10 +242,16 @@ async def test_each_node_asks_its_own_endpoint(ray_cluster, chat_endpoint, dead_
     endpoint.down = lambda task_id: False
     port = endpoint.url.rsplit(":", 1)[1].split("/")[0]
     outcome = await eval_on_ray(
-        bench, "react", tmp_path, endpoint={"model": "m", "base_url": dead_url},
-        endpoint_per_node=f"http://{{node_ip}}:{port}/v1", sandbox_kind="process",
-        max_concurrency=2, limit=4, progress=False,
-    )  # fmt: skip
+        bench,
+        "react",
+        tmp_path,
+        endpoint={"model": "m", "base_url": dead_url},
+        endpoint_per_node=f"http://{{node_ip}}:{port}/v1",
+        sandbox_kind="process",
+        max_concurrency=2,
+        limit=4,
+        progress=False,
+    )
     assert outcome.tally.errors == 0 and outcome.tally.correct == 4
     assert len(endpoint.requests) == 4 * 2  # a tool call and an answer per task
     assert len(outcome.workers) == 2
@@ -212,9 +261,14 @@ def _driver(out: Path, *extra: str) -> subprocess.Popen:
     env = {**os.environ, "VERIMAP_DOUBLE_LATENCY": "0.15", "PYTHONWARNINGS": "ignore"}
     cmd = [sys.executable, "-m", "verimap", "eval", "--quiet", *extra]
     return subprocess.Popen(
-        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cmd,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-    )  # fmt: skip
+    )
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT], ids=["SIGKILL", "SIGINT"])
@@ -280,10 +334,16 @@ async def test_a_trace_a_worker_returns_is_written_inside_the_run_directory(
     monkeypatch.setattr(cluster.WorkerPool, "__call__", escaping)
     out = tmp_path / "run"
     outcome = await eval_on_ray(
-        get_benchmark("gsm8k", SAMPLES), "react", out, models_factory=oracle_factory,
-        data_dir=str(SAMPLES), sandbox_kind="process", max_concurrency=1, limit=2,
+        get_benchmark("gsm8k", SAMPLES),
+        "react",
+        out,
+        models_factory=oracle_factory,
+        data_dir=str(SAMPLES),
+        sandbox_kind="process",
+        max_concurrency=1,
+        limit=2,
         progress=False,
-    )  # fmt: skip
+    )
     assert outcome.tally.done == 2 and not (tmp_path / "escaped").exists()
     recs = _lines(out / RESULTS)
     assert all(r["trace"].startswith("traces/run0/") for r in recs)

@@ -28,10 +28,18 @@ from .conftest import SAMPLES
 
 def rec(method, bench, run, i, correct, verified=True, **kw):
     return {
-        "key": f"r{run}/{bench}/{i}", "run": run, "task_id": f"{bench}/{i}", "benchmark": bench,
-        "method": method, "correct": correct, "verified": verified, "iterations": kw.get("it", 1),
-        "retries": kw.get("re", 0), "usage": kw.get("usage", {}), "vf_stats": kw.get("vf", {}),
-    }  # fmt: skip
+        "key": f"r{run}/{bench}/{i}",
+        "run": run,
+        "task_id": f"{bench}/{i}",
+        "benchmark": bench,
+        "method": method,
+        "correct": correct,
+        "verified": verified,
+        "iterations": kw.get("it", 1),
+        "retries": kw.get("re", 0),
+        "usage": kw.get("usage", {}),
+        "vf_stats": kw.get("vf", {}),
+    }
 
 
 def test_accuracy_is_mean_and_sample_std_over_runs():
@@ -61,11 +69,17 @@ def _squash(text):
 
 
 def plan_with(vf_code):
-    return {"nodes": [{
-        "id": "solve", "instruction": "Solve the word problem.", "inputs": ["USER_TASK"],
-        "outputs": {"answer": "number"},
-        "verification": [{"name": "checked", "type": "python", "code": vf_code}],
-    }]}  # fmt: skip
+    return {
+        "nodes": [
+            {
+                "id": "solve",
+                "instruction": "Solve the word problem.",
+                "inputs": ["USER_TASK"],
+                "outputs": {"answer": "number"},
+                "verification": [{"name": "checked", "type": "python", "code": vf_code}],
+            }
+        ]
+    }
 
 
 # Pins the answer the executor gives (strong: a nearby number fails it), right or not.
@@ -94,9 +108,15 @@ async def test_table_4_counts_what_the_real_pipeline_produces(tmp_path):
     model = ScriptedModel(reply, name="scripted")
     models = {"planner": model, "executor": model, "judge": model}
     await run_eval(
-        bench, "verimap", models, InProcessSandboxDouble(), tmp_path, limit=4, progress=False,
+        bench,
+        "verimap",
+        models,
+        InProcessSandboxDouble(),
+        tmp_path,
+        limit=4,
+        progress=False,
         config={"max_retries": 2, "max_iterations": 2},
-    )  # fmt: skip
+    )
     recs = {r["task_id"]: r for r in load_records([tmp_path])}
     fn = recs["gsm8k/2"]
     assert fn["status"] == "failed" and not fn["verified"] and fn["correct"]
@@ -121,8 +141,15 @@ def test_methods_without_verification_are_left_out_of_table_4():
 
 
 def test_cost_per_role_and_vf_statistics():
-    u = {"planner": {"cost": 0.02, "prompt_tokens": 100, "completion_tokens": 50},
-         "executor": {"cost": 0.01, "prompt_tokens": 10, "completion_tokens": 10, "cached_tokens": 6}}  # fmt: skip
+    u = {
+        "planner": {"cost": 0.02, "prompt_tokens": 100, "completion_tokens": 50},
+        "executor": {
+            "cost": 0.01,
+            "prompt_tokens": 10,
+            "completion_tokens": 10,
+            "cached_tokens": 6,
+        },
+    }
     vf = {"plans": 2, "nodes": 6, "python": 4, "python_chars": 400, "llm": 2, "llm_chars": 60}
     recs = [rec("verimap", "gsm8k", 0, i, True, usage=u, vf=vf) for i in range(2)]
     assert (
@@ -144,8 +171,16 @@ def test_cost_per_role_and_vf_statistics():
 
 
 def test_records_written_before_vf_calls_still_load():
-    old = {"key": "r0/gsm8k/0", "run": 0, "task_id": "gsm8k/0", "benchmark": "gsm8k",
-           "method": "verimap", "status": "success", "correct": True, "verified": True}  # fmt: skip
+    old = {
+        "key": "r0/gsm8k/0",
+        "run": 0,
+        "task_id": "gsm8k/0",
+        "benchmark": "gsm8k",
+        "method": "verimap",
+        "status": "success",
+        "correct": True,
+        "verified": True,
+    }
     assert TaskRecord.model_validate(old).vf_calls == {}
 
 
@@ -172,8 +207,11 @@ def test_directories_pool_but_a_task_counts_once_per_method(tmp_path):
     ResultsLog(d2 / RESULTS).append(rec("react", "gsm8k", 0, 1, True))  # another method: fine
     pooled = load_records([d1, d2])
     assert sorted((r["method"], r["task_id"]) for r in pooled) == [
-        ("react", "gsm8k/1"), ("verimap", "gsm8k/0"), ("verimap", "gsm8k/1"), ("verimap", "gsm8k/2")
-    ]  # fmt: skip
+        ("react", "gsm8k/1"),
+        ("verimap", "gsm8k/0"),
+        ("verimap", "gsm8k/1"),
+        ("verimap", "gsm8k/2"),
+    ]
     why = f"{d3}: task r0/gsm8k/1 of method verimap is also in {d1}, so the tables count it twice"
     with pytest.raises(RunDirError, match=re.escape(why)):
         load_records([d1, d3])
@@ -188,8 +226,12 @@ def test_multihoprag_question_types():
     ):
         usage = {"executor": {"calls": 2 + i}}
         r = rec("rag", "multihoprag", 0, i, ok, usage=usage)
-        r.update(meta={"question_type": qt}, score_detail=f"upstream_match={official}",
-                 tokens=100 * (i + 1), wall_time_s=3.0)  # fmt: skip
+        r.update(
+            meta={"question_type": qt},
+            score_detail=f"upstream_match={official}",
+            tokens=100 * (i + 1),
+            wall_time_s=3.0,
+        )
         recs.append(r)
     old = rec("react", "multihoprag", 0, 0, False)  # scored before the official verdict was kept
     old["meta"] = {"question_type": "null_query"}
@@ -220,8 +262,9 @@ def ten(method="verimap"):
 
 def summary_rows(records):
     lines = table_summary(records).splitlines()
-    return {ln.split("|")[1].strip(): [c.strip() for c in ln.strip("|").split("|")]
-            for ln in lines[2:]}  # fmt: skip
+    return {
+        ln.split("|")[1].strip(): [c.strip() for c in ln.strip("|").split("|")] for ln in lines[2:]
+    }
 
 
 def test_accuracy_and_verification_against_hand_computed_wilson_bounds():
@@ -242,9 +285,16 @@ def test_accuracy_and_verification_against_hand_computed_wilson_bounds():
     all (4 wrong of 10: 40% risk at 100%)."""
     row = summary_rows(ten())["verimap"]
     assert row == [
-        "verimap", "GSM8K", "10", "60.0 [31.3, 83.2]", "5", "80.0 [37.6, 96.4]", "50.0",
-        "1 / 2", "0% → –, 50% → 20% risk, 100% → 40% risk",
-    ]  # fmt: skip
+        "verimap",
+        "GSM8K",
+        "10",
+        "60.0 [31.3, 83.2]",
+        "5",
+        "80.0 [37.6, 96.4]",
+        "50.0",
+        "1 / 2",
+        "0% → –, 50% → 20% risk, 100% → 40% risk",
+    ]
 
 
 def test_the_header_names_every_column():
@@ -307,8 +357,11 @@ def test_rows_follow_the_presets_order_then_the_benchmarks():
     recs = [rec(m, b, 0, 0, True) for m in ("verimap", "react") for b in ("humaneval", "gsm8k")]
     rows = table_summary(recs).splitlines()[2:]
     assert [tuple(c.strip() for c in r.split("|")[1:3]) for r in rows] == [
-        ("react", "GSM8K"), ("react", "HumanEval"), ("verimap", "GSM8K"), ("verimap", "HumanEval"),
-    ]  # fmt: skip
+        ("react", "GSM8K"),
+        ("react", "HumanEval"),
+        ("verimap", "GSM8K"),
+        ("verimap", "HumanEval"),
+    ]
 
 
 def test_the_report_opens_with_the_table_and_keeps_the_paper_s(tmp_path):
@@ -402,13 +455,34 @@ _json = st.recursive(
     max_leaves=10,
 )
 _record = st.fixed_dictionaries(
-    {"key": st.text(min_size=1, max_size=4), "task_id": st.sampled_from(["gsm8k/0", "x"]),
-     "method": st.sampled_from(["verimap", "react"]), "benchmark": st.just("gsm8k"),
-     "run": st.integers(0, 2), "correct": st.booleans()},
-    optional={k: _json for k in ("usage", "plans", "meta", "vf_stats", "vf_calls", "tokens",
-                                 "cost", "verified", "status", "trace", "finished_at",
-                                 "wall_time_s", "score_detail", "predicted")},
-)  # fmt: skip
+    {
+        "key": st.text(min_size=1, max_size=4),
+        "task_id": st.sampled_from(["gsm8k/0", "x"]),
+        "method": st.sampled_from(["verimap", "react"]),
+        "benchmark": st.just("gsm8k"),
+        "run": st.integers(0, 2),
+        "correct": st.booleans(),
+    },
+    optional={
+        k: _json
+        for k in (
+            "usage",
+            "plans",
+            "meta",
+            "vf_stats",
+            "vf_calls",
+            "tokens",
+            "cost",
+            "verified",
+            "status",
+            "trace",
+            "finished_at",
+            "wall_time_s",
+            "score_detail",
+            "predicted",
+        )
+    },
+)
 # (line, whether it can be no record whatever it says)
 _line = st.one_of(
     _record.map(lambda r: (json.dumps(r).encode(), False)),
@@ -476,12 +550,26 @@ def test_vf_stats_count_the_checks_a_plan_names():
     from verimap.evals.attempt import vf_stats
     from verimap.planning.plan import parse_plan
 
-    plan = parse_plan({"nodes": [{
-        "id": "a", "instruction": "Answer.", "inputs": ["USER_TASK"], "outputs": {"answer": "string"},
-        "verification": [
-            {"name": "form", "type": "check", "check": "yes_no", "args": {"output": "answer"}},
-            {"name": "c", "type": "llm", "content": "The answer is Yes or No."},
-        ],
-    }]})  # fmt: skip
+    plan = parse_plan(
+        {
+            "nodes": [
+                {
+                    "id": "a",
+                    "instruction": "Answer.",
+                    "inputs": ["USER_TASK"],
+                    "outputs": {"answer": "string"},
+                    "verification": [
+                        {
+                            "name": "form",
+                            "type": "check",
+                            "check": "yes_no",
+                            "args": {"output": "answer"},
+                        },
+                        {"name": "c", "type": "llm", "content": "The answer is Yes or No."},
+                    ],
+                }
+            ]
+        }
+    )
     s = vf_stats([plan])
     assert (s["check"], s["llm"], s["python"], s["nodes"]) == (1, 1, 0, 1)

@@ -132,9 +132,14 @@ def test_metrics_per_question_type_and_null_queries_left_out():
     idx = FixedRankingIndexDouble(["fact a", "noise", "noise", "noise", "fact b"])
     m = evaluate_retrieval(
         idx,
-        [_q(["fact a"], "inference_query"), _q(["fact b"], "comparison_query"),
-         _q(["fact b"], "comparison_query"), _q([], "null_query"), _q([], "null_query")],
-    )  # fmt: skip
+        [
+            _q(["fact a"], "inference_query"),
+            _q(["fact b"], "comparison_query"),
+            _q(["fact b"], "comparison_query"),
+            _q([], "null_query"),
+            _q([], "null_query"),
+        ],
+    )
     assert m.queries == 3 and m.excluded == {"null_query": 2}
     assert set(m.by_type) == {"inference_query", "comparison_query"}
     inf, comp = m.by_type["inference_query"], m.by_type["comparison_query"]

@@ -50,8 +50,9 @@ async def test_a_refused_run_leaves_a_last_record_without_its_newline_as_it_was(
     with pytest.raises(RunDirError, match="--resume"):
         await run_eval(bench, "react", models, sandbox, tmp_path, limit=2, progress=False)
     with pytest.raises(RunDirError, match="method"):
-        await run_eval(bench, "map", models, sandbox, tmp_path, limit=2, resume=True,
-                       progress=False)  # fmt: skip
+        await run_eval(
+            bench, "map", models, sandbox, tmp_path, limit=2, resume=True, progress=False
+        )
     assert results.read_bytes() == before
 
 
@@ -61,8 +62,9 @@ async def test_resume_keeps_a_complete_last_record_without_its_newline(tmp_path,
     kept = results.read_bytes().rstrip(b"\n")
     results.write_bytes(kept)
     calls = models["executor"].calls
-    again = await run_eval(bench, "react", models, sandbox, tmp_path, limit=3, resume=True,
-                           progress=False)  # fmt: skip
+    again = await run_eval(
+        bench, "react", models, sandbox, tmp_path, limit=3, resume=True, progress=False
+    )
     assert again.tally.skipped == 2 and again.tally.done == 3
     assert models["executor"].calls - calls == 2  # only the third task ran: a tool call, an answer
     assert results.read_bytes().startswith(kept + b"\n")
@@ -76,8 +78,9 @@ async def test_resume_drops_a_torn_last_line_and_names_it(tmp_path, sandbox, cap
     results = tmp_path / RESULTS
     whole = results.read_bytes()
     results.write_bytes(whole[: len(whole) - 40])  # the second record cut mid-write
-    again = await run_eval(bench, "react", models, sandbox, tmp_path, limit=2, resume=True,
-                           progress=False)  # fmt: skip
+    again = await run_eval(
+        bench, "react", models, sandbox, tmp_path, limit=2, resume=True, progress=False
+    )
     assert again.tally.skipped == 1 and again.tally.done == 2
     assert f"{results}:2: a torn last line" in capsys.readouterr().err
     keys = [json.loads(line)["key"] for line in results.read_text().splitlines()]
@@ -90,8 +93,16 @@ async def test_another_tools_results_file_is_refused_and_left_untouched(tmp_path
     before = _snapshot(tmp_path)
     bench = _bench()
     with pytest.raises(RunDirError, match="not a verimap eval directory"):
-        await run_eval(bench, "react", oracle_models(bench.tasks()), sandbox, tmp_path, limit=1,
-                       resume=resume, progress=False)  # fmt: skip
+        await run_eval(
+            bench,
+            "react",
+            oracle_models(bench.tasks()),
+            sandbox,
+            tmp_path,
+            limit=1,
+            resume=resume,
+            progress=False,
+        )
     assert _snapshot(tmp_path) == before and sorted(os.listdir(tmp_path)) == [RESULTS]
 
 
@@ -106,8 +117,16 @@ async def test_a_config_that_looks_like_verimaps_does_not_make_foreign_lines_rec
     (tmp_path / RESULTS).write_bytes(FOREIGN)
     before = _snapshot(tmp_path)
     with pytest.raises(RunDirError, match=rf"{RESULTS}:1: not a verimap result record"):
-        await run_eval(bench, "react", oracle_models(bench.tasks()), sandbox, tmp_path, limit=1,
-                       resume=True, progress=False)  # fmt: skip
+        await run_eval(
+            bench,
+            "react",
+            oracle_models(bench.tasks()),
+            sandbox,
+            tmp_path,
+            limit=1,
+            resume=True,
+            progress=False,
+        )
     assert _snapshot(tmp_path) == before
 
 
@@ -121,8 +140,9 @@ async def test_a_config_json_verimap_did_not_write_is_refused(tmp_path, sandbox,
     text = config if isinstance(config, str) else json.dumps(config)
     (tmp_path / CONFIG).write_text(text)
     with pytest.raises(RunDirError, match="not a verimap eval directory"):
-        await run_eval(bench, "react", oracle_models(bench.tasks()), sandbox, tmp_path, limit=1,
-                       progress=False)  # fmt: skip
+        await run_eval(
+            bench, "react", oracle_models(bench.tasks()), sandbox, tmp_path, limit=1, progress=False
+        )
     assert sorted(os.listdir(tmp_path)) == [CONFIG] and (tmp_path / CONFIG).read_text() == text
 
 
@@ -131,8 +151,9 @@ async def test_a_non_empty_folder_that_is_no_eval_directory_is_refused(tmp_path,
     (tmp_path / "data").mkdir()
     bench = _bench()
     with pytest.raises(RunDirError, match=r"is not empty \(data, notes\.txt\)"):
-        await run_eval(bench, "react", oracle_models(bench.tasks()), sandbox, tmp_path, limit=1,
-                       progress=False)  # fmt: skip
+        await run_eval(
+            bench, "react", oracle_models(bench.tasks()), sandbox, tmp_path, limit=1, progress=False
+        )
     assert sorted(os.listdir(tmp_path)) == ["data", "notes.txt"]
 
 
@@ -143,8 +164,9 @@ async def test_new_directories_are_marked_and_older_ones_still_resume(tmp_path, 
     for k in (MARK, "verimap_version"):  # as verimap wrote it before the marker
         del cfg[k]
     (tmp_path / CONFIG).write_text(json.dumps(cfg))
-    again = await run_eval(bench, "react", models, sandbox, tmp_path, limit=3, resume=True,
-                           progress=False)  # fmt: skip
+    again = await run_eval(
+        bench, "react", models, sandbox, tmp_path, limit=3, resume=True, progress=False
+    )
     assert again.tally.skipped == 2 and again.tally.done == 3
     assert json.loads((tmp_path / CONFIG).read_text())[MARK] == 1
     left = tmp_path / "left"
@@ -159,18 +181,51 @@ async def test_a_resume_with_other_settings_is_refused_before_anything_changes(t
     bench, models = await _first_run(tmp_path, sandbox)
     before = _snapshot(tmp_path)
     with pytest.raises(RunDirError, match=r"other settings \(temperature: 1\.0 -> 0\.5\)"):
-        await run_eval(bench, "react", models, sandbox, tmp_path, limit=3, resume=True,
-                       config={"temperature": 0.5}, progress=False)  # fmt: skip
+        await run_eval(
+            bench,
+            "react",
+            models,
+            sandbox,
+            tmp_path,
+            limit=3,
+            resume=True,
+            config={"temperature": 0.5},
+            progress=False,
+        )
     assert _snapshot(tmp_path) == before
-    again = await run_eval(bench, "react", models, sandbox, tmp_path, limit=3, resume=True,
-                           config={"max_parallel": 1}, progress=False)  # fmt: skip
+    again = await run_eval(
+        bench,
+        "react",
+        models,
+        sandbox,
+        tmp_path,
+        limit=3,
+        resume=True,
+        config={"max_parallel": 1},
+        progress=False,
+    )
     assert again.tally.skipped == 2 and again.tally.done == 3
 
 
 def test_the_command_names_the_changed_setting_of_a_resume(tmp_path):
-    args = ["eval", "-b", "gsm8k", "-m", "react", "-n", "1", "-o", str(tmp_path), "--data-dir",
-            str(SAMPLES), "--models-factory", "verimap.testing:oracle_factory", "--sandbox",
-            "process", "--quiet"]  # fmt: skip
+    args = [
+        "eval",
+        "-b",
+        "gsm8k",
+        "-m",
+        "react",
+        "-n",
+        "1",
+        "-o",
+        str(tmp_path),
+        "--data-dir",
+        str(SAMPLES),
+        "--models-factory",
+        "verimap.testing:oracle_factory",
+        "--sandbox",
+        "process",
+        "--quiet",
+    ]
     assert CliRunner().invoke(main, args).exit_code == 0
     r = CliRunner().invoke(main, [*args, "-n", "2", "--resume", "--temperature", "0.2"])
     assert r.exit_code == 1 and "other settings (temperature: 1.0 -> 0.2)" in " ".join(
@@ -201,10 +256,25 @@ def test_the_command_refuses_a_foreign_folder_with_a_message_not_a_traceback(tmp
     (tmp_path / RESULTS).write_bytes(FOREIGN)
     r = CliRunner().invoke(
         main,
-        ["eval", "-b", "gsm8k", "-m", "react", "-n", "1", "-o", str(tmp_path), "--data-dir",
-         str(SAMPLES), "--models-factory", "verimap.testing:oracle_factory", "--sandbox",
-         "process", "--quiet"],
-    )  # fmt: skip
+        [
+            "eval",
+            "-b",
+            "gsm8k",
+            "-m",
+            "react",
+            "-n",
+            "1",
+            "-o",
+            str(tmp_path),
+            "--data-dir",
+            str(SAMPLES),
+            "--models-factory",
+            "verimap.testing:oracle_factory",
+            "--sandbox",
+            "process",
+            "--quiet",
+        ],
+    )
     assert r.exit_code == 1, r.output
     assert "is not a verimap eval directory" in " ".join(r.output.split())
     assert r.exception is None or isinstance(r.exception, SystemExit)
@@ -213,10 +283,14 @@ def test_the_command_refuses_a_foreign_folder_with_a_message_not_a_traceback(tmp
 
 @pytest.mark.parametrize(
     "line, why",
-    [(b'{"key": "\xff"}', "invalid UTF-8"), (b"[1, 2]", "not a verimap result record"),
-     (b'{"key": 3}', "not a verimap result record"), (b"[" * 100_000 + b"]" * 100_000, "deep")],
+    [
+        (b'{"key": "\xff"}', "invalid UTF-8"),
+        (b"[1, 2]", "not a verimap result record"),
+        (b'{"key": 3}', "not a verimap result record"),
+        (b"[" * 100_000 + b"]" * 100_000, "deep"),
+    ],
     ids=["bytes", "a-list", "key-not-a-string", "nesting"],
-)  # fmt: skip
+)
 def test_a_bad_line_is_named_by_file_and_line(tmp_path, line, why):
     path = tmp_path / RESULTS
     path.write_bytes(b'{"key": "r0/a"}\n' + line + b'\n{"key": "r0/b"}\n')
@@ -231,11 +305,22 @@ def _escaping_dispatch(out, outside, how):
     async def dispatch(task, run):
         if how == "symlink" and not (out / "linked").exists():
             (out / "linked").symlink_to(outside)  # as a shared directory may hold one
-        rel = {"absolute": str(outside / "x.jsonl"), "dotdot": f"../{outside.name}/x.jsonl",
-               "symlink": "linked/x.jsonl"}[how]  # fmt: skip
-        rec = {"key": task_key(run, task.id), "run": run, "task_id": task.id,
-               "benchmark": "gsm8k", "method": "react", "status": "success", "correct": True,
-               "verified": True, "trace": rel}  # fmt: skip
+        rel = {
+            "absolute": str(outside / "x.jsonl"),
+            "dotdot": f"../{outside.name}/x.jsonl",
+            "symlink": "linked/x.jsonl",
+        }[how]
+        rec = {
+            "key": task_key(run, task.id),
+            "run": run,
+            "task_id": task.id,
+            "benchmark": "gsm8k",
+            "method": "react",
+            "status": "success",
+            "correct": True,
+            "verified": True,
+            "trace": rel,
+        }
         return Attempt(rec["key"], record=rec, trace='{"type": "run_start"}\n', worker="w")
 
     return dispatch
@@ -246,8 +331,16 @@ async def test_a_returned_trace_is_written_inside_the_run_directory(tmp_path, ca
     out, outside = tmp_path / "run", tmp_path / "outside"
     outside.mkdir()
     bench = _bench()
-    done = await run_eval(bench, "react", None, None, out, limit=1, progress=False,
-                          dispatch=_escaping_dispatch(out, outside, how))  # fmt: skip
+    done = await run_eval(
+        bench,
+        "react",
+        None,
+        None,
+        out,
+        limit=1,
+        progress=False,
+        dispatch=_escaping_dispatch(out, outside, how),
+    )
     assert done.tally.done == 1
     assert list(outside.iterdir()) == []
     (rec,) = [json.loads(x) for x in (out / RESULTS).read_text().splitlines()]
@@ -275,11 +368,11 @@ async def test_a_call_missing_its_sandbox_or_models_changes_nothing(tmp_path, sa
     bench, models = await _first_run(tmp_path, sandbox)
     before = _snapshot(tmp_path)
     with pytest.raises(ValueError, match="no sandbox given"):
-        await run_eval(bench, "react", models, None, tmp_path, limit=4, resume=True,
-                       progress=False)  # fmt: skip
+        await run_eval(bench, "react", models, None, tmp_path, limit=4, resume=True, progress=False)
     with pytest.raises(ValueError, match="no models given"):
-        await run_eval(bench, "react", None, sandbox, tmp_path, limit=4, resume=True,
-                       progress=False)  # fmt: skip
+        await run_eval(
+            bench, "react", None, sandbox, tmp_path, limit=4, resume=True, progress=False
+        )
     assert _snapshot(tmp_path) == before
 
 
@@ -291,10 +384,25 @@ def test_a_foreign_folder_is_refused_before_a_model_is_started(tmp_path, monkeyp
     (out / RESULTS).write_bytes(FOREIGN)
     r = CliRunner().invoke(
         main,
-        ["eval", "-b", "gsm8k", "-m", "react", "-n", "1", "-o", str(out), "--data-dir",
-         str(SAMPLES), "--sandbox", "process", "--quiet", "--model-file",
-         str(tmp_path / "absent.gguf")],
-    )  # fmt: skip
+        [
+            "eval",
+            "-b",
+            "gsm8k",
+            "-m",
+            "react",
+            "-n",
+            "1",
+            "-o",
+            str(out),
+            "--data-dir",
+            str(SAMPLES),
+            "--sandbox",
+            "process",
+            "--quiet",
+            "--model-file",
+            str(tmp_path / "absent.gguf"),
+        ],
+    )
     assert r.exit_code == 1, r.output
     said = " ".join(r.output.split())
     assert "not a verimap eval directory" in said and "model file not found" not in said

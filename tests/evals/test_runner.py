@@ -96,23 +96,48 @@ async def test_a_directory_written_before_the_config_parts_resumes(tmp_path, san
 
 # The react method's run_config as config.json held it before `RunConfig` had parts.
 OLD_REACT_RUN_CONFIG = {
-    "max_retries": 1, "max_iterations": 1, "max_parallel": 4, "sequential": False,
-    "reuse_verified": True, "fail_accepted": False, "verification": "none",
-    "context_generations": 1, "structured_io": True, "vf_timeout_s": 10.0,
-    "checks": ["arithmetic"], "vacuity_check": True, "plan_reasoning": False,
-    "full_feedback": False, "batch_judge": True, "judge_tools": True, "agreement": 1,
-    "unverified_answer": "plurality", "plan_repairs": 3, "max_nodes": None,
-    "max_plan_repeats": 1, "executor_max_steps": 20, "temperature": 1.0,
-    "retry_temperature": None, "fresh_code_retries": False, "top_p": 1.0, "seed": None,
+    "max_retries": 1,
+    "max_iterations": 1,
+    "max_parallel": 4,
+    "sequential": False,
+    "reuse_verified": True,
+    "fail_accepted": False,
+    "verification": "none",
+    "context_generations": 1,
+    "structured_io": True,
+    "vf_timeout_s": 10.0,
+    "checks": ["arithmetic"],
+    "vacuity_check": True,
+    "plan_reasoning": False,
+    "full_feedback": False,
+    "batch_judge": True,
+    "judge_tools": True,
+    "agreement": 1,
+    "unverified_answer": "plurality",
+    "plan_repairs": 3,
+    "max_nodes": None,
+    "max_plan_repeats": 1,
+    "executor_max_steps": 20,
+    "temperature": 1.0,
+    "retry_temperature": None,
+    "fresh_code_retries": False,
+    "top_p": 1.0,
+    "seed": None,
     "budget": {"max_llm_calls": None, "max_tokens": None, "max_cost": None, "timeout_s": None},
     "policies": None,
-}  # fmt: skip
+}
 
 
 def test_paper_sample_size_is_500_or_half_a_smaller_set():
     assert [paper_sample_size(n) for n in (1319, 2556, 500, 499, 164, 20, 1)] == [
-        500, 500, 500, 249, 82, 10, 1,
-    ]  # fmt: skip
+        500,
+        500,
+        500,
+        249,
+        82,
+        10,
+        1,
+    ]
 
 
 def test_a_sample_is_seeded_nested_and_in_the_benchmarks_order():
@@ -144,8 +169,11 @@ async def test_a_sample_is_recorded_and_a_resume_must_keep_it(tmp_path, sandbox)
         bench, "react", models, sandbox, tmp_path, sample=4, seed=3, resume=True, progress=False
     )
     assert again.tally.skipped == 4 and models["executor"].calls == calls
-    for kw, field in (({"sample": 4, "seed": 4}, "seed"), ({"sample": 5, "seed": 3}, "sample"),
-                      ({"limit": 4}, "sample")):  # fmt: skip
+    for kw, field in (
+        ({"sample": 4, "seed": 4}, "seed"),
+        ({"sample": 5, "seed": 3}, "sample"),
+        ({"limit": 4}, "sample"),
+    ):
         with pytest.raises(RunDirError, match=f"holds a run of {field}"):
             await run_eval(
                 bench, "react", models, sandbox, tmp_path, resume=True, progress=False, **kw
@@ -221,9 +249,15 @@ async def test_an_endpoint_outage_is_an_error_not_a_score_and_resume_scores_it_o
     endpoint.down = lambda task_id: False
     before = len(endpoint.requests)
     second = await run_eval(
-        bench, "react", _models(endpoint.url), sandbox, tmp_path, limit=3, resume=True,
+        bench,
+        "react",
+        _models(endpoint.url),
+        sandbox,
+        tmp_path,
+        limit=3,
+        resume=True,
         progress=False,
-    )  # fmt: skip
+    )
     assert len(endpoint.requests) - before == 2 * len(broken)  # only the errored tasks ran
     assert second.tally.errors == 0 and second.tally.skipped == 3 - len(broken)
     assert second.tally.done == 3 and second.tally.correct == 3
@@ -232,9 +266,15 @@ async def test_an_endpoint_outage_is_an_error_not_a_score_and_resume_scores_it_o
     assert all(r["correct"] and r["status"] == "success" for r in recs)
     assert unscored_errors(tmp_path) == {}
     third = await run_eval(
-        bench, "react", _models(endpoint.url), sandbox, tmp_path, limit=3, resume=True,
+        bench,
+        "react",
+        _models(endpoint.url),
+        sandbox,
+        tmp_path,
+        limit=3,
+        resume=True,
         progress=False,
-    )  # fmt: skip
+    )
     assert third.tally.skipped == 3 and len(_lines(tmp_path / RESULTS)) == 3
 
 
@@ -267,13 +307,39 @@ async def test_a_task_that_cannot_be_scored_is_an_error_too(tmp_path, sandbox):
 
 def _start(out, *extra):
     env = {**os.environ, "VERIMAP_DOUBLE_LATENCY": "0.15", "PYTHONWARNINGS": "ignore"}
-    cmd = [sys.executable, "-m", "verimap", "eval", "-b", "gsm8k", "-m", "react", "-n", "20", "-c", "2",
-           "-o", str(out), "--sandbox", "process", "--data-dir", str(SAMPLES), "--quiet",
-           "--models-factory", "verimap.testing:oracle_factory", *extra]  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "verimap",
+        "eval",
+        "-b",
+        "gsm8k",
+        "-m",
+        "react",
+        "-n",
+        "20",
+        "-c",
+        "2",
+        "-o",
+        str(out),
+        "--sandbox",
+        "process",
+        "--data-dir",
+        str(SAMPLES),
+        "--quiet",
+        "--models-factory",
+        "verimap.testing:oracle_factory",
+        *extra,
+    ]
     return subprocess.Popen(
-        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        cmd,
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
         preexec_fn=_as_from_a_terminal,
-    )  # fmt: skip
+    )
 
 
 def _as_from_a_terminal() -> None:
@@ -339,9 +405,16 @@ def test_a_stratified_sample_takes_equal_numbers_from_each_stratum_and_grows_by_
 
     from verimap.evals.tasksets import EvalTask
 
-    tasks = [EvalTask(id=f"t/{i}", benchmark="t", prompt="", gold="",
-                      meta={"kind": "rare" if i < 3 else ("a" if i % 2 else "b")})
-             for i in range(60)]  # fmt: skip
+    tasks = [
+        EvalTask(
+            id=f"t/{i}",
+            benchmark="t",
+            prompt="",
+            gold="",
+            meta={"kind": "rare" if i < 3 else ("a" if i % 2 else "b")},
+        )
+        for i in range(60)
+    ]
     small = sample_tasks(tasks, 6, 11, stratum="kind")
     assert Counter(t.meta["kind"] for t in small) == {"a": 2, "b": 2, "rare": 2}
     large = sample_tasks(tasks, 12, 11, stratum="kind")

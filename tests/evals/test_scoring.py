@@ -90,7 +90,7 @@ def test_multihoprag_reports_upstream_verdict_too():
         ('The answer to the question is "no" because...', "no", True, True),
         ('the answer to the question is "no".', "Yes", False, False),
     ],
-)  # fmt: skip
+)
 def test_multihoprag_strict_and_official_verdicts(pred, gold, strict, official):
     s = score_multihoprag(pred, gold)
     assert s.correct is strict

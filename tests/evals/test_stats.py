@@ -27,10 +27,16 @@ from verimap.evals.stats import (
 
 def rec(i, correct, verified=True, *, method="verimap", bench="gsm8k", run=0, conf=None):
     r = {
-        "key": f"r{run}/{bench}/{i}", "run": run, "task_id": f"{bench}/{i}", "benchmark": bench,
-        "method": method, "status": "success" if verified else "failed", "correct": correct,
-        "verified": verified, "meta": {},
-    }  # fmt: skip
+        "key": f"r{run}/{bench}/{i}",
+        "run": run,
+        "task_id": f"{bench}/{i}",
+        "benchmark": bench,
+        "method": method,
+        "status": "success" if verified else "failed",
+        "correct": correct,
+        "verified": verified,
+        "meta": {},
+    }
     if conf is not None:
         r["meta"]["confidence"] = conf
     return r
@@ -38,9 +44,11 @@ def rec(i, correct, verified=True, *, method="verimap", bench="gsm8k", run=0, co
 
 def outcomes(wins, losses, both_right, both_wrong):
     return (
-        [(True, False)] * wins + [(False, True)] * losses
-        + [(True, True)] * both_right + [(False, False)] * both_wrong
-    )  # fmt: skip
+        [(True, False)] * wins
+        + [(False, True)] * losses
+        + [(True, True)] * both_right
+        + [(False, False)] * both_wrong
+    )
 
 
 # ---- Wilson interval ------------------------------------------------------------------------
@@ -214,8 +222,10 @@ def test_risk_coverage_with_confidences_is_the_full_curve():
 def test_risk_coverage_of_a_method_without_checks_follows_its_confidence():
     recs = [rec(0, False, method="react", conf=0.4), rec(1, True, method="react", conf=0.8)]
     assert [(p.coverage, p.risk) for p in risk_coverage_curve(recs)] == [
-        (0.0, None), (0.5, 0.0), (1.0, 0.5)
-    ]  # fmt: skip
+        (0.0, None),
+        (0.5, 0.0),
+        (1.0, 0.5),
+    ]
 
 
 def test_confidence_must_be_a_finite_number():
@@ -244,12 +254,16 @@ def test_risk_coverage_invariants(rows):
 
 def test_pairing_by_key_matches_run_with_run():
     a = [rec(0, True), rec(0, False, run=1), rec(1, True)]
-    b = [rec(0, False, method="react"), rec(0, True, method="react", run=1),
-         rec(2, True, method="react")]  # fmt: skip
+    b = [
+        rec(0, False, method="react"),
+        rec(0, True, method="react", run=1),
+        rec(2, True, method="react"),
+    ]
     p = pair_records(a, b)
     assert [(ra["key"], rb["key"]) for ra, rb in p.pairs] == [
-        ("r0/gsm8k/0", "r0/gsm8k/0"), ("r1/gsm8k/0", "r1/gsm8k/0")
-    ]  # fmt: skip
+        ("r0/gsm8k/0", "r0/gsm8k/0"),
+        ("r1/gsm8k/0", "r1/gsm8k/0"),
+    ]
     assert [r["key"] for r in p.only_a] == ["r0/gsm8k/1"]
     assert [r["key"] for r in p.only_b] == ["r0/gsm8k/2"]
 

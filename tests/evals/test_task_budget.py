@@ -114,9 +114,22 @@ def test_a_run_s_own_shorter_budget_is_kept():
 
 
 def test_eval_has_a_default_time_limit_and_time_limit_sets_it(tmp_path, monkeypatch):
-    args = ["eval", "-b", "gsm8k", "-m", "react", "-n", "2", "--data-dir", str(SAMPLES),
-            "--models-factory", "verimap.testing:oracle_factory", "--sandbox", "process",
-            "--quiet"]  # fmt: skip
+    args = [
+        "eval",
+        "-b",
+        "gsm8k",
+        "-m",
+        "react",
+        "-n",
+        "2",
+        "--data-dir",
+        str(SAMPLES),
+        "--models-factory",
+        "verimap.testing:oracle_factory",
+        "--sandbox",
+        "process",
+        "--quiet",
+    ]
     r = CliRunner().invoke(main, [*args, "-o", str(tmp_path / "default")])
     assert r.exit_code == 0, r.output
     cfg = json.loads((tmp_path / "default" / "config.json").read_text())

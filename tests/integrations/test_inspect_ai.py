@@ -49,24 +49,53 @@ from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 GSM8K_LIKE = [
-    Sample(id="eggs", target="18", input="Janet's ducks lay 16 eggs a day. She eats 3 and bakes with 4, and sells the rest at $2 each. How many dollars does she make a day?"),
-    Sample(id="robe", target="3", input="A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total does it take?"),
-    Sample(id="sprints", target="540", input="James runs 3 sprints 3 times a week, 60 meters each sprint. How many meters does he run a week?"),
-]  # fmt: skip
+    Sample(
+        id="eggs",
+        target="18",
+        input="Janet's ducks lay 16 eggs a day. She eats 3 and bakes with 4, and sells the rest at $2 each. How many dollars does she make a day?",
+    ),
+    Sample(
+        id="robe",
+        target="3",
+        input="A robe takes 2 bolts of blue fiber and half that much white fiber. How many bolts in total does it take?",
+    ),
+    Sample(
+        id="sprints",
+        target="540",
+        input="James runs 3 sprints 3 times a week, 60 meters each sprint. How many meters does he run a week?",
+    ),
+]
 # No planner call (the whole task as one node), one attempt: what mockllm can play.
 ONE_NODE = {"max_nodes": 1, "max_retries": 1, "max_iterations": 1}
 
 
 # A planned run a scripted world plays: two nodes, each with a Python VF, the last one strong.
-EGGS_PLAN = {"nodes": [
-    {"id": "left", "instruction": "Count the eggs left to sell.", "inputs": ["USER_TASK"],
-     "outputs": {"eggs": "integer"},
-     "verification": [{"name": "positive", "type": "python", "code": "assert outputs['eggs'] > 0"}]},
-    {"id": "money", "instruction": "Dollars for the eggs at $2 each.", "inputs": ["left.eggs"],
-     "outputs": {"answer": "number"},
-     "verification": [{"name": "price", "type": "python",
-                       "code": "assert approx(outputs['answer'], 2 * inputs['left.eggs'])"}]},
-]}  # fmt: skip
+EGGS_PLAN = {
+    "nodes": [
+        {
+            "id": "left",
+            "instruction": "Count the eggs left to sell.",
+            "inputs": ["USER_TASK"],
+            "outputs": {"eggs": "integer"},
+            "verification": [
+                {"name": "positive", "type": "python", "code": "assert outputs['eggs'] > 0"}
+            ],
+        },
+        {
+            "id": "money",
+            "instruction": "Dollars for the eggs at $2 each.",
+            "inputs": ["left.eggs"],
+            "outputs": {"answer": "number"},
+            "verification": [
+                {
+                    "name": "price",
+                    "type": "python",
+                    "code": "assert approx(outputs['answer'], 2 * inputs['left.eggs'])",
+                }
+            ],
+        },
+    ]
+}
 
 
 def eggs_outputs(node: str, k: int, inputs: dict[str, Any], prompt: str) -> dict[str, Any]:
@@ -100,9 +129,12 @@ def infos(sample: Any, source: str) -> list[InfoEvent]:
 
 def test_the_solver_runs_verimap_on_every_sample_and_the_log_holds_its_run(tmp_path):
     solver = verimap_solver(
-        "verimap", sandbox=InProcessSandboxDouble(), domain="math", config=ONE_NODE,
+        "verimap",
+        sandbox=InProcessSandboxDouble(),
+        domain="math",
+        config=ONE_NODE,
         trace_dir=str(tmp_path / "traces"),
-    )  # fmt: skip
+    )
     log = run_eval(solver, tmp_path, GSM8K_LIKE, mock_model())
 
     assert log.status == "success", log.error
@@ -149,9 +181,13 @@ def test_the_solver_runs_verimap_on_every_sample_and_the_log_holds_its_run(tmp_p
 def test_a_verimap_model_served_through_inspect_runs_a_planned_and_verified_run(tmp_path):
     world = ScriptedWorld([EGGS_PLAN], eggs_outputs)
     solver = verimap_solver(
-        "verimap", planner=world.model, executor=world.model, sandbox=InProcessSandboxDouble(),
-        domain="math", config={"max_retries": 1, "vacuity_check": False},
-    )  # fmt: skip
+        "verimap",
+        planner=world.model,
+        executor=world.model,
+        sandbox=InProcessSandboxDouble(),
+        domain="math",
+        config={"max_retries": 1, "vacuity_check": False},
+    )
     log = run_eval(solver, tmp_path, GSM8K_LIKE[:1], mock_model())
 
     assert log.status == "success", log.error
@@ -171,8 +207,9 @@ def test_a_verimap_model_served_through_inspect_runs_a_planned_and_verified_run(
     (plan_event,) = infos(s, "verimap/plan")
     assert isinstance(plan_event.data, dict) and len(plan_event.data["plan"]["nodes"]) == 2
     assert {v.data["name"] for v in infos(s, "verimap/vf_verdict") if isinstance(v.data, dict)} >= {
-        "positive", "price"
-    }  # fmt: skip
+        "positive",
+        "price",
+    }
     # The planner's schema is not Inspect's to hold, but the served model got it whole.
     planner_call = next(e for e in calls if e.role == "planner")
     assert planner_call.config.response_schema is None
@@ -185,10 +222,13 @@ def test_inspects_cache_serves_a_rerun_without_a_model_call(tmp_path, monkeypatc
     for _ in range(2):
         world = ScriptedWorld([EGGS_PLAN], eggs_outputs)
         solver = verimap_solver(
-            "verimap", planner=world.model, executor=world.model,
-            sandbox=InProcessSandboxDouble(), domain="math",
+            "verimap",
+            planner=world.model,
+            executor=world.model,
+            sandbox=InProcessSandboxDouble(),
+            domain="math",
             config={"max_retries": 1, "vacuity_check": False},
-        )  # fmt: skip
+        )
         task = Task(dataset=GSM8K_LIKE[:1], solver=solver, scorer=verified())
         (log,) = inspect_eval(
             task, model=mock_model(), log_dir=str(tmp_path), display="none", cache=True
@@ -257,22 +297,50 @@ def test_an_unknown_method_fails_when_the_solver_is_made():
 
 
 def test_messages_tools_and_tool_choice_map_to_inspect_types():
-    req = ModelRequest.model_validate({
-        "messages": [
-            {"role": "system", "content": "be brief"},
-            {"role": "user", "content": "2+2?"},
-            {"role": "assistant", "content": "", "tool_calls": [
-                {"id": "c1", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "2+2"}'}},
-                {"id": "c2", "type": "function", "function": {"name": "calculator", "arguments": "{oops"}},
-            ]},
-            {"role": "tool", "tool_call_id": "c1", "name": "calculator", "content": "4"},
-        ],
-        "tools": [{"type": "function", "function": {
-            "name": "calculator", "description": "Evaluate arithmetic.",
-            "parameters": {"type": "object", "properties": {"expression": {"type": "string"}},
-                           "required": ["expression"], "additionalProperties": False}}}],
-        "tool_choice": "required",
-    })  # fmt: skip
+    req = ModelRequest.model_validate(
+        {
+            "messages": [
+                {"role": "system", "content": "be brief"},
+                {"role": "user", "content": "2+2?"},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {
+                                "name": "calculator",
+                                "arguments": '{"expression": "2+2"}',
+                            },
+                        },
+                        {
+                            "id": "c2",
+                            "type": "function",
+                            "function": {"name": "calculator", "arguments": "{oops"},
+                        },
+                    ],
+                },
+                {"role": "tool", "tool_call_id": "c1", "name": "calculator", "content": "4"},
+            ],
+            "tools": [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": "calculator",
+                        "description": "Evaluate arithmetic.",
+                        "parameters": {
+                            "type": "object",
+                            "properties": {"expression": {"type": "string"}},
+                            "required": ["expression"],
+                            "additionalProperties": False,
+                        },
+                    },
+                }
+            ],
+            "tool_choice": "required",
+        }
+    )
     system, user, assistant, tool = to_inspect_messages(req.messages)
     assert (system.role, user.text, tool.tool_call_id, tool.function) == (
         "system",
@@ -290,8 +358,12 @@ def test_messages_tools_and_tool_choice_map_to_inspect_types():
 
 
 def test_a_schema_is_sent_only_when_inspect_holds_it_whole():
-    closed = {"type": "object", "properties": {"answer": {"type": "number"}},
-              "required": ["answer"], "additionalProperties": False}  # fmt: skip
+    closed = {
+        "type": "object",
+        "properties": {"answer": {"type": "number"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
     sent = response_schema(ModelRequest(messages=[], response_schema=closed, schema_name="outputs"))
     assert (
         sent and sent.name == "outputs" and sent.json_schema.model_dump(exclude_none=True) == closed
@@ -305,9 +377,12 @@ async def test_the_adapter_maps_usage_stop_reasons_and_inspect_settings_win():
         seen.append(config)
         out = ModelOutput.from_content("mockllm/model", "done", stop_reason="max_tokens")
         out.usage = ModelUsage(
-            input_tokens=30, output_tokens=7, total_tokens=47, input_tokens_cache_read=10,
+            input_tokens=30,
+            output_tokens=7,
+            total_tokens=47,
+            input_tokens_cache_read=10,
             total_cost=0.002,
-        )  # fmt: skip
+        )
         return out
 
     seen: list[Any] = []
@@ -458,9 +533,12 @@ def test_inspect_finds_the_solver_and_scorer_by_name_through_the_entry_point(ent
         " registry_lookup('scorer', 'verimap/verified') is not None)\n"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
         env=entry_points_env,
-    )  # fmt: skip
+    )
     assert out.stdout.split() == ["True", "True"], out.stderr
 
 
@@ -478,10 +556,26 @@ def test_inspect_eval_runs_verimap_on_three_gsm8k_samples_with_the_local_model(
         env.pop(var, None)  # no endpoint and no Inspect model: verimap's local model
     budget = json.dumps({"budget": {"max_llm_calls": 6, "timeout_s": 120}})
     cmd = [
-        sys.executable, "-m", "inspect_ai", "eval", f"{HERE / 'gsm8k_task.py'}@gsm8k", "--limit", "3",
-        "--max-samples", "1", "--display", "plain", "--log-dir", str(tmp_path / "logs"),
-        "--solver", "verimap/verimap_solver", "-S", "domain=math", "-S", f"config={budget}",
-    ]  # fmt: skip
+        sys.executable,
+        "-m",
+        "inspect_ai",
+        "eval",
+        f"{HERE / 'gsm8k_task.py'}@gsm8k",
+        "--limit",
+        "3",
+        "--max-samples",
+        "1",
+        "--display",
+        "plain",
+        "--log-dir",
+        str(tmp_path / "logs"),
+        "--solver",
+        "verimap/verimap_solver",
+        "-S",
+        "domain=math",
+        "-S",
+        f"config={budget}",
+    ]
     started = time.monotonic()
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900, cwd=tmp_path)
     took = time.monotonic() - started
@@ -510,8 +604,13 @@ def test_inspect_eval_runs_verimap_on_three_gsm8k_samples_with_the_local_model(
 def test_a_sample_ids_trace_file_stays_inside_the_trace_dir(tmp_path):
     traces = tmp_path / "deep" / "traces"
     sample = Sample(id="../../escaped", target="3", input=GSM8K_LIKE[1].input)
-    solver = verimap_solver("verimap", sandbox=InProcessSandboxDouble(), domain="math",
-                            config=ONE_NODE, trace_dir=str(traces))  # fmt: skip
+    solver = verimap_solver(
+        "verimap",
+        sandbox=InProcessSandboxDouble(),
+        domain="math",
+        config=ONE_NODE,
+        trace_dir=str(traces),
+    )
     log = run_eval(solver, tmp_path, [sample], mock_model('{"answer": 3}'))
     assert log.status == "success", log.error
     (written,) = traces.iterdir()
@@ -539,9 +638,13 @@ def test_the_transcript_of_a_served_model_is_redacted_and_the_model_gets_it_whol
 
     world = ScriptedWorld([plan], outputs)
     solver = verimap_solver(
-        "verimap", planner=world.model, executor=world.model, sandbox=InProcessSandboxDouble(),
-        domain="math", config={"max_retries": 1, "vacuity_check": False},
-    )  # fmt: skip
+        "verimap",
+        planner=world.model,
+        executor=world.model,
+        sandbox=InProcessSandboxDouble(),
+        domain="math",
+        config={"max_retries": 1, "vacuity_check": False},
+    )
     log = run_eval(solver, tmp_path, GSM8K_LIKE[:1], mock_model())
     assert log.status == "success", log.error
     (s,) = log.samples or []

@@ -26,7 +26,15 @@ class Reply:
     delay: float = 0.0
 
 
-def completion(content: str = "ok", *, prompt: int = 10, completion_tokens: int = 5, cached: int = 0, tool_calls=None, model: str = "m") -> dict:  # fmt: skip
+def completion(
+    content: str = "ok",
+    *,
+    prompt: int = 10,
+    completion_tokens: int = 5,
+    cached: int = 0,
+    tool_calls=None,
+    model: str = "m",
+) -> dict:
     msg: dict[str, Any] = {"role": "assistant", "content": content}
     if tool_calls:
         msg["tool_calls"] = tool_calls

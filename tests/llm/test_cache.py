@@ -205,8 +205,12 @@ def test_two_model_files_of_one_name_and_size_have_their_own_entries(tmp_path, m
     assert a.stat().st_size == b.stat().st_size
 
     def key(weights) -> str:
-        m = CachedModel(client("http://127.0.0.1:1/v1"), tmp_path / "cache", endpoint="local/qwen",
-                        model_file=weights)  # fmt: skip
+        m = CachedModel(
+            client("http://127.0.0.1:1/v1"),
+            tmp_path / "cache",
+            endpoint="local/qwen",
+            model_file=weights,
+        )
         return m.key(ask(temperature=0))
 
     assert key(a) != key(b)
@@ -217,8 +221,12 @@ def test_two_model_files_of_one_name_and_size_have_their_own_entries(tmp_path, m
 
 
 def test_a_missing_model_file_is_a_clear_error(tmp_path):
-    m = CachedModel(client("http://127.0.0.1:1/v1"), tmp_path / "cache", endpoint="local/qwen",
-                    model_file=tmp_path / "gone.gguf")  # fmt: skip
+    m = CachedModel(
+        client("http://127.0.0.1:1/v1"),
+        tmp_path / "cache",
+        endpoint="local/qwen",
+        model_file=tmp_path / "gone.gguf",
+    )
     with pytest.raises(CacheError, match="cannot read the model file"):
         m.key(ask(temperature=0))
 
@@ -248,8 +256,9 @@ def test_the_api_key_is_in_the_key_as_an_hmac_under_the_user_s_secret(tmp_path):
     other_user = CachedModel(client("http://127.0.0.1:1/v1"), tmp_path, secret=secret_b)
     assert other_user.where()["credential"] != digest
     assert other_user.key(ask(temperature=0)) != m.key(ask(temperature=0))
-    other_key = CachedModel(client("http://127.0.0.1:1/v1", key="sk-another-key-1234"), tmp_path,
-                            secret=secret_a)  # fmt: skip
+    other_key = CachedModel(
+        client("http://127.0.0.1:1/v1", key="sk-another-key-1234"), tmp_path, secret=secret_a
+    )
     assert other_key.where()["credential"] != digest
     with_password = CachedModel(client("http://u:hunter2pass@127.0.0.1:1/v1"), tmp_path)
     assert "hunter2pass" not in json.dumps(with_password.where())

@@ -98,7 +98,7 @@ def test_the_reply_limit_goes_where_the_endpoint_wants_it():
 
 
 async def test_a_refused_limit_field_is_switched_once_and_remembered(http_server):
-    refusal = "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."  # fmt: skip
+    refusal = "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
     http_server.replies = [error(400, refusal), Reply(body=completion())]
     m = OpenAIModel("reasoner", base_url=http_server.url, api_key="k")
     assert m.token_limit_field == "max_tokens"
@@ -118,10 +118,10 @@ async def test_a_refused_limit_field_is_switched_once_and_remembered(http_server
 async def test_sampling_a_model_refuses_is_dropped_once_and_remembered(http_server):
     """OpenAI's reasoning models take no temperature but the default: they are sent none, and
     an endpoint that refuses one for another model is sent none from its first refusal on."""
-    assert "temperature" not in OpenAIModel("o3-mini", base_url=http_server.url, api_key="k")._kwargs(
-        ask(temperature=0.0, top_p=1.0), "openai"
-    )  # fmt: skip
-    refusal = "Unsupported value: 'temperature' does not support 0.0 with this model. Only the default (1) value is supported."  # fmt: skip
+    assert "temperature" not in OpenAIModel(
+        "o3-mini", base_url=http_server.url, api_key="k"
+    )._kwargs(ask(temperature=0.0, top_p=1.0), "openai")
+    refusal = "Unsupported value: 'temperature' does not support 0.0 with this model. Only the default (1) value is supported."
     assert sampling_refused(refusal)
     assert sampling_refused("Unsupported parameter: 'top_p' is not supported with this model.")
     assert not sampling_refused("max_tokens is too large: the context length is 8192")
@@ -140,11 +140,13 @@ async def test_sampling_a_model_refuses_is_dropped_once_and_remembered(http_serv
 
 
 async def test_requests_refused_together_are_all_sent_again(http_server):
-    refusal = "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."  # fmt: skip
+    refusal = "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead."
     refused = Reply(status=400, body={"error": {"message": refusal}}, delay=0.2)
     http_server.replies = [refused, refused, Reply(body=completion())]
     m = OpenAIModel("reasoner", base_url=http_server.url, api_key="k")
-    await asyncio.wait_for(asyncio.gather(m.request(ask("1", max_tokens=5)), m.request(ask("2", max_tokens=5))), 20)  # fmt: skip
+    await asyncio.wait_for(
+        asyncio.gather(m.request(ask("1", max_tokens=5)), m.request(ask("2", max_tokens=5))), 20
+    )
     later = http_server.requests[2:]
     assert len(later) == 2 and all("max_tokens" not in r for r in later)
 
@@ -170,12 +172,16 @@ async def test_a_seed_is_sent_and_a_repeated_request_gets_the_next_one(http_serv
 def test_provider_model_names_name_their_endpoint():
     t = resolve("openai/gpt-4o-mini")
     assert t is not None and (t.model, t.base_url, t.key_env) == (
-        "gpt-4o-mini", "https://api.openai.com/v1", "OPENAI_API_KEY",
-    )  # fmt: skip
+        "gpt-4o-mini",
+        "https://api.openai.com/v1",
+        "OPENAI_API_KEY",
+    )
     t = resolve("ollama/qwen2.5:7b")
     assert t is not None and (t.model, t.base_url, t.key_env) == (
-        "qwen2.5:7b", "http://localhost:11434/v1", None,
-    )  # fmt: skip
+        "qwen2.5:7b",
+        "http://localhost:11434/v1",
+        None,
+    )
     t = resolve("local/qwen2.5-coder-1.5b")
     assert t is not None and (t.provider, t.model, t.base_url) == (
         "local",
@@ -191,7 +197,12 @@ def test_provider_model_names_name_their_endpoint():
 
 @pytest.fixture
 def no_endpoint(monkeypatch):
-    for var in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "OPENROUTER_API_KEY", "VERIMAP_MAX_TOKENS_PARAM"):  # fmt: skip
+    for var in (
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "OPENROUTER_API_KEY",
+        "VERIMAP_MAX_TOKENS_PARAM",
+    ):
         monkeypatch.delenv(var, raising=False)
 
 

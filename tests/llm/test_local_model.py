@@ -33,7 +33,9 @@ async def test_plan_request_returns_a_schema_valid_plan(local_model):
     task = "Tom has 3 boxes of 12 pencils and gives away 7 pencils. How many pencils are left?"
     planner = LLMPlanner(local_model)
     messages = planner.plan_messages(task)
-    value, responses = await request_structured(local_model, messages, planner.schema, role="planner", max_repairs=1)  # fmt: skip
+    value, responses = await request_structured(
+        local_model, messages, planner.schema, role="planner", max_repairs=1
+    )
     jsonschema.validate(value, planner.schema)
     jsonschema.validate(value, plan_json_schema())
     # Structure, not quality: whether the 0.5B's references make a valid DAG is the planner's
@@ -91,7 +93,14 @@ async def test_judge_call_returns_passed_and_explanation(local_model):
 async def test_forced_tool_call_round_trips(local_model):
     msgs = [{"role": "user", "content": "What is 1234 * 5678? Use the calculator."}]
     forced = {"type": "function", "function": {"name": "calculator"}}
-    r = await local_model.request(ModelRequest(messages=msgs, tools=[CALCULATOR], tool_choice=forced, settings=GenerationSettings(temperature=0)))  # fmt: skip
+    r = await local_model.request(
+        ModelRequest(
+            messages=msgs,
+            tools=[CALCULATOR],
+            tool_choice=forced,
+            settings=GenerationSettings(temperature=0),
+        )
+    )
     assert len(r.tool_calls) == 1 and r.tool_calls[0].name == "calculator"
     args = json.loads(r.tool_calls[0].arguments)
     jsonschema.validate(args, CALCULATOR["function"]["parameters"])
@@ -111,21 +120,40 @@ async def test_forced_tool_call_round_trips(local_model):
         {"role": "tool", "tool_call_id": call.id, "content": "7006652"},
         {"role": "user", "content": "State the result."},
     ]
-    final = await local_model.request(ModelRequest(messages=msgs, tools=[CALCULATOR], tool_choice="none", settings=GenerationSettings(temperature=0)))  # fmt: skip
+    final = await local_model.request(
+        ModelRequest(
+            messages=msgs,
+            tools=[CALCULATOR],
+            tool_choice="none",
+            settings=GenerationSettings(temperature=0),
+        )
+    )
     assert final.tool_calls == [] and final.content.strip()
     assert final.usage.calls == 1 and final.usage.prompt_tokens > r.usage.prompt_tokens
 
 
 async def test_auto_tool_choice_yields_a_parsed_tool_call(local_model):
     msgs = [{"role": "user", "content": "What is 1234 * 5678? Use the calculator tool."}]
-    r = await local_model.request(ModelRequest(messages=msgs, tools=[CALCULATOR], tool_choice="auto", settings=GenerationSettings(temperature=0)))  # fmt: skip
+    r = await local_model.request(
+        ModelRequest(
+            messages=msgs,
+            tools=[CALCULATOR],
+            tool_choice="auto",
+            settings=GenerationSettings(temperature=0),
+        )
+    )
     assert [c.name for c in r.tool_calls] == ["calculator"]
     assert "expression" in json.loads(r.tool_calls[0].arguments)
     assert r.finish_reason == "tool_calls"
 
 
 async def test_plain_chat_and_usage(local_model):
-    r = await local_model.request(ModelRequest(messages=[UserMessage(content="Say hello.")], settings=GenerationSettings(max_tokens=16, temperature=0)))  # fmt: skip
+    r = await local_model.request(
+        ModelRequest(
+            messages=[UserMessage(content="Say hello.")],
+            settings=GenerationSettings(max_tokens=16, temperature=0),
+        )
+    )
     assert r.content.strip()
     assert r.usage.calls == 1 and r.usage.failed_calls == 0
     assert r.usage.prompt_tokens > 0 and 0 < r.usage.completion_tokens <= 16
@@ -134,9 +162,15 @@ async def test_plain_chat_and_usage(local_model):
 
 async def test_a_stop_text_ends_the_reply_where_it_would_begin(local_model):
     ask = [{"role": "user", "content": "Write the numbers from 1 to 9, separated by commas."}]
-    free = await local_model.request(ModelRequest(messages=ask, settings=GenerationSettings(max_tokens=40, temperature=0)))  # fmt: skip
+    free = await local_model.request(
+        ModelRequest(messages=ask, settings=GenerationSettings(max_tokens=40, temperature=0))
+    )
     assert "5" in free.content
-    cut = await local_model.request(ModelRequest(messages=ask, settings=GenerationSettings(max_tokens=40, temperature=0, stop=("5",))))  # fmt: skip
+    cut = await local_model.request(
+        ModelRequest(
+            messages=ask, settings=GenerationSettings(max_tokens=40, temperature=0, stop=("5",))
+        )
+    )
     assert "4" in cut.content and "5" not in cut.content and cut.finish_reason == "stop"
 
 
@@ -152,8 +186,9 @@ async def test_a_repeated_prefix_is_served_from_the_cache_and_counted(local_mode
     def ask(question: str) -> ModelRequest:
         return ModelRequest(
             messages=[SystemMessage(content=prefix), UserMessage(content=question)],
-            settings=GenerationSettings(max_tokens=8, temperature=0), role="executor",
-        )  # fmt: skip
+            settings=GenerationSettings(max_tokens=8, temperature=0),
+            role="executor",
+        )
 
     ledger = Ledger()
     model = MeteredModel(local_model, ledger)
@@ -179,7 +214,7 @@ async def test_a_prefix_stays_cached_while_other_prompts_come_and_go(local_model
         return ModelRequest(
             messages=[SystemMessage(content=system), UserMessage(content=question)],
             settings=GenerationSettings(max_tokens=4, temperature=0),
-        )  # fmt: skip
+        )
 
     planner = "You plan tasks. " + " ".join(
         f"Planning rule {i}: keep it short." for i in range(100)

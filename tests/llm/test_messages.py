@@ -24,7 +24,11 @@ from verimap.tools.registry import ToolRegistry, calculator_tool
 
 from .conftest import Reply, completion
 
-CALL = {"id": "c1", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "6*7"}'}}  # fmt: skip
+CALL = {
+    "id": "c1",
+    "type": "function",
+    "function": {"name": "calculator", "arguments": '{"expression": "6*7"}'},
+}
 
 
 def model(url: str) -> OpenAIModel:
@@ -79,12 +83,14 @@ def test_to_openai_round_trips_tool_calls():
         AssistantMessage(content="42"),
     ]
     wire = to_openai(typed)
-    assert json.dumps(wire) == json.dumps([
-        {"role": "user", "content": "q"},
-        {"role": "assistant", "content": "", "tool_calls": [CALL]},
-        {"role": "tool", "tool_call_id": "c1", "content": "42"},
-        {"role": "assistant", "content": "42"},
-    ])  # fmt: skip
+    assert json.dumps(wire) == json.dumps(
+        [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "", "tool_calls": [CALL]},
+            {"role": "tool", "tool_call_id": "c1", "content": "42"},
+            {"role": "assistant", "content": "42"},
+        ]
+    )
     assert as_messages(wire) == typed
 
 
@@ -128,15 +134,21 @@ async def test_a_tool_loop_sends_the_openai_transcript(http_server):
     ]
     messages = [SystemMessage(content="s"), UserMessage(content="q")]
     loop = await tool_loop(
-        model(http_server.url), ToolRegistry([calculator_tool()]), messages, role="executor",
-        max_steps=3, settings=GenerationSettings(temperature=0.0),
-    )  # fmt: skip
+        model(http_server.url),
+        ToolRegistry([calculator_tool()]),
+        messages,
+        role="executor",
+        max_steps=3,
+        settings=GenerationSettings(temperature=0.0),
+    )
     assert loop.answered and loop.tool_calls == 1
     second = http_server.requests[1]
-    assert json.dumps(second["messages"]) == json.dumps([
-        {"role": "system", "content": "s"},
-        {"role": "user", "content": "q"},
-        {"role": "assistant", "content": "", "tool_calls": [CALL]},
-        {"role": "tool", "tool_call_id": "c1", "content": "42"},
-    ])  # fmt: skip
+    assert json.dumps(second["messages"]) == json.dumps(
+        [
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "", "tool_calls": [CALL]},
+            {"role": "tool", "tool_call_id": "c1", "content": "42"},
+        ]
+    )
     assert second["temperature"] == 0.0 and second["tool_choice"] == "auto"

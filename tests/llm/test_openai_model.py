@@ -38,7 +38,11 @@ def test_is_a_model():
 
 
 async def test_retries_429_and_500_then_succeeds_and_counts_failed_attempts(http_server):
-    http_server.replies = [error(429, "slow down"), error(500, "boom"), Reply(body=completion("hello", prompt=7, completion_tokens=3))]  # fmt: skip
+    http_server.replies = [
+        error(429, "slow down"),
+        error(500, "boom"),
+        Reply(body=completion("hello", prompt=7, completion_tokens=3)),
+    ]
     r = await fast(http_server.url).request(ask())
     assert r.content == "hello"
     assert len(http_server.requests) == 3
@@ -47,7 +51,10 @@ async def test_retries_429_and_500_then_succeeds_and_counts_failed_attempts(http
 
 
 async def test_backoff_grows_and_honours_retry_after(http_server):
-    http_server.replies = [Reply(status=429, body={"error": {"message": "x"}}, headers={"retry-after": "0.3"}), Reply(body=completion())]  # fmt: skip
+    http_server.replies = [
+        Reply(status=429, body={"error": {"message": "x"}}, headers={"retry-after": "0.3"}),
+        Reply(body=completion()),
+    ]
     t0 = time.monotonic()
     await OpenAIModel("m", base_url=http_server.url, api_key="k", backoff_max=5).request(ask())
     assert time.monotonic() - t0 >= 0.3
@@ -114,7 +121,9 @@ async def test_on_unreachable_hook_switches_to_a_recovered_url(http_server):
 
 
 async def test_auto_dialect_falls_back_from_json_schema_and_remembers(http_server):
-    llama_500 = error(500, "1 validation error: response_format.type Input should be 'text' or 'json_object'")  # fmt: skip
+    llama_500 = error(
+        500, "1 validation error: response_format.type Input should be 'text' or 'json_object'"
+    )
     ok = Reply(body=completion('{"passed": true, "explanation": "fine"}'))
     http_server.replies = [llama_500, ok, ok]
     m = fast(http_server.url)
@@ -149,7 +158,11 @@ async def test_fixed_dialect_never_falls_back(http_server):
 
 
 def test_response_formats_per_dialect():
-    assert response_format_for("openai", SCHEMA, "judge verdict")["json_schema"] == {"name": "judge_verdict", "schema": SCHEMA, "strict": True}  # fmt: skip
+    assert response_format_for("openai", SCHEMA, "judge verdict")["json_schema"] == {
+        "name": "judge_verdict",
+        "schema": SCHEMA,
+        "strict": True,
+    }
     loose = {"type": "object", "properties": {"a": {"type": "string"}}}
     assert response_format_for("openai", loose, "o")["json_schema"]["strict"] is False
     assert response_format_for("llamacpp", SCHEMA, "o") == {"type": "json_object", "schema": SCHEMA}
@@ -177,7 +190,9 @@ async def test_assistant_content_none_is_sent_as_empty_string(http_server):
 
 
 async def test_usage_cached_tokens_and_cost(http_server):
-    http_server.replies = [Reply(body=completion(prompt=1_000_000, completion_tokens=1_000_000, cached=500_000))]  # fmt: skip
+    http_server.replies = [
+        Reply(body=completion(prompt=1_000_000, completion_tokens=1_000_000, cached=500_000))
+    ]
     r = await fast(http_server.url).request(ask())
     assert r.usage.cached_tokens == 500_000
     # gpt-4o-mini: 0.15 input, 0.075 cached input, 0.60 output per 1M tokens
@@ -185,31 +200,53 @@ async def test_usage_cached_tokens_and_cost(http_server):
 
 
 async def test_native_tool_calls_are_parsed(http_server):
-    tc = [{"id": "call_9", "type": "function", "function": {"name": "calculator", "arguments": '{"expression": "2+2"}'}}]  # fmt: skip
+    tc = [
+        {
+            "id": "call_9",
+            "type": "function",
+            "function": {"name": "calculator", "arguments": '{"expression": "2+2"}'},
+        }
+    ]
     http_server.replies = [Reply(body=completion(tool_calls=tc))]
     tools = [
         {"type": "function", "function": {"name": "calculator", "parameters": {"type": "object"}}}
     ]
-    r = await fast(http_server.url).request(ModelRequest(messages=[UserMessage(content="x")], tools=tools, tool_choice="auto"))  # fmt: skip
-    assert [(c.id, c.name, json.loads(c.arguments)) for c in r.tool_calls] == [("call_9", "calculator", {"expression": "2+2"})]  # fmt: skip
+    r = await fast(http_server.url).request(
+        ModelRequest(messages=[UserMessage(content="x")], tools=tools, tool_choice="auto")
+    )
+    assert [(c.id, c.name, json.loads(c.arguments)) for c in r.tool_calls] == [
+        ("call_9", "calculator", {"expression": "2+2"})
+    ]
     assert http_server.requests[0]["tool_choice"] == "auto"
 
 
 async def test_text_tool_calls_become_tool_calls(http_server):
-    http_server.replies = [Reply(body=completion('{"name": "calculator", "arguments": {"expression": "3*4"}}'))]  # fmt: skip
+    http_server.replies = [
+        Reply(body=completion('{"name": "calculator", "arguments": {"expression": "3*4"}}'))
+    ]
     tools = [
         {"type": "function", "function": {"name": "calculator", "parameters": {"type": "object"}}}
     ]
-    r = await fast(http_server.url).request(ModelRequest(messages=[UserMessage(content="x")], tools=tools, tool_choice="auto"))  # fmt: skip
+    r = await fast(http_server.url).request(
+        ModelRequest(messages=[UserMessage(content="x")], tools=tools, tool_choice="auto")
+    )
     assert r.content == "" and r.finish_reason == "tool_calls"
-    assert (r.tool_calls[0].name, json.loads(r.tool_calls[0].arguments)) == ("calculator", {"expression": "3*4"})  # fmt: skip
+    assert (r.tool_calls[0].name, json.loads(r.tool_calls[0].arguments)) == (
+        "calculator",
+        {"expression": "3*4"},
+    )
 
 
 def test_parse_text_tool_calls_variants():
     names = {"calc", "python"}
-    two = '<tool_call>\n{"name": "calc", "arguments": {"e": "1"}}\n</tool_call>\n<tool_call>\n{"name": "python", "arguments": {"code": "print(1)"}}\n</tool_call>'  # fmt: skip
+    two = '<tool_call>\n{"name": "calc", "arguments": {"e": "1"}}\n</tool_call>\n<tool_call>\n{"name": "python", "arguments": {"code": "print(1)"}}\n</tool_call>'
     assert [c.name for c in parse_text_tool_calls(two, names)] == ["calc", "python"]
-    assert parse_text_tool_calls('```json\n{"name": "calc", "arguments": "{}"}\n```', names)[0].arguments == "{}"  # fmt: skip
+    assert (
+        parse_text_tool_calls('```json\n{"name": "calc", "arguments": "{}"}\n```', names)[
+            0
+        ].arguments
+        == "{}"
+    )
     assert parse_text_tool_calls('{"name": "other", "arguments": {}}', names) == []
     assert parse_text_tool_calls("The answer is 4.", names) == []
     assert parse_text_tool_calls('{"answer": 4}', names) == []
@@ -221,8 +258,13 @@ async def test_required_tool_choice_maps_to_forced_tool_for_llamacpp(http_server
         {"type": "function", "function": {"name": "final_answer", "parameters": {"type": "object"}}}
     ]
     m = OpenAIModel("local", base_url=http_server.url, local=True)
-    await m.request(ModelRequest(messages=[UserMessage(content="x")], tools=tools, tool_choice="required"))  # fmt: skip
-    assert http_server.requests[0]["tool_choice"] == {"type": "function", "function": {"name": "final_answer"}}  # fmt: skip
+    await m.request(
+        ModelRequest(messages=[UserMessage(content="x")], tools=tools, tool_choice="required")
+    )
+    assert http_server.requests[0]["tool_choice"] == {
+        "type": "function",
+        "function": {"name": "final_answer"},
+    }
 
 
 def test_missing_key_for_openai_is_a_clear_error(monkeypatch):
@@ -326,11 +368,16 @@ async def test_a_request_s_purpose_never_reaches_the_endpoint(http_server):
     http_server.replies = [Reply(body=completion("ok"))]
     purposes = [
         PlanCall(kind="replan", task="TASK-MARK"),
-        ExecuteCall(node_id="NODE-MARK", attempt=2, final_call=True, inputs={"INPUT-MARK": 1},
-                    outputs={"OUTPUT-MARK": "number"}),
+        ExecuteCall(
+            node_id="NODE-MARK",
+            attempt=2,
+            final_call=True,
+            inputs={"INPUT-MARK": 1},
+            outputs={"OUTPUT-MARK": "number"},
+        ),
         JudgeCall(node_id="NODE-MARK", criteria={"VF-MARK": "CRITERION-MARK"}, outputs={"x": 1}),
         SolveCall(kind="program", framing=1, task="TASK-MARK"),
-    ]  # fmt: skip
+    ]
     model = fast(http_server.url)
     for purpose in purposes:
         await model.request(ask(SCHEMA, purpose=purpose))

@@ -100,8 +100,10 @@ def test_the_real_server_stops_generating_for_a_client_that_hung_up(local_server
         hangs_up.post(url, json=long, headers=auth)
     # Stopped at a token, or (a server slow to take the request) never started: llama-cpp-python
     # itself refuses a request whose client left before the model was called.
-    ended = re.compile(r"client hung up; generation stopped after (\d+) tokens|"
-                       r"Disconnected from client \(via refresh/close\) before llm invoked()")  # fmt: skip
+    ended = re.compile(
+        r"client hung up; generation stopped after (\d+) tokens|"
+        r"Disconnected from client \(via refresh/close\) before llm invoked()"
+    )
     deadline = time.monotonic() + 60
     found: list[tuple[str, str]] = []
     while time.monotonic() < deadline and len(found) <= before:

@@ -26,25 +26,42 @@ def verimap(
     *args: str, env: dict[str, str], cwd: Path, timeout: float
 ) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "verimap", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout
-    )  # fmt: skip
+        [sys.executable, "-m", "verimap", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def no_servers_left(tmp_path: Path) -> bool:
     servers = list((tmp_path / "state" / "servers").glob("*.json"))
-    return all(not server.pid_alive(info.pid) for p in servers if (info := server.read_state(p)))  # fmt: skip
+    return all(not server.pid_alive(info.pid) for p in servers if (info := server.read_state(p)))
 
 
 def test_verimap_run_finishes_with_a_result_and_a_trace(local_model_file, tmp_path):
     env = offline_env(local_model_file, tmp_path)
     traces = tmp_path / "traces"
     p = verimap(
-        "run", "What is 17 + 25? Give the number.",
-        "--json", "--quiet", "--trace-dir", str(traces),
-        "--max-iterations", "2", "--max-attempts", "1", "--time-limit", "240",
-        "--max-nodes", "3",  # the planner over HTTP (the local default runs one node, no planner)
-        env=env, cwd=tmp_path, timeout=420,
-    )  # fmt: skip
+        "run",
+        "What is 17 + 25? Give the number.",
+        "--json",
+        "--quiet",
+        "--trace-dir",
+        str(traces),
+        "--max-iterations",
+        "2",
+        "--max-attempts",
+        "1",
+        "--time-limit",
+        "240",
+        "--max-nodes",
+        "3",  # the planner over HTTP (the local default runs one node, no planner)
+        env=env,
+        cwd=tmp_path,
+        timeout=420,
+    )
     assert p.returncode in (0, 1, 3), p.stderr[-3000:]
     result = json.loads(p.stdout)
     assert result["status"] in ("success", "failed", "partial", "budget_exhausted")
@@ -62,10 +79,24 @@ def test_verimap_eval_humaneval_writes_results(local_model_file, tmp_path):
     env = offline_env(local_model_file, tmp_path)
     out = tmp_path / "out"
     p = verimap(
-        "eval", "--benchmark", "humaneval", "--method", "verimap", "--limit", "2",
-        "--out", str(out), "--quiet", "--max-iterations", "1", "--max-attempts", "1",
-        env=env, cwd=tmp_path, timeout=900,
-    )  # fmt: skip
+        "eval",
+        "--benchmark",
+        "humaneval",
+        "--method",
+        "verimap",
+        "--limit",
+        "2",
+        "--out",
+        str(out),
+        "--quiet",
+        "--max-iterations",
+        "1",
+        "--max-attempts",
+        "1",
+        env=env,
+        cwd=tmp_path,
+        timeout=900,
+    )
     assert p.returncode == 0, p.stderr[-3000:]
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert len(rows) == 2

@@ -20,7 +20,13 @@ from verimap.policies import SmallModel
 
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch, tmp_path):
-    for k in ("OPENAI_API_KEY", "OPENAI_BASE_URL", "VERIMAP_MODEL_FILE", "VERIMAP_LOCAL_MODEL", "VERIMAP_DIALECT"):  # fmt: skip
+    for k in (
+        "OPENAI_API_KEY",
+        "OPENAI_BASE_URL",
+        "VERIMAP_MODEL_FILE",
+        "VERIMAP_LOCAL_MODEL",
+        "VERIMAP_DIALECT",
+    ):
         monkeypatch.delenv(k, raising=False)
     monkeypatch.setenv("VERIMAP_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("VERIMAP_STATE_DIR", str(tmp_path / "state"))
@@ -68,11 +74,20 @@ def test_model_file_option_and_env(tmp_path, monkeypatch):
 
 async def test_remote_connect_builds_one_model_per_role(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    async with connect(planner_model="gpt-4.1", executor_model="gpt-4o-mini", base_url="http://127.0.0.1:9/v1") as models:  # fmt: skip
+    async with connect(
+        planner_model="gpt-4.1", executor_model="gpt-4o-mini", base_url="http://127.0.0.1:9/v1"
+    ) as models:
         assert set(models) == {"planner", "executor", "judge"}
-        assert [models[r].name for r in ("planner", "executor", "judge")] == ["gpt-4.1", "gpt-4o-mini", "gpt-4o-mini"]  # fmt: skip
+        assert [models[r].name for r in ("planner", "executor", "judge")] == [
+            "gpt-4.1",
+            "gpt-4o-mini",
+            "gpt-4o-mini",
+        ]
         assert models["executor"] is models["judge"]
-        assert all(isinstance(m, OpenAIModel) and m.base_url == "http://127.0.0.1:9/v1" for m in models.values())  # fmt: skip
+        assert all(
+            isinstance(m, OpenAIModel) and m.base_url == "http://127.0.0.1:9/v1"
+            for m in models.values()
+        )
 
 
 async def test_local_connect_rejects_per_role_models_without_endpoint():
@@ -96,7 +111,20 @@ def test_endpoint_options_decorator_passes_all_flags():
     def cmd(**kw):
         seen.update(kw)
 
-    r = CliRunner().invoke(cmd, ["--model", "m", "--planner-model", "p", "--base-url", "http://h/v1", "--keep-server", "--model-file", "x.gguf"])  # fmt: skip
+    r = CliRunner().invoke(
+        cmd,
+        [
+            "--model",
+            "m",
+            "--planner-model",
+            "p",
+            "--base-url",
+            "http://h/v1",
+            "--keep-server",
+            "--model-file",
+            "x.gguf",
+        ],
+    )
     assert r.exit_code == 0, r.output
     assert seen["model"] == "m" and seen["planner_model"] == "p" and seen["keep_server"] is True
     assert seen["base_url"] == "http://h/v1" and str(seen["model_file"]) == "x.gguf"

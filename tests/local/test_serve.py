@@ -37,9 +37,13 @@ def test_cached_states_keep_one_row_of_logits_and_restore_without_touching_the_b
 
     def save(self):
         return llama.LlamaState(
-            scores=self._scores.copy(), input_ids=self.input_ids.copy(), n_tokens=self.n_tokens,
-            llama_state=b"", llama_state_size=0, seed=0,
-        )  # fmt: skip
+            scores=self._scores.copy(),
+            input_ids=self.input_ids.copy(),
+            n_tokens=self.n_tokens,
+            llama_state=b"",
+            llama_state_size=0,
+            seed=0,
+        )
 
     def load(self, st):
         self.scores[: st.n_tokens, :] = st.scores.copy()
@@ -63,8 +67,12 @@ def test_cached_states_keep_one_row_of_logits_and_restore_without_touching_the_b
     m.load_state(saved)
     assert m.n_tokens == 40 and (m.scores == before).all() and m.scores.shape == (64, 10)
     wide = llama.LlamaState(
-        scores=np.ones((3, 10), dtype=np.single), input_ids=np.zeros(64, dtype=np.intc),
-        n_tokens=3, llama_state=b"", llama_state_size=0, seed=0,
-    )  # fmt: skip
+        scores=np.ones((3, 10), dtype=np.single),
+        input_ids=np.zeros(64, dtype=np.intc),
+        n_tokens=3,
+        llama_state=b"",
+        llama_state_size=0,
+        seed=0,
+    )
     m.load_state(wide)  # a state saved unpatched still loads the runtime's way
     assert (m.scores[:3] == 1).all() and (m.scores[3:] == 0).all()

@@ -35,7 +35,11 @@ def isolated_state(monkeypatch, tmp_path):
 
 def owned_pid(model_file) -> int:
     """The pid of the server this process started (not kept) for the model."""
-    mine = [i for _p, i in server.list_servers() if i.model_file == str(model_file.resolve()) and i.owner_pid == os.getpid()]  # fmt: skip
+    mine = [
+        i
+        for _p, i in server.list_servers()
+        if i.model_file == str(model_file.resolve()) and i.owner_pid == os.getpid()
+    ]
     assert len(mine) == 1, mine
     return mine[0].pid
 
@@ -173,7 +177,9 @@ def test_server_of_a_killed_command_exits_by_itself(local_model_file, tmp_path):
         "print(info.pid, flush=True)\n"
         "time.sleep(600)\n"
     )
-    owner = subprocess.Popen([sys.executable, "-c", script, str(local_model_file)], stdout=subprocess.PIPE, text=True)  # fmt: skip
+    owner = subprocess.Popen(
+        [sys.executable, "-c", script, str(local_model_file)], stdout=subprocess.PIPE, text=True
+    )
     try:
         pid = int(owner.stdout.readline())
         assert server.pid_alive(pid)

@@ -95,11 +95,19 @@ def like_ours(path: str, headers: dict[str, str]) -> tuple[int, dict]:
         return 401, {"detail": "Invalid API key"}
     if url.path.endswith("/chat/completions"):
         return 200, {
-            "id": "c", "object": "chat.completion", "created": 0, "model": "m",
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"},
-                         "finish_reason": "stop"}],
+            "id": "c",
+            "object": "chat.completion",
+            "created": 0,
+            "model": "m",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": "hi"},
+                    "finish_reason": "stop",
+                }
+            ],
             "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
-        }  # fmt: skip
+        }
     return answers_200(path, headers)
 
 
@@ -125,9 +133,14 @@ def loopback() -> Iterator[Callable[[Answer], LoopbackServer]]:
 
 def info_for(port: int, model_file: Path, **kw) -> server.ServerInfo:
     return server.ServerInfo(
-        pid=os.getpid(), port=port, model_file=str(model_file), alias="m", keep=True,
-        token=TOKEN, **kw,
-    )  # fmt: skip
+        pid=os.getpid(),
+        port=port,
+        model_file=str(model_file),
+        alias="m",
+        keep=True,
+        token=TOKEN,
+        **kw,
+    )
 
 
 def test_an_impostor_that_answers_200_is_not_taken_for_our_server(loopback, tmp_path):
@@ -155,7 +168,9 @@ def test_a_server_that_proves_the_token_is_ours(loopback, tmp_path):
     # The token is sent only after the proof, and the check also saw the refusal without it.
     paths = [(urlsplit(p).path, "authorization" in h) for p, h in ours.seen]
     assert paths == [("/v1/models", False), (PROOF_PATH, False), (READY_PATH, True)]
-    assert not server.healthy(info_for(ours.port, tmp_path / "m.gguf").model_copy(update={"token": "x" * 43}))  # fmt: skip
+    assert not server.healthy(
+        info_for(ours.port, tmp_path / "m.gguf").model_copy(update={"token": "x" * 43})
+    )
 
 
 class _Started:
@@ -254,7 +269,9 @@ async def test_a_kept_server_given_as_the_base_url_gets_its_token(monkeypatch, l
 
 
 def test_the_server_wrapper_takes_its_fds_and_token_from_a_pipe():
-    ours, rest = _split_args(["--owner", "12", "--listen-fd", "5", "--token-fd", "6", "--", "--port", "1"])  # fmt: skip
+    ours, rest = _split_args(
+        ["--owner", "12", "--listen-fd", "5", "--token-fd", "6", "--", "--port", "1"]
+    )
     assert ours == {"--owner": 12, "--listen-fd": 5, "--token-fd": 6} and rest == ["--port", "1"]
     with pytest.raises(SystemExit):
         _split_args(["--api_key", "x", "--"])
@@ -276,7 +293,9 @@ def test_the_wrapper_makes_llama_cpp_ask_for_the_token(monkeypatch):
     def create_app(**_kw):
         app_module.set_server_settings(ServerSettings())
         app = FastAPI()
-        app.add_api_route("/v1/models", lambda: {"data": []}, dependencies=[Depends(app_module.authenticate)])  # fmt: skip
+        app.add_api_route(
+            "/v1/models", lambda: {"data": []}, dependencies=[Depends(app_module.authenticate)]
+        )
         return app
 
     monkeypatch.setattr(app_module, "create_app", create_app)

@@ -39,7 +39,13 @@ def write_wheels(directory: Path, parts: list[bytes], prefix: str = "vmfake") ->
 
 
 def test_part_number_is_numeric_not_textual():
-    names = ["a/data/part10.bin", "b/data/part2.bin", "c/data/part01.bin", "x/part3.bin", "d/data/readme.txt"]  # fmt: skip
+    names = [
+        "a/data/part10.bin",
+        "b/data/part2.bin",
+        "c/data/part01.bin",
+        "x/part3.bin",
+        "d/data/readme.txt",
+    ]
     assert [weights._part_number(n) for n in names] == [10, 2, 1, None, None]
 
 

@@ -80,7 +80,7 @@ def of(seen: list, type_: str) -> list:
         ("Paris", "text", "Paris"),
         ("  \n", "text", None),
     ],
-)  # fmt: skip
+)
 def test_the_answer_of_a_reply_per_kind(reply, kind, answer):
     assert read_answer(reply, kind) == answer
 
@@ -155,15 +155,18 @@ async def test_sc_draws_k_samples_at_temperature_0_7_and_the_majority_value_wins
     [vote] = of(seen, VOTE)
     assert vote.data["by"] == "value" and vote.data["winner"] == 18 and vote.data["share"] == 0.6
     assert [(g["answer"], g["count"], g["samples"]) for g in vote.data["groups"]] == [
-        (18, 3, [1, 2, 4]), (20, 1, [0]), (7, 1, [3])
-    ]  # fmt: skip
+        (18, 3, [1, 2, 4]),
+        (20, 1, [0]),
+        (7, 1, [3]),
+    ]
     assert len(of(seen, REPLIES)[0].data["replies"]) == 5
     assert of(read_trace(r.trace_path), RUN_START)[0].data["parameters"]["samples"] == 5
 
 
 async def test_sc_breaks_a_tie_for_the_earliest_answer_and_samples_without_one_count_against():
-    model = replies("The answer is 5.", "no idea", "The answer is 6.", "The answer is 6.",
-                    "The answer is 5.")  # fmt: skip
+    model = replies(
+        "The answer is 5.", "no idea", "The answer is 6.", "The answer is 6.", "The answer is 5."
+    )
     r = await SelfConsistency(model, kind="number", samples=5).run("Q")
     assert r.answer == 5 and r.confidence == pytest.approx(2 / 5)
 
@@ -252,8 +255,11 @@ async def test_sc_on_code_breaks_a_behaviour_tie_for_the_earliest_sample(process
 async def test_sc_on_code_with_no_inputs_takes_the_most_frequent_code_text(process_sandbox):
     # The task names no function, so nothing can be run: samples equal up to layout and
     # comments are the same answer.
-    model = replies(fenced(WRONG), fenced(RIGHT), fenced("def total(xs: List[int]) -> int:\n"
-                                                        "    return sum(xs)  # the sum"))  # fmt: skip
+    model = replies(
+        fenced(WRONG),
+        fenced(RIGHT),
+        fenced("def total(xs: List[int]) -> int:\n    return sum(xs)  # the sum"),
+    )
     bus, seen = events()
     sc = SelfConsistency(model, process_sandbox, kind="code", samples=3, events=bus)
     r = await sc.run("Write a function that sums a list.")
@@ -367,8 +373,9 @@ def qa_bench(samples, tmp_path, monkeypatch):
 
 
 def _qa(bench, name, model, **kw):
-    return baseline(name, {EXECUTOR: model}, None, domain=bench.domain,
-                    tools=bench.tools(None), **kw)  # fmt: skip
+    return baseline(
+        name, {EXECUTOR: model}, None, domain=bench.domain, tools=bench.tools(None), **kw
+    )
 
 
 async def test_rag_reads_the_top_passages_and_the_question_in_one_call(qa_bench, tmp_path):
@@ -378,9 +385,14 @@ async def test_rag_reads_the_top_passages_and_the_question_in_one_call(qa_bench,
     rag = _qa(qa_bench, "rag", model)
     assert isinstance(rag, Rag)
     attempt = await attempt_task(
-        qa_bench, "rag", task, 0, tmp_path / "t.jsonl", None,
+        qa_bench,
+        "rag",
+        task,
+        0,
+        tmp_path / "t.jsonl",
+        None,
         lambda t, run, path: rag.run(t.prompt, trace_path=path),
-    )  # fmt: skip
+    )
     rec = attempt.record
     assert rec is not None and rec["correct"] and rec["usage"][EXECUTOR]["calls"] == 1
     prompt = model.requests[0].messages[0].content

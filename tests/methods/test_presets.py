@@ -25,15 +25,34 @@ def chain_plan(vf_on_a=None):
     vfs = [vf_on_a or {"name": "has_x", "type": "python", "code": "assert outputs['x']"}]
     return {
         "nodes": [
-            {"id": "a", "instruction": "Step A: extract the numbers.", "inputs": ["USER_TASK"], "outputs": ["x"],
-             "verification": vfs},
-            {"id": "b", "instruction": "Step B: combine them.", "inputs": ["a.x"], "outputs": ["y"],
-             "verification": [{"name": "has_y", "type": "python", "code": "assert outputs['y']"}]},
-            {"id": "c", "instruction": "Step C: state the answer.", "inputs": ["b.y"], "outputs": ["answer"],
-             "verification": [{"name": "sensible", "type": "llm", "content": "The answer is a number."}]},
+            {
+                "id": "a",
+                "instruction": "Step A: extract the numbers.",
+                "inputs": ["USER_TASK"],
+                "outputs": ["x"],
+                "verification": vfs,
+            },
+            {
+                "id": "b",
+                "instruction": "Step B: combine them.",
+                "inputs": ["a.x"],
+                "outputs": ["y"],
+                "verification": [
+                    {"name": "has_y", "type": "python", "code": "assert outputs['y']"}
+                ],
+            },
+            {
+                "id": "c",
+                "instruction": "Step C: state the answer.",
+                "inputs": ["b.y"],
+                "outputs": ["answer"],
+                "verification": [
+                    {"name": "sensible", "type": "llm", "content": "The answer is a number."}
+                ],
+            },
         ],
         "edges": [],
-    }  # fmt: skip
+    }
 
 
 def scripted(plan):
@@ -90,16 +109,32 @@ async def test_map_skips_verification_and_answers_with_the_final_reply_as_writte
 
 FOUR_GENERATIONS = {
     "nodes": [
-        {"id": "a", "instruction": "Step A: read the two prices.", "inputs": ["USER_TASK"],
-         "outputs": {"prices": "list[number]"}},
-        {"id": "b", "instruction": "Step B: add the prices up.", "inputs": ["a.prices"],
-         "outputs": {"total": "number"}},
-        {"id": "c", "instruction": "Step C: take off the discount.", "inputs": ["b.total", "USER_TASK"],
-         "outputs": {"discounted": "number"}},
-        {"id": "d", "instruction": "Step D: state the answer.", "inputs": ["c.discounted"],
-         "outputs": {"answer": "number"}},
+        {
+            "id": "a",
+            "instruction": "Step A: read the two prices.",
+            "inputs": ["USER_TASK"],
+            "outputs": {"prices": "list[number]"},
+        },
+        {
+            "id": "b",
+            "instruction": "Step B: add the prices up.",
+            "inputs": ["a.prices"],
+            "outputs": {"total": "number"},
+        },
+        {
+            "id": "c",
+            "instruction": "Step C: take off the discount.",
+            "inputs": ["b.total", "USER_TASK"],
+            "outputs": {"discounted": "number"},
+        },
+        {
+            "id": "d",
+            "instruction": "Step D: state the answer.",
+            "inputs": ["c.discounted"],
+            "outputs": {"answer": "number"},
+        },
     ]
-}  # fmt: skip
+}
 REPLIES = {
     "a": "The prices are 3 and 4 (reply of A).",
     "b": "Together they cost 7 (reply of B).",
@@ -136,9 +171,12 @@ async def test_other_methods_keep_named_json_inputs(sandbox):
     world = ScriptedWorld(
         [FOUR_GENERATIONS],
         lambda nid, k, inputs, prompt: {
-            "a": {"prices": [3, 4]}, "b": {"total": 7}, "c": {"discounted": 6}, "d": {"answer": 6}
+            "a": {"prices": [3, 4]},
+            "b": {"total": 7},
+            "c": {"discounted": 6},
+            "d": {"answer": 6},
         }[nid],
-    )  # fmt: skip
+    )
     coord = build(world.models(), sandbox, ToolRegistry(), method="map-v")
     res = await coord.run("Pens cost 3 and 4 dollars, and one dollar is taken off. Total?")
     assert res.status == "success" and res.answer == 6

@@ -54,8 +54,10 @@ async def test_every_request_of_a_scripted_run_carries_its_purpose(method, sandb
     assert labels == sorted(r.purpose.label for r in asked)
 
 
-@pytest.mark.parametrize(("method", "label"), [("bare", "solve:sample"), ("sc", "solve:sample"),
-                                               ("program", "solve:program:0")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("method", "label"),
+    [("bare", "solve:sample"), ("sc", "solve:sample"), ("program", "solve:program:0")],
+)
 async def test_a_baseline_solves_the_task_on_its_own(method, label, sandbox):
     task = get_benchmark("gsm8k", SAMPLES).tasks()[0]
     models = oracle_models([task])
@@ -63,21 +65,35 @@ async def test_a_baseline_solves_the_task_on_its_own(method, label, sandbox):
     await runner.run(task.prompt)
     asked = models["executor"].requests
     assert {r.purpose.label for r in asked} == {label}
-    assert all(r.purpose == SolveCall(kind=r.purpose.kind, framing=r.purpose.framing,
-                                      task=task.prompt) for r in asked)  # fmt: skip
+    assert all(
+        r.purpose == SolveCall(kind=r.purpose.kind, framing=r.purpose.framing, task=task.prompt)
+        for r in asked
+    )
 
 
 CHAIN = {
     "nodes": [
-        {"id": "a", "instruction": "Read the price.", "inputs": ["USER_TASK"],
-         "outputs": {"price": "number"},
-         "verification": [{"name": "positive", "type": "python", "code": "assert outputs['price'] > 0"}]},
-        {"id": "b", "instruction": "Multiply it by 23.", "inputs": ["a.price"],
-         "outputs": {"total": "number"},
-         "verification": [{"name": "sensible", "type": "llm", "content": "The total is a cost."},
-                          {"name": "whole", "type": "llm", "content": "The total is whole."}]},
+        {
+            "id": "a",
+            "instruction": "Read the price.",
+            "inputs": ["USER_TASK"],
+            "outputs": {"price": "number"},
+            "verification": [
+                {"name": "positive", "type": "python", "code": "assert outputs['price'] > 0"}
+            ],
+        },
+        {
+            "id": "b",
+            "instruction": "Multiply it by 23.",
+            "inputs": ["a.price"],
+            "outputs": {"total": "number"},
+            "verification": [
+                {"name": "sensible", "type": "llm", "content": "The total is a cost."},
+                {"name": "whole", "type": "llm", "content": "The total is whole."},
+            ],
+        },
     ]
-}  # fmt: skip
+}
 
 
 async def test_a_world_is_told_each_node_its_inputs_and_each_judge_its_criteria(process_sandbox):
@@ -105,15 +121,19 @@ async def test_a_world_is_told_each_node_its_inputs_and_each_judge_its_criteria(
     task = "Pens cost 17 dollars. What do 23 pens cost?"
     r = await verimap.build(world.models(), process_sandbox, config=config).run(task)
     assert r.answer == 391
-    assert judged == [("b", "The total is a cost.", {"total": 391}),
-                      ("b", "The total is whole.", {"total": 391})]  # fmt: skip
+    assert judged == [
+        ("b", "The total is a cost.", {"total": 391}),
+        ("b", "The total is whole.", {"total": 391}),
+    ]
     assert solved and set(solved) == {task}
     labels = [q.purpose.label for q in world.model.requests]
     assert "judge:b:sensible,whole" in labels and "judge:b:sensible,whole:final" in labels
     assert [p for p in labels if p.startswith("solve")] == ["solve:program:0", "solve:sample"]
     executed = [q.purpose for q in world.model.requests if isinstance(q.purpose, ExecuteCall)]
-    assert [(p.node_id, p.inputs) for p in executed] == [("a", {"USER_TASK": task}),
-                                                         ("b", {"a.price": 17})]  # fmt: skip
+    assert [(p.node_id, p.inputs) for p in executed] == [
+        ("a", {"USER_TASK": task}),
+        ("b", {"a.price": 17}),
+    ]
 
 
 async def test_a_run_on_the_real_client_sends_no_purpose(chat_endpoint, sandbox):  # noqa: F811

@@ -18,8 +18,13 @@ HOSTILE = "\\x1b[2J\\x1b[31mred [bold]loud[/bold]"
 
 
 def node(id, inputs=("USER_TASK",), outputs=("x",), vfs=(), instruction=None):
-    return {"id": id, "instruction": instruction or f"do {id}", "inputs": list(inputs),
-            "outputs": list(outputs), "verification": list(vfs)}  # fmt: skip
+    return {
+        "id": id,
+        "instruction": instruction or f"do {id}",
+        "inputs": list(inputs),
+        "outputs": list(outputs),
+        "verification": list(vfs),
+    }
 
 
 def pos(var, extra=""):
@@ -28,8 +33,12 @@ def pos(var, extra=""):
 
 
 CHAIN = {"nodes": [node("a", vfs=[pos("x")]), node("b", ["a.x"], ["y"], [pos("y", HOSTILE)])]}
-FIXED = {"nodes": [CHAIN["nodes"][0],
-                   node("b", ["a.x"], ["y"], [pos("y", HOSTILE)], instruction="do b better")]}  # fmt: skip
+FIXED = {
+    "nodes": [
+        CHAIN["nodes"][0],
+        node("b", ["a.x"], ["y"], [pos("y", HOSTILE)], instruction="do b better"),
+    ]
+}
 
 
 async def run(world, config=None):
@@ -74,8 +83,9 @@ def replan_world():
 
 
 def terminal(width=100):
-    return Console(file=io.StringIO(), force_terminal=True, color_system="standard",
-                   width=width, record=True)  # fmt: skip
+    return Console(
+        file=io.StringIO(), force_terminal=True, color_system="standard", width=width, record=True
+    )
 
 
 async def test_statuses_through_retries_a_replan_and_a_reused_node():
@@ -173,8 +183,17 @@ async def test_render_run_on_a_terminal():
     console = terminal()
     console.print(render_run(s))
     text = console.export_text()
-    for part in ("iteration 2", "running", "retries 2", "replans 1", "reused", "retry 1",
-                 "y_pos FAIL", "replanned after node 'b' failed", "verified before"):  # fmt: skip
+    for part in (
+        "iteration 2",
+        "running",
+        "retries 2",
+        "replans 1",
+        "reused",
+        "retry 1",
+        "y_pos FAIL",
+        "replanned after node 'b' failed",
+        "verified before",
+    ):
         assert part in text, part
     assert "\x1b[" in console.file.getvalue()
     styles = {
@@ -224,16 +243,24 @@ async def test_narrate_draws_on_a_terminal_and_logs_plain_lines_elsewhere(capsys
     console = terminal()
     bus = verimap.EventBus()
     with narrate(bus, console=console):
-        await verimap.build(replan_world().models(), InProcessSandboxDouble(),
-                            config=RunConfig(max_retries=2), events=bus).run("task")  # fmt: skip
+        await verimap.build(
+            replan_world().models(),
+            InProcessSandboxDouble(),
+            config=RunConfig(max_retries=2),
+            events=bus,
+        ).run("task")
     drawn = console.file.getvalue()
     assert "\x1b[" in drawn and "retry 1" in drawn and "reused" in drawn and "success" in drawn
     assert capsys.readouterr().err == "" and not bus.errors
 
     bus = verimap.EventBus()
     with narrate(bus, console=Console(file=io.StringIO())):
-        await verimap.build(replan_world().models(), InProcessSandboxDouble(),
-                            config=RunConfig(max_retries=2), events=bus).run("task")  # fmt: skip
+        await verimap.build(
+            replan_world().models(),
+            InProcessSandboxDouble(),
+            config=RunConfig(max_retries=2),
+            events=bus,
+        ).run("task")
     err = capsys.readouterr().err
     assert "[it 2] a: reused (verified before, unchanged)" in err and "[it 2] b: retry 1" in err
     assert "\x1b" not in err

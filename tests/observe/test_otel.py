@@ -47,8 +47,13 @@ SENSIBLE = {"name": "sensible", "type": "llm", "content": "y is a sensible answe
 
 
 def node(id, inputs=("USER_TASK",), outputs=("x",), vfs=()):
-    return {"id": id, "instruction": f"do {id}", "inputs": list(inputs), "outputs": list(outputs),
-            "verification": list(vfs)}  # fmt: skip
+    return {
+        "id": id,
+        "instruction": f"do {id}",
+        "inputs": list(inputs),
+        "outputs": list(outputs),
+        "verification": list(vfs),
+    }
 
 
 # `a` never passes, so the second plan replaces it with `a2`.
@@ -141,8 +146,10 @@ async def test_span_tree_of_a_replanned_run(spans, exporter, monkeypatch):
     (b1,) = children(b, got, "attempt")
     assert b1.status.status_code == StatusCode.UNSET and b1.attributes["verimap.passed"] is True
     assert [c.attributes["verimap.role"] for c in children(b1, got, "chat")] == [
-        "executor", "judge", "judge",
-    ]  # fmt: skip
+        "executor",
+        "judge",
+        "judge",
+    ]
     (judged,) = children(b1, got, "vf")
     assert judged.attributes["verimap.vf.type"] == "llm"
     assert judged.attributes["verimap.vf.outcome"] == "PASS"
@@ -214,8 +221,12 @@ async def test_tool_calls_and_exact_token_counts(spans, exporter):
     assert parent_of(attempt, got).name == "node solve"  # type: ignore[union-attr]
     inside = children(attempt, got)
     assert [s.name for s in inside] == [
-        "chat gpt-test", "execute_tool calculator", "chat gpt-test", "chat gpt-test", "vf is_42",
-    ]  # fmt: skip
+        "chat gpt-test",
+        "execute_tool calculator",
+        "chat gpt-test",
+        "chat gpt-test",
+        "vf is_42",
+    ]
     first, tool, second, third, _ = inside
     assert tool.start_time >= first.end_time
     assert tool.attributes["gen_ai.operation.name"] == "execute_tool"
@@ -238,9 +249,12 @@ async def test_a_failed_model_call_is_an_error_span_and_closes_the_tree(spans, e
     bus = verimap.EventBus()
     bus.subscribe(spans)
     coord = verimap.build(
-        {"executor": model}, None, config=RunConfig(verification="none"), events=bus,
+        {"executor": model},
+        None,
+        config=RunConfig(verification="none"),
+        events=bus,
         planner=TemplatePlanner.single_node(),
-    )  # fmt: skip
+    )
     r = await coord.run("task")
     assert r.status == "failed" and r.error_kind == "infrastructure"
     got = list(exporter.get_finished_spans())
@@ -253,8 +267,13 @@ async def test_a_failed_model_call_is_an_error_span_and_closes_the_tree(spans, e
     assert attempt is not None and attempt.attributes["verimap.status"] == "cancelled"
     (root,) = [s for s in got if s.parent is None]
     assert root.status.status_code == StatusCode.ERROR
-    assert {s.name for s in got} == {"verimap run", "iteration 1", "node solve", "attempt 1",
-                                     "chat scripted"}  # fmt: skip
+    assert {s.name for s in got} == {
+        "verimap run",
+        "iteration 1",
+        "node solve",
+        "attempt 1",
+        "chat scripted",
+    }
     assert OUTPUT_KEY not in exported_text(got)
 
 
@@ -262,8 +281,14 @@ def test_spans_redact_by_themselves(spans, exporter, monkeypatch):
     """Events from another source than an EventBus (which redacts) are redacted all the same."""
     monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
     spans(ev.RunStart(run_id="r", task=f"key {ENV_KEY}", config={}))
-    spans(ev.NodeStart(run_id="r", iteration=1, node_id="n",
-                       inputs={"api_key": "hunter2-hunter2", "note": OUTPUT_KEY}))  # fmt: skip
+    spans(
+        ev.NodeStart(
+            run_id="r",
+            iteration=1,
+            node_id="n",
+            inputs={"api_key": "hunter2-hunter2", "note": OUTPUT_KEY},
+        )
+    )
     spans(ev.Error(run_id="r", iteration=1, node_id="n", error=ENV_KEY))
     spans(ev.Finish(run_id="r", status="failed", error=ENV_KEY))
     got = list(exporter.get_finished_spans())
@@ -338,8 +363,18 @@ def cli(*args: str):
 def run(task: str, trace_dir: Path, *args: str):
     """`verimap run` on the scripted world, which plans node a: on the local model a run is one
     node without a planner, hence `--max-nodes 2`."""
-    return cli("run", task, "-q", "--max-nodes", "2", "--sandbox", "process",
-               "--trace-dir", str(trace_dir), *args)  # fmt: skip
+    return cli(
+        "run",
+        task,
+        "-q",
+        "--max-nodes",
+        "2",
+        "--sandbox",
+        "process",
+        "--trace-dir",
+        str(trace_dir),
+        *args,
+    )
 
 
 def test_run_otel_flag_exports_the_run(scripted_run, exporter, monkeypatch, tmp_path):
@@ -420,9 +455,25 @@ def test_the_standard_variable_alone_sends_otlp_to_the_collector(
 
 def test_eval_otel_puts_every_task_run_under_one_eval_span(exporter, monkeypatch, tmp_path):
     monkeypatch.setattr(otel, "otlp_exporter", lambda: exporter)
-    r = cli("eval", "-b", "gsm8k", "-m", "react", "-n", "2", "-o", str(tmp_path / "out"),
-            "--data-dir", str(SAMPLES), "--models-factory", "verimap.testing:oracle_factory",
-            "--sandbox", "process", "--quiet", "--otel")  # fmt: skip
+    r = cli(
+        "eval",
+        "-b",
+        "gsm8k",
+        "-m",
+        "react",
+        "-n",
+        "2",
+        "-o",
+        str(tmp_path / "out"),
+        "--data-dir",
+        str(SAMPLES),
+        "--models-factory",
+        "verimap.testing:oracle_factory",
+        "--sandbox",
+        "process",
+        "--quiet",
+        "--otel",
+    )
     assert r.exit_code == 0, r.output
     got = list(exporter.get_finished_spans())
     (top,) = [s for s in got if s.parent is None]

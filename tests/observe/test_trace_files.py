@@ -19,8 +19,15 @@ from verimap.observe.trace_files import (
     trace_path,
 )
 
-GOOD = {"key": "r0/gsm8k/0", "task_id": "gsm8k/0", "method": "verimap", "benchmark": "gsm8k",
-        "run": 0, "correct": True, "usage": {"planner": {"prompt_tokens": 3, "cost": 0.5}}}  # fmt: skip
+GOOD = {
+    "key": "r0/gsm8k/0",
+    "task_id": "gsm8k/0",
+    "method": "verimap",
+    "benchmark": "gsm8k",
+    "run": 0,
+    "correct": True,
+    "usage": {"planner": {"prompt_tokens": 3, "cost": 0.5}},
+}
 DEEP = "[" * 5_000 + "]" * 5_000
 
 
@@ -116,8 +123,12 @@ def test_events_with_lists_where_mappings_belong_are_skipped(tmp_path):
 
 def test_a_json_object_file_is_read_or_says_why(tmp_path):
     p = tmp_path / "config.json"
-    for raw, why in [(b"[1]", "not a JSON object"), (b"\xff", "not UTF-8"),
-                     (DEEP.encode(), "deeper than"), (b"{", "not JSON")]:  # fmt: skip
+    for raw, why in [
+        (b"[1]", "not a JSON object"),
+        (b"\xff", "not UTF-8"),
+        (DEEP.encode(), "deeper than"),
+        (b"{", "not JSON"),
+    ]:
         p.write_bytes(raw)
         assert read_json_object(p)[0] is None and why in read_json_object(p)[1]
         assert read_json_object(p)[1].startswith(f"{p}: ")
@@ -145,10 +156,16 @@ _json = st.recursive(
     max_leaves=12,
 )
 _record = st.fixed_dictionaries(
-    {"key": st.text(max_size=5), "task_id": st.text(max_size=5), "method": st.just("m"),
-     "benchmark": st.just("b"), "run": st.integers(0, 3), "correct": st.booleans()},
+    {
+        "key": st.text(max_size=5),
+        "task_id": st.text(max_size=5),
+        "method": st.just("m"),
+        "benchmark": st.just("b"),
+        "run": st.integers(0, 3),
+        "correct": st.booleans(),
+    },
     optional={"usage": _json, "plans": _json, "meta": _json, "tokens": _json, "trace": _json},
-)  # fmt: skip
+)
 _event = st.fixed_dictionaries(
     {"type": st.sampled_from(["plan", "node_start", "vf_verdict", "finish", "x"])},
     optional={"data": _json, "node_id": _json, "iteration": _json, "attempt": _json},
@@ -182,6 +199,7 @@ def test_any_bytes_give_records_or_named_problems_never_an_exception(tmp_path, f
         nonblank = {n for n, raw in enumerate(lines, 1) if raw.strip()}
         bad = {q.line for q in got.problems}
         assert set(got.lines) | bad == nonblank and not set(got.lines) & bad
-        assert all(re.match(rf"{re.escape(str(p))}:{q.line}: .+; skipped$", str(q))
-                   for q in got.problems)  # fmt: skip
+        assert all(
+            re.match(rf"{re.escape(str(p))}:{q.line}: .+; skipped$", str(q)) for q in got.problems
+        )
         assert all(isinstance(r, dict) for r in got.records)

@@ -31,8 +31,12 @@ def test_every_demonstration_is_a_valid_plan_its_grammar_admits(domain):
         available: list[str] = []
         for n in plan.nodes:
             reply = demo.nodes[n.id]
-            schema = node_schema(domain, list(n.outputs), available,
-                                 min_criteria=int(domain == "qa" and n.id == FINAL))  # fmt: skip
+            schema = node_schema(
+                domain,
+                list(n.outputs),
+                available,
+                min_criteria=int(domain == "qa" and n.id == FINAL),
+            )
             jsonschema.validate(reply, schema)
             available += [f"{n.id}.{o}" for o in n.outputs]
             assert {v.check for v in n.verification if isinstance(v, CheckVF)} <= set(

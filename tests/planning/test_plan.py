@@ -8,8 +8,14 @@ from verimap.planning.plan import PlanError, parse_plan, plan_json_schema, to_me
 
 
 def node(id, inputs=("USER_TASK",), outputs=("x",), vfs=(), **kw):
-    return {"id": id, "instruction": f"do {id}", "inputs": list(inputs), "outputs": list(outputs),
-            "verification": list(vfs), **kw}  # fmt: skip
+    return {
+        "id": id,
+        "instruction": f"do {id}",
+        "inputs": list(inputs),
+        "outputs": list(outputs),
+        "verification": list(vfs),
+        **kw,
+    }
 
 
 def problems(data) -> list[str]:
@@ -115,8 +121,19 @@ def test_schema_and_mermaid():
 
 
 def test_vf_kind_is_inferred_when_type_is_missing_and_named_when_unknown():
-    p = parse_plan({"nodes": [node("a", vfs=[{"name": "p", "code": "assert outputs['x']"},
-                                             {"name": "j", "content": "x is right"}])]})  # fmt: skip
+    p = parse_plan(
+        {
+            "nodes": [
+                node(
+                    "a",
+                    vfs=[
+                        {"name": "p", "code": "assert outputs['x']"},
+                        {"name": "j", "content": "x is right"},
+                    ],
+                )
+            ]
+        }
+    )
     assert [v.type for v in p.nodes[0].verification] == ["python", "llm"]
     bad = problems({"nodes": [node("a", vfs=[{"name": "p", "type": "sql", "code": "x"}])]})
     assert bad == [

@@ -42,8 +42,11 @@ def test_extra_sinks_feed_the_last_one_which_becomes_the_final_node():
     plan = parse_plan(raw)
     assert plan.final_node().id == "final"
     assert plan.node("final").inputs == [
-        "USER_TASK", "extract.hours", "regular.regular_pay", "overtime.overtime_pay",
-    ]  # fmt: skip
+        "USER_TASK",
+        "extract.hours",
+        "regular.regular_pay",
+        "overtime.overtime_pay",
+    ]
     assert plan.node("regular").inputs == SIBLINGS["nodes"][1]["inputs"]
 
 
@@ -63,27 +66,38 @@ def test_a_near_miss_output_name_is_resolved_only_when_one_output_fits():
         "nodes": [
             node("calc", ["USER_TASK"], ["total_distance"]),
             node("two", ["USER_TASK"], ["total_cost", "total_weight"]),
-            node("end", ["calc.total_meters", "two.total_costs", "two.total", "nowhere.x"], ["answer"]),
+            node(
+                "end",
+                ["calc.total_meters", "two.total_costs", "two.total", "nowhere.x"],
+                ["answer"],
+            ),
         ]
-    }  # fmt: skip
+    }
     got = resolve_near_miss_outputs(raw)["nodes"][2]["inputs"]
     assert got == ["calc.total_distance", "two.total_cost", "two.total", "nowhere.x"]
 
 
 def test_an_input_under_the_wrong_node_is_rewired_to_the_one_node_that_outputs_it():
     """Seen on GSM8K (r35): every input named `extract.`, also for later nodes' outputs."""
-    raw = {"nodes": [
-        node("extract", ["USER_TASK"], ["run_speed", "skip_speed"]),
-        node("run_distance", ["extract.run_speed"], ["run_distance"]),
-        node("skip_distance", ["extract.skip_speed"], ["skip_distance"]),
-        node("total", ["extract.run_distance", "nowhere.skip_distance", "extract.total_time"],
-             ["answer"]),
-        node("echo", ["extract.answer"], ["copy"]),
-    ]}  # fmt: skip
+    raw = {
+        "nodes": [
+            node("extract", ["USER_TASK"], ["run_speed", "skip_speed"]),
+            node("run_distance", ["extract.run_speed"], ["run_distance"]),
+            node("skip_distance", ["extract.skip_speed"], ["skip_distance"]),
+            node(
+                "total",
+                ["extract.run_distance", "nowhere.skip_distance", "extract.total_time"],
+                ["answer"],
+            ),
+            node("echo", ["extract.answer"], ["copy"]),
+        ]
+    }
     got = resolve_misattributed_outputs(copy.deepcopy(raw))
     assert got["nodes"][3]["inputs"] == [
-        "run_distance.run_distance", "skip_distance.skip_distance", "extract.total_time"
-    ]  # fmt: skip
+        "run_distance.run_distance",
+        "skip_distance.skip_distance",
+        "extract.total_time",
+    ]
     assert got["nodes"][4]["inputs"] == ["total.answer"]
     # two other nodes output `run_distance`: ambiguous, left for the validator to report
     twice = copy.deepcopy(raw)
@@ -109,16 +123,33 @@ def test_a_vf_naming_the_answer_after_the_task_reads_the_only_output():
 
 
 def test_a_vf_reading_an_input_as_an_output_is_rewritten_when_unambiguous():
-    raw = {"nodes": [{"id": "c", "inputs": ["ex.first", "ex.second", "ey.second"], "outputs": {"total": "number"},
-                      "verification": [{"name": "v", "type": "python",
-                                        "code": "assert outputs['total'] == outputs['first'] + outputs.get(\"second\")"}]}]}  # fmt: skip
+    raw = {
+        "nodes": [
+            {
+                "id": "c",
+                "inputs": ["ex.first", "ex.second", "ey.second"],
+                "outputs": {"total": "number"},
+                "verification": [
+                    {
+                        "name": "v",
+                        "type": "python",
+                        "code": "assert outputs['total'] == outputs['first'] + outputs.get(\"second\")",
+                    }
+                ],
+            }
+        ]
+    }
     code = resolve_vf_keys(raw)["nodes"][0]["verification"][0]["code"]
     assert code == "assert outputs['total'] == inputs['ex.first'] + outputs.get(\"second\")"
 
 
 def test_a_repeated_vf_name_is_numbered():
-    vfs = [{"name": "positive", "code": "a"}, {"name": "positive", "code": "b"},
-           {"name": "positive_2", "code": "c"}, {"name": "positive", "code": "d"}]  # fmt: skip
+    vfs = [
+        {"name": "positive", "code": "a"},
+        {"name": "positive", "code": "b"},
+        {"name": "positive_2", "code": "c"},
+        {"name": "positive", "code": "d"},
+    ]
     raw = number_repeated_vf_names({"nodes": [{"id": "a", "verification": vfs}]})
     names = [vf["name"] for vf in raw["nodes"][0]["verification"]]
     assert names == ["positive", "positive_3", "positive_2", "positive_4"]
@@ -127,11 +158,13 @@ def test_a_repeated_vf_name_is_numbered():
 
 def test_a_repeated_node_id_is_numbered_and_inputs_follow_the_output_they_name():
     # r39/gsm8k/50: two steps named after their verb; the second reads the first's output.
-    raw = {"nodes": [
-        node("extract", ["USER_TASK"], ["eggs", "days"]),
-        node("calculate", ["extract.eggs"], ["per_day"]),
-        node("calculate", ["calculate.per_day", "extract.days"], ["answer"]),
-    ]}  # fmt: skip
+    raw = {
+        "nodes": [
+            node("extract", ["USER_TASK"], ["eggs", "days"]),
+            node("calculate", ["extract.eggs"], ["per_day"]),
+            node("calculate", ["calculate.per_day", "extract.days"], ["answer"]),
+        ]
+    }
     fixed = number_repeated_node_ids(copy.deepcopy(raw))
     assert [n["id"] for n in fixed["nodes"]] == ["extract", "calculate", "calculate_2"]
     assert fixed["nodes"][2]["inputs"] == ["calculate.per_day", "extract.days"]
@@ -166,9 +199,12 @@ def test_a_trailing_checker_node_is_dropped_when_the_node_it_reads_gives_the_ans
     raw = {
         "nodes": [
             {**node("implement", ["USER_TASK"], ["code"]), "outputs": {"code": "code"}},
-            {**node("verify", ["implement.code", "USER_TASK"], ["result"]), "outputs": {"result": "boolean"}},
+            {
+                **node("verify", ["implement.code", "USER_TASK"], ["result"]),
+                "outputs": {"result": "boolean"},
+            },
         ]
-    }  # fmt: skip
+    }
     assert drop_checker_tail(copy.deepcopy(raw), ()) == raw
     assert [n["id"] for n in drop_checker_tail(copy.deepcopy(raw), ("code",))["nodes"]] == [
         "implement"
@@ -182,12 +218,16 @@ def test_a_trailing_checker_node_is_dropped_when_the_node_it_reads_gives_the_ans
 
 def test_a_checker_reading_the_answer_and_its_sources_is_dropped():
     """Seen on GSM8K (r35): `verify` reads the result and the quantities it came from."""
-    raw = {"nodes": [
-        node("extract", ["USER_TASK"], ["miles", "days"]),
-        node("work_out", ["extract.miles", "extract.days"], ["total"]),
-        {**node("verify", ["USER_TASK", "extract.miles", "work_out.total"], ["ok"]),
-         "outputs": {"ok": "boolean"}},
-    ]}  # fmt: skip
+    raw = {
+        "nodes": [
+            node("extract", ["USER_TASK"], ["miles", "days"]),
+            node("work_out", ["extract.miles", "extract.days"], ["total"]),
+            {
+                **node("verify", ["USER_TASK", "extract.miles", "work_out.total"], ["ok"]),
+                "outputs": {"ok": "boolean"},
+            },
+        ]
+    }
     got = drop_checker_tail(copy.deepcopy(raw), ("number",))
     assert [n["id"] for n in got["nodes"]] == ["extract", "work_out"]
     parse_plan(got)
@@ -197,11 +237,15 @@ def test_a_checker_reading_the_answer_and_its_sources_is_dropped():
 
 
 def test_a_node_whose_vf_reads_the_task_gets_the_task_as_input():
-    raw = {"nodes": [
-        node("a", ["USER_TASK"], ["x"]),
-        node("b", ["a.x"], ["code"], code="run_examples(outputs['code'], inputs[\"USER_TASK\"])"),
-        node("c", ["b.code"], ["y"], code="assert inputs.get('USER_TASKS') or outputs['y']"),
-    ]}  # fmt: skip
+    raw = {
+        "nodes": [
+            node("a", ["USER_TASK"], ["x"]),
+            node(
+                "b", ["a.x"], ["code"], code="run_examples(outputs['code'], inputs[\"USER_TASK\"])"
+            ),
+            node("c", ["b.code"], ["y"], code="assert inputs.get('USER_TASKS') or outputs['y']"),
+        ]
+    }
     got = give_vfs_the_task(copy.deepcopy(raw))
     assert got["nodes"][1]["inputs"] == ["a.x", "USER_TASK"]
     assert got["nodes"][0]["inputs"] == ["USER_TASK"] and got["nodes"][2]["inputs"] == ["b.code"]
@@ -209,8 +253,12 @@ def test_a_node_whose_vf_reads_the_task_gets_the_task_as_input():
 
 def test_a_code_tasks_final_output_named_like_code_is_typed_code():
     def plan(**outs):
-        return {"nodes": [node("a", ["USER_TASK"], ["x"]),
-                          {"id": "b", "instruction": "b", "inputs": ["a.x"], "outputs": outs}]}  # fmt: skip
+        return {
+            "nodes": [
+                node("a", ["USER_TASK"], ["x"]),
+                {"id": "b", "instruction": "b", "inputs": ["a.x"], "outputs": outs},
+            ]
+        }
 
     got = type_code_answer(plan(final_code="string", note="string"), ("code",))
     assert got["nodes"][1]["outputs"] == {"final_code": "code", "note": "string"}

@@ -24,12 +24,26 @@ from verimap.tools.registry import default_tools
 
 GOOD = {
     "nodes": [
-        {"id": "a", "instruction": "extract", "inputs": ["USER_TASK"], "outputs": ["x"],
-         "verification": [{"name": "num", "type": "python", "code": "assert isinstance(outputs['x'], int)"}]},
-        {"id": "b", "instruction": "double", "inputs": ["a.x"], "outputs": ["y"],
-         "verification": [{"name": "dbl", "type": "python", "code": "assert outputs['y'] == 2 * inputs['x']"}]},
+        {
+            "id": "a",
+            "instruction": "extract",
+            "inputs": ["USER_TASK"],
+            "outputs": ["x"],
+            "verification": [
+                {"name": "num", "type": "python", "code": "assert isinstance(outputs['x'], int)"}
+            ],
+        },
+        {
+            "id": "b",
+            "instruction": "double",
+            "inputs": ["a.x"],
+            "outputs": ["y"],
+            "verification": [
+                {"name": "dbl", "type": "python", "code": "assert outputs['y'] == 2 * inputs['x']"}
+            ],
+        },
     ]
-}  # fmt: skip
+}
 BAD = {"nodes": [{"id": "a", "instruction": "i", "inputs": ["zz.q"], "outputs": ["x"]}]}
 
 
@@ -41,9 +55,10 @@ def changed(plan: dict, node_id: str, **fields) -> dict:
 
 def failed_at(node_id: str) -> FailureContext:
     return FailureContext(
-        node_id=node_id, attempts=3,
+        node_id=node_id,
+        attempts=3,
         verdicts=[VFVerdict(name="dbl", type="python", outcome="FAIL", message="", traceback="")],
-    )  # fmt: skip
+    )
 
 
 async def test_plan_prompt_has_tools_task_demo_and_schema():
@@ -80,10 +95,24 @@ async def test_repair_loop_is_bounded():
 async def test_replan_prompt_has_previous_plan_and_failure_context():
     m = ScriptedModel([changed(GOOD, "b", instruction="double x, as an integer")])
     failure = FailureContext(
-        node_id="b", instruction="double", inputs={"a.x": 3}, outputs={"y": 7}, attempts=3,
-        verdicts=[VFVerdict(name="dbl", type="python", outcome="FAIL", message="", traceback="AssertionError at line 1")],
-        ancestors=[{"node_id": "a", "instruction": "extract", "outputs": {"x": 3}, "status": "verified"}],
-    )  # fmt: skip
+        node_id="b",
+        instruction="double",
+        inputs={"a.x": 3},
+        outputs={"y": 7},
+        attempts=3,
+        verdicts=[
+            VFVerdict(
+                name="dbl",
+                type="python",
+                outcome="FAIL",
+                message="",
+                traceback="AssertionError at line 1",
+            )
+        ],
+        ancestors=[
+            {"node_id": "a", "instruction": "extract", "outputs": {"x": 3}, "status": "verified"}
+        ],
+    )
     await LLMPlanner(m).replan("task T", parse_plan(GOOD), failure, ctx=RunContext())
     text = m.requests[0].messages[-1].content
     previous = text.split("Previous plan:")[1].split("What failed:")[0]
@@ -242,9 +271,16 @@ async def test_quality_checks_reject_useless_valid_plans():
 async def test_a_plan_over_the_node_cap_goes_back_and_falls_back_when_no_repair_is_left():
     three = json.loads(json.dumps(GOOD))
     three["nodes"].append(
-        {"id": "c", "instruction": "add one", "inputs": ["b.y"], "outputs": ["z"],
-         "verification": [{"name": "more", "type": "python", "code": "assert outputs['z'] > inputs['y']"}]}
-    )  # fmt: skip
+        {
+            "id": "c",
+            "instruction": "add one",
+            "inputs": ["b.y"],
+            "outputs": ["z"],
+            "verification": [
+                {"name": "more", "type": "python", "code": "assert outputs['z'] > inputs['y']"}
+            ],
+        }
+    )
     system = LLMPlanner(ScriptedModel([]), None, PlannerOptions(max_nodes=2)).system_prompt()
     assert "Use at most 2 nodes" in system and "Prefer few nodes" not in system
     assert "Prefer few nodes (1-4)" in LLMPlanner(ScriptedModel([])).system_prompt()
@@ -371,7 +407,11 @@ async def test_a_reply_cut_at_the_length_limit_is_named_as_such():
     from verimap.base.messages import ModelResponse
     from verimap.base.usage import Usage
 
-    cut = ModelResponse(content='{"nodes": [{"id": "a", "verification": [{"name": "v"}]', finish_reason="length", usage=Usage(calls=1, completion_tokens=300))  # fmt: skip
+    cut = ModelResponse(
+        content='{"nodes": [{"id": "a", "verification": [{"name": "v"}]',
+        finish_reason="length",
+        usage=Usage(calls=1, completion_tokens=300),
+    )
     m = ScriptedModel([cut, GOOD])
     await LLMPlanner(
         m, None, PlannerOptions(settings=PLANNER_SETTINGS.replace(max_tokens=2048))
@@ -393,8 +433,15 @@ async def test_unambiguous_bare_input_names_are_resolved_and_ambiguous_ones_repo
     from verimap.planning.plan_fixes import resolve_bare_inputs
 
     def n(id, inputs, outputs):
-        return {"id": id, "instruction": id, "inputs": inputs, "outputs": outputs,
-                "verification": [{"name": "v", "type": "python", "code": f"assert outputs['{outputs[0]}']"}]}  # fmt: skip
+        return {
+            "id": id,
+            "instruction": id,
+            "inputs": inputs,
+            "outputs": outputs,
+            "verification": [
+                {"name": "v", "type": "python", "code": f"assert outputs['{outputs[0]}']"}
+            ],
+        }
 
     bare = {"nodes": [n("a", ["USER_TASK"], ["g"]), n("b", ["g", "USER_TASK"], ["z"])]}
     plan = await LLMPlanner(ScriptedModel([bare])).plan("t", ctx=RunContext())
@@ -579,7 +626,11 @@ async def test_two_replies_in_a_row_cut_at_the_limit_end_the_repairs():
     from verimap.base.messages import ModelResponse
     from verimap.base.usage import Usage
 
-    cut = ModelResponse(content='{"nodes": [{"id": "a"', finish_reason="length", usage=Usage(calls=1, completion_tokens=1024))  # fmt: skip
+    cut = ModelResponse(
+        content='{"nodes": [{"id": "a"',
+        finish_reason="length",
+        usage=Usage(calls=1, completion_tokens=1024),
+    )
     m = ScriptedModel([cut, cut, GOOD])
     plan = await LLMPlanner(m, None, PlannerOptions(max_repairs=3)).plan("t", ctx=RunContext())
     assert m.calls == 2 and plan.fallback_reason and "cut off" in plan.fallback_reason
@@ -612,8 +663,10 @@ async def test_a_replan_is_thought_out_too_and_thinking_can_be_turned_off():
         "t", parse_plan(GOOD), failed_at("b"), ctx=RunContext()
     )
     assert [r.response_schema is None for r in m.requests] == [True, False]
-    assert [r.purpose for r in m.requests] == [PlanCall(kind="think", task="t"),
-                                               PlanCall(kind="replan", task="t")]  # fmt: skip
+    assert [r.purpose for r in m.requests] == [
+        PlanCall(kind="think", task="t"),
+        PlanCall(kind="replan", task="t"),
+    ]
     assert "What failed" in m.requests[0].messages[-1].content
     m = ScriptedModel([GOOD])
     await LLMPlanner(m).plan("t", ctx=RunContext())
@@ -684,14 +737,34 @@ def double(x: int) -> int:
 # run_examples (one reads a task the node does not take), a final `code` output typed string.
 STRING_PIPELINE = {
     "nodes": [
-        {"id": "parse", "instruction": "read the input", "inputs": ["USER_TASK"],
-         "outputs": {"text": "string"}, "verification": [{"name": "task_examples", "type": "python",
-         "code": "run_examples(outputs['text'], inputs['USER_TASK'])"}]},
-        {"id": "implement", "instruction": "write it", "inputs": ["parse.text"],
-         "outputs": {"code": "string"}, "verification": [{"name": "task_examples", "type": "python",
-         "code": "run_examples(outputs['code'], inputs['USER_TASK'])"}]},
+        {
+            "id": "parse",
+            "instruction": "read the input",
+            "inputs": ["USER_TASK"],
+            "outputs": {"text": "string"},
+            "verification": [
+                {
+                    "name": "task_examples",
+                    "type": "python",
+                    "code": "run_examples(outputs['text'], inputs['USER_TASK'])",
+                }
+            ],
+        },
+        {
+            "id": "implement",
+            "instruction": "write it",
+            "inputs": ["parse.text"],
+            "outputs": {"code": "string"},
+            "verification": [
+                {
+                    "name": "task_examples",
+                    "type": "python",
+                    "code": "run_examples(outputs['code'], inputs['USER_TASK'])",
+                }
+            ],
+        },
     ]
-}  # fmt: skip
+}
 
 
 async def test_a_code_tasks_final_node_is_typed_code_and_checked_against_the_tasks_examples():
@@ -745,8 +818,13 @@ async def test_a_final_code_node_without_an_examples_vf_gets_one():
 async def test_an_examples_vf_on_other_examples_does_not_stand_in_for_the_tasks():
     """The 1.5B on HumanEval/72: `run_examples(outputs['code'], inputs['parse.inputs'])`."""
     plan = json.loads(json.dumps(STRING_PIPELINE))
-    plan["nodes"][1]["verification"] = [{"name": "examples", "type": "python",
-        "code": "run_examples(outputs['code'], inputs['parse.text'])"}]  # fmt: skip
+    plan["nodes"][1]["verification"] = [
+        {
+            "name": "examples",
+            "type": "python",
+            "code": "run_examples(outputs['code'], inputs['parse.text'])",
+        }
+    ]
     planner = LLMPlanner(
         ScriptedModel([plan]), None, PlannerOptions(domain="programming", answer_types=("code",))
     )
@@ -757,11 +835,17 @@ async def test_an_examples_vf_on_other_examples_does_not_stand_in_for_the_tasks(
 async def test_a_code_tasks_plan_whose_answer_is_not_code_goes_back():
     """The 1.5B on HumanEval/30: a last node "combining the parts into a plan" (a string)."""
     plan = json.loads(json.dumps(STRING_PIPELINE))
-    plan["nodes"].append({
-        "id": "final", "instruction": "combine the parts into a plan", "outputs": {"plan": "string"},
-        "inputs": ["implement.code"], "verification": [{"name": "n", "type": "python",
-        "code": "assert outputs['plan'].strip()"}],
-    })  # fmt: skip
+    plan["nodes"].append(
+        {
+            "id": "final",
+            "instruction": "combine the parts into a plan",
+            "outputs": {"plan": "string"},
+            "inputs": ["implement.code"],
+            "verification": [
+                {"name": "n", "type": "python", "code": "assert outputs['plan'].strip()"}
+            ],
+        }
+    )
     m = ScriptedModel([plan, STRING_PIPELINE])
     got = await LLMPlanner(
         m, None, PlannerOptions(domain="programming", answer_types=("code",))
@@ -772,9 +856,11 @@ async def test_a_code_tasks_plan_whose_answer_is_not_code_goes_back():
 
 @pytest.mark.parametrize(
     ("domain", "task", "output"),
-    [("math", "Double 21.", "answer"),
-     ("programming", 'def f(x):\n    """Double x.\n    >>> f(1)\n    2\n    """\n', "code")],
-)  # fmt: skip
+    [
+        ("math", "Double 21.", "answer"),
+        ("programming", 'def f(x):\n    """Double x.\n    >>> f(1)\n    2\n    """\n', "code"),
+    ],
+)
 async def test_a_one_node_cap_runs_the_whole_task_as_one_node_without_a_model_call(
     domain, task, output
 ):

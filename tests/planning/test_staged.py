@@ -25,27 +25,45 @@ TASK = (
 
 
 def node(instruction, inputs, checks=(), criteria=()):
-    return {"instruction": instruction, "inputs": list(inputs), "checks": list(checks),
-            "criteria": list(criteria)}  # fmt: skip
+    return {
+        "instruction": instruction,
+        "inputs": list(inputs),
+        "checks": list(checks),
+        "criteria": list(criteria),
+    }
 
 
 def chk(check, **args):
     return {"check": check, "args": args}
 
 
-OUTLINE = {"steps": [
-    {"id": "verge", "outputs": [{"name": "person", "type": "string"}, {"name": "fact", "type": "string"}]},
-    {"id": "techcrunch", "outputs": [{"name": "person", "type": "string"}]},
-]}  # fmt: skip
+OUTLINE = {
+    "steps": [
+        {
+            "id": "verge",
+            "outputs": [{"name": "person", "type": "string"}, {"name": "fact", "type": "string"}],
+        },
+        {"id": "techcrunch", "outputs": [{"name": "person", "type": "string"}]},
+    ]
+}
 NODES = {
-    "verge": node("Search The Verge for the person accused of fraud.", ["USER_TASK"],
-                  [chk("entity", output="person"), chk("fact_in_source", output="fact", source="The Verge")]),
-    "techcrunch": node("Search TechCrunch for the person accused of fraud.", ["USER_TASK"],
-                       [chk("entity", output="person")]),
-    "final": node("Answer with the person both reports name.",
-                  ["USER_TASK", "verge.person", "techcrunch.person"], [chk("entity", output="answer")],
-                  ["The answer is the person named in both inputs."]),
-}  # fmt: skip
+    "verge": node(
+        "Search The Verge for the person accused of fraud.",
+        ["USER_TASK"],
+        [chk("entity", output="person"), chk("fact_in_source", output="fact", source="The Verge")],
+    ),
+    "techcrunch": node(
+        "Search TechCrunch for the person accused of fraud.",
+        ["USER_TASK"],
+        [chk("entity", output="person")],
+    ),
+    "final": node(
+        "Answer with the person both reports name.",
+        ["USER_TASK", "verge.person", "techcrunch.person"],
+        [chk("entity", output="answer")],
+        ["The answer is the person named in both inputs."],
+    ),
+}
 
 
 def staged_model(outline=OUTLINE, nodes=NODES, *, repairs=None):
@@ -95,8 +113,11 @@ async def test_the_outline_then_each_node_makes_a_valid_plan_with_its_vfs():
     # a node's checks may name only its own outputs; the final node must write a criterion
     final_schema = model.requests[-1].response_schema["properties"]
     assert final_schema["criteria"]["minItems"] == 1
-    entity = next(s for s in final_schema["checks"]["items"]["anyOf"]
-                  if s["properties"]["check"]["const"] == "entity")  # fmt: skip
+    entity = next(
+        s
+        for s in final_schema["checks"]["items"]["anyOf"]
+        if s["properties"]["check"]["const"] == "entity"
+    )
     assert entity["properties"]["args"]["properties"]["output"] == {"enum": ["answer"]}
     # each prompt is the one before it with a reply and a question added (a prompt cache
     # serves the prefix), and the nearest demonstrations come first
@@ -108,8 +129,17 @@ async def test_the_outline_then_each_node_makes_a_valid_plan_with_its_vfs():
 
 
 async def test_the_planner_chooses_the_granularity_a_one_node_plan_is_its_own():
-    model = staged_model({"steps": []}, {"final": node("Search and answer.", ["USER_TASK"],
-                                                       [chk("entity", output="answer")], ["Named in both."])})  # fmt: skip
+    model = staged_model(
+        {"steps": []},
+        {
+            "final": node(
+                "Search and answer.",
+                ["USER_TASK"],
+                [chk("entity", output="answer")],
+                ["Named in both."],
+            )
+        },
+    )
     plan = await StagedPlanner(model, domain="qa").plan(TASK, ctx=RunContext())
     assert (
         [n.id for n in plan.nodes] == ["final"]
@@ -186,34 +216,73 @@ async def test_a_domain_left_open_is_inferred_from_the_task():
 
 # ---- replans: a changed plan, the accepted nodes kept ---------------------------------------------
 
-PREVIOUS = {"nodes": [
-    {"id": "verge", "instruction": "Search The Verge.", "inputs": ["USER_TASK"],
-     "outputs": {"person": "string"}, "verification": [
-         {"name": "entity", "type": "check", "check": "entity", "args": {"output": "person"}}]},
-    {"id": "techcrunch", "instruction": "Search TechCrunch.", "inputs": ["USER_TASK"],
-     "outputs": {"person": "string"}, "verification": [
-         {"name": "entity", "type": "check", "check": "entity", "args": {"output": "person"}}]},
-    {"id": "final", "instruction": "Answer.", "inputs": ["USER_TASK", "verge.person", "techcrunch.person"],
-     "outputs": {"answer": "string"}, "verification": [
-         {"name": "criterion_1", "type": "llm", "content": "Named in both."}]},
-]}  # fmt: skip
-SPLIT = {"steps": [
-    {"id": "tc_fraud", "outputs": [{"name": "fact", "type": "string"}]},
-    {"id": "tc_person", "outputs": [{"name": "person", "type": "string"}]},
-]}  # fmt: skip
+PREVIOUS = {
+    "nodes": [
+        {
+            "id": "verge",
+            "instruction": "Search The Verge.",
+            "inputs": ["USER_TASK"],
+            "outputs": {"person": "string"},
+            "verification": [
+                {"name": "entity", "type": "check", "check": "entity", "args": {"output": "person"}}
+            ],
+        },
+        {
+            "id": "techcrunch",
+            "instruction": "Search TechCrunch.",
+            "inputs": ["USER_TASK"],
+            "outputs": {"person": "string"},
+            "verification": [
+                {"name": "entity", "type": "check", "check": "entity", "args": {"output": "person"}}
+            ],
+        },
+        {
+            "id": "final",
+            "instruction": "Answer.",
+            "inputs": ["USER_TASK", "verge.person", "techcrunch.person"],
+            "outputs": {"answer": "string"},
+            "verification": [{"name": "criterion_1", "type": "llm", "content": "Named in both."}],
+        },
+    ]
+}
+SPLIT = {
+    "steps": [
+        {"id": "tc_fraud", "outputs": [{"name": "fact", "type": "string"}]},
+        {"id": "tc_person", "outputs": [{"name": "person", "type": "string"}]},
+    ]
+}
 SPLIT_NODES = {
-    "tc_fraud": node("Search TechCrunch for the fraud trial and copy the sentence.", ["USER_TASK"],
-                     [chk("fact_in_source", output="fact", source="TechCrunch")]),
-    "tc_person": node("Name the person the sentence accuses.", ["tc_fraud.fact"], [chk("entity", output="person")]),
-    "final": node("Answer with the person both name.", ["USER_TASK", "verge.person", "tc_person.person"],
-                  [chk("entity", output="answer")], ["The answer is named by both verge.person and tc_person.person."]),
-}  # fmt: skip
+    "tc_fraud": node(
+        "Search TechCrunch for the fraud trial and copy the sentence.",
+        ["USER_TASK"],
+        [chk("fact_in_source", output="fact", source="TechCrunch")],
+    ),
+    "tc_person": node(
+        "Name the person the sentence accuses.", ["tc_fraud.fact"], [chk("entity", output="person")]
+    ),
+    "final": node(
+        "Answer with the person both name.",
+        ["USER_TASK", "verge.person", "tc_person.person"],
+        [chk("entity", output="answer")],
+        ["The answer is named by both verge.person and tc_person.person."],
+    ),
+}
 
 
 def failed_at(nid: str) -> FailureContext:
-    return FailureContext(node_id=nid, attempts=2, instruction="Search TechCrunch.",
-                          verdicts=[VFVerdict(name="entity", type="check", outcome="FAIL",
-                                              message="person: expected a short name, got 12 words")])  # fmt: skip
+    return FailureContext(
+        node_id=nid,
+        attempts=2,
+        instruction="Search TechCrunch.",
+        verdicts=[
+            VFVerdict(
+                name="entity",
+                type="check",
+                outcome="FAIL",
+                message="person: expected a short name, got 12 words",
+            )
+        ],
+    )
 
 
 async def test_a_replan_rewrites_the_failed_node_and_what_follows_and_keeps_the_rest():
@@ -241,8 +310,12 @@ async def test_a_replan_that_gives_the_failed_node_its_old_work_is_asked_once_mo
     same_outline = {
         "steps": [{"id": "techcrunch", "outputs": [{"name": "person", "type": "string"}]}]
     }
-    same = {"techcrunch": node("Search TechCrunch.", ["USER_TASK"], [chk("entity", output="person")]),
-            "final": node("Answer.", ["USER_TASK", "verge.person", "techcrunch.person"], [], ["Named in both."])}  # fmt: skip
+    same = {
+        "techcrunch": node("Search TechCrunch.", ["USER_TASK"], [chk("entity", output="person")]),
+        "final": node(
+            "Answer.", ["USER_TASK", "verge.person", "techcrunch.person"], [], ["Named in both."]
+        ),
+    }
     model = staged_model(same_outline, same)
     await StagedPlanner(model, domain="qa").replan(
         TASK, previous, failed_at("techcrunch"), ctx=RunContext()
@@ -292,12 +365,24 @@ def _two_plans(req, model):
     if not replanning and not any(
         isinstance(m, UserMessage) and "failed at node" in m.content for m in req.messages
     ):
-        outline = {"steps": [{"id": "verge", "outputs": [{"name": "person", "type": "string"}]},
-                             {"id": "techcrunch", "outputs": [{"name": "person", "type": "string"}]}]}  # fmt: skip
-        nodes = {"verge": node("Search The Verge.", ["USER_TASK"], [chk("entity", output="person")]),
-                 "techcrunch": node("Search TechCrunch.", ["USER_TASK"], [chk("entity", output="person")]),
-                 "final": node("Answer.", ["USER_TASK", "verge.person", "techcrunch.person"],
-                               [chk("entity", output="answer")], ["Named in both."])}  # fmt: skip
+        outline = {
+            "steps": [
+                {"id": "verge", "outputs": [{"name": "person", "type": "string"}]},
+                {"id": "techcrunch", "outputs": [{"name": "person", "type": "string"}]},
+            ]
+        }
+        nodes = {
+            "verge": node("Search The Verge.", ["USER_TASK"], [chk("entity", output="person")]),
+            "techcrunch": node(
+                "Search TechCrunch.", ["USER_TASK"], [chk("entity", output="person")]
+            ),
+            "final": node(
+                "Answer.",
+                ["USER_TASK", "verge.person", "techcrunch.person"],
+                [chk("entity", output="answer")],
+                ["Named in both."],
+            ),
+        }
     else:
         # no search runs here, so the new first node's fact goes to the judge instead
         judged = node(
@@ -321,13 +406,21 @@ async def test_a_code_tasks_final_node_is_checked_against_the_tasks_examples():
     final = plan.node("final")
     assert final.outputs == {"answer": "code"}
     assert [(v.name, v.check) for v in final.verification if isinstance(v, CheckVF)] == [
-        ("code_agreement", "code_agreement"), ("task_examples", "run_examples"),
-    ]  # fmt: skip
+        ("code_agreement", "code_agreement"),
+        ("task_examples", "run_examples"),
+    ]
 
 
 async def test_a_node_that_names_an_output_of_the_example_plan_goes_back():
-    copied = {**NODES, "final": node("Answer.", ["USER_TASK", "verge.person", "techcrunch.person"],
-                                     [chk("entity", output="answer")], ["Named by verge_person.person."])}  # fmt: skip
+    copied = {
+        **NODES,
+        "final": node(
+            "Answer.",
+            ["USER_TASK", "verge.person", "techcrunch.person"],
+            [chk("entity", output="answer")],
+            ["Named by verge_person.person."],
+        ),
+    }
     model = staged_model(nodes=copied, repairs={"final": NODES["final"]})
     plan = await StagedPlanner(model, domain="qa").plan(TASK, ctx=RunContext())
     first, repair = model.requests[0].messages, model.requests[-1].messages

@@ -55,10 +55,16 @@ async def test_the_model_plans_in_stages_and_the_judge_judges_a_criterion_it_wro
     # One pass, every node run (`fail_accepted`) and every criterion judged (`full_feedback`),
     # the judge reasoning in one reply (no search loop): bounded, whatever the 0.5B answers.
     config = RunConfig(
-        max_retries=1, max_iterations=1, temperature=0, executor_max_steps=2, fail_accepted=True,
-        full_feedback=True, judge_tools=False, policies=[],
+        max_retries=1,
+        max_iterations=1,
+        temperature=0,
+        executor_max_steps=2,
+        fail_accepted=True,
+        full_feedback=True,
+        judge_tools=False,
+        policies=[],
         budget=Budget(max_llm_calls=30, timeout_s=TIME_LIMIT_S),
-    )  # fmt: skip
+    )
     coord = verimap.build(models, None, tools, config=config, planner=planner, trace_dir=tmp_path)
     r = await coord.run(task.prompt)
 

@@ -30,8 +30,25 @@ def test_first_line_flush_and_the_rest_indented_is_repaired():
 
 
 def test_a_plan_stores_normalised_code():
-    p = parse_plan({"nodes": [{"id": "a", "instruction": "x", "inputs": ["USER_TASK"], "outputs": {"v": "number"},
-                               "verification": [{"name": "pos", "type": "python", "code": "```python\n  assert outputs['v'] > 0\n```"}]}]})  # fmt: skip
+    p = parse_plan(
+        {
+            "nodes": [
+                {
+                    "id": "a",
+                    "instruction": "x",
+                    "inputs": ["USER_TASK"],
+                    "outputs": {"v": "number"},
+                    "verification": [
+                        {
+                            "name": "pos",
+                            "type": "python",
+                            "code": "```python\n  assert outputs['v'] > 0\n```",
+                        }
+                    ],
+                }
+            ]
+        }
+    )
     assert p.nodes[0].verification[0].code == "assert outputs['v'] > 0\n"
 
 
@@ -81,20 +98,51 @@ def test_sound_vfs_have_no_problems(code):
 
 def test_parse_plan_reports_every_vf_problem_at_once():
     with pytest.raises(PlanError) as ei:
-        parse_plan({"nodes": [{"id": "a", "instruction": "x", "inputs": ["USER_TASK"], "outputs": {"v": "number"},
-                               "verification": [{"name": "k", "type": "python", "code": "assert outputs['w']"},
-                                                {"name": "i", "type": "python", "code": "import socket\nassert outputs['v']"}]}]})  # fmt: skip
+        parse_plan(
+            {
+                "nodes": [
+                    {
+                        "id": "a",
+                        "instruction": "x",
+                        "inputs": ["USER_TASK"],
+                        "outputs": {"v": "number"},
+                        "verification": [
+                            {"name": "k", "type": "python", "code": "assert outputs['w']"},
+                            {
+                                "name": "i",
+                                "type": "python",
+                                "code": "import socket\nassert outputs['v']",
+                            },
+                        ],
+                    }
+                ]
+            }
+        )
     text = str(ei.value)
     assert "outputs['w'] is not an output" in text and "import of 'socket' is not allowed" in text
 
 
 def test_loading_an_output_that_is_not_code_as_code_is_a_vf_problem():
     """run_examples on a parsed string can never pass (HumanEval/1, run r34): caught at plan time."""
-    node = Node(id="parse", instruction="i", inputs=["USER_TASK"],
-                outputs={"paren_string": "string", "groups": "list[string]", "code": "string",
-                         "impl": "code", "solution": "any"})  # fmt: skip
-    for out, bad in (("paren_string", True), ("groups", True), ("code", False), ("impl", False),
-                     ("solution", False)):  # fmt: skip
+    node = Node(
+        id="parse",
+        instruction="i",
+        inputs=["USER_TASK"],
+        outputs={
+            "paren_string": "string",
+            "groups": "list[string]",
+            "code": "string",
+            "impl": "code",
+            "solution": "any",
+        },
+    )
+    for out, bad in (
+        ("paren_string", True),
+        ("groups", True),
+        ("code", False),
+        ("impl", False),
+        ("solution", False),
+    ):
         for fn in ("run_examples", "load_function"):
             arg = "inputs['USER_TASK']" if fn == "run_examples" else "'f'"
             vf = PythonVF(name="ex", code=f"{fn}(outputs['{out}'], {arg})")

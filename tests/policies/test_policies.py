@@ -28,9 +28,17 @@ def apply(config: RunConfig, names: list[str]) -> RunConfig:
 
 def test_the_small_model_policy_fills_what_the_user_left_unset():
     cfg = apply(RunConfig(max_retries=2), ["small-model"])
-    assert (cfg.sampling.temperature, cfg.sampling.retry_temperature, cfg.planning.max_nodes, cfg.loop.max_iterations) == (
-        0.0, 0.7, 1, 2,
-    )  # fmt: skip
+    assert (
+        cfg.sampling.temperature,
+        cfg.sampling.retry_temperature,
+        cfg.planning.max_nodes,
+        cfg.loop.max_iterations,
+    ) == (
+        0.0,
+        0.7,
+        1,
+        2,
+    )
     assert cfg.loop.max_retries == 2 and cfg.policies == ["small-model"]
     assert cfg.verify.checks == ["arithmetic", "answer_agreement", "code_agreement"]
     # A temperature the user chose is theirs for retries too.
@@ -116,8 +124,11 @@ async def test_build_on_the_local_model_runs_the_small_model_policy_and_says_so(
 
 async def test_no_policy_on_the_local_model_when_the_config_says_none():
     model = local(ScriptedModel(['{"nodes": []}'] * 8 + ['{"answer": 6}'] * 8))
-    coord = verimap.build({"executor": model, "planner": model}, InProcessSandboxDouble(),
-                          config=RunConfig(policies=[], plan_repairs=0))  # fmt: skip
+    coord = verimap.build(
+        {"executor": model, "planner": model},
+        InProcessSandboxDouble(),
+        config=RunConfig(policies=[], plan_repairs=0),
+    )
     r = await coord.run("What is 2 * 3?")
     assert r.plan_rules == [] and r.fallback_iterations == [1]  # the planner was asked
 
@@ -125,9 +136,10 @@ async def test_no_policy_on_the_local_model_when_the_config_says_none():
 async def test_the_paper_policy_has_no_fallback_plan():
     planner_model = ScriptedModel(['{"nodes": []}'] * 4)
     coord = verimap.build(
-        {"executor": ScriptedModel(["{}"]), "planner": planner_model}, InProcessSandboxDouble(),
+        {"executor": ScriptedModel(["{}"]), "planner": planner_model},
+        InProcessSandboxDouble(),
         config=RunConfig(policies=["paper"]),
-    )  # fmt: skip
+    )
     assert isinstance(coord.planner, LLMPlanner) and coord.planner.fallback is False
     r = await coord.run("What is 2 * 3?")
     assert r.status == "failed" and "planning failed" in (r.error or "")
@@ -178,13 +190,20 @@ async def test_build_under_the_planner_variant_asks_the_model_for_the_plan_in_st
         if req.schema_name == "outline":
             return {"steps": []}
         if req.schema_name == "node final":
-            return {"instruction": "Work out 2 * 3.", "inputs": ["USER_TASK"],
-                    "checks": [{"check": "arithmetic"}], "criteria": []}  # fmt: skip
+            return {
+                "instruction": "Work out 2 * 3.",
+                "inputs": ["USER_TASK"],
+                "checks": [{"check": "arithmetic"}],
+                "criteria": [],
+            }
         return '{"answer": 6}'
 
     model = local(ScriptedModel(answer))
-    coord = verimap.build({"executor": model, "planner": model}, InProcessSandboxDouble(),
-                          config=RunConfig(policies=["small-model-planner"]))  # fmt: skip
+    coord = verimap.build(
+        {"executor": model, "planner": model},
+        InProcessSandboxDouble(),
+        config=RunConfig(policies=["small-model-planner"]),
+    )
     assert isinstance(coord.planner, LLMPlanner) and coord.planner.staged is not None
     r = await coord.run("What is 2 * 3?")
     assert r.plan_rules == [] and r.answer == 6, r.error

@@ -254,12 +254,30 @@ async def test_the_planners_demonstration_vfs_pass_right_outputs_and_fail_wrong_
     from verimap.planning import prompts
     from verimap.planning.plan import PythonVF, parse_plan
 
-    right = "def running_max(xs):\n    out, m = [], None\n    for x in xs:\n        m = x if m is None else max(m, x)\n        out.append(m)\n    return out\n"  # fmt: skip
+    right = "def running_max(xs):\n    out, m = [], None\n    for x in xs:\n        m = x if m is None else max(m, x)\n        out.append(m)\n    return out\n"
     cases = [
-        (prompts.CODE_DEMO_PLAN, "implement", {"USER_TASK": prompts.CODE_DEMO_TASK}, {"code": right}, {"code": "def running_max(xs):\n    return xs\n"}),
-        (prompts.DEMO_PLAN, "solve", {"USER_TASK": prompts.DEMO_TASK}, {"answer": 1125}, {"answer": -12.5}),
-        (prompts.QA_DEMO_PLAN, "check_revenue", {"find_buyer.company": "Acme"}, {"answer": "Yes"}, {"answer": "yes, it did"}),
-    ]  # fmt: skip
+        (
+            prompts.CODE_DEMO_PLAN,
+            "implement",
+            {"USER_TASK": prompts.CODE_DEMO_TASK},
+            {"code": right},
+            {"code": "def running_max(xs):\n    return xs\n"},
+        ),
+        (
+            prompts.DEMO_PLAN,
+            "solve",
+            {"USER_TASK": prompts.DEMO_TASK},
+            {"answer": 1125},
+            {"answer": -12.5},
+        ),
+        (
+            prompts.QA_DEMO_PLAN,
+            "check_revenue",
+            {"find_buyer.company": "Acme"},
+            {"answer": "Yes"},
+            {"answer": "yes, it did"},
+        ),
+    ]
     for plan, node_id, inputs, good, bad in cases:
         vfs = [v for v in parse_plan(plan).node(node_id).verification if isinstance(v, PythonVF)]
         for vf in vfs:

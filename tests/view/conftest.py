@@ -114,9 +114,17 @@ def hostile_dir(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("hostile") / "verimap"
     bench = get_benchmark("gsm8k", SAMPLES)
     asyncio.run(
-        run_eval(bench, "verimap", None, InProcessSandboxDouble(), out, limit=2,
-                 progress=False, solver=_hostile_solve)
-    )  # fmt: skip
+        run_eval(
+            bench,
+            "verimap",
+            None,
+            InProcessSandboxDouble(),
+            out,
+            limit=2,
+            progress=False,
+            solver=_hostile_solve,
+        )
+    )
     return out
 
 

@@ -26,8 +26,10 @@ def _which(names: tuple[str, ...]) -> str | None:
 @pytest.fixture(scope="module")
 def browser():
     binary, driver = _which(CHROMIUM), _which(DRIVER)
-    need(binary is not None and driver is not None,
-         "Chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")  # fmt: skip
+    need(
+        binary is not None and driver is not None,
+        "Chromium and chromedriver are not installed (apt-get install chromium chromium-driver)",
+    )
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -35,8 +37,15 @@ def browser():
         need(False, "selenium is not installed (pip install -e '.[dev]')")
     opts = webdriver.ChromeOptions()
     opts.binary_location = binary
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                "--window-size=1280,900", "--no-first-run", "--disable-extensions"):  # fmt: skip
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+        "--no-first-run",
+        "--disable-extensions",
+    ):
         opts.add_argument(arg)
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
     # An explicit driver path: selenium's manager would otherwise try to download one.

@@ -166,15 +166,25 @@ def test_hostile_node_ids_from_a_hand_written_trace_stay_text(tmp_path):
     # Plans from the runner always have identifier ids; an edited or foreign trace may not.
     need_dot()
     bad = f"{PWN}]]>"
-    plan = {"nodes": [{"id": bad, "name": HOSTILE, "instruction": "i", "outputs": ["x"]},
-                      {"id": "b", "instruction": "j", "inputs": [f"{bad}.x"], "outputs": ["y"]}]}  # fmt: skip
+    plan = {
+        "nodes": [
+            {"id": bad, "name": HOSTILE, "instruction": "i", "outputs": ["x"]},
+            {"id": "b", "instruction": "j", "inputs": [f"{bad}.x"], "outputs": ["y"]},
+        ]
+    }
     evs = [
         {"type": "run_start", "run_id": PWN, "data": {"task": HOSTILE}},
         {"type": "plan", "run_id": PWN, "iteration": 1, "data": {"plan": plan}},
         {"type": "node_start", "run_id": PWN, "iteration": 1, "node_id": bad, "data": {}},
-        {"type": "vf_verdict", "run_id": PWN, "iteration": 1, "node_id": bad, "attempt": 1,
-         "data": {"name": bad, "type": "python", "outcome": bad, "traceback": HOSTILE}},
-    ]  # fmt: skip
+        {
+            "type": "vf_verdict",
+            "run_id": PWN,
+            "iteration": 1,
+            "node_id": bad,
+            "attempt": 1,
+            "data": {"name": bad, "type": "python", "outcome": bad, "traceback": HOSTILE},
+        },
+    ]
     trace = tmp_path / "t.jsonl"
     trace.write_text("\n".join(json.dumps(e) for e in evs))
     text = write_report([trace]).read_text()
@@ -188,11 +198,23 @@ def test_stopped_retries_are_said_once_after_the_attempts(tmp_path):
     need_dot()
     evs = [
         {"type": "run_start", "run_id": "x", "data": {"task": "t"}},
-        {"type": "attempt", "run_id": "x", "iteration": 1, "node_id": "a", "attempt": 1,
-         "data": {}},
-        {"type": "retries_stopped", "run_id": "x", "iteration": 1, "node_id": "a", "attempt": 1,
-         "data": {"reason": HOSTILE}},
-    ]  # fmt: skip
+        {
+            "type": "attempt",
+            "run_id": "x",
+            "iteration": 1,
+            "node_id": "a",
+            "attempt": 1,
+            "data": {},
+        },
+        {
+            "type": "retries_stopped",
+            "run_id": "x",
+            "iteration": 1,
+            "node_id": "a",
+            "attempt": 1,
+            "data": {"reason": HOSTILE},
+        },
+    ]
     trace = tmp_path / "t.jsonl"
     trace.write_text("\n".join(json.dumps(e) for e in evs))
     text = write_report([trace]).read_text()
@@ -209,8 +231,10 @@ def test_only_errors_no_resume_has_scored_yet_are_counted(oracle_dirs, tmp_path)
     d = tmp_path / "run"
     shutil.copytree(oracle_dirs[0], d)
     scored = records(d)[0]["key"]
-    lines = [{"key": scored, "task_id": "x", "error": "old outage"},
-             {"key": "r9/never-scored", "task_id": "y", "error": "endpoint down"}]  # fmt: skip
+    lines = [
+        {"key": scored, "task_id": "x", "error": "old outage"},
+        {"key": "r9/never-scored", "task_id": "y", "error": "endpoint down"},
+    ]
     (d / "errors.jsonl").write_text("".join(json.dumps(e) + "\n" for e in lines))
     src, _ = _load_records(d, 10_000)
     assert src.errors == 1
@@ -219,24 +243,59 @@ def test_only_errors_no_resume_has_scored_yet_are_counted(oracle_dirs, tmp_path)
 def test_model_and_tool_calls_are_shown_per_attempt_and_stay_text(page, oracle_dirs, tmp_path):
     _, p = page
     calls = sum(
-        1 for d in oracle_dirs for t in (d / "traces").rglob("*.jsonl")
-        for e in events(t) if e["type"] == "model_call" and e.get("attempt")
-    )  # fmt: skip
+        1
+        for d in oracle_dirs
+        for t in (d / "traces").rglob("*.jsonl")
+        for e in events(t)
+        if e["type"] == "model_call" and e.get("attempt")
+    )
     assert calls and len(p.all("tr", **{"class": "model-call"})) >= calls
     evs = [
         {"type": "run_start", "run_id": "r", "data": {"task": "t"}},
-        {"type": "plan", "run_id": "r", "iteration": 1,
-         "data": {"plan": {"nodes": [{"id": "a", "instruction": "i", "outputs": ["x"]}]}}},
-        {"type": "model_call", "run_id": "r", "iteration": 1,
-         "data": {"role": "planner", "model": PWN, "provider": "openai", "prompt_tokens": 7,
-                  "completion_tokens": 3}},
-        {"type": "tool_call", "run_id": "r", "iteration": 1, "node_id": "a", "attempt": 1,
-         "data": {"tool": "python", "arguments": HOSTILE, "result": PWN, "duration_s": 0.25}},
-        {"type": "model_call", "run_id": "r", "iteration": 1, "node_id": "a", "attempt": 1,
-         "data": {"role": "executor", "model": "m", "provider": "openai", "prompt_tokens": 11,
-                  "cached_tokens": 5, "completion_tokens": 2, "duration_s": 1.5,
-                  "finish_reason": "stop"}},
-    ]  # fmt: skip
+        {
+            "type": "plan",
+            "run_id": "r",
+            "iteration": 1,
+            "data": {"plan": {"nodes": [{"id": "a", "instruction": "i", "outputs": ["x"]}]}},
+        },
+        {
+            "type": "model_call",
+            "run_id": "r",
+            "iteration": 1,
+            "data": {
+                "role": "planner",
+                "model": PWN,
+                "provider": "openai",
+                "prompt_tokens": 7,
+                "completion_tokens": 3,
+            },
+        },
+        {
+            "type": "tool_call",
+            "run_id": "r",
+            "iteration": 1,
+            "node_id": "a",
+            "attempt": 1,
+            "data": {"tool": "python", "arguments": HOSTILE, "result": PWN, "duration_s": 0.25},
+        },
+        {
+            "type": "model_call",
+            "run_id": "r",
+            "iteration": 1,
+            "node_id": "a",
+            "attempt": 1,
+            "data": {
+                "role": "executor",
+                "model": "m",
+                "provider": "openai",
+                "prompt_tokens": 11,
+                "cached_tokens": 5,
+                "completion_tokens": 2,
+                "duration_s": 1.5,
+                "finish_reason": "stop",
+            },
+        },
+    ]
     trace = tmp_path / "calls.jsonl"
     trace.write_text("\n".join(json.dumps(e) for e in evs))
     out = write_report([trace]).read_text()

@@ -47,8 +47,13 @@ def messy_eval(oracle_dirs, tmp_path) -> tuple[Path, dict[Path, list[int]]]:
     d = tmp_path / "run"
     shutil.copytree(oracle_dirs[0], d)
     results = (d / "results.jsonl").read_bytes().splitlines(keepends=True)
-    extra = [b"\xff\xfe\n", b"[1, 2]\n", b'{"task_id": "x"}\n', DEEP,
-             json.dumps({**json.loads(results[0]), "key": "r0/y", "usage": [1]}).encode() + b"\n"]  # fmt: skip
+    extra = [
+        b"\xff\xfe\n",
+        b"[1, 2]\n",
+        b'{"task_id": "x"}\n',
+        DEEP,
+        json.dumps({**json.loads(results[0]), "key": "r0/y", "usage": [1]}).encode() + b"\n",
+    ]
     (d / "results.jsonl").write_bytes(b"".join([results[0], *extra, *results[1:]]))
     (d / "errors.jsonl").write_bytes(b"\xff\n")
     trace = d / json.loads(results[0])["trace"]
@@ -85,29 +90,61 @@ def test_one_hostile_record_does_not_kill_the_report(tmp_path):
     numbers, numbers for lists. Each used to raise from the fold or the template; now each is
     shown as it was recorded, saying which field did not validate."""
     need_dot()
-    plan = {"nodes": [{"id": "a", "inputs": 5, "verification": 7, "outputs": ["x"]},
-                      {"id": ["b"], "name": {"n": 1}, "inputs": ["a.x"]}, "junk"],
-            "edges": 3}  # fmt: skip
-    evs = _run([
-        {"type": "plan", "iteration": 1, "data": {"plan": plan}},
-        {"type": "plan_invalid", "iteration": 1, "data": {"problems": 5, "reply": [1]}},
-        {"type": "model_call", "data": {"role": "planner", "duration_s": "slow", "model": [1]}},
-        {"type": "tool_call", "node_id": "a", "iteration": 1, "attempt": 1,
-         "data": {"tool": {"x": 1}, "duration_s": [1], "arguments": None}},
-        {"type": "vf_verdict", "node_id": "a", "iteration": 1, "attempt": 1,
-         "data": {"name": [1], "outcome": {"o": 1}, "message": 5}},
-        {"type": "attempt_result", "node_id": "a", "iteration": 1, "attempt": 1,
-         "data": {"score": 10**300, "passed": "yes"}},
-        {"type": "replan", "iteration": 2, "data": {"failed_node": [1], "failure": "x"}},
-        {"type": "error", "data": {"error": {"e": 1}, "type": 5}},
-    ])  # fmt: skip
-    evs[-1]["data"] = {"status": [1], "usage": {"roles": [1]}, "iterations": "2",
-                       "wall_time_s": "x", "final_output": {"a": [PWN]}}  # fmt: skip
+    plan = {
+        "nodes": [
+            {"id": "a", "inputs": 5, "verification": 7, "outputs": ["x"]},
+            {"id": ["b"], "name": {"n": 1}, "inputs": ["a.x"]},
+            "junk",
+        ],
+        "edges": 3,
+    }
+    evs = _run(
+        [
+            {"type": "plan", "iteration": 1, "data": {"plan": plan}},
+            {"type": "plan_invalid", "iteration": 1, "data": {"problems": 5, "reply": [1]}},
+            {"type": "model_call", "data": {"role": "planner", "duration_s": "slow", "model": [1]}},
+            {
+                "type": "tool_call",
+                "node_id": "a",
+                "iteration": 1,
+                "attempt": 1,
+                "data": {"tool": {"x": 1}, "duration_s": [1], "arguments": None},
+            },
+            {
+                "type": "vf_verdict",
+                "node_id": "a",
+                "iteration": 1,
+                "attempt": 1,
+                "data": {"name": [1], "outcome": {"o": 1}, "message": 5},
+            },
+            {
+                "type": "attempt_result",
+                "node_id": "a",
+                "iteration": 1,
+                "attempt": 1,
+                "data": {"score": 10**300, "passed": "yes"},
+            },
+            {"type": "replan", "iteration": 2, "data": {"failed_node": [1], "failure": "x"}},
+            {"type": "error", "data": {"error": {"e": 1}, "type": 5}},
+        ]
+    )
+    evs[-1]["data"] = {
+        "status": [1],
+        "usage": {"roles": [1]},
+        "iterations": "2",
+        "wall_time_s": "x",
+        "final_output": {"a": [PWN]},
+    }
     trace = _events(tmp_path / "t.jsonl", evs)
     text = write_report([trace]).read_text()
     p = Page(text)
-    for typ, key in (("vf_verdict", "name"), ("tool_call", "tool"), ("model_call", "model"),
-                     ("plan_invalid", "problems"), ("replan", "failed_node")):  # fmt: skip
+    for typ, key in (
+        ("vf_verdict", "name"),
+        ("tool_call", "tool"),
+        ("model_call", "model"),
+        ("plan_invalid", "problems"),
+        ("replan", "failed_node"),
+    ):
         assert f"a `{typ}` event that does not validate (`{key}`" in p.body_text
     assert not p.all("tr", **{"class": "verdict"}) and not p.all("tr", **{"class": "tool-call"})
     assert PWN not in text and PWN in p.body_text and len(p.all("script")) == 1
@@ -115,9 +152,17 @@ def test_one_hostile_record_does_not_kill_the_report(tmp_path):
 
 def _dense_plan(n: int) -> dict:
     """n nodes, each taking an input from every node before it: n(n-1)/2 edges."""
-    return {"nodes": [{"id": f"n{i}", "instruction": "i", "outputs": ["x"],
-                       "inputs": [f"n{j}.x" for j in range(i)] or ["USER_TASK"]}
-                      for i in range(n)]}  # fmt: skip
+    return {
+        "nodes": [
+            {
+                "id": f"n{i}",
+                "instruction": "i",
+                "outputs": ["x"],
+                "inputs": [f"n{j}.x" for j in range(i)] or ["USER_TASK"],
+            }
+            for i in range(n)
+        ]
+    }
 
 
 def test_a_dense_150_node_plan_is_listed_not_laid_out(tmp_path):
@@ -126,10 +171,15 @@ def test_a_dense_150_node_plan_is_listed_not_laid_out(tmp_path):
     need_dot()
     replanned = _dense_plan(150)
     replanned["nodes"][0]["instruction"] = "again"
-    trace = _events(tmp_path / "t.jsonl", _run([
-        {"type": "plan", "iteration": 1, "data": {"plan": _dense_plan(150)}},
-        {"type": "plan", "iteration": 2, "data": {"plan": replanned}},
-    ]))  # fmt: skip
+    trace = _events(
+        tmp_path / "t.jsonl",
+        _run(
+            [
+                {"type": "plan", "iteration": 1, "data": {"plan": _dense_plan(150)}},
+                {"type": "plan", "iteration": 2, "data": {"plan": replanned}},
+            ]
+        ),
+    )
     t0 = time.monotonic()
     p = Page(write_report([trace]).read_text())
     assert time.monotonic() - t0 < 15
@@ -148,8 +198,10 @@ def test_a_plan_dot_cannot_lay_out_in_time_is_listed(tmp_path, monkeypatch):
     monkeypatch.setattr("verimap.view.svg._dot_binary", lambda: str(slow))
     monkeypatch.setattr("verimap.view.svg.DOT_TIMEOUT", 1.0)
     monkeypatch.setattr("verimap.view.svg.DOT_TIMEOUT_ONE", 0.3)
-    trace = _events(tmp_path / "t.jsonl", _run([{"type": "plan", "iteration": 1,
-                                                  "data": {"plan": _dense_plan(3)}}]))  # fmt: skip
+    trace = _events(
+        tmp_path / "t.jsonl",
+        _run([{"type": "plan", "iteration": 1, "data": {"plan": _dense_plan(3)}}]),
+    )
     t0 = time.monotonic()
     p = Page(write_report([trace]).read_text())
     assert time.monotonic() - t0 < 10
@@ -163,13 +215,18 @@ def test_many_short_strings_make_a_small_page(tmp_path):
     plan declares, 5,000 iterations. The page says what it left out and stays small."""
     need_dot()
     at = {"node_id": "a", "iteration": 1, "attempt": 1}
-    evs = _run([
-        {"type": "plan", "iteration": 1, "data": {"plan": _dense_plan(2)}},
-        {"type": "attempt_result", **at, "data": {"outputs": {"x": ["ab"] * 600_000}}},
-        *({"type": "tool_call", **at, "data": {"tool": "t", "result": "r"}} for _ in range(60_000)),
-        *({"type": "node_start", "node_id": f"x{i}", "iteration": 1} for i in range(20_000)),
-        *({"type": "note", "iteration": i, "node_id": "a"} for i in range(2, 5_000)),
-    ])  # fmt: skip
+    evs = _run(
+        [
+            {"type": "plan", "iteration": 1, "data": {"plan": _dense_plan(2)}},
+            {"type": "attempt_result", **at, "data": {"outputs": {"x": ["ab"] * 600_000}}},
+            *(
+                {"type": "tool_call", **at, "data": {"tool": "t", "result": "r"}}
+                for _ in range(60_000)
+            ),
+            *({"type": "node_start", "node_id": f"x{i}", "iteration": 1} for i in range(20_000)),
+            *({"type": "note", "iteration": i, "node_id": "a"} for i in range(2, 5_000)),
+        ]
+    )
     trace = _events(tmp_path / "t.jsonl", evs)
     size_in = trace.stat().st_size
     out = write_report([trace])
@@ -199,44 +256,97 @@ _json = st.recursive(
     ),
     max_leaves=10,
 )
-_types = st.sampled_from(["run_start", "plan", "plan_invalid", "node_start", "node_finish",
-                          "attempt", "retry", "vf_verdict", "attempt_result", "tool_call",
-                          "model_call", "replan", "plan_kept", "error", "finish", "other"])  # fmt: skip
+_types = st.sampled_from(
+    [
+        "run_start",
+        "plan",
+        "plan_invalid",
+        "node_start",
+        "node_finish",
+        "attempt",
+        "retry",
+        "vf_verdict",
+        "attempt_result",
+        "tool_call",
+        "model_call",
+        "replan",
+        "plan_kept",
+        "error",
+        "finish",
+        "other",
+    ]
+)
 _event = st.fixed_dictionaries(
-    {"type": _types, "data": st.dictionaries(
-        st.sampled_from(["plan", "problems", "status", "outputs", "usage", "name", "feedback",
-                         "duration_s", "score", "task", "final_output", "roles"]), _json)},
-    optional={"node_id": st.sampled_from(["a", "b"]), "iteration": st.integers(0, 3),
-              "attempt": st.integers(0, 3), "ts": st.floats(0, 10)},
-)  # fmt: skip
+    {
+        "type": _types,
+        "data": st.dictionaries(
+            st.sampled_from(
+                [
+                    "plan",
+                    "problems",
+                    "status",
+                    "outputs",
+                    "usage",
+                    "name",
+                    "feedback",
+                    "duration_s",
+                    "score",
+                    "task",
+                    "final_output",
+                    "roles",
+                ]
+            ),
+            _json,
+        ),
+    },
+    optional={
+        "node_id": st.sampled_from(["a", "b"]),
+        "iteration": st.integers(0, 3),
+        "attempt": st.integers(0, 3),
+        "ts": st.floats(0, 10),
+    },
+)
 # Bytes that are no good line whatever they say: not UTF-8, not an object, nested too deep.
 _bad = st.one_of(
     st.binary(min_size=1, max_size=20).map(lambda b: b"\xff" + b.replace(b"\n", b"")),
     st.lists(_json, max_size=3).map(lambda v: json.dumps(v).encode()),
     st.integers(65, 3_000).map(lambda d: b"[" * d + b"]" * d),
 )
-_line = st.one_of(_bad.map(lambda b: (b, True)), _event.map(lambda e: (json.dumps(e).encode(), False)),
-                  _json.map(lambda v: (json.dumps(v).encode(), None)))  # fmt: skip
+_line = st.one_of(
+    _bad.map(lambda b: (b, True)),
+    _event.map(lambda e: (json.dumps(e).encode(), False)),
+    _json.map(lambda v: (json.dumps(v).encode(), None)),
+)
 _record = st.fixed_dictionaries(
-    {"key": st.text(min_size=1, max_size=4), "task_id": st.text(max_size=4),
-     "method": st.sampled_from(["verimap", "react", PWN]), "benchmark": st.just("gsm8k"),
-     "run": st.integers(0, 2), "correct": st.booleans(), "trace": st.just("t.jsonl")},
+    {
+        "key": st.text(min_size=1, max_size=4),
+        "task_id": st.text(max_size=4),
+        "method": st.sampled_from(["verimap", "react", PWN]),
+        "benchmark": st.just("gsm8k"),
+        "run": st.integers(0, 2),
+        "correct": st.booleans(),
+        "trace": st.just("t.jsonl"),
+    },
     optional={"usage": _json, "plans": _json, "cost": _json, "verified": _json},
-)  # fmt: skip
+)
 _result = st.one_of(
     _bad.map(lambda b: (b, True)), _record.map(lambda r: (json.dumps(r).encode(), None))
 )
 
 
-@settings(max_examples=30, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])  # fmt: skip
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(
     config=st.one_of(st.binary(max_size=30), _json.map(lambda v: json.dumps(v).encode())),
     results=st.lists(_result, max_size=6),
     trace=st.lists(_line, max_size=10),
 )
-def test_any_lines_into_view_give_a_page_naming_every_bad_line(tmp_path_factory, monkeypatch,
-                                                               config, results, trace):  # fmt: skip
+def test_any_lines_into_view_give_a_page_naming_every_bad_line(
+    tmp_path_factory, monkeypatch, config, results, trace
+):
     need_dot()
     monkeypatch.setattr("verimap.view.report._points", lambda records: [])  # no plot: slow
     monkeypatch.setattr("verimap.view.report.risk_plots", lambda records: [])
@@ -253,6 +363,7 @@ def test_any_lines_into_view_give_a_page_naming_every_bad_line(tmp_path_factory,
         assert any(w.startswith(f"{path}:{n}: ") for w in warned), (path, n, warned)
     for w in warned:
         assert w in body
-    assert not any(w.startswith(f"{d / 't.jsonl'}:") and not w.split(":")[1].isdigit()
-                   for w in warned)  # fmt: skip
+    assert not any(
+        w.startswith(f"{d / 't.jsonl'}:") and not w.split(":")[1].isdigit() for w in warned
+    )
     assert os.path.getsize(out) < 5e6

@@ -86,8 +86,16 @@ def test_curves_are_drawn_for_methods_that_rank_their_tasks():
 
     def rec(method, bench, i, correct, verified, conf=None):
         meta = {} if conf is None else {"confidence": conf}
-        return {"key": f"r0/{bench}/{i}", "run": 0, "task_id": f"{bench}/{i}", "benchmark": bench,
-                "method": method, "correct": correct, "verified": verified, "meta": meta}  # fmt: skip
+        return {
+            "key": f"r0/{bench}/{i}",
+            "run": 0,
+            "task_id": f"{bench}/{i}",
+            "benchmark": bench,
+            "method": method,
+            "correct": correct,
+            "verified": verified,
+            "meta": meta,
+        }
 
     recs = []
     for bench in ("humaneval", "gsm8k"):
@@ -114,10 +122,18 @@ def test_hostile_method_and_benchmark_names_stay_text(tmp_path: Path):
     d = tmp_path / "run"
     d.mkdir()
     lines = [
-        {"key": f"r0/x/{i}", "run": 0, "task_id": f"x/{i}", "benchmark": NASTY, "method": NASTY,
-         "correct": i % 2 == 0, "verified": i < 3, "meta": {"confidence": i / 4}}
+        {
+            "key": f"r0/x/{i}",
+            "run": 0,
+            "task_id": f"x/{i}",
+            "benchmark": NASTY,
+            "method": NASTY,
+            "correct": i % 2 == 0,
+            "verified": i < 3,
+            "meta": {"confidence": i / 4},
+        }
         for i in range(4)
-    ]  # fmt: skip
+    ]
     (d / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
     text = write_report([d], tmp_path / "r.html").read_text()
     p = Page(text)
@@ -134,8 +150,15 @@ def test_a_bar_or_a_newline_in_a_name_stays_in_its_cell(tmp_path: Path):
     need_dot()
     d = tmp_path / "run"
     d.mkdir()
-    rec = {"key": "r0/x/0", "run": 0, "task_id": "x/0", "benchmark": "b|x", "method": "m|a\nb",
-           "correct": True, "verified": True}  # fmt: skip
+    rec = {
+        "key": "r0/x/0",
+        "run": 0,
+        "task_id": "x/0",
+        "benchmark": "b|x",
+        "method": "m|a\nb",
+        "correct": True,
+        "verified": True,
+    }
     (d / "results.jsonl").write_text(json.dumps(rec) + "\n")
     text = write_report([d], tmp_path / "r.html").read_text()
     (row,) = _rows(text, "summary")

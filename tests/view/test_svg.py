@@ -55,9 +55,12 @@ NODE_STMT = re.compile(
 
 def test_dot_source_never_uses_plan_text_as_identifiers():
     dag = Dag(
-        [DagNode(HOSTILE, HOSTILE, "failed", "t0-i1-n0"), DagNode("b", "B", "verified", "t0-i1-n1", final=True)],
+        [
+            DagNode(HOSTILE, HOSTILE, "failed", "t0-i1-n0"),
+            DagNode("b", "B", "verified", "t0-i1-n1", final=True),
+        ],
         [(HOSTILE, "b"), ("b", "nowhere")],
-    )  # fmt: skip
+    )
     lines = dag_dot(dag, "g0").splitlines()
     nodes = [ln for ln in lines if re.match(r"  n\d", ln) and "->" not in ln]
     assert len(nodes) == 2 and all(NODE_STMT.fullmatch(ln) for ln in nodes)
@@ -70,10 +73,15 @@ def test_dot_source_never_uses_plan_text_as_identifiers():
 def test_render_dags_lays_out_each_graph_once_and_inline_safe():
     need_dot()
     dags = [
-        Dag([DagNode(HOSTILE, HOSTILE, "failed", f"t{i}-n0"),
-             DagNode("b", "B", "verified", f"t{i}-n1", final=True)], [(HOSTILE, "b")])
+        Dag(
+            [
+                DagNode(HOSTILE, HOSTILE, "failed", f"t{i}-n0"),
+                DagNode("b", "B", "verified", f"t{i}-n1", final=True),
+            ],
+            [(HOSTILE, "b")],
+        )
         for i in range(30)
-    ]  # fmt: skip
+    ]
     svgs = render_dags(dags)
     assert len(svgs) == 30
     for i, s in enumerate(svgs):

@@ -77,11 +77,23 @@ def test_unknown_events_are_kept_where_they_belong():
     evs = [
         {"type": "run_start", "run_id": "x", "data": {"task": "t"}},
         {"type": "bare_reply", "run_id": "x", "data": {"reply": "hi"}},
-        {"type": "tool_call", "run_id": "x", "node_id": "a", "iteration": 1, "attempt": 2,
-         "data": {"tool": "calculator"}},
-        {"type": "new_kind", "run_id": "x", "node_id": "a", "iteration": 1, "attempt": 2,
-         "data": {"k": 1}},
-    ]  # fmt: skip
+        {
+            "type": "tool_call",
+            "run_id": "x",
+            "node_id": "a",
+            "iteration": 1,
+            "attempt": 2,
+            "data": {"tool": "calculator"},
+        },
+        {
+            "type": "new_kind",
+            "run_id": "x",
+            "node_id": "a",
+            "iteration": 1,
+            "attempt": 2,
+            "data": {"k": 1},
+        },
+    ]
     run = build_run(evs, "r0")
     assert run.other[0]["type"] == "bare_reply"
     node = run.iterations[0].nodes["a"]
@@ -103,8 +115,13 @@ def test_oracle_trace_has_what_the_runner_recorded(oracle_dirs):
     for line in (d / "results.jsonl").read_text().splitlines():
         rec = json.loads(line)
         run = load_run(d / rec["trace"], "t0")
-        verdicts = [v for it in run.iterations for n in it.nodes.values()
-                    for a in n.attempts for v in a.verdicts]  # fmt: skip
+        verdicts = [
+            v
+            for it in run.iterations
+            for n in it.nodes.values()
+            for a in n.attempts
+            for v in a.verdicts
+        ]
         raw = [e for e in events(d / rec["trace"]) if e["type"] == "vf_verdict"]
         assert [(v.name, v.outcome) for v in verdicts] == [
             (e["data"]["name"], e["data"]["outcome"]) for e in raw
@@ -142,11 +159,23 @@ def test_pretty_reads_like_indented_json_with_or_without_orjson(monkeypatch):
 def test_stopped_retries_belong_to_the_node_not_to_an_attempt():
     evs = [
         {"type": "run_start", "run_id": "x", "data": {"task": "t"}},
-        {"type": "attempt", "run_id": "x", "node_id": "a", "iteration": 1, "attempt": 1,
-         "data": {}},
-        {"type": "retries_stopped", "run_id": "x", "node_id": "a", "iteration": 1, "attempt": 1,
-         "data": {"reason": "no answer is one vote short of confirmation"}},
-    ]  # fmt: skip
+        {
+            "type": "attempt",
+            "run_id": "x",
+            "node_id": "a",
+            "iteration": 1,
+            "attempt": 1,
+            "data": {},
+        },
+        {
+            "type": "retries_stopped",
+            "run_id": "x",
+            "node_id": "a",
+            "iteration": 1,
+            "attempt": 1,
+            "data": {"reason": "no answer is one vote short of confirmation"},
+        },
+    ]
     node = build_run(evs, "r0").iterations[0].nodes["a"]
     assert node.stopped == "no answer is one vote short of confirmation"
     assert node.stopped_after == 1

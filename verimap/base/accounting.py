@@ -124,27 +124,39 @@ def _server(model: Model) -> tuple[str | None, int | None]:
 
 
 def _model_call(
-    model: Model, req: ModelRequest, usage: Usage, duration_s: float,
-    resp: ModelResponse | None = None, error: Exception | None = None,
-) -> ModelCall:  # fmt: skip
+    model: Model,
+    req: ModelRequest,
+    usage: Usage,
+    duration_s: float,
+    resp: ModelResponse | None = None,
+    error: Exception | None = None,
+) -> ModelCall:
     host, port = _server(model)
     settings = req.settings.model_dump()
     cap = getattr(model, "max_tokens_cap", None)  # the limit the endpoint was sent, not asked
     if isinstance(cap, int):
         settings["max_tokens"] = min(cap, settings["max_tokens"] or cap)
     return ModelCall(
-        role=req.role, purpose=label(req.purpose), model=model.name,
+        role=req.role,
+        purpose=label(req.purpose),
+        model=model.name,
         provider=getattr(model, "provider", type(model).__name__),
-        response_model=resp.model if resp else "", server_address=host, server_port=port,
+        response_model=resp.model if resp else "",
+        server_address=host,
+        server_port=port,
         output_type="json" if req.response_schema is not None else "text",
         **settings,
-        prompt_tokens=usage.prompt_tokens, completion_tokens=usage.completion_tokens,
-        cached_tokens=usage.cached_tokens, cost=usage.cost, duration_s=duration_s,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cached_tokens=usage.cached_tokens,
+        cost=usage.cost,
+        duration_s=duration_s,
         finish_reason=resp.finish_reason if resp else None,
-        tool_calls=len(resp.tool_calls) if resp else 0, cache_hit=usage.cached_calls > 0,
+        tool_calls=len(resp.tool_calls) if resp else 0,
+        cache_hit=usage.cached_calls > 0,
         error=str(error)[:1000] if error else None,
         error_type=type(error).__name__ if error else None,
-    )  # fmt: skip
+    )
 
 
 OnCall = Callable[[ModelCall], None]

@@ -79,28 +79,38 @@ CATALOG: dict[str, CheckSpec] = {
     YES_NO: CheckSpec("the output is Yes or No", {"output": "output"}, ("qa",)),
     ENTITY: CheckSpec(
         "the output is a short name (a person, company or thing), not a sentence",
-        {"output": "output"}, ("qa",),
+        {"output": "output"},
+        ("qa",),
     ),
     NUMBER_IN_RANGE: CheckSpec(
-        "the output is a number from min to max", {"output": "output", "min": "number",
-        "max": "number"}, ("math", "qa"),
+        "the output is a number from min to max",
+        {"output": "output", "min": "number", "max": "number"},
+        ("math", "qa"),
     ),
     DATE: CheckSpec("the output is a date", {"output": "output"}, ("qa",)),
     FACT_IN_SOURCE: CheckSpec(
         "the output's words appear in a passage of the named source that this node's search "
-        "retrieved", {"output": "output", "source": "source"}, ("qa",),
+        "retrieved",
+        {"output": "output", "source": "source"},
+        ("qa",),
     ),
     FACTS_FROM_SOURCES: CheckSpec(
         "each of two outputs appears in a retrieved passage of its own named source (the two "
         "sides of a comparison)",
-        {"first": "output", "first_source": "source", "second": "output",
-         "second_source": "source"}, ("qa",),
+        {
+            "first": "output",
+            "first_source": "source",
+            "second": "output",
+            "second_source": "source",
+        },
+        ("qa",),
     ),
     REPORTS_IN_ORDER: CheckSpec(
         "two report dates are in the order the task states: earlier is before later",
-        {"earlier": "value", "later": "value"}, ("qa",),
+        {"earlier": "value", "later": "value"},
+        ("qa",),
     ),
-}  # fmt: skip
+}
 
 # An answer a QA task may verifiably give when its corpus holds nothing on the question.
 ABSTENTION = "Insufficient information"
@@ -123,8 +133,11 @@ def arg_problems(check: str, args: dict[str, object]) -> list[str]:
     if spec is None:
         return [f"check {check!r} takes no arguments"] if args else []
     problems = [f"missing argument {a!r}" for a in spec.args if a not in args]
-    problems += [f"unknown argument {a!r} (it takes {', '.join(spec.args)})"
-                 for a in args if a not in spec.args]  # fmt: skip
+    problems += [
+        f"unknown argument {a!r} (it takes {', '.join(spec.args)})"
+        for a in args
+        if a not in spec.args
+    ]
     for name, kind in spec.args.items():
         if name not in args:
             continue

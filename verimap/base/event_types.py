@@ -35,16 +35,64 @@ from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
 from verimap.base import accounting
 from verimap.base.usage import UsageByRole
 
-__all__ = ["AGREEMENT", "ATTEMPT", "ATTEMPT_RESULT", "BUDGET", "CROSS_CHECK", "ERROR",
-    "EVENT_TYPES", "FINISH", "MODEL_CALL", "NODE_FINISH", "NODE_REUSED", "NODE_START", "PLAN",
-    "PLAN_FALLBACK", "PLAN_INVALID", "PLAN_KEPT", "PLAN_RULE", "REPLAN", "REPLIES",
-    "RETRIES_STOPPED", "RETRY", "RUN_START", "TOOL_CALL", "VF_VACUOUS", "VF_VERDICT", "VOTE",
-    "Agreement", "AnyEvent", "Attempt", "AttemptResult", "BudgetExhausted", "CrossCheck", "Error",
-    "Event", "Finish", "ModelCall", "NodeFinish", "NodeReused", "NodeStart", "Plan",
-    "PlanFallback", "PlanInvalid", "PlanKept", "PlanRule", "Replan", "Replies", "RetriesStopped",
-    "Retry", "RunStart", "ToolCall", "TypedEvent", "VfVacuous", "VfVerdict", "Vote", "VoteGroup",
-    "parse_event"
-]  # fmt: skip
+__all__ = [
+    "AGREEMENT",
+    "ATTEMPT",
+    "ATTEMPT_RESULT",
+    "BUDGET",
+    "CROSS_CHECK",
+    "ERROR",
+    "EVENT_TYPES",
+    "FINISH",
+    "MODEL_CALL",
+    "NODE_FINISH",
+    "NODE_REUSED",
+    "NODE_START",
+    "PLAN",
+    "PLAN_FALLBACK",
+    "PLAN_INVALID",
+    "PLAN_KEPT",
+    "PLAN_RULE",
+    "REPLAN",
+    "REPLIES",
+    "RETRIES_STOPPED",
+    "RETRY",
+    "RUN_START",
+    "TOOL_CALL",
+    "VF_VACUOUS",
+    "VF_VERDICT",
+    "VOTE",
+    "Agreement",
+    "AnyEvent",
+    "Attempt",
+    "AttemptResult",
+    "BudgetExhausted",
+    "CrossCheck",
+    "Error",
+    "Event",
+    "Finish",
+    "ModelCall",
+    "NodeFinish",
+    "NodeReused",
+    "NodeStart",
+    "Plan",
+    "PlanFallback",
+    "PlanInvalid",
+    "PlanKept",
+    "PlanRule",
+    "Replan",
+    "Replies",
+    "RetriesStopped",
+    "Retry",
+    "RunStart",
+    "ToolCall",
+    "TypedEvent",
+    "VfVacuous",
+    "VfVerdict",
+    "Vote",
+    "VoteGroup",
+    "parse_event",
+]
 
 ENVELOPE = ("run_id", "ts", "node_id", "iteration", "attempt")
 JSON = dict[str, Any]
@@ -425,12 +473,32 @@ class Vote(_Typed):
 
 
 TypedEvent = (
-    RunStart | Plan | PlanInvalid | PlanFallback | PlanRule | VfVacuous | PlanKept | NodeStart
+    RunStart
+    | Plan
+    | PlanInvalid
+    | PlanFallback
+    | PlanRule
+    | VfVacuous
+    | PlanKept
+    | NodeStart
     | NodeReused
-    | Attempt | ToolCall | ModelCall | Agreement | CrossCheck | VfVerdict | AttemptResult | Retry
+    | Attempt
+    | ToolCall
+    | ModelCall
+    | Agreement
+    | CrossCheck
+    | VfVerdict
+    | AttemptResult
+    | Retry
     | RetriesStopped
-    | NodeFinish | Replan | BudgetExhausted | Error | Finish | Replies | Vote
-)  # fmt: skip
+    | NodeFinish
+    | Replan
+    | BudgetExhausted
+    | Error
+    | Finish
+    | Replies
+    | Vote
+)
 # What a subscriber is given and a reader reads: a typed event, or a generic one.
 AnyEvent = TypedEvent | Event
 

@@ -110,15 +110,22 @@ def label(spec: TypeSpec) -> str:
 def describe(value: Any, limit: int = 80) -> str:
     """`object {"value": 17}`: the JSON kind of a value and a short rendering of it."""
     kind = (
-        "null" if value is None
-        else "boolean" if isinstance(value, bool)
-        else "integer" if isinstance(value, int)
-        else "number" if isinstance(value, float)
-        else "string" if isinstance(value, str)
-        else "list" if isinstance(value, list | tuple)
-        else "object" if isinstance(value, dict)
+        "null"
+        if value is None
+        else "boolean"
+        if isinstance(value, bool)
+        else "integer"
+        if isinstance(value, int)
+        else "number"
+        if isinstance(value, float)
+        else "string"
+        if isinstance(value, str)
+        else "list"
+        if isinstance(value, list | tuple)
+        else "object"
+        if isinstance(value, dict)
         else type(value).__name__
-    )  # fmt: skip
+    )
     try:
         text = json.dumps(value, ensure_ascii=False, default=str)
     except ValueError:

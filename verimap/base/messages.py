@@ -92,9 +92,13 @@ def _openai(m: Message) -> dict[str, Any]:
         out: dict[str, Any] = {"role": m.role, "content": m.content}
         if m.tool_calls:
             out["tool_calls"] = [
-                {"id": tc.id, "type": "function", "function": {"name": tc.name, "arguments": tc.arguments}}
+                {
+                    "id": tc.id,
+                    "type": "function",
+                    "function": {"name": tc.name, "arguments": tc.arguments},
+                }
                 for tc in m.tool_calls
-            ]  # fmt: skip
+            ]
         return out
     if isinstance(m, ToolMessage):
         out = {"role": m.role, "tool_call_id": m.tool_call_id}

@@ -62,9 +62,15 @@ class RunContext:
         """Report `event` (`ctx.emit(ev.PlanInvalid(problems=..., reply=...))`), tagged with
         this context's run, iteration, node and attempt."""
         self.sink(
-            event.model_copy(update={"run_id": self.run_id, "node_id": self.node_id,
-                                     "iteration": self.iteration, "attempt": self.attempt})
-        )  # fmt: skip
+            event.model_copy(
+                update={
+                    "run_id": self.run_id,
+                    "node_id": self.node_id,
+                    "iteration": self.iteration,
+                    "attempt": self.attempt,
+                }
+            )
+        )
 
     def model(self, model: Model) -> MeteredModel:
         """`model` as this context's steps must call it: budget-checked and charged to the
@@ -81,8 +87,11 @@ class MissingContext(VerimapError, TypeError):
 
 # The methods the coordinator calls on each component, all with `ctx=`; `repair` only when the
 # planner has one.
-CALLED_WITH_CTX = {"planner": ("plan", "replan", "repair"), "executor": ("execute",),
-                   "verifier": ("verify",)}  # fmt: skip
+CALLED_WITH_CTX = {
+    "planner": ("plan", "replan", "repair"),
+    "executor": ("execute",),
+    "verifier": ("verify",),
+}
 
 
 def require_ctx(role: str, component: object) -> None:

@@ -51,26 +51,42 @@ SAMPLES_ONLY = frozenset({"sample"})
 PROGRAM_AND_SAMPLE = frozenset({"program", "sample"})
 # Programs and samples in turn: three votes confirm, a program and a sample among them.
 MIXED_BALLOT: dict[str, Any] = {
-    "quorum": 3, "max_programs": 3, "max_samples": 2, "witnesses": PROGRAM_AND_SAMPLE,
-    "confirm_retries": True, "max_dissent": None, "draw_for_majority": False,
+    "quorum": 3,
+    "max_programs": 3,
+    "max_samples": 2,
+    "witnesses": PROGRAM_AND_SAMPLE,
+    "confirm_retries": True,
+    "max_dissent": None,
+    "draw_for_majority": False,
     "sound_samples": False,
-}  # fmt: skip
+}
 # Samples alone confirm the first attempt, and no retry is confirmed.
 SAMPLED_BALLOT: dict[str, Any] = {
-    **MIXED_BALLOT, "max_programs": 0, "max_samples": 3, "witnesses": SAMPLES_ONLY,
+    **MIXED_BALLOT,
+    "max_programs": 0,
+    "max_samples": 3,
+    "witnesses": SAMPLES_ONLY,
     "confirm_retries": False,
-}  # fmt: skip
+}
 # The default: the first attempt and three samples agree with at most one against, no retry is
 # confirmed, a disputed attempt draws samples until the majority is settled, and a sample
 # whose written arithmetic slips does not vote.
 STRICT_BALLOT: dict[str, Any] = {
-    "quorum": 4, "max_programs": 0, "max_samples": 5, "witnesses": SAMPLES_ONLY,
-    "confirm_retries": False, "max_dissent": 1, "draw_for_majority": True, "sound_samples": True,
-}  # fmt: skip
+    "quorum": 4,
+    "max_programs": 0,
+    "max_samples": 5,
+    "witnesses": SAMPLES_ONLY,
+    "confirm_retries": False,
+    "max_dissent": 1,
+    "draw_for_majority": True,
+    "sound_samples": True,
+}
 # Each ballot's settings under the name `--ballot` and `RunConfig(ballot=...)` know it by.
 BALLOT_SETTINGS: dict[str, dict[str, Any]] = {
-    MIXED: MIXED_BALLOT, SAMPLED: SAMPLED_BALLOT, STRICT: STRICT_BALLOT,
-}  # fmt: skip
+    MIXED: MIXED_BALLOT,
+    SAMPLED: SAMPLED_BALLOT,
+    STRICT: STRICT_BALLOT,
+}
 
 
 def numeric_answer(node: Node, outputs: Any) -> tuple[str, float] | None:
@@ -123,8 +139,9 @@ class Ballot:
 
     def rival(self, value: float) -> int:
         """The votes of the strongest other answer."""
-        return max((len(self.support(v.value)) for v in self.votes if not agree(v.value, value)),
-                   default=0)  # fmt: skip
+        return max(
+            (len(self.support(v.value)) for v in self.votes if not agree(v.value, value)), default=0
+        )
 
 
 @dataclass
@@ -171,8 +188,9 @@ class AnswerAgreement:
         late = any(v.kind == "attempt" for v in ballot.votes)
         ballot.votes.append(Vote(value, "attempt"))
         if late and not self.confirm_retries:
-            return verdict(self, "FAIL", f"a retry after a dispute is not confirmed ({name} = "
-                           f"{shown(value)})")  # fmt: skip
+            return verdict(
+                self, "FAIL", f"a retry after a dispute is not confirmed ({name} = {shown(value)})"
+            )
         while not self.confirmed(ballot, value) and self._worth_a_draw(ballot, value):
             if tools.model is None or (tools.sandbox is None and self.max_programs):
                 break
@@ -184,11 +202,12 @@ class AnswerAgreement:
         if all(v.kind != drawn for v in ballot.votes):
             return verdict(self, ABSTAINED, f"no {drawn} drawn for the task gave a number to vote")
         return verdict(
-            self, "FAIL",
+            self,
+            "FAIL",
             f"solutions written independently for this task do not confirm {name} = "
             f"{shown(value)}. One of them is wrong: re-read the task, check each step that leads "
             "to the answer, and answer again.",
-        )  # fmt: skip
+        )
 
     def confirmed(self, ballot: Ballot, value: float) -> bool:
         support = ballot.support(value)
@@ -207,8 +226,10 @@ class AnswerAgreement:
         it has some left) and `attempts` more attempts giving it."""
         support = ballot.support(value)
         kinds = {v.kind for v in support}
-        left = {"program": self.max_programs - ballot.programs,
-                "sample": self.max_samples - ballot.samples}  # fmt: skip
+        left = {
+            "program": self.max_programs - ballot.programs,
+            "sample": self.max_samples - ballot.samples,
+        }
         if any(kind not in kinds and (left[kind] <= 0 or draws <= 0) for kind in self.witnesses):
             return False
         if self._too_disputed(ballot, support):
@@ -286,9 +307,12 @@ class AnswerAgreement:
         ballot.samples += 1
         try:
             answer, reply, run = await sample_answer(
-                ctx.model(tools.model), task, settings,
-                sandbox=tools.sandbox, timeout=tools.timeout_s,
-            )  # fmt: skip
+                ctx.model(tools.model),
+                task,
+                settings,
+                sandbox=tools.sandbox,
+                timeout=tools.timeout_s,
+            )
         except ModelError as e:
             ctx.emit(CrossCheck(kind="sample", sample=ballot.samples, error=f"model error: {e}"))
             return
@@ -309,9 +333,13 @@ class AnswerAgreement:
             settings = settings.replace(temperature=tools.retry_temperature)
         try:
             run: ProgramRun = await write_program(
-                ctx.model(tools.model), task, tools.sandbox, settings,
-                timeout=tools.timeout_s, framing=ballot.programs,
-            )  # fmt: skip
+                ctx.model(tools.model),
+                task,
+                tools.sandbox,
+                settings,
+                timeout=tools.timeout_s,
+                framing=ballot.programs,
+            )
         except ModelError as e:  # the endpoint failed past its retries: no vote, no verdict
             run = ProgramRun(None, "", 1, error=f"model error: {e}", sandbox_fault=True)
         ballot.programs += 1
@@ -338,8 +366,10 @@ class AnswerAgreement:
             return (len(support), both, -first)
 
         best = max(ballot.votes, key=rank).value
-        base = next((c for c in candidates if (a := numeric_answer(node, c)) and agree(a[1], best)),
-                    candidates[0])  # fmt: skip
+        base = next(
+            (c for c in candidates if (a := numeric_answer(node, c)) and agree(a[1], best)),
+            candidates[0],
+        )
         if node.outputs[name] == "integer" and not float(best).is_integer():
             return dict(base)
         number: float | int = int(best) if float(best).is_integer() else best

@@ -113,6 +113,10 @@ def verdict(check: Check, outcome: str, message: str = "", **extra: Any) -> VFVe
     """A check's verdict, carrying the check's strength so the run can tell whether a PASS
     confirms the answer."""
     return VFVerdict(
-        name=check.name, type="check", outcome=outcome, message=message,
-        strength=check.strength, **extra,
-    )  # fmt: skip
+        name=check.name,
+        type="check",
+        outcome=outcome,
+        message=message,
+        strength=check.strength,
+        **extra,
+    )

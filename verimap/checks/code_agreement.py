@@ -149,10 +149,11 @@ class CodeAgreement:
         mine = await self._behaviour(bench, code, entry, tools)
         if mine is None:
             return verdict(
-                self, "FAIL",
+                self,
+                "FAIL",
                 f"your code could not be loaded and called as `{entry}`: it fails to run, or "
                 "defines no function of that name",
-            )  # fmt: skip
+            )
         done: dict[int, Comparison] = {}
         while True:
             for i, ref in bench.valid():
@@ -200,9 +201,11 @@ class CodeAgreement:
             settings = settings.replace(temperature=tools.retry_temperature)
         prompt = REFERENCE_PROMPT.format(task=task, entry=entry)
         request = ModelRequest(
-            messages=[UserMessage(content=prompt)], settings=settings, role=JUDGE,
+            messages=[UserMessage(content=prompt)],
+            settings=settings,
+            role=JUDGE,
             purpose=SolveCall(kind="reference", task=task),
-        )  # fmt: skip
+        )
         try:
             reply = (await ctx.model(tools.model).request(request)).content or ""
             ref = await self._vet(bench, code_from_reply(reply), task, entry, tools)
@@ -211,8 +214,11 @@ class CodeAgreement:
         except SandboxFault as e:
             ref = Reference(None, reason=f"the sandbox failed: {e}"[:300])
         bench.references.append(ref)
-        ctx.emit(CrossCheck(kind="code", reference=len(bench.references) - 1,
-                            valid=ref.valid, reason=ref.reason))  # fmt: skip
+        ctx.emit(
+            CrossCheck(
+                kind="code", reference=len(bench.references) - 1, valid=ref.valid, reason=ref.reason
+            )
+        )
 
     async def _vet(
         self, bench: Bench, code: str | None, task: str, entry: str, tools: CheckTools
@@ -230,16 +236,28 @@ class CodeAgreement:
         return Reference(code, valid=True, behaviour=behaviour)
 
     def _compare(
-        self, i: int, mine: Behaviour, ref: Reference, entry: str, inputs: list[str],
+        self,
+        i: int,
+        mine: Behaviour,
+        ref: Reference,
+        entry: str,
+        inputs: list[str],
         ctx: RunContext,
-    ) -> Comparison:  # fmt: skip
+    ) -> Comparison:
         assert ref.behaviour is not None
         ours, theirs = within_domain(mine, ref.behaviour)
         at = first_difference(ours, theirs)
         c = Comparison(i, compared(ours, theirs), at)
         differs = None if at is None else call_text(entry, inputs[at])
-        ctx.emit(CrossCheck(kind="code", reference=i, agreed=c.agreed(self.min_inputs),
-                            compared=c.compared, input=differs))  # fmt: skip
+        ctx.emit(
+            CrossCheck(
+                kind="code",
+                reference=i,
+                agreed=c.agreed(self.min_inputs),
+                compared=c.compared,
+                input=differs,
+            )
+        )
         return c
 
     def _verdict(
@@ -249,24 +267,27 @@ class CodeAgreement:
         if agreeing and bench.shown:
             calls = ", ".join(call_text(entry, inputs[i]) for i in sorted(bench.shown))
             return verdict(
-                self, ABSTAINED,
+                self,
+                ABSTAINED,
                 "the code behaves like an independently written solution only after it was shown "
                 f"that solution's output on {calls}, where the independent solutions disagreed: "
                 "that agreement confirms nothing",
-            )  # fmt: skip
+            )
         if agreeing:
             n = max(c.compared for c in agreeing)
             return verdict(
-                self, "PASS",
+                self,
+                "PASS",
                 f"on {n} generated inputs your code behaves exactly like {len(agreeing)} of "
                 f"{len(done)} independently written solutions",
-            )  # fmt: skip
+            )
         if not done:
             why = [r.reason for r in bench.references] or ["no model to write one"]
             return verdict(
-                self, ABSTAINED,
+                self,
+                ABSTAINED,
                 "no independently written solution to compare with: " + "; ".join(why),
-            )  # fmt: skip
+            )
         differing = [c for c in done if c.differs_at is not None]
         if len(differing) < len(done):
             n = min(c.compared for c in done)

@@ -67,8 +67,11 @@ def example_args(task: str, entry: str, params: list[Param] | None) -> list[tupl
     those of other calls written in the task whose result is not a literal (`f("5 apples",
     19) -> 19 - 5 = 14`): their arguments are still inputs the task means."""
     calls = [call for call, _, _ in find_examples(task)[0]]
-    calls += [task[m.start() : end] for m in re.finditer(rf"(?<![\w.]){re.escape(entry)}\s*\(", task)
-              if (end := group_end(task, m.end() - 1)) > 0]  # fmt: skip
+    calls += [
+        task[m.start() : end]
+        for m in re.finditer(rf"(?<![\w.]){re.escape(entry)}\s*\(", task)
+        if (end := group_end(task, m.end() - 1)) > 0
+    ]
     out: list[tuple[Any, ...]] = []
     for call in calls:
         node = parse_code(ast, call)
@@ -337,8 +340,11 @@ def strategy(kind: Kind) -> Any:
         if tag == "int":
             return st.integers(int(lo), int(hi))
         return st.floats(lo, hi, allow_nan=False, allow_infinity=False).map(lambda x: round(x, 3))
-    simple = {"str": lambda: st.text(kind[1], max_size=MAX_TEXT), "bool": st.booleans,
-              "none": st.none}  # fmt: skip
+    simple = {
+        "str": lambda: st.text(kind[1], max_size=MAX_TEXT),
+        "bool": st.booleans,
+        "none": st.none,
+    }
     if tag in simple:
         return simple[tag]()
     if tag == "words":
@@ -396,8 +402,13 @@ def _drawn_by_hypothesis(kinds: list[Kind], n: int, seed: int) -> list[tuple[Any
     out: list[tuple[Any, ...]] = []
 
     @seeded(seed)
-    @settings(database=None, max_examples=n, phases=[Phase.generate], deadline=None,
-              suppress_health_check=list(HealthCheck))  # fmt: skip
+    @settings(
+        database=None,
+        max_examples=n,
+        phases=[Phase.generate],
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+    )
     @given(st.tuples(*(strategy(k) for k in kinds)))
     def collect(args: tuple[Any, ...]) -> None:
         out.append(args)

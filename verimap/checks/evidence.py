@@ -270,10 +270,11 @@ class ReportsInOrder:
             dates.append(day)
         if dates[0] > dates[1]:
             return verdict(
-                self, "FAIL",
+                self,
+                "FAIL",
                 f"{self.earlier} ({dates[0]}) is after {self.later} ({dates[1]}), against the "
                 "order the task states: the reports found are not the ones it means",
-            )  # fmt: skip
+            )
         return verdict(self, "PASS")
 
 

@@ -56,8 +56,15 @@ RUN_SOLUTION = "\n\nprint(solution())\n"
 # What a program keeps of its module: `solution()` and what it may need. Top-level calls are
 # not part of the contract; a small model adds self-tests whose wrong `assert` would sink a
 # right `solution()`, and prints that would run before it.
-_KEPT = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef,
-         ast.Assign, ast.AnnAssign)  # fmt: skip
+_KEPT = (
+    ast.Import,
+    ast.ImportFrom,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.Assign,
+    ast.AnnAssign,
+)
 
 
 def solution_module(code: str) -> str:
@@ -124,8 +131,12 @@ def runnable(reply: str) -> str | None:
     code = code_from_reply(reply)
     if code is not None:
         tree = ast.parse(code)
-        names = [n.name for n in tree.body if isinstance(n, ast.FunctionDef)
-                 and not (n.args.args or n.args.posonlyargs or n.args.kwonlyargs)]  # fmt: skip
+        names = [
+            n.name
+            for n in tree.body
+            if isinstance(n, ast.FunctionDef)
+            and not (n.args.args or n.args.posonlyargs or n.args.kwonlyargs)
+        ]
         if "solution" in names:
             return solution_module(code) + RUN_SOLUTION
         if len(names) == 1:  # `def total_cost():`, with or without its own call
@@ -137,8 +148,10 @@ def runnable(reply: str) -> str | None:
             continue
         if any(isinstance(n, ast.Return) for n in tree.body):  # a body without its header
             return "def solution():\n" + textwrap.indent(block, "    ") + RUN_SOLUTION
-        if any(isinstance(n, ast.Call) and getattr(n.func, "id", None) == "print"
-               for n in ast.walk(tree)):  # fmt: skip
+        if any(
+            isinstance(n, ast.Call) and getattr(n.func, "id", None) == "print"
+            for n in ast.walk(tree)
+        ):
             return block  # a script: its last printed line is its answer
     return None
 
@@ -151,17 +164,23 @@ async def run_program(sandbox: Sandbox, reply: str, timeout: float) -> ProgramRu
     res = await sandbox.run_program(program, timeout=timeout)
     if res.outcome is not Outcome.PASS:
         return ProgramRun(
-            None, reply, 1, error=f"{res.outcome.value}: {res.message}"[:500],
+            None,
+            reply,
+            1,
+            error=f"{res.outcome.value}: {res.message}"[:500],
             sandbox_fault=res.outcome is Outcome.SANDBOX_ERROR,
-        )  # fmt: skip
+        )
     lines = res.stdout.strip().splitlines()
     printed = lines[-1].strip() if lines else ""
     answer = number_in(printed)
     if answer is None:  # it ran but gave no number (a function that forgot its return): fixable
         return ProgramRun(
-            None, reply, 1, printed=printed[:200],
+            None,
+            reply,
+            1,
+            printed=printed[:200],
             error=f"solution() returned {printed[:80]!r}, not a number: it must return the answer",
-        )  # fmt: skip
+        )
     return ProgramRun(answer, reply, 1, printed=printed[:200])
 
 

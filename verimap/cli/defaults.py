@@ -67,36 +67,95 @@ def _built_in(value: Any) -> str | None:
 # the check. Every option not listed is refused, so a new option is refused until added here.
 HARMLESS: dict[str, Check | None] = {
     # How much work, and how much at once.
-    "max-tasks": _at_most(64), "max-connections": _at_most(64),
-    "max-parallel-nodes": _at_most(16), "max-attempts": _at_most(10),
-    "max-iterations": _at_most(10), "epochs": _at_most(10), "samples": _at_most(16),
-    "max-nodes": None, "limit": None, "sample": None, "sample-id": None, "seed": None,
-    "call-limit": None, "token-limit": None, "cost-limit": None, "time-limit": None,
-    "timeout": None, "resamples": _at_most(100_000), "chunk-words": None,
+    "max-tasks": _at_most(64),
+    "max-connections": _at_most(64),
+    "max-parallel-nodes": _at_most(16),
+    "max-attempts": _at_most(10),
+    "max-iterations": _at_most(10),
+    "epochs": _at_most(10),
+    "samples": _at_most(16),
+    "max-nodes": None,
+    "limit": None,
+    "sample": None,
+    "sample-id": None,
+    "seed": None,
+    "call-limit": None,
+    "token-limit": None,
+    "cost-limit": None,
+    "time-limit": None,
+    "timeout": None,
+    "resamples": _at_most(100_000),
+    "chunk-words": None,
     # What a run does, and with which benchmark and fields.
-    "method": None, "temperature": None, "top-p": None, "cross-check": None, "ballot": None,
-    "sequential": None, "no-reuse": None, "fail-accepted": None, "benchmark": _built_in,
-    "input": None, "target": None, "id": None, "test-field": None,
-    "entry-point-field": None, "scorer": None, "domain": None, "node": None,
+    "method": None,
+    "temperature": None,
+    "top-p": None,
+    "cross-check": None,
+    "ballot": None,
+    "sequential": None,
+    "no-reuse": None,
+    "fail-accepted": None,
+    "benchmark": _built_in,
+    "input": None,
+    "target": None,
+    "id": None,
+    "test-field": None,
+    "entry-point-field": None,
+    "scorer": None,
+    "domain": None,
+    "node": None,
     "sandbox": _only("docker"),
     # What is shown.
-    "quiet": None, "json": None, "mermaid": None, "verbose": None, "max-chars": None, "k": None,
-    "format": None, "include-fallbacks": None, "metadata": None,
-}  # fmt: skip
+    "quiet": None,
+    "json": None,
+    "mermaid": None,
+    "verbose": None,
+    "max-chars": None,
+    "k": None,
+    "format": None,
+    "include-fallbacks": None,
+    "metadata": None,
+}
 
 _ROUTES = "it chooses where requests, prompts and your API key go"
 _FILES = "it names a file or directory to read or write"
 # Why the options an untrusted file may not set are refused; any other: not HARMLESS.
 WHY: dict[str, str] = {
-    **dict.fromkeys(("base-url", "model", "planner-model", "executor-model", "judge-model",
-                     "ray-endpoint-per-node", "ray-env", "otel", "judge"), _ROUTES),
+    **dict.fromkeys(
+        (
+            "base-url",
+            "model",
+            "planner-model",
+            "executor-model",
+            "judge-model",
+            "ray-endpoint-per-node",
+            "ray-env",
+            "otel",
+            "judge",
+        ),
+        _ROUTES,
+    ),
     **dict.fromkeys(("verification", "policy"), "it weakens checking"),
     "model-file": "it loads a model file of its choosing",
-    **dict.fromkeys(("out", "out-file", "trace-dir", "cache-dir", "data-dir", "plan-file",
-                     "problems", "inputs", "outputs", "also", "resume"), _FILES),
+    **dict.fromkeys(
+        (
+            "out",
+            "out-file",
+            "trace-dir",
+            "cache-dir",
+            "data-dir",
+            "plan-file",
+            "problems",
+            "inputs",
+            "outputs",
+            "also",
+            "resume",
+        ),
+        _FILES,
+    ),
     "cache": "it answers model calls from replies kept on disk",
     "keep-server": "it keeps a process running after the command",
-}  # fmt: skip
+}
 NOT_HARMLESS = "it is not among the settings an untrusted file may make"
 
 
@@ -273,9 +332,13 @@ class _Reading:
         self.never: set[str] = set()
 
     def settings(
-        self, cmd: click.Command, table: dict[str, Any], where: str, node: dict[str, Any],
+        self,
+        cmd: click.Command,
+        table: dict[str, Any],
+        where: str,
+        node: dict[str, Any],
         refused: dict[str, str],
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Put `table`'s settings for `cmd` into `node`, click's default map (by parameter
         name), and those it may not take into `refused`; options by their flag's name. A later
         table replaces an earlier one's setting, refused or not."""

@@ -305,9 +305,10 @@ def run_command(**kw: Any) -> int:
     endpoint: dict[str, Any] = {k: kw.get(k) for k in ENDPOINT_KEYS if kw.get(k) is not None}
     _drop_config_models_without_endpoint(endpoint, kw.get("from_config") or set())
     fixed = [
-        k for k in ("max_retries", "max_iterations")
+        k
+        for k in ("max_retries", "max_iterations")
         if k in run_config and k not in METHODS[method].adjustable
-    ]  # fmt: skip
+    ]
     if fixed:
         click.echo(
             f"note: {method} is one pass by definition; ignoring {', '.join(fixed)}", err=True
@@ -385,8 +386,14 @@ def run_command(**kw: Any) -> int:
             err=True,
         )
         return 130
-    except (RunDirError, SandboxUnavailable, DataError, RetrievalUnavailable, ValueError,
-            ClusterError) as e:  # fmt: skip
+    except (
+        RunDirError,
+        SandboxUnavailable,
+        DataError,
+        RetrievalUnavailable,
+        ValueError,
+        ClusterError,
+    ) as e:
         raise click.ClickException(str(e)) from None
     except (ModelError, ServerError, WeightsError) as e:  # no model to serve: nothing ran
         raise click.ClickException(str(e)) from None
@@ -438,13 +445,27 @@ INSPECT_MISSING = (
 
 
 @eval_.command("export")
-@click.argument("dirs", metavar="DIR...", nargs=-1, required=True,
-                type=click.Path(exists=True, file_okay=False, path_type=Path))  # fmt: skip
-@click.option("--format", "fmt", type=click.Choice(["inspect"]), required=True,
-              help="inspect: Inspect AI eval logs (.eval), which `inspect view` opens.")  # fmt: skip
-@click.option("-o", "--out", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Log directory to write into [$INSPECT_LOG_DIR, else ./logs, where `inspect "
-              "view` looks].")  # fmt: skip
+@click.argument(
+    "dirs",
+    metavar="DIR...",
+    nargs=-1,
+    required=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["inspect"]),
+    required=True,
+    help="inspect: Inspect AI eval logs (.eval), which `inspect view` opens.",
+)
+@click.option(
+    "-o",
+    "--out",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Log directory to write into [$INSPECT_LOG_DIR, else ./logs, where `inspect view` looks].",
+)
 def export(dirs: tuple[Path, ...], fmt: str, out: Path | None) -> None:
     """Write one log per eval run DIR (benchmark x method) for another tool to browse.
 
@@ -471,8 +492,10 @@ def export(dirs: tuple[Path, ...], fmt: str, out: Path | None) -> None:
         for line in w.problems:
             click.echo(f"skipped: {printable(line)}", err=True)
         acc = "no task scored" if w.accuracy is None else f"accuracy {w.accuracy:.1%}"
-        click.echo(f"{w.path}: {visible(w.benchmark)}/{visible(w.method)}, {w.scored} scored "
-                   f"({acc}), {w.errored} errored, not scored")  # fmt: skip
+        click.echo(
+            f"{w.path}: {visible(w.benchmark)}/{visible(w.method)}, {w.scored} scored "
+            f"({acc}), {w.errored} errored, not scored"
+        )
     click.echo(f"open with: inspect view --log-dir {target}", err=True)
 
 

@@ -50,31 +50,67 @@ FIELD_KEYS = {
 }
 
 OPTIONS = [
-    click.option("--input", "input_field", metavar="FIELD", default=None,
-                 help="File benchmark: the field holding each task's input [input, question, "
-                 "prompt, problem or query]."),
-    click.option("--target", "target_field", metavar="FIELD", default=None,
-                 help="File benchmark: the field holding the expected answer [target, answer, "
-                 "output, label or expected]."),
-    click.option("--id", "id_field", metavar="FIELD", default=None,
-                 help="File benchmark: the field holding each task's id [the row index]."),
-    click.option("--scorer", type=click.Choice(list(SCORERS)), default=None,
-                 help="File benchmark: exact (normalised text), numeric (the final number), "
-                 "code-tests (tests run in the sandbox), judge (the judge model compares with "
-                 "the target) [exact; code-tests with --test-field]."),
-    click.option("--domain", type=click.Choice(DOMAINS), default=None,
-                 help="File benchmark: what verimap plans for (the planner's example, the "
-                 "tools, the answer type) [numeric: math, code-tests: programming, else qa]."),
-    click.option("--test-field", metavar="FIELD", default=None,
-                 help="code-tests: the field holding the tests (def check(candidate), or "
-                 "asserts) [test, tests or test_list]."),
-    click.option("--entry-point-field", metavar="FIELD", default=None,
-                 help="code-tests: the field naming the function under test [entry_point, "
-                 "else the function the tests assert on]."),
+    click.option(
+        "--input",
+        "input_field",
+        metavar="FIELD",
+        default=None,
+        help="File benchmark: the field holding each task's input [input, question, "
+        "prompt, problem or query].",
+    ),
+    click.option(
+        "--target",
+        "target_field",
+        metavar="FIELD",
+        default=None,
+        help="File benchmark: the field holding the expected answer [target, answer, "
+        "output, label or expected].",
+    ),
+    click.option(
+        "--id",
+        "id_field",
+        metavar="FIELD",
+        default=None,
+        help="File benchmark: the field holding each task's id [the row index].",
+    ),
+    click.option(
+        "--scorer",
+        type=click.Choice(list(SCORERS)),
+        default=None,
+        help="File benchmark: exact (normalised text), numeric (the final number), "
+        "code-tests (tests run in the sandbox), judge (the judge model compares with "
+        "the target) [exact; code-tests with --test-field].",
+    ),
+    click.option(
+        "--domain",
+        type=click.Choice(DOMAINS),
+        default=None,
+        help="File benchmark: what verimap plans for (the planner's example, the "
+        "tools, the answer type) [numeric: math, code-tests: programming, else qa].",
+    ),
+    click.option(
+        "--test-field",
+        metavar="FIELD",
+        default=None,
+        help="code-tests: the field holding the tests (def check(candidate), or "
+        "asserts) [test, tests or test_list].",
+    ),
+    click.option(
+        "--entry-point-field",
+        metavar="FIELD",
+        default=None,
+        help="code-tests: the field naming the function under test [entry_point, "
+        "else the function the tests assert on].",
+    ),
     click.option("--split", type=MBPPSplit(), default=None, help=SPLIT_HELP),
-    click.option("--sample-id", "sample_id", multiple=True, metavar="ID[,ID...]",
-                 help="Run only the tasks with these ids (repeatable, or comma-separated)."),
-]  # fmt: skip
+    click.option(
+        "--sample-id",
+        "sample_id",
+        multiple=True,
+        metavar="ID[,ID...]",
+        help="Run only the tasks with these ids (repeatable, or comma-separated).",
+    ),
+]
 
 
 def benchmark_options(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -150,22 +186,32 @@ def open_benchmark(kw: dict[str, Any]) -> Any:
     from verimap.evals.tasksets import is_builtin
 
     fm = FieldMap(
-        input=kw.get("input_field"), target=kw.get("target_field"), id=kw.get("id_field"),
-        scorer=kw.get("scorer"), domain=kw.get("domain"), test=kw.get("test_field"),
+        input=kw.get("input_field"),
+        target=kw.get("target_field"),
+        id=kw.get("id_field"),
+        scorer=kw.get("scorer"),
+        domain=kw.get("domain"),
+        test=kw.get("test_field"),
         entry_point=kw.get("entry_point_field"),
-    )  # fmt: skip
+    )
     from_config = set(kw.get("from_config") or ())
     _settle_ids(kw, from_config)
     try:
         bench = open_any(
-            kw["benchmark"], kw.get("data_dir"), fm, run_code=bool(kw.get("benchmark_runs_code")),
+            kw["benchmark"],
+            kw.get("data_dir"),
+            fm,
+            run_code=bool(kw.get("benchmark_runs_code")),
             split=kw.get("split"),
-        )  # fmt: skip
+        )
     except DataError as e:
         raise click.ClickException(str(e)) from None
     if not is_builtin(bench) and kw.get("data_dir"):
-        click.echo(f"note: --data-dir is for the built-in benchmarks; {bench.name} is read "
-                   f"from {bench.source.root}", err=True)  # fmt: skip
+        click.echo(
+            f"note: --data-dir is for the built-in benchmarks; {bench.name} is read "
+            f"from {bench.source.root}",
+            err=True,
+        )
     return bench
 
 

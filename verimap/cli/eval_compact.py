@@ -16,13 +16,21 @@ import click
 
 
 @click.command("compact")
-@click.argument("dirs", metavar="DIR...", nargs=-1, required=True,
-                type=click.Path(exists=True, file_okay=False))  # fmt: skip
-@click.option("--out-file", type=click.Path(dir_okay=False, path_type=Path),
-              required=True, help="The compact results file to write (JSON lines).")  # fmt: skip
-@click.option("--variant", default=None,
-              help="Name every method METHOD VARIANT (a setting it ran with beside the plain "
-                   "method in the same draw, e.g. \"--ballot mixed\").")  # fmt: skip
+@click.argument(
+    "dirs", metavar="DIR...", nargs=-1, required=True, type=click.Path(exists=True, file_okay=False)
+)
+@click.option(
+    "--out-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The compact results file to write (JSON lines).",
+)
+@click.option(
+    "--variant",
+    default=None,
+    help="Name every method METHOD VARIANT (a setting it ran with beside the plain "
+    'method in the same draw, e.g. "--ballot mixed").',
+)
 @click.option(
     "--append",
     is_flag=True,
@@ -38,8 +46,9 @@ def compact(dirs: tuple[str, ...], out_file: Path, variant: str | None, append: 
     out = out_file
 
     if out.exists() and not append and out.stat().st_size and not _is_compact_file(out):
-        raise click.ClickException(f"{out} holds something else than compact results; "
-                                   "choose another --out-file")  # fmt: skip
+        raise click.ClickException(
+            f"{out} holds something else than compact results; choose another --out-file"
+        )
     problems: list[str] = []
     try:
         lines = lines_from_dirs(dirs, variant, problems)

@@ -187,8 +187,9 @@ def _paired(
     return pairing, comps
 
 
-def _header(names: tuple[str, str], a: list[Record], b: list[Record], pairing: Pairing,
-            runs: int) -> list[str]:  # fmt: skip
+def _header(
+    names: tuple[str, str], a: list[Record], b: list[Record], pairing: Pairing, runs: int
+) -> list[str]:
     label_a, label_b = _label(a), _label(b)
     lines = [
         f"# {label_a} (A) vs {label_b} (B)",
@@ -211,13 +212,23 @@ def _header(names: tuple[str, str], a: list[Record], b: list[Record], pairing: P
 @click.argument("dir_b", type=RESULTS_PATH)
 @click.option("--benchmark", "-b", default=None, help="Only this benchmark (e.g. gsm8k).")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
-@click.option("--resamples", type=click.IntRange(min=100), default=10_000, show_default=True,
-              help="Bootstrap resamples of the accuracy difference.")  # fmt: skip
+@click.option(
+    "--resamples",
+    type=click.IntRange(min=100),
+    default=10_000,
+    show_default=True,
+    help="Bootstrap resamples of the accuracy difference.",
+)
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
-@click.option("--also", "also", nargs=2, multiple=True, metavar="DIR_A DIR_B",
-              type=RESULTS_PATH,
-              help="Pool another pair of directories (another draw of tasks) into A and B; "
-                   "repeatable.")  # fmt: skip
+@click.option(
+    "--also",
+    "also",
+    nargs=2,
+    multiple=True,
+    metavar="DIR_A DIR_B",
+    type=RESULTS_PATH,
+    help="Pool another pair of directories (another draw of tasks) into A and B; repeatable.",
+)
 def compare(
     dir_a: str,
     dir_b: str,
@@ -244,14 +255,21 @@ def compare(
         (ra, rb) for ra, rb in pairing.pairs if benchmark is None or benchmark_of(ra) == benchmark
     )
     if as_json:
-        click.echo(json.dumps({
-            "a": {"dir": dir_a, "dirs": dirs_a, "methods": _methods(a), "tasks": len(a)},
-            "b": {"dir": dir_b, "dirs": dirs_b, "methods": _methods(b), "tasks": len(b)},
-            "common": len(pairing.pairs), "only_a": len(pairing.only_a),
-            "only_b": len(pairing.only_b), "runs": runs,
-            "benchmarks": to_json(comps),
-            "question_types": [r._asdict() for r in types],
-        }, indent=2))  # fmt: skip
+        click.echo(
+            json.dumps(
+                {
+                    "a": {"dir": dir_a, "dirs": dirs_a, "methods": _methods(a), "tasks": len(a)},
+                    "b": {"dir": dir_b, "dirs": dirs_b, "methods": _methods(b), "tasks": len(b)},
+                    "common": len(pairing.pairs),
+                    "only_a": len(pairing.only_a),
+                    "only_b": len(pairing.only_b),
+                    "runs": runs,
+                    "benchmarks": to_json(comps),
+                    "question_types": [r._asdict() for r in types],
+                },
+                indent=2,
+            )
+        )
         return
     from verimap.base.redaction import printable
     from verimap.evals.report import cell

@@ -30,8 +30,10 @@ def peak_rss_mb() -> float:
 
 
 def _row(name: str, m: RetrievalMetrics) -> str:
-    return (f"| {name} | {m.queries} | {m.hits_at_4:.4f} | {m.hits_at_10:.4f} | {m.map_at_10:.4f} "
-            f"| {m.mrr_at_10:.4f} |")  # fmt: skip
+    return (
+        f"| {name} | {m.queries} | {m.hits_at_4:.4f} | {m.hits_at_10:.4f} | {m.map_at_10:.4f} "
+        f"| {m.mrr_at_10:.4f} |"
+    )
 
 
 @click.command("retrieval")
@@ -76,14 +78,25 @@ def retrieval(
         "peak_rss_mb": round(peak_rss_mb(), 1),
     }
     if as_json:
-        click.echo(json.dumps({**m.model_dump(), **cost, "chunks": len(index.chunks),
-                               "data": str(src.root), "fixture": src.is_sample}))  # fmt: skip
+        click.echo(
+            json.dumps(
+                {
+                    **m.model_dump(),
+                    **cost,
+                    "chunks": len(index.chunks),
+                    "data": str(src.root),
+                    "fixture": src.is_sample,
+                }
+            )
+        )
         return
     where = "the committed FIXTURE (not the real dataset)" if src.is_sample else str(src.root)
     left_out = ", ".join(f"{n} {t}" for t, n in m.excluded.items()) or "none"
-    click.echo(f"MultiHopRAG retrieval on {where}: {len(corpus)} articles, {len(index.chunks)} chunks, "
-               f"{m.queries} queries with evidence (left out: {left_out}); BM25 + all-MiniLM-L6-v2, "
-               "reciprocal-rank fusion")  # fmt: skip
+    click.echo(
+        f"MultiHopRAG retrieval on {where}: {len(corpus)} articles, {len(index.chunks)} chunks, "
+        f"{m.queries} queries with evidence (left out: {left_out}); BM25 + all-MiniLM-L6-v2, "
+        "reciprocal-rank fusion"
+    )
     click.echo("| Queries | n | Hits@4 | Hits@10 | MAP@10 | MRR@10 |\n|---|---|---|---|---|---|")
     click.echo(_row("all", m))
     for t, tm in m.by_type.items():

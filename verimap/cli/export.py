@@ -15,14 +15,23 @@ def export() -> None:
 
 
 @export.command()
-@click.argument("run_dirs", metavar="RUN_DIR...", nargs=-1, required=True,
-                type=click.Path(path_type=Path))  # fmt: skip
-@out_file_option("The JSONL file to write (an existing one only if verimap wrote it, or FILE "
-                 "is given here).", required=True)  # fmt: skip
-@click.option("--include-fallbacks", is_flag=True,
-              help="Also pair the one-node fallback plans, which no model wrote.")  # fmt: skip
-@click.option("--metadata", is_flag=True,
-              help="Add a `metadata` column: benchmark, task and where each plan came from.")  # fmt: skip
+@click.argument(
+    "run_dirs", metavar="RUN_DIR...", nargs=-1, required=True, type=click.Path(path_type=Path)
+)
+@out_file_option(
+    "The JSONL file to write (an existing one only if verimap wrote it, or FILE is given here).",
+    required=True,
+)
+@click.option(
+    "--include-fallbacks",
+    is_flag=True,
+    help="Also pair the one-node fallback plans, which no model wrote.",
+)
+@click.option(
+    "--metadata",
+    is_flag=True,
+    help="Add a `metadata` column: benchmark, task and where each plan came from.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Print every note (missing traces, ...).")
 def preferences(
     run_dirs: tuple[Path, ...],

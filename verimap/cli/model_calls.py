@@ -29,8 +29,9 @@ class CacheMode(click.Choice):
             self.fail(
                 f"{value!r} is not a cache mode ({', '.join(self.choices)}). `--cache` reads the "
                 "argument after it as its mode: write `--cache on`, or put the task first",
-                param, ctx,
-            )  # fmt: skip
+                param,
+                ctx,
+            )
 
 
 OPTIONS = [

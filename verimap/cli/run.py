@@ -69,8 +69,10 @@ def print_result(result: RunResult, *, console=None) -> None:
 
     console = console or Console()
     colour = {"success": "green", "partial": "yellow"}.get(result.status, "red")
-    console.print(f"[bold]status:[/bold] [{colour}]{result.status}[/{colour}]  "
-                  f"iterations: {result.iterations}  retries: {result.retries}")  # fmt: skip
+    console.print(
+        f"[bold]status:[/bold] [{colour}]{result.status}[/{colour}]  "
+        f"iterations: {result.iterations}  retries: {result.retries}"
+    )
     if result.error_kind == "infrastructure":
         console.print(
             "[bold red]infrastructure error:[/bold red] the model endpoint or the sandbox failed; "
@@ -96,8 +98,10 @@ def print_result(result: RunResult, *, console=None) -> None:
         table.add_row(*(Text(for_console(c)) for c in cells))
     console.print(table)
     u = result.usage.total
-    console.print(f"usage: {u.calls} calls ({u.failed_calls} failed), {u.prompt_tokens} prompt + "
-                  f"{u.completion_tokens} completion tokens, ${u.cost:.4f}")  # fmt: skip
+    console.print(
+        f"usage: {u.calls} calls ({u.failed_calls} failed), {u.prompt_tokens} prompt + "
+        f"{u.completion_tokens} completion tokens, ${u.cost:.4f}"
+    )
     if cached := cache_line(u):
         console.print(cached, markup=False)
     if result.fallback_iterations:
@@ -166,8 +170,12 @@ def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
 @click.argument("task")
 @endpoint_options
 @max_attempts_option(default=3, show_default=True)
-@click.option("--max-iterations", type=click.IntRange(min=1), default=None,
-              help="Plans, counting the first [default: 5; 2 on the local model].")  # fmt: skip
+@click.option(
+    "--max-iterations",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Plans, counting the first [default: 5; 2 on the local model].",
+)
 @max_parallel_nodes_option(default=4, show_default=True)
 @click.option(
     "--sequential",
@@ -196,24 +204,45 @@ def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
     default="full",
     show_default=True,
 )
-@click.option("--plan-file", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Use this fixed plan instead of asking the planner model.")  # fmt: skip
-@click.option("--method", "-m", type=click.Choice(list(METHODS)), default=None,
-              help="Run as one of the eval methods (react, map, map-v, verimap, ...) or baselines "
-              "(bare, sc, program, rag), with the same presets as `verimap eval`, to compare methods on "
-              "one task.")  # fmt: skip
+@click.option(
+    "--plan-file",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="Use this fixed plan instead of asking the planner model.",
+)
+@click.option(
+    "--method",
+    "-m",
+    type=click.Choice(list(METHODS)),
+    default=None,
+    help="Run as one of the eval methods (react, map, map-v, verimap, ...) or baselines "
+    "(bare, sc, program, rag), with the same presets as `verimap eval`, to compare methods on "
+    "one task.",
+)
 @samples_option
 @sandbox_option()
-@click.option("--trace-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where run traces go (default: $VERIMAP_TRACE_DIR or ./runs/traces).")  # fmt: skip
-@click.option("--call-limit", type=int, default=None,
-              help="Budget for the whole run: model calls.")  # fmt: skip
-@click.option("--token-limit", type=int, default=None,
-              help="Budget for the whole run: tokens, prompt and completion.")  # fmt: skip
-@click.option("--cost-limit", type=float, default=None,
-              help="Budget for the whole run: US dollars (refused for a model with no known price).")  # fmt: skip
-@click.option("--time-limit", type=float, default=None,
-              help="Budget for the whole run: wall-clock seconds.")  # fmt: skip
+@click.option(
+    "--trace-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Where run traces go (default: $VERIMAP_TRACE_DIR or ./runs/traces).",
+)
+@click.option("--call-limit", type=int, default=None, help="Budget for the whole run: model calls.")
+@click.option(
+    "--token-limit",
+    type=int,
+    default=None,
+    help="Budget for the whole run: tokens, prompt and completion.",
+)
+@click.option(
+    "--cost-limit",
+    type=float,
+    default=None,
+    help="Budget for the whole run: US dollars (refused for a model with no known price).",
+)
+@click.option(
+    "--time-limit", type=float, default=None, help="Budget for the whole run: wall-clock seconds."
+)
 @click.option(
     "--temperature", type=float, default=None, help="Sampling temperature for every role."
 )
@@ -221,11 +250,34 @@ def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
 @quiet_option("Do not narrate the run's steps on stderr.")
 @otel_option
 @model_call_options
-def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_nodes: int, sequential: bool, no_reuse: bool,
-        fail_accepted: bool, max_nodes: int | None, cross_check: bool | None, ballot: str | None, policy: str | None, verification: str, plan_file: Path | None, method: str | None, samples: int | None,
-        sandbox_kind: str, trace_dir: Path | None,
-        call_limit: int | None, token_limit: int | None, cost_limit: float | None, time_limit: float | None,
-        temperature: float | None, as_json: bool, quiet: bool, otel: bool, **endpoint: Any) -> None:  # fmt: skip
+def run(
+    task: str,
+    max_attempts: int,
+    max_iterations: int | None,
+    max_parallel_nodes: int,
+    sequential: bool,
+    no_reuse: bool,
+    fail_accepted: bool,
+    max_nodes: int | None,
+    cross_check: bool | None,
+    ballot: str | None,
+    policy: str | None,
+    verification: str,
+    plan_file: Path | None,
+    method: str | None,
+    samples: int | None,
+    sandbox_kind: str,
+    trace_dir: Path | None,
+    call_limit: int | None,
+    token_limit: int | None,
+    cost_limit: float | None,
+    time_limit: float | None,
+    temperature: float | None,
+    as_json: bool,
+    quiet: bool,
+    otel: bool,
+    **endpoint: Any,
+) -> None:
     """Solve TASK: plan a DAG with verification functions, execute and verify every node, retry and
     replan on failures, and print the answer with a per-node verdict table.
 
@@ -246,15 +298,25 @@ def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_n
         click.echo("error: --method and --plan-file exclude each other", err=True)
         sys.exit(EXIT_BAD_INPUT)
     if method == "rag":
-        click.echo("error: rag answers questions over a corpus: run it with `verimap eval -b "
-                   "multihoprag -m rag`", err=True)  # fmt: skip
+        click.echo(
+            "error: rag answers questions over a corpus: run it with `verimap eval -b "
+            "multihoprag -m rag`",
+            err=True,
+        )
         sys.exit(EXIT_BAD_INPUT)
     typed = _given_on_the_command_line()
-    user: dict[str, Any] = {k: v for k, v in (
-        ("max_retries", max_attempts), ("max_parallel", max_parallel_nodes), ("sequential", sequential),
-        ("reuse_verified", not no_reuse), ("fail_accepted", fail_accepted),
-        ("verification", verification),
-    ) if k in typed}  # fmt: skip
+    user: dict[str, Any] = {
+        k: v
+        for k, v in (
+            ("max_retries", max_attempts),
+            ("max_parallel", max_parallel_nodes),
+            ("sequential", sequential),
+            ("reuse_verified", not no_reuse),
+            ("fail_accepted", fail_accepted),
+            ("verification", verification),
+        )
+        if k in typed
+    }
     if temperature is not None:  # retries then sample at the same temperature
         user["temperature"] = temperature
     if max_iterations is not None:
@@ -270,11 +332,17 @@ def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_n
     except ValueError as e:
         raise click.BadParameter(str(e)) from None
     with_cross_check(user, cross_check)
-    config = RunConfig.model_validate({
-        **user,
-        "budget": Budget(max_llm_calls=call_limit, max_tokens=token_limit, max_cost=cost_limit,
-                         timeout_s=time_limit),
-    })  # fmt: skip
+    config = RunConfig.model_validate(
+        {
+            **user,
+            "budget": Budget(
+                max_llm_calls=call_limit,
+                max_tokens=token_limit,
+                max_cost=cost_limit,
+                timeout_s=time_limit,
+            ),
+        }
+    )
     if cross_check or ballot is not None:
         as_run = resolve(config, method=method).config
         if cross_check:
@@ -300,9 +368,15 @@ def run(task: str, max_attempts: int, max_iterations: int | None, max_parallel_n
             async with _connect(**endpoint) as models:
                 _refuse_unpriced(models, cost_limit)
                 runner = build(
-                    models, sandbox, config=config, planner=planner, method=method,
-                    samples=samples, trace_dir=trace_dir, events=events,
-                )  # fmt: skip
+                    models,
+                    sandbox,
+                    config=config,
+                    planner=planner,
+                    method=method,
+                    samples=samples,
+                    trace_dir=trace_dir,
+                    events=events,
+                )
                 return await runner.run(task)
         finally:
             await sandbox.aclose()

@@ -70,12 +70,14 @@ def otel_spans(
         # Exceptions are recorded by hand: the SDK would export their messages unredacted.
         outer = (
             tracer.start_as_current_span(
-                span, attributes=redact(dict(attributes or {})), record_exception=False,
+                span,
+                attributes=redact(dict(attributes or {})),
+                record_exception=False,
                 set_status_on_exception=False,
             )
             if span is not None
             else nullcontext()
-        )  # fmt: skip
+        )
         with outer as current:
             try:
                 yield spans

@@ -121,8 +121,11 @@ def _settings(table: Any, where: str = "tool.verimap") -> list[str]:
     """`[tool.verimap]`'s settings as `[TABLE] key = value` lines, subtables after."""
     if not isinstance(table, dict):
         return []
-    lines = [f"[{where}] {k} = {json.dumps(v, default=str)}"
-             for k, v in table.items() if not isinstance(v, dict)]  # fmt: skip
+    lines = [
+        f"[{where}] {k} = {json.dumps(v, default=str)}"
+        for k, v in table.items()
+        if not isinstance(v, dict)
+    ]
     for k, v in table.items():
         if isinstance(v, dict):
             lines += _settings(v, f"{where}.{k}")

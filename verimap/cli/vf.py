@@ -47,17 +47,39 @@ def vf() -> None:
 @vf.command()
 @click.argument("plan_file", metavar="PLAN", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--node", "node_id", required=True, help="Id of the node whose VFs to run.")
-@click.option("--outputs", "outputs_file", required=True, type=click.Path(dir_okay=False, path_type=Path),
-              help="JSON object with the node's outputs.")  # fmt: skip
-@click.option("--inputs", "inputs_file", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help='JSON object of input values keyed by reference ("USER_TASK", "n1.x").')  # fmt: skip
+@click.option(
+    "--outputs",
+    "outputs_file",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="JSON object with the node's outputs.",
+)
+@click.option(
+    "--inputs",
+    "inputs_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help='JSON object of input values keyed by reference ("USER_TASK", "n1.x").',
+)
 @sandbox_option()
 @click.option("--timeout", default=10.0, show_default=True, help="Seconds per Python VF.")
-@click.option("--judge", "use_judge", is_flag=True,
-              help="Also run natural-language VFs on a judge model (chosen with the endpoint options).")  # fmt: skip
+@click.option(
+    "--judge",
+    "use_judge",
+    is_flag=True,
+    help="Also run natural-language VFs on a judge model (chosen with the endpoint options).",
+)
 @endpoint_options
-def check(plan_file: Path, node_id: str, outputs_file: Path, inputs_file: Path | None, sandbox_kind: str,
-          timeout: float, use_judge: bool, **endpoint: Any) -> None:  # fmt: skip
+def check(
+    plan_file: Path,
+    node_id: str,
+    outputs_file: Path,
+    inputs_file: Path | None,
+    sandbox_kind: str,
+    timeout: float,
+    use_judge: bool,
+    **endpoint: Any,
+) -> None:
     """Run node ID's VFs from PLAN on the outputs in OUT.json and print JSON verdicts.
 
     Python VFs run in the sandbox, no model needed. Natural-language (llm) VFs are
@@ -119,8 +141,14 @@ def check(plan_file: Path, node_id: str, outputs_file: Path, inputs_file: Path |
                         (await verifier.run_judge(node, v, inputs, outputs)).model_dump()
                     )
                 else:
-                    verdicts.append({"name": v.name, "type": "llm", "outcome": "SKIPPED",
-                                     "message": "natural-language VF: pass --judge to run it"})  # fmt: skip
+                    verdicts.append(
+                        {
+                            "name": v.name,
+                            "type": "llm",
+                            "outcome": "SKIPPED",
+                            "message": "natural-language VF: pass --judge to run it",
+                        }
+                    )
             return verdicts
         finally:
             await sandbox.aclose()

@@ -40,8 +40,9 @@ def view(paths: tuple[Path, ...], out_file: Path | None, max_chars: int) -> None
         click.echo(f"skipped: {printable(line)}", err=True)
 
     try:
-        target = write_report(list(paths), out_file, max_chars=max_chars, warn=skipped,
-                              named=typed_here("out_file"))  # fmt: skip
+        target = write_report(
+            list(paths), out_file, max_chars=max_chars, warn=skipped, named=typed_here("out_file")
+        )
     except ViewError as e:
         raise click.ClickException(str(e)) from None
     size = target.stat().st_size

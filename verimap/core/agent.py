@@ -171,11 +171,16 @@ async def _loop(
         return result, True
 
     while steps < max_steps:
-        resp = await model.request(ModelRequest(
-            messages=messages, tools=tools.openai_specs() if api else None,
-            tool_choice="auto" if api else None, role=role,
-            settings=settings or GenerationSettings(), purpose=purpose,
-        ))  # fmt: skip
+        resp = await model.request(
+            ModelRequest(
+                messages=messages,
+                tools=tools.openai_specs() if api else None,
+                tool_choice="auto" if api else None,
+                role=role,
+                settings=settings or GenerationSettings(),
+                purpose=purpose,
+            )
+        )
         steps += 1
         text = resp.content or ""
         if resp.tool_calls:

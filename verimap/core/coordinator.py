@@ -85,10 +85,15 @@ class _RunState:
         self.step(node_id).emit(event)
 
     def result(
-        self, config: RunConfig, status: RunStatus, *, final: str | None = None,
-        final_output: dict | None = None, error: str | None = None,
+        self,
+        config: RunConfig,
+        status: RunStatus,
+        *,
+        final: str | None = None,
+        final_output: dict | None = None,
+        error: str | None = None,
         error_kind: ErrorKind | None = None,
-    ) -> RunResult:  # fmt: skip
+    ) -> RunResult:
         """The run's result as the state stands (read, never changed); with no answer of its
         own, the best unverified one so far (an answer is never lost)."""
         why = why_unverified(config, status, final, self.reports)
@@ -97,12 +102,23 @@ class _RunState:
                 self.plans[-1], self.reports, self.iteration, config.verify.unverified_answer
             )
         return RunResult(
-            run_id=self.run_id, task=self.task, status=status, final_node=final,
-            final_output=final_output, nodes=self.reports, iterations=self.iteration,
-            retries=self.retries, plans=list(self.plans), error=error, verified=why is None,
-            unverified_reason=why, fallback_iterations=list(self.fallbacks),
-            plan_rules=list(self.rules), dropped_vfs=list(self.dropped), error_kind=error_kind,
-        )  # fmt: skip
+            run_id=self.run_id,
+            task=self.task,
+            status=status,
+            final_node=final,
+            final_output=final_output,
+            nodes=self.reports,
+            iterations=self.iteration,
+            retries=self.retries,
+            plans=list(self.plans),
+            error=error,
+            verified=why is None,
+            unverified_reason=why,
+            fallback_iterations=list(self.fallbacks),
+            plan_rules=list(self.rules),
+            dropped_vfs=list(self.dropped),
+            error_kind=error_kind,
+        )
 
 
 @dataclass(frozen=True)
@@ -151,9 +167,12 @@ class Coordinator(Runner):
     async def _run(self, st: _RunState) -> RunResult:
         end = await self._loop(st)
         return st.result(
-            self.config, end.status, final=end.final, final_output=end.final_output,
+            self.config,
+            end.status,
+            final=end.final,
+            final_output=end.final_output,
             error=end.error,
-        )  # fmt: skip
+        )
 
     async def _loop(self, st: _RunState) -> _End:
         """Plan, run the plan, and on a failure keep the plan or replan, until the run ends."""
@@ -185,8 +204,12 @@ class Coordinator(Runner):
                 error = unconfirmed_error(cfg, failure.node_id, rep, st.disputes)
                 return _End("failed", final, rep.outputs, error)
             if st.iteration >= cfg.loop.max_iterations:
-                return _End("failed", final, error=f"node {failure.node_id!r} failed verification "
-                            f"and {cfg.loop.max_iterations} iteration(s) are spent")  # fmt: skip
+                return _End(
+                    "failed",
+                    final,
+                    error=f"node {failure.node_id!r} failed verification "
+                    f"and {cfg.loop.max_iterations} iteration(s) are spent",
+                )
             work = node_work(plan, failure.node_id)
             st.failed_work[work] += 1
             st.iteration += 1

@@ -220,14 +220,16 @@ class Executor:
         user = prompts.EXECUTOR_USER.format(
             instruction=node.instruction,
             inputs=render_inputs({k: inputs[k] for k in node.inputs if k in inputs}, input_types),
-            context=prompts.EXECUTOR_CONTEXT.format(context=json.dumps(context, indent=2, ensure_ascii=False, default=str))
+            context=prompts.EXECUTOR_CONTEXT.format(
+                context=json.dumps(context, indent=2, ensure_ascii=False, default=str)
+            )
             if context
             else "",
             outputs=describe_outputs(node),
             feedback=feedback.render() if feedback else "",
             scope="" if final else prompts.EXECUTOR_PART,
             closing=self._closing(node, feedback),
-        )  # fmt: skip
+        )
         system = [SystemMessage(content=protocol.lstrip("\n"))] if protocol else []
         return [*system, UserMessage(content=user)]
 
@@ -277,10 +279,11 @@ class Executor:
         """What the attempt's requests are for: the node, with the inputs its prompt shows and
         the outputs its reply must name (none when the reply as written is the output)."""
         return ExecuteCall(
-            node_id=node.id, attempt=attempt,
+            node_id=node.id,
+            attempt=attempt,
             inputs={k: inputs[k] for k in node.inputs if k in inputs},
             outputs={o: output_type(node, o) for o in node.outputs} if self.structured_io else {},
-        )  # fmt: skip
+        )
 
     def _settings(self, retry: bool) -> GenerationSettings:
         if retry and self.retry_temperature is not None:
@@ -311,9 +314,15 @@ class Executor:
         settings = self._settings(feedback is not None or sample)
         purpose = self.purpose(node, inputs, ctx.attempt)
         loop = await tool_loop(
-            model, self.tools, messages, role=EXECUTOR, max_steps=self.max_steps,
-            settings=settings, on_tool_call=on_tool_call, purpose=purpose,
-        )  # fmt: skip
+            model,
+            self.tools,
+            messages,
+            role=EXECUTOR,
+            max_steps=self.max_steps,
+            settings=settings,
+            on_tool_call=on_tool_call,
+            purpose=purpose,
+        )
         last_text, answered, steps, tool_calls = (
             loop.text,
             loop.answered,
@@ -343,10 +352,16 @@ class Executor:
         ]
         try:
             value, _ = await request_structured(
-                model, final_msgs, outputs_schema(node), role=EXECUTOR, max_repairs=self.max_repairs,
-                schema_name="outputs", settings=settings, purpose=final_call,
+                model,
+                final_msgs,
+                outputs_schema(node),
+                role=EXECUTOR,
+                max_repairs=self.max_repairs,
+                schema_name="outputs",
+                settings=settings,
+                purpose=final_call,
                 tools=self.tools.openai_specs() if uses_tool_api(self.model, self.tools) else None,
-            )  # fmt: skip
+            )
         except StructuredOutputError as e:
             msg = check_output_keys(node, e.last_value) if e.last_value is not None else None
             partial = e.last_value if isinstance(e.last_value, dict) else None

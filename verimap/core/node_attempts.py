@@ -112,20 +112,31 @@ class NodeAttempts:
             actx.emit(ev.Attempt())
             yield step()
             out = await self.executor.execute(
-                node, inputs, feedback, job.context, job.input_types,
+                node,
+                inputs,
+                feedback,
+                job.context,
+                job.input_types,
                 on_tool_call=partial(_tool_event, actx),
-                sample=bool(passing) and feedback is None, ctx=actx,
+                sample=bool(passing) and feedback is None,
+                ctx=actx,
                 final=job.final,
-            )  # fmt: skip
+            )
             rec = AttemptReport(
-                iteration=job.iteration, attempt=attempt, outputs=out.outputs, steps=out.steps,
+                iteration=job.iteration,
+                attempt=attempt,
+                outputs=out.outputs,
+                steps=out.steps,
                 error=None if out.ok else out.error,
-            )  # fmt: skip
+            )
             mine.append(rec)
             if not out.ok:
                 failed += 1
-                actx.emit(ev.AttemptResult(passed=False, error=out.error, outputs=out.outputs,
-                                           reply=out.reply()))  # fmt: skip
+                actx.emit(
+                    ev.AttemptResult(
+                        passed=False, error=out.error, outputs=out.outputs, reply=out.reply()
+                    )
+                )
                 feedback = retry_feedback(
                     out.outputs, [*earlier.attempts, *mine], fresh_turns, error=out.error
                 )
@@ -134,9 +145,14 @@ class NodeAttempts:
             yield step()
             verify_start = time.monotonic()
             vr = await self.verifier.verify(
-                node, inputs, out.outputs or {}, ctx=actx, task=job.task,
-                transcript=out.messages, final=job.final,
-            )  # fmt: skip
+                node,
+                inputs,
+                out.outputs or {},
+                ctx=actx,
+                task=job.task,
+                transcript=out.messages,
+                final=job.final,
+            )
             verify_s = time.monotonic() - verify_start
             mine[-1] = rec.model_copy(update={"verdicts": vr.verdicts, "passed": vr.passed})
             faults.extend(
@@ -147,8 +163,11 @@ class NodeAttempts:
             for v in vr.verdicts:
                 # The VFs of an attempt run together: each verdict carries the step's duration.
                 actx.emit(ev.VfVerdict.of(v, verify_s))
-            actx.emit(ev.AttemptResult(passed=vr.passed, score=vr.score, outputs=out.outputs,
-                                       reply=out.reply()))  # fmt: skip
+            actx.emit(
+                ev.AttemptResult(
+                    passed=vr.passed, score=vr.score, outputs=out.outputs, reply=out.reply()
+                )
+            )
             if vr.passed:
                 passing.append(dict(out.outputs or {}))
                 answer, count = plurality(passing)
@@ -176,8 +195,9 @@ class NodeAttempts:
             outputs = picked or plurality(passing or disputed)[0]
             tally = self.verifier.disputing.tally(ctx) if disputed else None
             votes: dict[str, Any] = {} if tally is None else {"unconfirmed": f"votes: {tally}"}
-            nctx.emit(ev.NodeFinish(status="unconfirmed", outputs=outputs,
-                                    answers=passing or disputed))  # fmt: skip
+            nctx.emit(
+                ev.NodeFinish(status="unconfirmed", outputs=outputs, answers=passing or disputed)
+            )
             yield step(status="unconfirmed", outputs=outputs, **votes)
             return
         if cfg.loop.fail_accepted:
@@ -193,5 +213,8 @@ class NodeAttempts:
 
 
 def _tool_event(actx: RunContext, tool: str, args: str, result: str, duration_s: float) -> None:
-    actx.emit(ev.ToolCall(tool=tool, arguments=clip(args, 2000), result=clip(result, 2000),
-                          duration_s=duration_s))  # fmt: skip
+    actx.emit(
+        ev.ToolCall(
+            tool=tool, arguments=clip(args, 2000), result=clip(result, 2000), duration_s=duration_s
+        )
+    )

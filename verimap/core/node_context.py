@@ -105,16 +105,27 @@ def failure_context(
     ancestors = []
     for aid in plan.ancestors(node.id, 2):
         arep = reports.get(aid)
-        ancestors.append(AncestorContext(
-            node_id=aid, instruction=plan.node(aid).instruction,
-            outputs=arep.outputs if arep else None, status=status.get(aid, ""),
-        ))  # fmt: skip
+        ancestors.append(
+            AncestorContext(
+                node_id=aid,
+                instruction=plan.node(aid).instruction,
+                outputs=arep.outputs if arep else None,
+                status=status.get(aid, ""),
+            )
+        )
     return FailureContext(
-        node_id=node.id, instruction=node.instruction, inputs=inputs,
-        outputs=last.outputs if last else None, error=last.error if last else None,
-        verdicts=judged[-1].verdicts if judged else [], attempts=len(cur), ancestors=ancestors,
-        plan_checks=[v.name for v in node.verification if isinstance(v, CheckVF) and v.check in CATALOG],
-    )  # fmt: skip
+        node_id=node.id,
+        instruction=node.instruction,
+        inputs=inputs,
+        outputs=last.outputs if last else None,
+        error=last.error if last else None,
+        verdicts=judged[-1].verdicts if judged else [],
+        attempts=len(cur),
+        ancestors=ancestors,
+        plan_checks=[
+            v.name for v in node.verification if isinstance(v, CheckVF) and v.check in CATALOG
+        ],
+    )
 
 
 def _canonical(value: Any) -> Any:

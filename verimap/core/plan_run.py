@@ -71,9 +71,15 @@ async def run_plan(
                     for ref in (f"{src}.{var}",)
                 }
                 job = NodeJob(
-                    node, task, iteration, resolve_inputs(node, task, values), context, types,
-                    votes=votes_needed(node, nid == final, cfg), final=nid == final,
-                )  # fmt: skip
+                    node,
+                    task,
+                    iteration,
+                    resolve_inputs(node, task, values),
+                    context,
+                    types,
+                    votes=votes_needed(node, nid == final, cfg),
+                    final=nid == final,
+                )
                 running[asyncio.create_task(run_node(job))] = job
             if not running:
                 break

@@ -100,9 +100,11 @@ class RunScope:
         begun = time.monotonic()
         try:
             config = self.config.model_dump(mode="json")
-            at().emit(ev.RunStart(
-                task=self.task, config=config, policies=self.policies, **dict(start or {})
-            ))  # fmt: skip
+            at().emit(
+                ev.RunStart(
+                    task=self.task, config=config, policies=self.policies, **dict(start or {})
+                )
+            )
             result = await self._guarded(body, ending, failures or {}, at)
             result.blame_infrastructure([*self.ledger.faults, *(faults() if faults else [])])
             if result.status == "budget_exhausted":
@@ -110,11 +112,18 @@ class RunScope:
             result.usage = self.ledger.usage.model_copy(deep=True)
             result.wall_time_s = time.monotonic() - begun
             result.trace_path = str(path) if path is not None else None
-            at().emit(ev.Finish(
-                status=result.status, final_output=result.final_output, error=result.error,
-                error_kind=result.error_kind, iterations=result.iterations, retries=result.retries,
-                usage=result.usage, wall_time_s=result.wall_time_s,
-            ))  # fmt: skip
+            at().emit(
+                ev.Finish(
+                    status=result.status,
+                    final_output=result.final_output,
+                    error=result.error,
+                    error_kind=result.error_kind,
+                    iterations=result.iterations,
+                    retries=result.retries,
+                    usage=result.usage,
+                    wall_time_s=result.wall_time_s,
+                )
+            )
             await self.events.drain()
         finally:
             if unsubscribe:
@@ -182,9 +191,14 @@ class Runner:
         self, task: str, run_id: str | None = None, trace_path: str | Path | None = None
     ) -> RunScope:
         return RunScope(
-            task, self.config, self.events, run_id=run_id, trace_path=trace_path,
-            trace_dir=self.trace_dir, policies=self.policies,
-        )  # fmt: skip
+            task,
+            self.config,
+            self.events,
+            run_id=run_id,
+            trace_path=trace_path,
+            trace_dir=self.trace_dir,
+            policies=self.policies,
+        )
 
     async def run(
         self, task: str, *, run_id: str | None = None, trace_path: str | Path | None = None

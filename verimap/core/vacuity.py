@@ -52,9 +52,13 @@ async def without_vacuous_vfs(
 
 
 async def vet(
-    plan: Plan, task: str, config: RunConfig, planner: Planner, verifier: Verifier,
+    plan: Plan,
+    task: str,
+    config: RunConfig,
+    planner: Planner,
+    verifier: Verifier,
     ctx: RunContext,
-) -> tuple[Plan, list[tuple[str, str]]]:  # fmt: skip
+) -> tuple[Plan, list[tuple[str, str]]]:
     """The plan to run and the (node, VF) pairs dropped from it as vacuous: Python VFs that pass
     on null and on absurd outputs (they check nothing) go back to the planner once, and those
     still vacuous are dropped, each reported through `ctx`. A plan made by a rule or a fallback

@@ -133,9 +133,12 @@ class Verifier:
     @property
     def check_tools(self) -> CheckTools:
         return CheckTools(
-            sandbox=self.sandbox, model=self.judge_model, settings=self.settings,
-            retry_temperature=self.retry_temperature, timeout_s=self.vf_timeout_s,
-        )  # fmt: skip
+            sandbox=self.sandbox,
+            model=self.judge_model,
+            settings=self.settings,
+            retry_temperature=self.retry_temperature,
+            timeout_s=self.vf_timeout_s,
+        )
 
     @classmethod
     def from_config(
@@ -151,14 +154,20 @@ class Verifier:
         from verimap.checks.registry import get_check
 
         return cls(
-            sandbox, judge_model, mode=config.verify.verification, threshold=threshold,
+            sandbox,
+            judge_model,
+            mode=config.verify.verification,
+            threshold=threshold,
             vf_timeout_s=config.verify.vf_timeout_s,
-            settings=JUDGE_SETTINGS.replace(temperature=config.sampling.temperature, seed=config.sampling.seed),
-            full_feedback=config.verify.full_feedback, batch_judge=config.verify.batch_judge,
+            settings=JUDGE_SETTINGS.replace(
+                temperature=config.sampling.temperature, seed=config.sampling.seed
+            ),
+            full_feedback=config.verify.full_feedback,
+            batch_judge=config.verify.batch_judge,
             tools=tools if config.verify.judge_tools else None,
             checks=[get_check(n, config.verify.ballot) for n in config.verify.checks],
             retry_temperature=config.sampling.retry_temperature,
-        )  # fmt: skip
+        )
 
     def vfs_for(self, node: Node) -> list[PythonVF | LLMVF | CheckVF]:
         if self.mode == "none":
@@ -312,13 +321,23 @@ class Verifier:
 
     async def run_python(self, vf: PythonVF, inputs: dict, outputs: dict) -> VFVerdict:
         if self.sandbox is None:
-            return VFVerdict(name=vf.name, type="python", outcome=Outcome.SANDBOX_ERROR.value,
-                             message="no sandbox configured for Python VFs", weight=vf.weight)  # fmt: skip
+            return VFVerdict(
+                name=vf.name,
+                type="python",
+                outcome=Outcome.SANDBOX_ERROR.value,
+                message="no sandbox configured for Python VFs",
+                weight=vf.weight,
+            )
         try:
             res = await self.sandbox.run_vf(vf.code, inputs, outputs, timeout=self.vf_timeout_s)
         except Exception as e:
-            return VFVerdict(name=vf.name, type="python", outcome=Outcome.SANDBOX_ERROR.value,
-                             message=f"{type(e).__name__}: {e}", weight=vf.weight)  # fmt: skip
+            return VFVerdict(
+                name=vf.name,
+                type="python",
+                outcome=Outcome.SANDBOX_ERROR.value,
+                message=f"{type(e).__name__}: {e}",
+                weight=vf.weight,
+            )
         return VFVerdict(
             name=vf.name,
             type="python",
@@ -346,10 +365,14 @@ class Verifier:
         if self.judge_reasoning and len(self.tools):
             system = messages[0].content + prompts.JUDGE_TOOLS + react_protocol(model, self.tools)
             loop = await tool_loop(
-                model, self.tools, [SystemMessage(content=system), *messages[1:]],
-                role=JUDGE, max_steps=self.judge_max_steps, settings=self.settings,
+                model,
+                self.tools,
+                [SystemMessage(content=system), *messages[1:]],
+                role=JUDGE,
+                max_steps=self.judge_max_steps,
+                settings=self.settings,
                 purpose=purpose,
-            )  # fmt: skip
+            )
             messages = [*flatten_tool_messages(loop.messages), UserMessage(content=final)]
             tools = self.tools.openai_specs() if uses_tool_api(model, self.tools) else None
         elif self.judge_reasoning:
@@ -362,10 +385,15 @@ class Verifier:
                 UserMessage(content=final),
             ]
         value, _ = await request_structured(
-            model, messages, schema, role=JUDGE, schema_name=name,
-            settings=self.settings, tools=tools,
+            model,
+            messages,
+            schema,
+            role=JUDGE,
+            schema_name=name,
+            settings=self.settings,
+            tools=tools,
             purpose=purpose.model_copy(update={"final_call": True}),
-        )  # fmt: skip
+        )
         return value
 
     async def run_judge_many(
@@ -389,10 +417,15 @@ class Verifier:
         criteria = "\n".join(f"- {vf.name}: {vf.content}" for vf in vfs)
         messages: list[Message] = [
             SystemMessage(content=prompts.JUDGE_SYSTEM_MANY),
-            UserMessage(content=prompts.JUDGE_USER_MANY.format(
-                instruction=node.instruction, inputs=_dumps(inputs), outputs=_dumps(outputs),
-                criteria=criteria)),
-        ]  # fmt: skip
+            UserMessage(
+                content=prompts.JUDGE_USER_MANY.format(
+                    instruction=node.instruction,
+                    inputs=_dumps(inputs),
+                    outputs=_dumps(outputs),
+                    criteria=criteria,
+                )
+            ),
+        ]
         final = prompts.JUDGE_FINAL_MANY.format(names=", ".join(json.dumps(n) for n in names))
         purpose = _judging(node, vfs, outputs)
         try:
@@ -401,12 +434,19 @@ class Verifier:
             raise
         except (ModelError, StructuredOutputError) as e:
             return [
-                VFVerdict(name=vf.name, type="llm", outcome="ERROR",
-                          message=f"judge failed: {e}", weight=vf.weight)
+                VFVerdict(
+                    name=vf.name,
+                    type="llm",
+                    outcome="ERROR",
+                    message=f"judge failed: {e}",
+                    weight=vf.weight,
+                )
                 for vf in vfs
-            ]  # fmt: skip
-        return [_verdict(vf, bool(value[vf.name]["passed"]), value[vf.name]["explanation"])
-                for vf in vfs]  # fmt: skip
+            ]
+        return [
+            _verdict(vf, bool(value[vf.name]["passed"]), value[vf.name]["explanation"])
+            for vf in vfs
+        ]
 
     async def run_judge(
         self,
@@ -418,25 +458,43 @@ class Verifier:
         ctx: RunContext | None = None,
     ) -> VFVerdict:
         if self.judge_model is None:
-            return VFVerdict(name=vf.name, type="llm", outcome="ERROR",
-                             message="no judge model configured for natural-language VFs", weight=vf.weight)  # fmt: skip
+            return VFVerdict(
+                name=vf.name,
+                type="llm",
+                outcome="ERROR",
+                message="no judge model configured for natural-language VFs",
+                weight=vf.weight,
+            )
         messages: list[Message] = [
             SystemMessage(content=prompts.JUDGE_SYSTEM),
-            UserMessage(content=prompts.JUDGE_USER.format(
-                instruction=node.instruction, inputs=_dumps(inputs), outputs=_dumps(outputs),
-                criterion=vf.content,
-            )),
-        ]  # fmt: skip
+            UserMessage(
+                content=prompts.JUDGE_USER.format(
+                    instruction=node.instruction,
+                    inputs=_dumps(inputs),
+                    outputs=_dumps(outputs),
+                    criterion=vf.content,
+                )
+            ),
+        ]
         try:
             verdict = await self._ask_judge(
-                messages, prompts.JUDGE_FINAL, JudgeVerdict, "verdict",
-                _judging(node, [vf], outputs), ctx,
-            )  # fmt: skip
+                messages,
+                prompts.JUDGE_FINAL,
+                JudgeVerdict,
+                "verdict",
+                _judging(node, [vf], outputs),
+                ctx,
+            )
         except BudgetExceeded:
             raise
         except (ModelError, StructuredOutputError) as e:
-            return VFVerdict(name=vf.name, type="llm", outcome="ERROR",
-                             message=f"judge failed: {e}", weight=vf.weight)  # fmt: skip
+            return VFVerdict(
+                name=vf.name,
+                type="llm",
+                outcome="ERROR",
+                message=f"judge failed: {e}",
+                weight=vf.weight,
+            )
         return _verdict(vf, verdict.passed, verdict.explanation)
 
 

@@ -101,10 +101,15 @@ class JudgeCheck:
     def skipped(self) -> list[VFVerdict]:
         """The verdicts of criteria left unjudged because the AND was already decided."""
         return [
-            VFVerdict(name=v.name, type="llm", outcome=SKIPPED, weight=v.weight,
-                      message="not judged: a Python VF or a check already failed this attempt")
+            VFVerdict(
+                name=v.name,
+                type="llm",
+                outcome=SKIPPED,
+                weight=v.weight,
+                message="not judged: a Python VF or a check already failed this attempt",
+            )
             for v in self.vfs
-        ]  # fmt: skip
+        ]
 
 
 def judge_checks(vfs: Sequence[LLMVF], verifier: Verifier) -> list[JudgeCheck]:

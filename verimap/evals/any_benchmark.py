@@ -34,17 +34,21 @@ def open_benchmark(
         )
     if spec in BENCHMARKS:
         if given := fm.given():
-            raise DataError(f"{spec} has its own fields and scorer: {', '.join(given)} "
-                            "are for a file benchmark")  # fmt: skip
+            raise DataError(
+                f"{spec} has its own fields and scorer: {', '.join(given)} are for a file benchmark"
+            )
         return get_benchmark(spec, data_dir, **({"split": split} if split else {}))
     if is_python_spec(spec):
         if not run_code:
-            raise DataError(f"{spec!r} names Python code to run, which a config file may not "
-                            "(nor a VERIMAP_* variable or [tool.verimap]): give it with -b on the "
-                            "command line")  # fmt: skip
+            raise DataError(
+                f"{spec!r} names Python code to run, which a config file may not "
+                "(nor a VERIMAP_* variable or [tool.verimap]): give it with -b on the "
+                "command line"
+            )
         if given := fm.given():
-            raise DataError(f"{spec}: the function says its tasks and scorer; drop "
-                            f"{', '.join(given)}")  # fmt: skip
+            raise DataError(
+                f"{spec}: the function says its tasks and scorer; drop {', '.join(given)}"
+            )
         return load_python(spec)
     path = Path(spec).expanduser()
     if not path.exists():

@@ -85,8 +85,15 @@ def trace_rel(run: int, task_id: str) -> Path:
 def vf_stats(plans: list[Any]) -> dict[str, int]:
     """Counts and total lengths (characters) of Python and NL VFs, and the count of named
     checks (`check`), over all plans of a run."""
-    s = {"plans": 0, "nodes": 0, "python": 0, "python_chars": 0, "llm": 0, "llm_chars": 0,
-         "check": 0}  # fmt: skip
+    s = {
+        "plans": 0,
+        "nodes": 0,
+        "python": 0,
+        "python_chars": 0,
+        "llm": 0,
+        "llm_chars": 0,
+        "check": 0,
+    }
     for p in plans:
         s["plans"] += 1
         for n in p.nodes:
@@ -132,8 +139,16 @@ def record_meta(task: EvalTask, result: Any) -> dict[str, Any]:
 def error_line(
     key: str, task_id: str, run: int, kind: str, error: str, rel: Path, tb: str = ""
 ) -> dict[str, Any]:
-    return {"key": key, "task_id": task_id, "run": run, "kind": kind, "error": error,
-            "traceback": tb, "trace": str(rel), "at": time.time()}  # fmt: skip
+    return {
+        "key": key,
+        "task_id": task_id,
+        "run": run,
+        "kind": kind,
+        "error": error,
+        "traceback": tb,
+        "trace": str(rel),
+        "at": time.time(),
+    }
 
 
 async def attempt_task(
@@ -224,9 +239,15 @@ def method_solver(
             if events is not None:
                 bus.subscribe(events.emit)
         coord = build(
-            models, sandbox, bench.tools(sandbox), cfg, method=method, domain=bench.domain,
-            events=bus, samples=samples,
-        )  # fmt: skip
+            models,
+            sandbox,
+            bench.tools(sandbox),
+            cfg,
+            method=method,
+            domain=bench.domain,
+            events=bus,
+            samples=samples,
+        )
         return await coord.run(task.prompt, trace_path=trace_path)
 
     return solve

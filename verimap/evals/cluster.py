@@ -111,13 +111,18 @@ class WorkerPool:
         # Pinned to its node: Ray's soft affinity may put two on one node; a worker whose
         # node is gone cannot restart and is dropped, and the others go on.
         self.workers = [
-            _Worker(i, actor.options(
-                num_cpus=0, max_concurrency=per_node + 2, max_restarts=RESTARTS,
-                max_task_retries=0,
-                scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
-            ).remote())
+            _Worker(
+                i,
+                actor.options(
+                    num_cpus=0,
+                    max_concurrency=per_node + 2,
+                    max_restarts=RESTARTS,
+                    max_task_retries=0,
+                    scheduling_strategy=NodeAffinitySchedulingStrategy(n["NodeID"], soft=False),
+                ).remote(),
+            )
             for i, n in enumerate(nodes)
-        ]  # fmt: skip
+        ]
         self._changed = asyncio.Condition()
         self._probes: set[asyncio.Task[None]] = set()
 
@@ -282,14 +287,28 @@ async def eval_on_ray(
         pool = WorkerPool(ray, spec, worker_nodes(ray), max_concurrency)
         try:
             infos = await pool.start()
-            cluster = {"address": address, "workers": [i["worker"] for i in infos],
-                       "per_node_concurrency": max_concurrency, "endpoint_per_node": endpoint_per_node}  # fmt: skip
+            cluster = {
+                "address": address,
+                "workers": [i["worker"] for i in infos],
+                "per_node_concurrency": max_concurrency,
+                "endpoint_per_node": endpoint_per_node,
+            }
             outcome = await run_eval(
-                bench, method, None, None, Path(out_dir), max_concurrency=max_concurrency * len(infos),
-                config=config, dispatch=pool, extra_config={
-                    "models": infos[0]["models"], "sandbox": infos[0]["sandbox"], "cluster": cluster},
+                bench,
+                method,
+                None,
+                None,
+                Path(out_dir),
+                max_concurrency=max_concurrency * len(infos),
+                config=config,
+                dispatch=pool,
+                extra_config={
+                    "models": infos[0]["models"],
+                    "sandbox": infos[0]["sandbox"],
+                    "cluster": cluster,
+                },
                 **common,
-            )  # fmt: skip
+            )
         finally:
             await pool.close()
     finally:

@@ -201,8 +201,11 @@ def to_record(line: Record) -> Record:
     the question type and confidence in `meta`; `official` as it was scored."""
     run = int(line.get("run", 0))
     task = str(line["task"])
-    meta = {k: line[m] for k, m in (("question_type", "type"), ("confidence", "confidence"))
-            if line.get(m) is not None}  # fmt: skip
+    meta = {
+        k: line[m]
+        for k, m in (("question_type", "type"), ("confidence", "confidence"))
+        if line.get(m) is not None
+    }
     return {
         "key": f"r{run}/{task}",
         "run": run,
@@ -251,8 +254,11 @@ def read_records(path: str | os.PathLike[str], problems: list[str] | None = None
     return list(out.values())
 
 
-def lines_from_dirs(dirs: Sequence[str | os.PathLike[str]], variant: str | None = None,
-                    problems: list[str] | None = None) -> list[Record]:  # fmt: skip
+def lines_from_dirs(
+    dirs: Sequence[str | os.PathLike[str]],
+    variant: str | None = None,
+    problems: list[str] | None = None,
+) -> list[Record]:
     """The compact lines of every finished task in `dirs` (run directories, or directories
     holding them), each method named `METHOD VARIANT` when a variant is given."""
     lines = []

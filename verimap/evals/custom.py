@@ -131,9 +131,13 @@ class CustomBenchmark(Benchmark):
 
 
 def _pick(
-    given: str | None, defaults: Sequence[str], columns: list[str], flag: str, where: str,
+    given: str | None,
+    defaults: Sequence[str],
+    columns: list[str],
+    flag: str,
+    where: str,
     required: bool,
-) -> str | None:  # fmt: skip
+) -> str | None:
     """The field for `flag`: the one named (which must exist), else the first default there."""
     have = ", ".join(map(repr, columns)) or "none"
     if given is not None:
@@ -143,8 +147,10 @@ def _pick(
     found = next((c for c in defaults if c in columns), None)
     if found is None and required:
         looked = f" (looked for {', '.join(defaults)})" if defaults else ""
-        raise DataError(f"{where}: which field is the {flag.strip('-')}{looked}? name it "
-                        f"with {flag}; its fields are: {have}")  # fmt: skip
+        raise DataError(
+            f"{where}: which field is the {flag.strip('-')}{looked}? name it "
+            f"with {flag}; its fields are: {have}"
+        )
     return found
 
 
@@ -174,11 +180,20 @@ def tasks_from_rows(
             f"{where}: --test-field and --entry-point-field are for --scorer code-tests"
         )
     in_f = _pick(fm.input, INPUT_NAMES, columns, "--input", where, True) or ""
-    target_f = _pick(fm.target, SOLUTION_NAMES if code else TARGET_NAMES, columns, "--target",
-                     where, required=scorer in SCORERS and not code)  # fmt: skip
+    target_f = _pick(
+        fm.target,
+        SOLUTION_NAMES if code else TARGET_NAMES,
+        columns,
+        "--target",
+        where,
+        required=scorer in SCORERS and not code,
+    )
     test_f = _pick(fm.test, TEST_NAMES, columns, "--test-field", where, True) if code else None
-    ep_f = (_pick(fm.entry_point, ("entry_point",), columns, "--entry-point-field", where, False)
-            if code else None)  # fmt: skip
+    ep_f = (
+        _pick(fm.entry_point, ("entry_point",), columns, "--entry-point-field", where, False)
+        if code
+        else None
+    )
     id_f = _pick(fm.id, (), columns, "--id", where, False)
     tasks: list[EvalTask] = []
     seen: dict[str, int] = {}
@@ -197,8 +212,10 @@ def tasks_from_rows(
             meta["targets"] = [_text(t) for t in target]
             gold = " | ".join(meta["targets"])
         if scorer == "numeric" and (isinstance(target, list) or normalize_number(gold) is None):
-            raise DataError(f"{where}: row {i}: target {gold!r} is not a number, which the "
-                            "numeric scorer needs (--scorer exact or judge compare text)")  # fmt: skip
+            raise DataError(
+                f"{where}: row {i}: target {gold!r} is not a number, which the "
+                "numeric scorer needs (--scorer exact or judge compare text)"
+            )
         if code:
             meta, gold = _code_meta(row, prompt, test_f or "", ep_f, target_f, i, where)
         note = PROMPT_NOTES.get(scorer, "").format(entry_point=gold)
@@ -208,9 +225,14 @@ def tasks_from_rows(
 
 
 def _code_meta(
-    row: Mapping[str, Any], prompt: str, test_f: str, ep_f: str | None, target_f: str | None,
-    i: int, where: str,
-) -> tuple[dict[str, Any], str]:  # fmt: skip
+    row: Mapping[str, Any],
+    prompt: str,
+    test_f: str,
+    ep_f: str | None,
+    target_f: str | None,
+    i: int,
+    where: str,
+) -> tuple[dict[str, Any], str]:
     """What the code-tests scorer reads: the tests as a `check(candidate)`, the entry point
     (its field; else the function the tests assert on, or for tests of `candidate` the last one
     the input defines), the input when it is a stub to complete, and the reference solution
@@ -223,8 +245,10 @@ def _code_meta(
         called = entry_point_of(test)
         ep = defined[-1] if defined and called in (None, "candidate") else called
     if ep is None or ep == "candidate":
-        raise DataError(f"{where}: row {i}: which function do the tests call? name its field "
-                        "with --entry-point-field")  # fmt: skip
+        raise DataError(
+            f"{where}: row {i}: which function do the tests call? name its field "
+            "with --entry-point-field"
+        )
     stub = prompt if re.search(rf"^def\s+{re.escape(ep)}\s*\(", prompt, re.M) else ""
     meta = {"prompt": stub, "test": test, "entry_point": ep}
     if target_f and row.get(target_f):
@@ -247,7 +271,12 @@ def load_file(path: str | Path, fm: FieldMap | None = None) -> CustomBenchmark:
     tasks, resolved = tasks_from_rows(name, got.rows, got.fields, fm, str(p))
     domain = fm.domain or DEFAULT_DOMAIN[scorer]
     root = p.resolve()
-    identity = {"kind": got.kind, "path": str(root), "fields": resolved, "scorer": scorer,
-                "domain": domain}  # fmt: skip
+    identity = {
+        "kind": got.kind,
+        "path": str(root),
+        "fields": resolved,
+        "scorer": scorer,
+        "domain": domain,
+    }
     source = DataSource(name, root, "custom", {p.name: root})
     return CustomBenchmark(name, domain, tasks, SCORERS[scorer], source, identity)

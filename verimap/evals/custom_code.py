@@ -45,10 +45,14 @@ def load_python(spec: str) -> Benchmark:
     module = _import(path)
     factory = getattr(module, fn, None)
     if not callable(factory):
-        mine = [n for n, v in vars(module).items() if inspect.isfunction(v) and not n.startswith("_")
-                and v.__module__ == module.__name__]  # fmt: skip
-        raise DataError(f"{path} defines no function {fn!r}; its functions: "
-                        f"{', '.join(mine) or 'none'}")  # fmt: skip
+        mine = [
+            n
+            for n, v in vars(module).items()
+            if inspect.isfunction(v) and not n.startswith("_") and v.__module__ == module.__name__
+        ]
+        raise DataError(
+            f"{path} defines no function {fn!r}; its functions: {', '.join(mine) or 'none'}"
+        )
     try:
         made = factory()
     except Exception as e:
@@ -96,9 +100,11 @@ def from_python(made: Any, fn: str, source: DataSource, identity: dict[str, Any]
         return _task_set(made, fn, source, identity)
     if all(callable(getattr(made, a, None)) for a in ("tasks", "tools", "score")):
         return _Given(made, source, identity)
-    raise DataError(f"{identity['path']}@{fn} returned a {type(made).__name__}; return a "
-                    "Benchmark (name, domain, tasks(), tools(sandbox), score(task, answer, "
-                    "sandbox)), a TaskSet, or a pair (tasks, scorer)")  # fmt: skip
+    raise DataError(
+        f"{identity['path']}@{fn} returned a {type(made).__name__}; return a "
+        "Benchmark (name, domain, tasks(), tools(sandbox), score(task, answer, "
+        "sandbox)), a TaskSet, or a pair (tasks, scorer)"
+    )
 
 
 def _task_set(ts: TaskSet, fn: str, source: DataSource, identity: dict[str, Any]) -> Benchmark:
@@ -106,8 +112,10 @@ def _task_set(ts: TaskSet, fn: str, source: DataSource, identity: dict[str, Any]
     where = f"{identity['path']}@{fn}"
     if isinstance(ts.scorer, str):
         if ts.scorer not in SCORERS:
-            raise DataError(f"{where}: unknown scorer {ts.scorer!r}; choose one of "
-                            f"{', '.join(SCORERS)} or give a function")  # fmt: skip
+            raise DataError(
+                f"{where}: unknown scorer {ts.scorer!r}; choose one of "
+                f"{', '.join(SCORERS)} or give a function"
+            )
         scorer, label = SCORERS[ts.scorer], ts.scorer
     elif callable(ts.scorer):
         scorer, label = user_scorer(ts.scorer), "function"
@@ -147,8 +155,9 @@ class _Given(Benchmark):
         self.name = safe_name(str(getattr(inner, "name", "") or identity["function"]))
         self.domain = str(getattr(inner, "domain", "qa"))
         if self.domain not in DOMAINS:
-            raise DataError(f"{self.name}: unknown domain {self.domain!r}; choose one of "
-                            f"{', '.join(DOMAINS)}")  # fmt: skip
+            raise DataError(
+                f"{self.name}: unknown domain {self.domain!r}; choose one of {', '.join(DOMAINS)}"
+            )
         given = getattr(inner, "source", None)
         self.source = given if isinstance(given, DataSource) else source
         self._identity = identity

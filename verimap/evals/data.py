@@ -211,9 +211,13 @@ class _FullMBPPRow(BaseModel):
 
     def item(self) -> MBPPItem:
         return MBPPItem(
-            task_id=self.task_id, prompt=self.text, code=self.code, test_imports=[],
-            test_list=self.test_list, test_setup_code=self.test_setup_code,
-        )  # fmt: skip
+            task_id=self.task_id,
+            prompt=self.text,
+            code=self.code,
+            test_imports=[],
+            test_list=self.test_list,
+            test_setup_code=self.test_setup_code,
+        )
 
 
 def _bad(path: Path, where: str, err: Exception) -> DataError:

@@ -268,9 +268,14 @@ def to_eval_log(run_dir: str | os.PathLike[str], problems: list[str] | None = No
 
     task_ids = sorted({str(s.id) for s in samples}, key=_natural)
     spec = _spec(
-        d, config, benchmark=benchmark, method=method, model=model, task_ids=task_ids,
+        d,
+        config,
+        benchmark=benchmark,
+        method=method,
+        model=model,
+        task_ids=task_ids,
         started=started,
-    )  # fmt: skip
+    )
     log = EvalLog(
         status="success",
         eval=spec,

@@ -61,8 +61,15 @@ def by_method(records: Iterable[Record]) -> dict[str, list[Record]]:
 
 
 def header(types: Sequence[str]) -> list[str]:
-    return ["Method", "Scoring", *[title(t) for t in types], "all", "Calls / task",
-            "Tokens / task", "s / task"]  # fmt: skip
+    return [
+        "Method",
+        "Scoring",
+        *[title(t) for t in types],
+        "all",
+        "Calls / task",
+        "Tokens / task",
+        "s / task",
+    ]
 
 
 def _right(verdicts: Sequence[bool]) -> str:
@@ -79,8 +86,9 @@ def method_rows(method: str, recs: Sequence[Record], types: Sequence[str]) -> li
         f"{statistics.fmean(float(r.get('wall_time_s', 0.0)) for r in recs):.1f}",
     ]
     scorings: list[tuple[str, Callable[[Record], bool | None]]] = [
-        ("strict", lambda r: bool(r["correct"])), ("official", official_correct),
-    ]  # fmt: skip
+        ("strict", lambda r: bool(r["correct"])),
+        ("official", official_correct),
+    ]
     rows = []
     for name, verdict in scorings:
         said = [(question_type(r), verdict(r)) for r in recs]
@@ -115,6 +123,15 @@ def paired_by_type(pairs: Iterable[tuple[Record, Record]]) -> list[TypeRow]:
         g = groups[qt]
         wins = sum(a and not b for a, b in g)
         losses = sum(b and not a for a, b in g)
-        rows.append(TypeRow(qt, len(g), sum(a for a, _ in g), sum(b for _, b in g), wins, losses,
-                            mcnemar_exact(wins, losses)))  # fmt: skip
+        rows.append(
+            TypeRow(
+                qt,
+                len(g),
+                sum(a for a, _ in g),
+                sum(b for _, b in g),
+                wins,
+                losses,
+                mcnemar_exact(wins, losses),
+            )
+        )
     return rows

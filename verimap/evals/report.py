@@ -37,8 +37,11 @@ from verimap.observe.trace_files import read_json_object, read_results
 
 BENCH_ORDER = ["gsm8k", "humaneval", "mbpp", "multihoprag"]
 BENCH_TITLE = {
-    "gsm8k": "GSM8K", "humaneval": "HumanEval", "mbpp": "MBPP", "multihoprag": "MultiHopRAG",
-}  # fmt: skip
+    "gsm8k": "GSM8K",
+    "humaneval": "HumanEval",
+    "mbpp": "MBPP",
+    "multihoprag": "MultiHopRAG",
+}
 # The first line of a report written to a file, by which a later report knows it may replace it.
 REPORT_MARK = "<!-- verimap eval report -->"
 REPORT_FILE = marked("eval report", REPORT_MARK)
@@ -92,8 +95,10 @@ def load_records(
     directories is an error (`double_counted`)."""
     loaded = [load_dir(d) for d in dirs]
     if why := double_counted((x.path, x.records) for x in loaded):
-        raise RunDirError(f"{why}; pooled directories must hold different tasks (another draw): "
-                          "report each directory on its own")  # fmt: skip
+        raise RunDirError(
+            f"{why}; pooled directories must hold different tasks (another draw): "
+            "report each directory on its own"
+        )
     if problems is not None:
         problems += [q for x in loaded for q in x.problems]
     return [r for x in loaded for r in x.records]
@@ -108,9 +113,11 @@ class DoubleCount:
     record: dict[str, Any]
 
     def __str__(self) -> str:
-        return (f"{self.path}: task {visible(self.record['key'])} of method "
-                f"{visible(self.record.get('method'))} is also in {self.first}, so the tables "
-                "count it twice")  # fmt: skip
+        return (
+            f"{self.path}: task {visible(self.record['key'])} of method "
+            f"{visible(self.record.get('method'))} is also in {self.first}, so the tables "
+            "count it twice"
+        )
 
 
 def _method_and_key(rec: dict[str, Any]) -> Hashable:
@@ -200,11 +207,14 @@ def table_iterations(records: Sequence[dict[str, Any]]) -> str:
     g = _group(records)
     rows = []
     for (m, b), recs in sorted(g.items(), key=lambda kv: (_method_order([kv[0][0]]), kv[0][1])):
-        rows.append([
-            m, BENCH_TITLE.get(b, b),
-            _fmt(statistics.fmean(r.get("iterations", 0) for r in recs), 2),
-            _fmt(statistics.fmean(r.get("retries", 0) for r in recs), 2),
-        ])  # fmt: skip
+        rows.append(
+            [
+                m,
+                BENCH_TITLE.get(b, b),
+                _fmt(statistics.fmean(r.get("iterations", 0) for r in recs), 2),
+                _fmt(statistics.fmean(r.get("retries", 0) for r in recs), 2),
+            ]
+        )
     return _table(["Method", "Benchmark", "Avg. iterations", "Avg. retries"], rows)
 
 
@@ -267,24 +277,37 @@ def table_vfs(records: Sequence[dict[str, Any]]) -> str:
             for k, v in r.get("vf_stats", {}).items():
                 tot[k] += v
         plans = tot["plans"] or 1
-        rows.append([
-            m, BENCH_TITLE.get(b, b),
-            _calls_per_task(recs, "python"),
-            _calls_per_task(recs, "llm"),
-            _fmt(tot["python"] / plans, 2),
-            _fmt(tot["python_chars"] / tot["python"], 0) if tot["python"] else "–",
-            _fmt(tot["llm"] / plans, 2),
-            _fmt(tot["llm_chars"] / tot["llm"], 0) if tot["llm"] else "–",
-            _fmt(tot["nodes"] / plans, 2),
-            _fmt(tot["check"] / plans, 2),
-            _calls_per_task(recs, "check"),
-        ])  # fmt: skip
+        rows.append(
+            [
+                m,
+                BENCH_TITLE.get(b, b),
+                _calls_per_task(recs, "python"),
+                _calls_per_task(recs, "llm"),
+                _fmt(tot["python"] / plans, 2),
+                _fmt(tot["python_chars"] / tot["python"], 0) if tot["python"] else "–",
+                _fmt(tot["llm"] / plans, 2),
+                _fmt(tot["llm_chars"] / tot["llm"], 0) if tot["llm"] else "–",
+                _fmt(tot["nodes"] / plans, 2),
+                _fmt(tot["check"] / plans, 2),
+                _calls_per_task(recs, "check"),
+            ]
+        )
     return _table(
-        ["Method", "Benchmark", "Python VF calls / task", "NL VF calls / task",
-         "Python VFs written / plan", "Python VF length (chars)", "NL VFs written / plan",
-         "NL VF length (chars)", "Nodes / plan", "Checks named / plan", "Check calls / task"],
+        [
+            "Method",
+            "Benchmark",
+            "Python VF calls / task",
+            "NL VF calls / task",
+            "Python VFs written / plan",
+            "Python VF length (chars)",
+            "NL VFs written / plan",
+            "NL VF length (chars)",
+            "Nodes / plan",
+            "Checks named / plan",
+            "Check calls / task",
+        ],
         rows,
-    )  # fmt: skip
+    )
 
 
 def table_verification(records: Sequence[dict[str, Any]]) -> str:
@@ -297,10 +320,16 @@ def table_verification(records: Sequence[dict[str, Any]]) -> str:
         fp = sum(1 for r in recs if r.get("verified") and not r.get("correct"))
         fn = sum(1 for r in recs if not r.get("verified") and r.get("correct"))
         ver = sum(1 for r in recs if r.get("verified"))
-        rows.append([
-            m, BENCH_TITLE.get(b, b), str(n), str(ver),
-            f"{fp} ({100.0 * fp / n:.1f}%)", f"{fn} ({100.0 * fn / n:.1f}%)",
-        ])  # fmt: skip
+        rows.append(
+            [
+                m,
+                BENCH_TITLE.get(b, b),
+                str(n),
+                str(ver),
+                f"{fp} ({100.0 * fp / n:.1f}%)",
+                f"{fn} ({100.0 * fn / n:.1f}%)",
+            ]
+        )
     return _table(
         ["Method", "Benchmark", "Tasks", "Verified", "False positives", "False negatives"], rows
     )
@@ -385,18 +414,28 @@ def table_summary(records: Sequence[dict[str, Any]]) -> str:
         if (m, b) in g
     ]
     return _table(
-        ["Method", "Benchmark", "Tasks", "Accuracy % [95% CI]", "Verified",
-         "Verified precision % [95% CI]", "Coverage %", "FP / FN", "Risk–coverage"],
+        [
+            "Method",
+            "Benchmark",
+            "Tasks",
+            "Accuracy % [95% CI]",
+            "Verified",
+            "Verified precision % [95% CI]",
+            "Coverage %",
+            "FP / FN",
+            "Risk–coverage",
+        ],
         rows,
-    )  # fmt: skip
+    )
 
 
 def table_question_types(records: Sequence[dict[str, Any]]) -> str:
     """MultiHopRAG accuracy by question type (`question_types.NOTE`), one row per method and
     scoring, with the method's calls, tokens and seconds per task."""
     groups = question_types.by_method(records)
-    types = question_types.ordered(t for recs in groups.values() for r in recs
-                                   if (t := question_types.question_type(r)))  # fmt: skip
+    types = question_types.ordered(
+        t for recs in groups.values() for r in recs if (t := question_types.question_type(r))
+    )
     rows = [
         row
         for m in _method_order(groups)
@@ -423,8 +462,11 @@ def render(records: Sequence[dict[str, Any]], *, title: str | None = None) -> st
         table_accuracy(records),
     ]
     if any(r.get("compact") for r in records):
-        parts += ["## Calls, tokens and seconds per task", "Compact results files keep no roles, "
-                  "plans or checks: the other tables need runs.", table_effort(records)]  # fmt: skip
+        parts += [
+            "## Calls, tokens and seconds per task",
+            "Compact results files keep no roles, plans or checks: the other tables need runs.",
+            table_effort(records),
+        ]
     else:
         parts += [
             "## Iterations and retries per task (paper Table 7)",
@@ -455,14 +497,19 @@ def table_effort(records: Sequence[dict[str, Any]]) -> str:
     """Mean model calls, tokens and seconds per task, per method and benchmark."""
     g = _group(records)
     rows = [
-        [m, BENCH_TITLE.get(b, b), str(len(recs)),
-         _fmt(statistics.fmean(stats.total_calls(r) for r in recs)),
-         _fmt(statistics.fmean(int(r.get("tokens", 0)) for r in recs), 0),
-         _fmt(statistics.fmean(float(r.get("wall_time_s", 0.0)) for r in recs))]
+        [
+            m,
+            BENCH_TITLE.get(b, b),
+            str(len(recs)),
+            _fmt(statistics.fmean(stats.total_calls(r) for r in recs)),
+            _fmt(statistics.fmean(int(r.get("tokens", 0)) for r in recs), 0),
+            _fmt(statistics.fmean(float(r.get("wall_time_s", 0.0)) for r in recs)),
+        ]
         for (m, b), recs in sorted(g.items(), key=lambda kv: (_method_order([kv[0][0]]), kv[0][1]))
-    ]  # fmt: skip
-    return _table(["Method", "Benchmark", "Tasks", "Calls / task", "Tokens / task", "s / task"],
-                  rows)  # fmt: skip
+    ]
+    return _table(
+        ["Method", "Benchmark", "Tasks", "Calls / task", "Tokens / task", "s / task"], rows
+    )
 
 
 # Skipped lines listed by name; past this many only their number is given.

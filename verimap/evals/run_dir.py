@@ -201,8 +201,11 @@ def store(out: Path, log: ResultsLog, att: Attempt, fallback: Path) -> dict[str,
         _put_trace(out, line, redact(att.trace), fallback)
     if att.record is None:
         ResultsLog(out / ERRORS).append(redact(line))
-        print(for_console(f"task {att.key} errored, not scored: {line['error']}"), file=sys.stderr,
-              flush=True)  # fmt: skip
+        print(
+            for_console(f"task {att.key} errored, not scored: {line['error']}"),
+            file=sys.stderr,
+            flush=True,
+        )
         return None
     record = redact(att.record)
     log.append(record)

@@ -72,10 +72,28 @@ if TYPE_CHECKING:
 
     from verimap.observe.live_view import BoardView
 
-__all__ = ["CONFIG", "ERRORS", "MARK", "RESULTS", "Attempt", "Dispatch", "EvalOutcome",
-           "ResultsLog", "RunDirError", "Tally", "TaskRecord", "check_run_dir", "dir_lock",
-           "is_eval_config", "preflight", "run_eval", "task_key", "unscored_errors", "vf_calls",
-           "vf_stats"]  # fmt: skip
+__all__ = [
+    "CONFIG",
+    "ERRORS",
+    "MARK",
+    "RESULTS",
+    "Attempt",
+    "Dispatch",
+    "EvalOutcome",
+    "ResultsLog",
+    "RunDirError",
+    "Tally",
+    "TaskRecord",
+    "check_run_dir",
+    "dir_lock",
+    "is_eval_config",
+    "preflight",
+    "run_eval",
+    "task_key",
+    "unscored_errors",
+    "vf_calls",
+    "vf_stats",
+]
 
 
 @dataclass
@@ -284,9 +302,15 @@ async def run_eval(
         if dispatch is None:
             if solver is None:
                 solver = method_solver(
-                    bench, method, models, cast(Sandbox, sandbox),
-                    within(cfg, task_time_limit), events, watch, samples,
-                )  # fmt: skip
+                    bench,
+                    method,
+                    models,
+                    cast(Sandbox, sandbox),
+                    within(cfg, task_time_limit),
+                    events,
+                    watch,
+                    samples,
+                )
             # A custom solver may need no sandbox (the bare model); scoring GSM8K or QA needs
             # none either, and HumanEval's scorer fails its tasks as errors without one.
             dispatch = _local(bench, method, out, cast(Sandbox, sandbox), solver)
@@ -296,12 +320,23 @@ async def run_eval(
         sem = asyncio.Semaphore(max_concurrency)
         outcome = EvalOutcome(out, tally)
         with _progress(tally.total, progress, console, board) as bar:
-            pid = bar.add_task(escape(clean(f"{bench.name}/{method}")), total=tally.total,
-                               completed=tally.done, acc="-", tok=0, cost="0.0000")  # fmt: skip
+            pid = bar.add_task(
+                escape(clean(f"{bench.name}/{method}")),
+                total=tally.total,
+                completed=tally.done,
+                acc="-",
+                tok=0,
+                cost="0.0000",
+            )
 
             def refresh() -> None:
-                bar.update(pid, completed=tally.done, acc=f"{tally.accuracy:.1%}" if tally.done else "-",
-                           tok=tally.tokens, cost=f"{tally.cost:.4f}")  # fmt: skip
+                bar.update(
+                    pid,
+                    completed=tally.done,
+                    acc=f"{tally.accuracy:.1%}" if tally.done else "-",
+                    tok=tally.tokens,
+                    cost=f"{tally.cost:.4f}",
+                )
 
             refresh()
 

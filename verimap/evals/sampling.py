@@ -145,8 +145,13 @@ def selection_record(
     a sample's rule and seed, or the range or ids asked for, with a digest of the ids chosen.
     Empty for the first N or all tasks (a resume may then take more)."""
     if sample is not None:
-        return {"sample": len(tasks), "sample_of": of, "sample_rule": str(sample),
-                "seed": 0 if seed is None else seed, "sample_digest": sample_digest(tasks)}  # fmt: skip
+        return {
+            "sample": len(tasks),
+            "sample_of": of,
+            "sample_rule": str(sample),
+            "seed": 0 if seed is None else seed,
+            "sample_digest": sample_digest(tasks),
+        }
     if ids:
         chosen: dict[str, Any] = {"ids": sorted(t.id for t in tasks)}
     elif isinstance(limit, str):

@@ -54,11 +54,18 @@ def time_limited(solve: Solve, limit: float, benchmark: str, method: str) -> Sol
                 raise
         key = task_key(run, task.id)
         rec = TaskRecord(
-            key=key, run=run, task_id=task.id, benchmark=benchmark, method=method,
-            status="budget_exhausted", correct=False, verified=False, gold=task.gold,
+            key=key,
+            run=run,
+            task_id=task.id,
+            benchmark=benchmark,
+            method=method,
+            status="budget_exhausted",
+            correct=False,
+            verified=False,
+            gold=task.gold,
             wall_time_s=round(time.monotonic() - start, 3),
             error=f"the task ran past its time limit of {limit:g} s (--time-limit) and was ended",
-        )  # fmt: skip
+        )
         return Attempt(key, record=rec.model_dump(mode="json"))
 
     return solve_within

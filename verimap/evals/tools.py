@@ -222,25 +222,48 @@ def workspace_tools(sandbox: Sandbox, workspace: Workspace | None = None) -> Too
     args = {"type": "array", "items": {"type": "string"}}
     return ToolRegistry(
         [
-            Tool("write_file", "Create or overwrite a file in the workspace.",
-                 _schema({"path": path, "content": {"type": "string"}}, ["path", "content"]),
-                 guarded(ws.write)),
-            Tool("edit_file", "Replace one exact occurrence of `old` with `new` in a file.",
-                 _schema({"path": path, "old": {"type": "string"}, "new": {"type": "string"}},
-                         ["path", "old", "new"]),
-                 guarded(ws.edit)),
-            Tool("delete_file", "Delete a file from the workspace.", _schema({"path": path}, ["path"]),
-                 guarded(ws.delete)),
-            Tool("read_file", "Show a file's content.", _schema({"path": path}, ["path"]),
-                 guarded(ws.read)),
-            Tool("list_files", "List the workspace's files.", _schema({}, []),
-                 guarded(ws.listing)),
-            Tool("run_script", "Run a Python file of the workspace in the sandbox (the other files beside it).",
-                 _schema({"path": path, "args": args}, ["path"]), guarded(ws.run_script)),
-            Tool("run_pytest", "Run pytest over the workspace in the sandbox.",
-                 _schema({"args": args}, []), guarded(ws.run_pytest)),
+            Tool(
+                "write_file",
+                "Create or overwrite a file in the workspace.",
+                _schema({"path": path, "content": {"type": "string"}}, ["path", "content"]),
+                guarded(ws.write),
+            ),
+            Tool(
+                "edit_file",
+                "Replace one exact occurrence of `old` with `new` in a file.",
+                _schema(
+                    {"path": path, "old": {"type": "string"}, "new": {"type": "string"}},
+                    ["path", "old", "new"],
+                ),
+                guarded(ws.edit),
+            ),
+            Tool(
+                "delete_file",
+                "Delete a file from the workspace.",
+                _schema({"path": path}, ["path"]),
+                guarded(ws.delete),
+            ),
+            Tool(
+                "read_file",
+                "Show a file's content.",
+                _schema({"path": path}, ["path"]),
+                guarded(ws.read),
+            ),
+            Tool("list_files", "List the workspace's files.", _schema({}, []), guarded(ws.listing)),
+            Tool(
+                "run_script",
+                "Run a Python file of the workspace in the sandbox (the other files beside it).",
+                _schema({"path": path, "args": args}, ["path"]),
+                guarded(ws.run_script),
+            ),
+            Tool(
+                "run_pytest",
+                "Run pytest over the workspace in the sandbox.",
+                _schema({"args": args}, []),
+                guarded(ws.run_pytest),
+            ),
         ]
-    )  # fmt: skip
+    )
 
 
 def programming_tools(sandbox: Sandbox) -> ToolRegistry:
@@ -336,8 +359,10 @@ class CorpusSearch:
         f = filters or Filters()
         key = (normal_text(query), *(str(v or "") for v in f.model_dump().values()))
         if key in seen.queries:
-            return ("Already searched for this; its results are above. Search with other "
-                    "words, or give your final answer.")  # fmt: skip
+            return (
+                "Already searched for this; its results are above. Search with other "
+                "words, or give your final answer."
+            )
         seen.queries.add(key)
         f, ignored = self._usable(f)
         note = f"(ignored filters that match no article: {', '.join(ignored)})\n" if ignored else ""
@@ -436,8 +461,15 @@ def search_tool(index: CorpusIndex | None, *, limits: SearchLimits | None = None
             return "error: page must be an integer >= 1"
         if page < 1:
             return "error: page must be an integer >= 1"
-        f = Filters(title=title, author=author, category=category, source=source,
-                    content=content, date_from=date_from, date_to=date_to)  # fmt: skip
+        f = Filters(
+            title=title,
+            author=author,
+            category=category,
+            source=source,
+            content=content,
+            date_from=date_from,
+            date_to=date_to,
+        )
         return await engine.search(query, page, f if f != Filters() else None)
 
     s = {"type": "string"}

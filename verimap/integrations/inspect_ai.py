@@ -126,9 +126,16 @@ def verimap_solver(
                 async with _role_models(roles, recorder) as (models, local):
                     box = _sandbox(sandbox)
                     runner = build(
-                        dict(models), box, _tools(kind, box), config, method=method,
-                        domain=kind, samples=samples, local=local, events=events,
-                    )  # fmt: skip
+                        dict(models),
+                        box,
+                        _tools(kind, box),
+                        config,
+                        method=method,
+                        domain=kind,
+                        samples=samples,
+                        local=local,
+                        events=events,
+                    )
                     result: RunResult = await runner.run(state.input_text, trace_path=trace)
                     await events.drain()
             finally:

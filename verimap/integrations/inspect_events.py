@@ -58,10 +58,13 @@ class TranscriptRecorder:
             span = uuid.uuid4().hex
             self._append(
                 SpanBeginEvent(
-                    id=span, parent_id=self.run_span, type=NODE_SPAN, name=f"node {node}",
+                    id=span,
+                    parent_id=self.run_span,
+                    type=NODE_SPAN,
+                    name=f"node {node}",
                     span_id=span,
                 )
-            )  # fmt: skip
+            )
             self.nodes[node] = span
         where = self.nodes.get(node or "", self.run_span)
         self._append(InfoEvent(source=SOURCE + event.type, data=payload(event), span_id=where))

@@ -98,10 +98,16 @@ class ServedModelAPI(ModelAPI):
             raise RuntimeError(f"verimap/{self.model_name} answers only verimap's own requests")
         req = call.request
         secrets = secret_values()
-        sent: dict[str, Any] = redact({
-            "messages": to_openai(req.messages), "tools": req.tools, "tool_choice": req.tool_choice,
-            "response_schema": req.response_schema, **req.settings.model_dump(exclude_none=True),
-        }, secrets)  # fmt: skip
+        sent: dict[str, Any] = redact(
+            {
+                "messages": to_openai(req.messages),
+                "tools": req.tools,
+                "tool_choice": req.tool_choice,
+                "response_schema": req.response_schema,
+                **req.settings.model_dump(exclude_none=True),
+            },
+            secrets,
+        )
         try:
             resp = await self.served.request(req)
         except ModelError as e:  # Inspect records it in the model event, then raises it

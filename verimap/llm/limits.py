@@ -19,9 +19,9 @@ from urllib.parse import urlsplit
 LOCAL_MAX_CONNECTIONS = 1
 REMOTE_MAX_CONNECTIONS = 16
 
-_SLOTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, int], asyncio.Semaphore]] = (
-    weakref.WeakKeyDictionary()
-)  # fmt: skip
+_SLOTS: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, dict[tuple[str, int], asyncio.Semaphore]
+] = weakref.WeakKeyDictionary()
 
 
 def endpoint_key(base_url: str) -> str:

@@ -135,9 +135,13 @@ def _report_cached_tokens() -> None:
     PromptTokensDetails = TypedDict("PromptTokensDetails", {"cached_tokens": int})  # noqa: UP013
     CompletionUsage = TypedDict(  # noqa: UP013
         "CompletionUsage",
-        {"prompt_tokens": int, "completion_tokens": int, "total_tokens": int,
-         "prompt_tokens_details": NotRequired[PromptTokensDetails]},
-    )  # fmt: skip
+        {
+            "prompt_tokens": int,
+            "completion_tokens": int,
+            "total_tokens": int,
+            "prompt_tokens_details": NotRequired[PromptTokensDetails],
+        },
+    )
     # The server's response model is built from these annotations when its app is imported.
     types.CompletionUsage = CompletionUsage  # type: ignore[misc]  # replacing the type is the point
     for response in (types.CreateChatCompletionResponse, types.CreateCompletionResponse):
@@ -205,9 +209,12 @@ def _require_token(token: str) -> None:
         app.add_middleware(CancelOnDisconnect)
         app.add_api_route(PROOF_PATH, prove, methods=["GET"], include_in_schema=False)
         app.add_api_route(
-            READY_PATH, ready, methods=["GET"], include_in_schema=False,
+            READY_PATH,
+            ready,
+            methods=["GET"],
+            include_in_schema=False,
             dependencies=[Depends(app_module.authenticate)],
-        )  # fmt: skip
+        )
         return app
 
     app_module.create_app = create_app_

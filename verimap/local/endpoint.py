@@ -240,7 +240,11 @@ async def connect(
                 await m.aclose()
         return
 
-    for flag, value in (("--planner-model", planner_model), ("--executor-model", executor_model), ("--judge-model", judge_model)):  # fmt: skip
+    for flag, value in (
+        ("--planner-model", planner_model),
+        ("--executor-model", executor_model),
+        ("--judge-model", judge_model),
+    ):
         if value and not (model and value == model):
             raise ModelError(
                 f"{flag} {value!r} needs an endpoint (--base-url or OPENAI_BASE_URL); the local "
@@ -251,10 +255,13 @@ async def connect(
     choice = resolve_local(model, model_file)
     info, started = await asyncio.to_thread(
         functools.partial(
-            srv.ensure_server, choice.model_file, alias=choice.alias, keep=keep_server,
+            srv.ensure_server,
+            choice.model_file,
+            alias=choice.alias,
+            keep=keep_server,
             timeout=startup_timeout,
         )
-    )  # fmt: skip
+    )
     if started:
         _say(f"started local model {choice.alias} at {info.base_url} ({info.startup_s:.1f}s)")
     else:
@@ -275,10 +282,13 @@ async def connect(
         await asyncio.to_thread(srv.stop_server, cur)
         new = await asyncio.to_thread(
             functools.partial(
-                srv.start_server, choice.model_file, alias=choice.alias, keep=cur.keep,
+                srv.start_server,
+                choice.model_file,
+                alias=choice.alias,
+                keep=cur.keep,
                 timeout=startup_timeout,
             )
-        )  # fmt: skip
+        )
         state["info"] = new
         local_model.set_base_url(new.base_url, api_key=new.token)  # a new server, a new token
         return new.base_url

@@ -60,9 +60,12 @@ def local_server(local_model_file: Path) -> Iterator[server.ServerInfo]:
 async def local_model(local_server: server.ServerInfo) -> AsyncIterator[OpenAIModel]:
     """An `OpenAIModel` on the session's server (llama.cpp dialect)."""
     m = OpenAIModel(
-        local_server.alias, base_url=local_server.base_url, api_key=local_server.token, local=True,
+        local_server.alias,
+        base_url=local_server.base_url,
+        api_key=local_server.token,
+        local=True,
         max_retries=2,
-    )  # fmt: skip
+    )
     try:
         yield m
     finally:
@@ -90,10 +93,13 @@ async def default_local_model(
     default_model_server: server.ServerInfo,
 ) -> AsyncIterator[OpenAIModel]:
     m = OpenAIModel(
-        default_model_server.alias, base_url=default_model_server.base_url,
-        api_key=default_model_server.token, local=True,
-        max_retries=2, max_tokens_cap=512,
-    )  # fmt: skip
+        default_model_server.alias,
+        base_url=default_model_server.base_url,
+        api_key=default_model_server.token,
+        local=True,
+        max_retries=2,
+        max_tokens_cap=512,
+    )
     try:
         yield m
     finally:

@@ -348,14 +348,21 @@ def start_server(
 def _server_args(info: ServerInfo, extra_args: list[str] | None) -> list[str]:
     """llama_cpp.server's arguments: nothing secret, as any local user can read them."""
     args = [
-        "--model", info.model_file,
-        "--model_alias", info.alias,
-        "--host", info.host,
-        "--port", str(info.port),
-        "--n_threads", str(info.threads),
-        "--n_ctx", str(info.n_ctx),
-        "--logits_all", "False",
-    ]  # fmt: skip
+        "--model",
+        info.model_file,
+        "--model_alias",
+        info.alias,
+        "--host",
+        info.host,
+        "--port",
+        str(info.port),
+        "--n_threads",
+        str(info.threads),
+        "--n_ctx",
+        str(info.n_ctx),
+        "--logits_all",
+        "False",
+    ]
     if info.chat_format:
         args += ["--chat_format", info.chat_format]
     # The prompt-prefix RAM cache: a planner prompt re-sent after an executor call costs its
@@ -374,9 +381,13 @@ def serve_command(
     directory (a `socket.py` or `llama_cpp/` in a cloned repository would run as the user)."""
     args = [
         *([] if info.keep else ["--owner", str(os.getpid())]),
-        "--listen-fd", str(listen_fd), "--token-fd", str(token_fd),
-        "--", *_server_args(info, extra_args),
-    ]  # fmt: skip
+        "--listen-fd",
+        str(listen_fd),
+        "--token-fd",
+        str(token_fd),
+        "--",
+        *_server_args(info, extra_args),
+    ]
     env = {k: v for k, v in os.environ.items() if not _SECRET.search(k)}
     pkg_root = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [pkg_root, env.get("PYTHONPATH")]))

@@ -190,16 +190,28 @@ class Baseline(Runner):
         return as_number(number), run
 
     def _result(
-        self, run_id: str, task: str, status: RunStatus, *, answer: Any = None,
-        error: str | None = None, error_kind: ErrorKind | None = None,
+        self,
+        run_id: str,
+        task: str,
+        status: RunStatus,
+        *,
+        answer: Any = None,
+        error: str | None = None,
+        error_kind: ErrorKind | None = None,
         confidence: float | None = None,
-    ) -> RunResult:  # fmt: skip
+    ) -> RunResult:
         return RunResult(
-            run_id=run_id, task=task, status=status, final_node=self.name,
-            final_output=None if answer is None else {"answer": answer}, error=error,
-            error_kind=error_kind, verified=False, unverified_reason=UNVERIFIED,
+            run_id=run_id,
+            task=task,
+            status=status,
+            final_node=self.name,
+            final_output=None if answer is None else {"answer": answer},
+            error=error,
+            error_kind=error_kind,
+            verified=False,
+            unverified_reason=UNVERIFIED,
             confidence=confidence,
-        )  # fmt: skip
+        )
 
     def _answered(
         self, ctx: RunContext, task: str, answer: Any, confidence: float | None = None
@@ -336,9 +348,13 @@ class Program(Bare):
         if self.sandbox is None:
             raise SandboxUnavailable("the program baseline needs a sandbox to run its program")
         run = await write_program(
-            ctx.model(self.model), task, self.sandbox, self.settings,
-            timeout=self.config.verify.vf_timeout_s, role=EXECUTOR,
-        )  # fmt: skip
+            ctx.model(self.model),
+            task,
+            self.sandbox,
+            self.settings,
+            timeout=self.config.verify.vf_timeout_s,
+            role=EXECUTOR,
+        )
         answer = as_number(run.answer)
         _replies(ctx, [run.reply], [answer], program=_without_reply(run))
         if run.sandbox_fault:
@@ -406,9 +422,13 @@ def baseline(
             "tools include a search (e.g. multihoprag)"
         )
     kw: dict[str, Any] = dict(
-        kind=kind, config=config, events=events, trace_dir=trace_dir, policies=policies,
+        kind=kind,
+        config=config,
+        events=events,
+        trace_dir=trace_dir,
+        policies=policies,
         tools=tools,
-    )  # fmt: skip
+    )
     if name == SelfConsistency.name and samples is not None:
         kw["samples"] = samples
     return BASELINES[name](models[EXECUTOR], sandbox, **kw)

@@ -48,28 +48,70 @@ BASELINE_METHODS = {
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (
-        Method("react", "react",
-               {"verification": "none", "max_retries": 1, "max_iterations": 1, "executor_max_steps": 20},
-               "single ReAct agent with all tools"),
-        Method("map", "llm",
-               {"verification": "none", "max_retries": 1, "max_iterations": 1, "context_generations": 2,
-                "structured_io": False},
-               "plan, no verification; executors see the instructions and text replies two generations back"),
-        Method("map-v", "llm", {"verification": "instruction", "max_retries": 3, "max_iterations": 5},
-               "plan + generic judge whose criterion is the node instruction", _LOOP),
-        Method("verimap", "llm", {"verification": "full", "max_retries": 3, "max_iterations": 5},
-               "plan with planner-written Python and NL verification functions", _LOOP),
-        Method("map-v-1it", "llm",
-               {"verification": "instruction", "max_retries": 1, "max_iterations": 1, "fail_accepted": True,
-                "agreement": 1},
-               "map-v in one pass: no retries, no replanning"),
-        Method("verimap-1it", "llm",
-               {"verification": "full", "max_retries": 1, "max_iterations": 1, "fail_accepted": True,
-                "agreement": 1},
-               "verimap in one pass: no retries, no replanning"),
+        Method(
+            "react",
+            "react",
+            {
+                "verification": "none",
+                "max_retries": 1,
+                "max_iterations": 1,
+                "executor_max_steps": 20,
+            },
+            "single ReAct agent with all tools",
+        ),
+        Method(
+            "map",
+            "llm",
+            {
+                "verification": "none",
+                "max_retries": 1,
+                "max_iterations": 1,
+                "context_generations": 2,
+                "structured_io": False,
+            },
+            "plan, no verification; executors see the instructions and text replies two generations back",
+        ),
+        Method(
+            "map-v",
+            "llm",
+            {"verification": "instruction", "max_retries": 3, "max_iterations": 5},
+            "plan + generic judge whose criterion is the node instruction",
+            _LOOP,
+        ),
+        Method(
+            "verimap",
+            "llm",
+            {"verification": "full", "max_retries": 3, "max_iterations": 5},
+            "plan with planner-written Python and NL verification functions",
+            _LOOP,
+        ),
+        Method(
+            "map-v-1it",
+            "llm",
+            {
+                "verification": "instruction",
+                "max_retries": 1,
+                "max_iterations": 1,
+                "fail_accepted": True,
+                "agreement": 1,
+            },
+            "map-v in one pass: no retries, no replanning",
+        ),
+        Method(
+            "verimap-1it",
+            "llm",
+            {
+                "verification": "full",
+                "max_retries": 1,
+                "max_iterations": 1,
+                "fail_accepted": True,
+                "agreement": 1,
+            },
+            "verimap in one pass: no retries, no replanning",
+        ),
         *(Method(name, "baseline", _BASELINE, what) for name, what in BASELINE_METHODS.items()),
     )
-}  # fmt: skip
+}
 
 # The paper samples every role at temperature 1.0, top_p 1.0.
 PAPER_DEFAULTS: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0}

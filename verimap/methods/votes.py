@@ -58,8 +58,13 @@ class Vote:
             for g in self.groups
         ]
         winner = self.winner
-        return {"by": self.by, "samples": self.samples, "groups": groups,
-                "winner": _shown(winner.answer) if winner else None, "share": self.share}  # fmt: skip
+        return {
+            "by": self.by,
+            "samples": self.samples,
+            "groups": groups,
+            "winner": _shown(winner.answer) if winner else None,
+            "share": self.share,
+        }
 
 
 def _shown(answer: Any) -> Any:

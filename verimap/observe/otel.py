@@ -210,15 +210,20 @@ class OtelSpans:
         assert e.node_id is not None
         parent = run.iterations.get(e.iteration or 0, run.root)
         run.nodes[(e.iteration, e.node_id)] = self._child(
-            run, parent, f"node {e.node_id}", _at(e),
+            run,
+            parent,
+            f"node {e.node_id}",
+            _at(e),
             {"node_id": e.node_id, "instruction": e.instruction, "inputs": e.inputs},
-        )  # fmt: skip
+        )
 
     def _on_node_reused(self, run: _Run, e: ev.NodeReused) -> None:
         span = self._instant(
-            run, e, f"node {e.node_id}",
+            run,
+            e,
+            f"node {e.node_id}",
             {"node_id": e.node_id, "status": "reused", "outputs": e.outputs},
-        )  # fmt: skip
+        )
         span.end(_ns(_at(e)))
 
     def _on_attempt(self, run: _Run, e: ev.Attempt) -> None:
@@ -257,21 +262,35 @@ class OtelSpans:
         span.end(_ns(_at(e)))
 
     def _on_tool_call(self, run: _Run, e: ev.ToolCall) -> None:
-        span = self._instant(run, e, f"execute_tool {e.tool}", {
-            "gen_ai.operation.name": "execute_tool",
-            "gen_ai.tool.name": e.tool,
-            "gen_ai.tool.type": "function",
-            "gen_ai.tool.call.arguments": e.arguments,
-            "gen_ai.tool.call.result": e.result,
-        })  # fmt: skip
+        span = self._instant(
+            run,
+            e,
+            f"execute_tool {e.tool}",
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": e.tool,
+                "gen_ai.tool.type": "function",
+                "gen_ai.tool.call.arguments": e.arguments,
+                "gen_ai.tool.call.result": e.result,
+            },
+        )
         span.end(_ns(_at(e)))
 
     def _on_vf_verdict(self, run: _Run, e: ev.VfVerdict) -> None:
-        span = self._instant(run, e, f"vf {e.name}", {
-            "vf.name": e.name, "vf.type": e.vf_type, "vf.outcome": e.outcome,
-            "vf.message": e.message, "vf.explanation": e.explanation,
-            "vf.traceback": e.traceback, "vf.weight": e.weight,
-        })  # fmt: skip
+        span = self._instant(
+            run,
+            e,
+            f"vf {e.name}",
+            {
+                "vf.name": e.name,
+                "vf.type": e.vf_type,
+                "vf.outcome": e.outcome,
+                "vf.message": e.message,
+                "vf.explanation": e.explanation,
+                "vf.traceback": e.traceback,
+                "vf.weight": e.weight,
+            },
+        )
         if e.outcome not in _GOOD_VF:
             self._fail(span, f"{e.outcome}: {self._value(run, e.message)}")
         span.end(_ns(_at(e)))
@@ -281,9 +300,17 @@ class OtelSpans:
         span = run.attempts.pop((e.iteration, e.node_id, e.attempt), None)
         if span is None:
             return
-        span.set_attributes(self._attrs(run, {
-            "passed": e.passed, "score": e.score, "error": e.error, "outputs": e.outputs,
-        }))  # fmt: skip
+        span.set_attributes(
+            self._attrs(
+                run,
+                {
+                    "passed": e.passed,
+                    "score": e.score,
+                    "error": e.error,
+                    "outputs": e.outputs,
+                },
+            )
+        )
         if not e.passed:
             self._fail(span, str(self._value(run, e.error or "verification failed")))
         span.end(_ns(_at(e)))
@@ -307,13 +334,24 @@ class OtelSpans:
         for span in [*run.attempts.values(), *run.nodes.values(), *run.iterations.values()]:
             self._cancel(span, at)
         total = e.usage.total if e.usage is not None else Usage()
-        run.root.set_attributes(self._attrs(run, {
-            "status": e.status, "error": e.error, "error_kind": e.error_kind,
-            "final_output": e.final_output, "iterations": e.iterations,
-            "retries": e.retries, "wall_time_s": e.wall_time_s,
-            "usage.calls": total.calls, "usage.input_tokens": total.prompt_tokens,
-            "usage.output_tokens": total.completion_tokens, "usage.cost_usd": total.cost,
-        }))  # fmt: skip
+        run.root.set_attributes(
+            self._attrs(
+                run,
+                {
+                    "status": e.status,
+                    "error": e.error,
+                    "error_kind": e.error_kind,
+                    "final_output": e.final_output,
+                    "iterations": e.iterations,
+                    "retries": e.retries,
+                    "wall_time_s": e.wall_time_s,
+                    "usage.calls": total.calls,
+                    "usage.input_tokens": total.prompt_tokens,
+                    "usage.output_tokens": total.completion_tokens,
+                    "usage.cost_usd": total.cost,
+                },
+            )
+        )
         if e.status in _FAILED_RUN:
             self._fail(run.root, str(self._value(run, e.error or e.status)))
         run.root.end(_ns(at))

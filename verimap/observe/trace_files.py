@@ -97,9 +97,15 @@ OPT_TIME = Want((int, float, _NONE), "a Unix time or null", TIME.test)
 
 USAGE: Shape = {
     k: NUM
-    for k in ("calls", "failed_calls", "prompt_tokens", "completion_tokens", "cached_tokens",
-              "cost")
-}  # fmt: skip
+    for k in (
+        "calls",
+        "failed_calls",
+        "prompt_tokens",
+        "completion_tokens",
+        "cached_tokens",
+        "cost",
+    )
+}
 
 # A results.jsonl line, as the report, the viewer and the exports read it (`TaskRecord`).
 RESULT: Shape = {
@@ -122,8 +128,11 @@ RESULT: Shape = {
     "cost": NUM,
     "wall_time_s": Want((int, float), "a number of seconds", TIME.test),
     "finished_at": TIME,
-    "usage": Want((dict,), "an object of roles to usage objects of numbers",
-                  _values(Want((dict,), "", _fits(USAGE)))),
+    "usage": Want(
+        (dict,),
+        "an object of roles to usage objects of numbers",
+        _values(Want((dict,), "", _fits(USAGE))),
+    ),
     "vf_stats": Want((dict,), "an object of numbers", _values(NUM)),
     "vf_calls": Want((dict,), "an object of numbers", _values(NUM)),
     "plans": LIST,
@@ -131,7 +140,7 @@ RESULT: Shape = {
     "models": MAPPING,
     "trace": OPT_STR,
     "error": OPT_STR,
-}  # fmt: skip
+}
 
 # An errors.jsonl line: a task that errored and was not scored.
 ERROR: Shape = {
@@ -348,10 +357,14 @@ def as_event(record: dict[str, Any]) -> tuple[AnyEvent, str | None]:
         except ValidationError as e:
             why = _why_not(typ, e)
     generic = Event(
-        type=typ, run_id=record.get("run_id") or "", ts=record.get("ts"),
-        node_id=record.get("node_id"), iteration=record.get("iteration"),
-        attempt=record.get("attempt"), data=record.get("data") or {},
-    )  # fmt: skip
+        type=typ,
+        run_id=record.get("run_id") or "",
+        ts=record.get("ts"),
+        node_id=record.get("node_id"),
+        iteration=record.get("iteration"),
+        attempt=record.get("attempt"),
+        data=record.get("data") or {},
+    )
     return generic, why
 
 

@@ -41,20 +41,37 @@ def whole_task_plan(task: str, domain: str = "math", *, with_vfs: bool = True) -
     elif domain == "qa":
         output, kind = "answer", "string"
         instruction = "Answer the question in the task, using the tools as needed."
-        vfs.append({"name": "answered", "type": "python",
-                    "code": "assert outputs['answer'].strip(), 'the answer is empty'"})  # fmt: skip
+        vfs.append(
+            {
+                "name": "answered",
+                "type": "python",
+                "code": "assert outputs['answer'].strip(), 'the answer is empty'",
+            }
+        )
     else:
         output, kind = "answer", "number"
         instruction = "Solve the task step by step and give the final numeric answer."
-        vfs.append({"name": "finite_number", "type": "python",
-                    "code": "assert is_number(outputs['answer']), 'the answer must be a finite number'"})  # fmt: skip
-    plan = parse_plan({
-        "nodes": [{
-            "id": "solve", "name": "Solve the whole task", "instruction": instruction,
-            "inputs": [USER_TASK], "outputs": {output: kind},
-            "verification": vfs if with_vfs else [],
-        }],
-    })  # fmt: skip
+        vfs.append(
+            {
+                "name": "finite_number",
+                "type": "python",
+                "code": "assert is_number(outputs['answer']), 'the answer must be a finite number'",
+            }
+        )
+    plan = parse_plan(
+        {
+            "nodes": [
+                {
+                    "id": "solve",
+                    "name": "Solve the whole task",
+                    "instruction": instruction,
+                    "inputs": [USER_TASK],
+                    "outputs": {output: kind},
+                    "verification": vfs if with_vfs else [],
+                }
+            ],
+        }
+    )
     return plan
 
 

@@ -50,13 +50,21 @@ class TemplatePlanner:
         instruction: str = "Solve the task completely and give the final result.",
         node_id: str = "solve",
     ) -> TemplatePlanner:
-        return cls({
-            "nodes": [{
-                "id": node_id, "name": "Solve", "instruction": instruction, "inputs": [USER_TASK],
-                "outputs": outputs or ["answer"], "verification": vfs or [],
-            }],
-            "edges": [],
-        })  # fmt: skip
+        return cls(
+            {
+                "nodes": [
+                    {
+                        "id": node_id,
+                        "name": "Solve",
+                        "instruction": instruction,
+                        "inputs": [USER_TASK],
+                        "outputs": outputs or ["answer"],
+                        "verification": vfs or [],
+                    }
+                ],
+                "edges": [],
+            }
+        )
 
 
 class AddVFsPlanner:

@@ -132,10 +132,16 @@ def _check_vf_schema(check: str) -> dict[str, Any]:
     }
     spec = CATALOG.get(check)
     if spec is not None:
-        args = {a: {"type": "number"} if kind == "number" else {"type": "string", "minLength": 1}
-                for a, kind in spec.args.items()}  # fmt: skip
-        props["args"] = {"type": "object", "properties": args, "required": list(args),
-                         "additionalProperties": False}  # fmt: skip
+        args = {
+            a: {"type": "number"} if kind == "number" else {"type": "string", "minLength": 1}
+            for a, kind in spec.args.items()
+        }
+        props["args"] = {
+            "type": "object",
+            "properties": args,
+            "required": list(args),
+            "additionalProperties": False,
+        }
     return {
         "type": "object",
         "properties": props,

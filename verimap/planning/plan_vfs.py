@@ -95,11 +95,14 @@ def _vf_kind(v: Any) -> str | None:
     kind = get("type")
     if kind is None:
         kind = (
-            "python" if get("code") is not None
-            else "llm" if get("content") is not None
-            else "check" if get("check") is not None
+            "python"
+            if get("code") is not None
+            else "llm"
+            if get("content") is not None
+            else "check"
+            if get("check") is not None
             else None
-        )  # fmt: skip
+        )
     return kind
 
 

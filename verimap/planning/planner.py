@@ -192,13 +192,19 @@ class LLMPlanner:
         self.one_node_rule = o.one_node_rule
         self.staged = (
             StagedPlanner(
-                model, tools, domain=o.domain, settings=o.settings, max_nodes=o.max_nodes,
-                min_nodes=o.min_nodes, repairs=o.max_repairs, with_vfs=o.write_vfs,
+                model,
+                tools,
+                domain=o.domain,
+                settings=o.settings,
+                max_nodes=o.max_nodes,
+                min_nodes=o.min_nodes,
+                repairs=o.max_repairs,
+                with_vfs=o.write_vfs,
                 repeat_temperature=o.repeat_temperature,
             )
             if o.decoding == "staged"
             else None
-        )  # fmt: skip
+        )
 
     def system_prompt(self) -> str:
         tools = (
@@ -229,13 +235,17 @@ class LLMPlanner:
         if self.demo:
             msgs.append(UserMessage(content=prompts.DEMO_SECTION.format(demo=self.demo).strip()))
             msgs.append(AssistantMessage(content="Understood."))
-        msgs.append(UserMessage(
-            content=prompts.REPLANNER_USER.format(
-                task=task, previous=self._as_written(previous), failure=failure.render(),
-                fixable=prompts.REPLAN_FIXABLE[self.write_vfs],
-                schema_section=self._schema_section(),
-            ),
-        ))  # fmt: skip
+        msgs.append(
+            UserMessage(
+                content=prompts.REPLANNER_USER.format(
+                    task=task,
+                    previous=self._as_written(previous),
+                    failure=failure.render(),
+                    fixable=prompts.REPLAN_FIXABLE[self.write_vfs],
+                    schema_section=self._schema_section(),
+                ),
+            )
+        )
         return msgs
 
     def _as_written(self, plan: Plan) -> str:
@@ -291,10 +301,14 @@ class LLMPlanner:
             purpose = PlanCall(kind=kind if round_ == 0 else "repair", task=task or "")
             resp = await model.request(
                 ModelRequest(
-                    messages=messages, response_schema=self.schema, schema_name="plan", role=PLANNER,
-                    settings=self.settings.replace(temperature=temperature), purpose=purpose,
+                    messages=messages,
+                    response_schema=self.schema,
+                    schema_name="plan",
+                    role=PLANNER,
+                    settings=self.settings.replace(temperature=temperature),
+                    purpose=purpose,
                 ),
-            )  # fmt: skip
+            )
             if any(r.content == resp.content for r in responses):
                 # A model that repeats a rejected plan word for word (greedy decoding does) gets
                 # sampled more freely next time, or every repair round is wasted.
@@ -312,11 +326,13 @@ class LLMPlanner:
                 if resp.finish_reason == "length":
                     # A cut reply's first balanced `{...}` is some inner object: name the real cause.
                     n = resp.usage.completion_tokens or self.settings.max_tokens
-                    raise PlanError([
-                        f"the reply was cut off at the length limit ({n} tokens) before the plan "
-                        "was complete; write a shorter plan (fewer nodes, short names and VFs) and "
-                        "never repeat a phrase"
-                    ])  # fmt: skip
+                    raise PlanError(
+                        [
+                            f"the reply was cut off at the length limit ({n} tokens) before the plan "
+                            "was complete; write a shorter plan (fewer nodes, short names and VFs) and "
+                            "never repeat a phrase"
+                        ]
+                    )
                 raw = extract_json(resp.content)
                 if self.fix_plans:
                     raw = fix_raw_plan(raw, self.answer_types)
@@ -390,9 +406,11 @@ class LLMPlanner:
             )
         if self.quality_checks:
             problems += plan_quality_problems(
-                plan, demo_markers=self.demo_markers, require_vfs=self.require_vfs,
+                plan,
+                demo_markers=self.demo_markers,
+                require_vfs=self.require_vfs,
                 answer_types=self.answer_types,
-            )  # fmt: skip
+            )
         return problems
 
     async def _thought_out(
@@ -407,10 +425,12 @@ class LLMPlanner:
         model = ctx.model(self.model) if ctx is not None else self.model
         thought = await model.request(
             ModelRequest(
-                messages=[*head, ask], role=PLANNER, purpose=PlanCall(kind="think", task=task),
+                messages=[*head, ask],
+                role=PLANNER,
+                purpose=PlanCall(kind="think", task=task),
                 settings=self.settings.replace(max_tokens=self.think_max_tokens),
             ),
-        )  # fmt: skip
+        )
         return [
             *head,
             ask,

@@ -36,9 +36,10 @@ def salvage(
     for n in raw["nodes"]:
         if isinstance(n, dict) and isinstance(n.get("verification"), list):
             n["verification"] = [
-                v for v in n["verification"]
+                v
+                for v in n["verification"]
                 if not (isinstance(v, dict) and (n.get("id"), v.get("name")) in bad)
-            ]  # fmt: skip
+            ]
     try:
         plan = parse_plan(raw)
     except PlanError:

@@ -137,10 +137,14 @@ class StagedPlanner:
             settings = settings.replace(temperature=temperature)
         resp = await ctx.model(self.model).request(
             ModelRequest(
-                messages=messages, response_schema=schema, schema_name=name, role=PLANNER,
-                settings=settings, purpose=PlanCall(kind=kind, task=task),
+                messages=messages,
+                response_schema=schema,
+                schema_name=name,
+                role=PLANNER,
+                settings=settings,
+                purpose=PlanCall(kind=kind, task=task),
             ),
-        )  # fmt: skip
+        )
         try:
             if resp.finish_reason == "length":
                 raise ValueError(f"the reply was cut off at the length limit ({max_tokens} tokens)")
@@ -173,9 +177,13 @@ class StagedPlanner:
 
         def ask(demos: str) -> str:
             return sp.ASK_REPLAN.format(
-                demos=demos, task=task, failed=failed, kept=listed or "(none)",
-                failure=failure.render(), answer_type=ANSWER_TYPES[domain],
-            )  # fmt: skip
+                demos=demos,
+                task=task,
+                failed=failed,
+                kept=listed or "(none)",
+                failure=failure.render(),
+                answer_type=ANSWER_TYPES[domain],
+            )
 
         plan = await self._write(task, domain, ask, kept, "replan", ctx)
         if failed in plan.by_id and node_work(plan, failed) == node_work(previous, failed):
@@ -225,8 +233,9 @@ class StagedPlanner:
             replies[nid] = (list(available), reply)
             available += [f"{nid}.{o}" for o in outs]
         for round_ in range(self.repairs + 1):
-            nodes = [make_node(nid, outs, replies[nid][1], with_vfs=self.with_vfs)
-                     for nid, outs in steps]  # fmt: skip
+            nodes = [
+                make_node(nid, outs, replies[nid][1], with_vfs=self.with_vfs) for nid, outs in steps
+            ]
             raw_plan = join_extra_sinks({"nodes": [*copy.deepcopy(kept), *nodes]})
             if domain == "programming" and self.with_vfs:
                 raw_plan = with_task_examples(raw_plan, task, (ANSWER_TYPES[domain],))
@@ -251,9 +260,17 @@ class StagedPlanner:
                     context = [*messages, repair]
                 for temp in (temperature, self.repeat_temperature):
                     reply, _ = await self._node(
-                        task, domain, nid, outs, replies[nid][0], context, "repair", ctx, temp,
+                        task,
+                        domain,
+                        nid,
+                        outs,
+                        replies[nid][0],
+                        context,
+                        "repair",
+                        ctx,
+                        temp,
                         ask=nid in copied,
-                    )  # fmt: skip
+                    )
                     if reply != replies[nid][1]:
                         break
                 replies[nid] = (replies[nid][0], reply)
@@ -278,9 +295,12 @@ class StagedPlanner:
             question = sp.ask_node(nid, outs, available, with_vfs=self.with_vfs)
             messages = [*messages, UserMessage(content=question)]
         schema = node_schema(
-            domain, list(outs), available, with_vfs=self.with_vfs,
+            domain,
+            list(outs),
+            available,
+            with_vfs=self.with_vfs,
             min_criteria=self._final_criteria(domain) if nid == FINAL else 0,
-        )  # fmt: skip
+        )
         raw, text = await self._ask(
             messages, schema, f"node {nid}", kind, task, ctx, NODE_TOKENS, temperature
         )
@@ -299,6 +319,8 @@ class StagedPlanner:
         shown = nearest(task, domain, self.demos)
         copied = {f"{st['id']}.{o['name']}" for d in shown for st in d.steps for o in st["outputs"]}
         return plan_quality_problems(
-            plan, demo_markers=sorted(copied - own), require_vfs=self.with_vfs,
+            plan,
+            demo_markers=sorted(copied - own),
+            require_vfs=self.with_vfs,
             answer_types=(ANSWER_TYPES[domain],),
-        )  # fmt: skip
+        )

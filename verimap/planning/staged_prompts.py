@@ -92,10 +92,12 @@ def catalog_lines(domain: str) -> str:
 
 def system(domain: str, tools: str = "", *, with_vfs: bool = True) -> str:
     return SYSTEM.format(
-        final=FINAL, tools=TOOLS.format(tools=tools) if tools else "",
+        final=FINAL,
+        tools=TOOLS.format(tools=tools) if tools else "",
         catalog=catalog_lines(domain) if with_vfs else "(none: this plan is not verified)",
-        criteria=CRITERIA_RULE if with_vfs else "", domain_rule=DOMAIN_RULES.get(domain, ""),
-    )  # fmt: skip
+        criteria=CRITERIA_RULE if with_vfs else "",
+        domain_rule=DOMAIN_RULES.get(domain, ""),
+    )
 
 
 def _node_reply(reply: dict, with_vfs: bool) -> str:
@@ -126,9 +128,11 @@ def describe_outputs(outputs: dict[str, str]) -> str:
 
 def ask_node(nid: str, outputs: dict[str, str], available: list[str], *, with_vfs: bool) -> str:
     return ASK_NODE.format(
-        nid=nid, outputs=describe_outputs(outputs),
-        available=", ".join(["USER_TASK", *available]), vfs=ASK_NODE_VFS if with_vfs else "",
-    )  # fmt: skip
+        nid=nid,
+        outputs=describe_outputs(outputs),
+        available=", ".join(["USER_TASK", *available]),
+        vfs=ASK_NODE_VFS if with_vfs else "",
+    )
 
 
 def answer_outputs(answer_type: str) -> dict[str, str]:

@@ -113,19 +113,25 @@ def node_schema(
     props: dict[str, Any] = {
         "instruction": {"type": "string"},
         "inputs": {
-            "type": "array", "minItems": 1, "maxItems": 1 + len(available),
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 1 + len(available),
             "items": {"enum": [USER_TASK, *available]},
         },
-    }  # fmt: skip
+    }
     if with_vfs:
         props["checks"] = {
-            "type": "array", "minItems": 1, "maxItems": MAX_CHECKS,
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_CHECKS,
             "items": {"anyOf": check_schemas(domain, outputs, available)},
-        }  # fmt: skip
+        }
         props["criteria"] = {
-            "type": "array", "minItems": min_criteria, "maxItems": max(min_criteria, MAX_CRITERIA),
+            "type": "array",
+            "minItems": min_criteria,
+            "maxItems": max(min_criteria, MAX_CRITERIA),
             "items": {"type": "string"},
-        }  # fmt: skip
+        }
     return {"type": "object", "properties": props, "required": list(props)}
 
 
@@ -162,9 +168,11 @@ def make_node(
     judge's VFs (`criterion_1`, ...)."""
     inputs = list(dict.fromkeys(r for r in reply.get("inputs", []) if isinstance(r, str)))
     node: dict[str, Any] = {
-        "id": nid, "instruction": str(reply.get("instruction", "")).strip(), "inputs": inputs,
+        "id": nid,
+        "instruction": str(reply.get("instruction", "")).strip(),
+        "inputs": inputs,
         "outputs": dict(outputs),
-    }  # fmt: skip
+    }
     if not with_vfs:
         return node
     vfs: list[dict[str, Any]] = []

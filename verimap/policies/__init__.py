@@ -10,8 +10,10 @@ from verimap.policies.paper import Paper
 from verimap.policies.small_model import SmallModel, SmallModelPlanner
 
 POLICIES: dict[str, type[Policy]] = {
-    SmallModel.name: SmallModel, SmallModelPlanner.name: SmallModelPlanner, Paper.name: Paper,
-}  # fmt: skip
+    SmallModel.name: SmallModel,
+    SmallModelPlanner.name: SmallModelPlanner,
+    Paper.name: Paper,
+}
 
 __all__ = ["POLICIES", "Paper", "Policy", "SmallModel", "SmallModelPlanner", "fill", "get_policies"]
 

@@ -72,9 +72,10 @@ class SmallModel(Policy):
     def settings(self, given: Mapping[str, Any]) -> dict[str, Any]:
         # A temperature the user chose is theirs for retries too.
         sampling = (
-            {} if "temperature" in given
+            {}
+            if "temperature" in given
             else {"temperature": self.temperature, "retry_temperature": self.retry_temperature}
-        )  # fmt: skip
+        )
         planned = self.planner == "model"
         return {
             **sampling,

@@ -169,11 +169,25 @@ _BINOPS: dict[type, Callable[[Any, Any], Any]] = {
 }
 _UNOPS: dict[type, Callable[[Any], Any]] = {ast.UAdd: operator.pos, ast.USub: operator.neg}
 _FUNCS: dict[str, Callable[..., Any]] = {
-    "abs": abs, "round": round, "min": min, "max": max, "sqrt": math.sqrt, "log": math.log,
-    "log10": math.log10, "log2": math.log2, "exp": math.exp, "sin": math.sin, "cos": math.cos,
-    "tan": math.tan, "floor": math.floor, "ceil": math.ceil, "factorial": math.factorial,
-    "gcd": math.gcd, "comb": math.comb, "perm": math.perm,
-}  # fmt: skip
+    "abs": abs,
+    "round": round,
+    "min": min,
+    "max": max,
+    "sqrt": math.sqrt,
+    "log": math.log,
+    "log10": math.log10,
+    "log2": math.log2,
+    "exp": math.exp,
+    "sin": math.sin,
+    "cos": math.cos,
+    "tan": math.tan,
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "factorial": math.factorial,
+    "gcd": math.gcd,
+    "comb": math.comb,
+    "perm": math.perm,
+}
 _CONSTS = {"pi": math.pi, "e": math.e}
 THOUSANDS_SEP = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
 
@@ -267,8 +281,11 @@ _OP_GUARDS: dict[type, Callable[[Any, Any], None]] = {
     ast.Mult: _guard_product,
 }
 _CALL_GUARDS: dict[str, Callable[..., None]] = {
-    "factorial": _guard_factorial, "comb": _guard_comb, "perm": _guard_perm, "round": _guard_round,
-}  # fmt: skip
+    "factorial": _guard_factorial,
+    "comb": _guard_comb,
+    "perm": _guard_perm,
+    "round": _guard_round,
+}
 
 
 def _checked(value: Any) -> int | float:

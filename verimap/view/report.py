@@ -182,10 +182,13 @@ def _tables(records: list[dict[str, Any]]) -> list[Table]:
         ),
     ]
     if any((r.get("meta") or {}).get("question_type") for r in records):
-        specs.append((
-            "MultiHopRAG accuracy (%) by question type", tables.table_question_types,
-            question_types.NOTE,
-        ))  # fmt: skip
+        specs.append(
+            (
+                "MultiHopRAG accuracy (%) by question type",
+                tables.table_question_types,
+                question_types.NOTE,
+            )
+        )
     return [_table(title, fn(records), note) for title, fn, note in specs]
 
 
@@ -253,8 +256,9 @@ def _load_records(
     label = f"{_short(config.get('benchmark', '?'))}/{_short(config.get('method', '?'))}"
     models = config.get("models")
     roles = {_short(k): _short(v) for k, v in models.items()} if isinstance(models, dict) else {}
-    src = EvalSource(path=str(d), label=label, config=config, models=roles, records=len(records),
-                     errors=errors)  # fmt: skip
+    src = EvalSource(
+        path=str(d), label=label, config=config, models=roles, records=len(records), errors=errors
+    )
     return src, records
 
 

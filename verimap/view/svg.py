@@ -30,17 +30,65 @@ class ViewError(VerimapError, RuntimeError):
 
 
 _ALLOWED_ELEMENTS = {
-    "svg", "g", "title", "a", "path", "polygon", "polyline", "ellipse", "circle", "rect",
-    "line", "text", "tspan", "defs", "use", "clipPath",
-}  # fmt: skip
+    "svg",
+    "g",
+    "title",
+    "a",
+    "path",
+    "polygon",
+    "polyline",
+    "ellipse",
+    "circle",
+    "rect",
+    "line",
+    "text",
+    "tspan",
+    "defs",
+    "use",
+    "clipPath",
+}
 _ALLOWED_ATTRS = {
-    "id", "class", "transform", "fill", "stroke", "stroke-width", "stroke-dasharray",
-    "stroke-linejoin", "stroke-linecap", "stroke-miterlimit", "stroke-opacity", "fill-opacity",
-    "fill-rule", "opacity", "points", "d", "x", "y", "x1", "y1", "x2", "y2", "cx", "cy", "r",
-    "rx", "ry", "width", "height", "viewBox", "text-anchor", "font-family", "font-size",
-    "font-weight", "font-style", "clip-path", "style", "preserveAspectRatio", "href",
+    "id",
+    "class",
+    "transform",
+    "fill",
+    "stroke",
+    "stroke-width",
+    "stroke-dasharray",
+    "stroke-linejoin",
+    "stroke-linecap",
+    "stroke-miterlimit",
+    "stroke-opacity",
+    "fill-opacity",
+    "fill-rule",
+    "opacity",
+    "points",
+    "d",
+    "x",
+    "y",
+    "x1",
+    "y1",
+    "x2",
+    "y2",
+    "cx",
+    "cy",
+    "r",
+    "rx",
+    "ry",
+    "width",
+    "height",
+    "viewBox",
+    "text-anchor",
+    "font-family",
+    "font-size",
+    "font-weight",
+    "font-style",
+    "clip-path",
+    "style",
+    "preserveAspectRatio",
+    "href",
     "dominant-baseline",
-}  # fmt: skip
+}
 _LOCAL_REF = re.compile(r"#[A-Za-z0-9_.:-]{1,200}")
 _URL = re.compile(r"url\(\s*([^)]*)\)", re.I)
 _UNSAFE_STYLE = re.compile(r"expression|@import|javascript:|\\|<", re.I)
@@ -372,8 +420,14 @@ def scatter_svg(points: Sequence[Point]) -> str:
             ax.grid(True, alpha=0.3)
             if len(benches) > 1:
                 for b in benches:
-                    ax.scatter([], [], marker=markers[benches.index(b) % len(markers)],
-                               color="white", edgecolors="black", label=_plot_label(b))  # fmt: skip
+                    ax.scatter(
+                        [],
+                        [],
+                        marker=markers[benches.index(b) % len(markers)],
+                        color="white",
+                        edgecolors="black",
+                        label=_plot_label(b),
+                    )
                 ax.legend(fontsize=8, loc="best")
             fig.tight_layout()
             return _figure_svg(fig)
@@ -407,9 +461,15 @@ def risk_coverage_svg(curves: Sequence[Curve], id_prefix: str) -> str:
         fig, ax = plt.subplots(figsize=(5.2, 3.4))
         try:
             for c in curves:
-                ax.plot([100 * x for x in c.coverage], [100 * y for y in c.risk], marker="o",
-                        markersize=4, linewidth=1.5, color=colours(c.colour % 10),
-                        label=_plot_label(c.method))  # fmt: skip
+                ax.plot(
+                    [100 * x for x in c.coverage],
+                    [100 * y for y in c.risk],
+                    marker="o",
+                    markersize=4,
+                    linewidth=1.5,
+                    color=colours(c.colour % 10),
+                    label=_plot_label(c.method),
+                )
             ax.set_xlabel("coverage (% of tasks answered)")
             ax.set_ylabel("risk (% of answered wrong)")
             ax.set_xlim(-3, 103)

@@ -42,8 +42,18 @@ from verimap.view.model import (
     pretty,
 )
 
-__all__ = ["Attempt", "Iteration", "NodeRun", "RunView", "Shown", "Verdict", "build_run",
-           "load_run", "pretty", "run_from_plans"]  # fmt: skip
+__all__ = [
+    "Attempt",
+    "Iteration",
+    "NodeRun",
+    "RunView",
+    "Shown",
+    "Verdict",
+    "build_run",
+    "load_run",
+    "pretty",
+    "run_from_plans",
+]
 
 # Events folded per run, in units of `EVENT_COST` plus one per comma of the event's line
 # (about one per JSON node): a bound on the page however the trace is shaped.
@@ -51,8 +61,16 @@ RUN_BUDGET = 100_000
 EVENT_COST = 10
 MAX_EDGES = 2_000  # per plan
 MAX_DIFF_INPUT = 1_500  # lines of either plan's JSON
-_NODE_EVENTS = (ev.NodeStart, ev.NodeReused, ev.NodeFinish, ev.Attempt, ev.Retry, ev.VfVerdict,
-                 ev.AttemptResult, ev.RetriesStopped)  # fmt: skip
+_NODE_EVENTS = (
+    ev.NodeStart,
+    ev.NodeReused,
+    ev.NodeFinish,
+    ev.Attempt,
+    ev.Retry,
+    ev.VfVerdict,
+    ev.AttemptResult,
+    ev.RetriesStopped,
+)
 
 
 def _list(x: Any) -> list[Any]:
