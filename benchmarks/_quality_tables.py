@@ -120,30 +120,37 @@ def summary_table(bench: str, ids: list[str], cells: list[Cell]) -> list[str]:
 
 
 def comparison_table(bench: str, ids: list[str], cells: list[Cell]) -> list[str]:
-    """verimap against every other method on their common tasks."""
-    ours = next((c for c in cells if c.method == VERIMAP), None)
-    if ours is None or not ours.rows or len(cells) < 2:
+    """Each verimap method (plain, and any variant named `verimap-...`) against every other
+    method on their common tasks."""
+    ours = [c for c in cells if is_verimap(c.method) and c.rows]
+    if not ours or len(cells) < 2:
         return []
     lines = [
         *caption(bench),
-        "| verimap vs | common tasks | verimap | other | wins | losses | exact McNemar p "
+        "| verimap | vs | common tasks | verimap | other | wins | losses | exact McNemar p "
         "| accuracy difference, points (95% bootstrap CI) |",
-        "|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
-    for other in cells:
-        if other is ours:
-            continue
-        found = compare_records(ours.records, other.records, benchmark=bench)
-        if not found:
-            lines.append(f"| {other.method} | 0 | – | – | – | – | – | – |")
-            continue
-        c = found[0].comparison
-        lines.append(
-            f"| {other.method} | {c.n} | {share(c.accuracy_a)} | {share(c.accuracy_b)} "
-            f"| {c.wins} | {c.losses} | {c.p_value:.3g} "
-            f"| {points(c.difference)} ({points(c.ci[0])} to {points(c.ci[1])}) |"
-        )
+    for mine in ours:
+        for other in cells:
+            if other is mine:
+                continue
+            found = compare_records(mine.records, other.records, benchmark=bench)
+            if not found:
+                lines.append(f"| {mine.method} | {other.method} | 0 | – | – | – | – | – | – |")
+                continue
+            c = found[0].comparison
+            lines.append(
+                f"| {mine.method} | {other.method} | {c.n} | {share(c.accuracy_a)} "
+                f"| {share(c.accuracy_b)} | {c.wins} | {c.losses} | {c.p_value:.3g} "
+                f"| {points(c.difference)} ({points(c.ci[0])} to {points(c.ci[1])}) |"
+            )
     return lines
+
+
+def is_verimap(method: str) -> bool:
+    """Whether `method` is verimap or a variant of it (`verimap-planned`, `verimap --policy P`)."""
+    return method == VERIMAP or method.startswith((f"{VERIMAP}-", f"{VERIMAP} "))
 
 
 def risk_table(bench: str, ids: list[str], cells: list[Cell]) -> list[str]:

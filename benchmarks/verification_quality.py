@@ -84,6 +84,8 @@ from verimap.evals.sampling import ranked_tasks
 from verimap.evals.tasksets import Benchmark, EvalTask, get_benchmark
 from verimap.methods.presets import METHODS
 from verimap.policies import get_policies
+from verimap.policies.small_model import NAME as SMALL_MODEL
+from verimap.policies.small_model import PLANNER_NAME
 from verimap.sandbox import KINDS
 from verimap.wiring import default_policies
 
@@ -127,6 +129,9 @@ SEEN_DRAWS: tuple[tuple[int, dict[str, int]], ...] = (
 )
 SEED_HINT = "python3 -c 'import secrets; print(secrets.randbelow(10**6))'"
 SC = "sc"
+# Methods run as another method under other policies: verimap with the model writing the plan.
+PLANNED = "verimap-planned"
+VARIANTS: dict[str, tuple[str, list[str]]] = {PLANNED: (VERIMAP, [PLANNER_NAME])}
 DEFAULT_METHODS = "bare,sc,program,rag,react,verimap"
 DEFAULT_SAMPLES = 4
 PENS_METHODS = (REACT, VERIMAP)
@@ -239,6 +244,17 @@ class Pair:
         return task_key(self.run, self.task.id)
 
 
+def run_as(method: str, config: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
+    """The eval method a benchmark method runs as, and its config: a variant (`VARIANTS`) runs
+    its method with its policies in place of the small-model one; any other method is itself."""
+    config = dict(config or {})
+    if method not in VARIANTS:
+        return method, config
+    base, policies = VARIANTS[method]
+    kept = [p for p in config.get("policies", []) if p != SMALL_MODEL]
+    return base, {**config, "policies": [*kept, *policies]}
+
+
 def rotated(methods: Sequence[str], k: int) -> list[str]:
     i = k % len(methods)
     return [*methods[i:], *methods[:i]]
@@ -305,7 +321,7 @@ def check_dirs(
     another benchmark, method or seed (run_dir's own check), or another model, k or ballot."""
     for bench, method in cells_of(pairs):
         out = cell_dir(runs_dir, bench, method)
-        check_run_dir(out, {"benchmark": bench, "method": method, "seed": seed}, resume)
+        check_run_dir(out, {"benchmark": bench, "method": run_as(method)[0], "seed": seed}, resume)
         old = started_config(out)
         if not old:
             continue
@@ -373,19 +389,21 @@ def eval_runner(
     directory refused, say) is noted for the tables and the next one starts."""
 
     async def run_one(pair: Pair) -> str:
+        method, method_config = run_as(pair.method, config)
+        variant = {"variant": pair.method} if pair.method in VARIANTS else {}
         try:
             outcome = await run_eval(
                 cast(Benchmark, TaskSubset(pair.bench, [pair.task])),
-                pair.method,
+                method,
                 models,
                 sandbox,
                 cell_dir(runs_dir, *pair.cell),
                 runs=pair.run + 1,
                 max_concurrency=1,
                 resume=True,
-                config=config,
+                config=method_config,
                 progress=False,
-                extra_config=extra[pair.bench.name],
+                extra_config={**extra[pair.bench.name], **variant},
                 samples=samples if pair.method == SC else None,
             )
         except Exception as e:
@@ -570,7 +588,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "draw's seed can still draw them, and they are reported as development "
         "data",
     )
-    p.add_argument("--methods", default=DEFAULT_METHODS, help=f"from {', '.join(METHODS)}")
+    p.add_argument(
+        "--methods",
+        default=DEFAULT_METHODS,
+        help=f"from {', '.join([*METHODS, *VARIANTS])} ({PLANNED}: verimap with the model "
+        "writing the plan, the small-model-planner policy)",
+    )
     p.add_argument(
         "--samples",
         type=int,
@@ -605,9 +628,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.seed is None:
         p.error(f"--seed is required: pick it before looking at any task ({SEED_HINT})")
     methods = list(dict.fromkeys(m.strip() for m in args.methods.split(",") if m.strip()))
-    unknown = [m for m in methods if m not in METHODS]
+    known = [*METHODS, *VARIANTS]
+    unknown = [m for m in methods if m not in known]
     if unknown or not methods:
-        p.error(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(METHODS)}")
+        p.error(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(known)}")
     args.methods = ",".join(methods)
     if min(args.gsm8k, args.mbpp, args.multihoprag, args.humaneval) < 0 or (
         args.samples is not None and args.samples < 1

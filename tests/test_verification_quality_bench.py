@@ -309,11 +309,11 @@ def test_summary_rows_give_accuracy_precision_coverage_and_table_4_errors(filled
 def test_paired_comparisons_give_wins_losses_mcnemar_and_the_bootstrap_interval(filled):
     pairs = list(zip(map(bool, VERIMAP_RIGHT), map(bool, REACT_RIGHT), strict=True))
     low, high = paired_bootstrap_ci(pairs, seed=0)
-    row = _line(filled, f"| react | 10 | {_share(7, 10)} |")
+    row = _line(filled, f"| verimap | react | 10 | {_share(7, 10)} |")
     # verimap right where react is wrong on 3 tasks, wrong where react is right on 1.
     assert f"| 3 | 1 | {mcnemar_exact(3, 1):.3g} |" in row and mcnemar_exact(3, 1) == 0.625
     assert row.endswith(f"| +20.0 ({100 * low:+.1f} to {100 * high:+.1f}) |")
-    sc = _line(filled, f"| sc | 10 | {_share(7, 10)} |")  # wins on tasks 5 and 6, loses on 9
+    sc = _line(filled, f"| verimap | sc | 10 | {_share(7, 10)} |")  # wins on tasks 5 and 6, loses on 9
     assert f"| 2 | 1 | {mcnemar_exact(2, 1):.3g} |" in sc
 
 
@@ -626,3 +626,31 @@ def test_an_interrupted_run_still_writes_its_tables(tmp_path):
     out = tmp_path / "t.md"
     code = vq.run_then_report(stopped(), lambda cut: f"cut short: {cut}\n", str(out), "--resume")
     assert code == 130 and out.read_text() == "cut short: True\n"
+
+
+def test_the_planned_variant_runs_as_verimap_under_the_planner_policy():
+    method, config = vq.run_as(vq.PLANNED, {"policies": ["small-model"], "ballot": "strict"})
+    assert method == "verimap"
+    assert config == {"policies": ["small-model-planner"], "ballot": "strict"}
+    assert vq.run_as("react", {"policies": ["small-model"]}) == (
+        "react",
+        {"policies": ["small-model"]},
+    )
+    assert vq.parse_args(["--seed", "1", "--methods", f"react,{vq.PLANNED}"]).methods == (
+        f"react,{vq.PLANNED}"
+    )
+
+
+def test_each_verimap_variant_is_compared_with_every_other_method(tmp_path):
+    window = _window(4)
+    ids = window.ids
+    _write(tmp_path, "gsm8k", "verimap", [_record(t, "verimap", 1, 1, 9.0, 3) for t in ids])
+    planned = [_record(t, "verimap", i % 2, 0, 9.0, 3) for i, t in enumerate(ids)]
+    _write(tmp_path, "gsm8k", vq.PLANNED, planned)
+    _write(tmp_path, "gsm8k", "react", [_record(t, "react", 0, 0, 5.0, 2) for t in ids])
+    pairs = vq.interleave([window], ["react", "verimap", vq.PLANNED])
+    cells = vq.read_cells(tmp_path, pairs, [window], {})
+    md = vq.render("## header", {"gsm8k": ids}, cells, 3)
+    assert _line(md, "| verimap | react | 4 |").count("| 4 | 0 |") == 1
+    assert "| 2 | 0 |" in _line(md, f"| {vq.PLANNED} | react | 4 |")
+    assert "| 0 | 2 |" in _line(md, f"| {vq.PLANNED} | verimap | 4 |")

@@ -156,3 +156,43 @@ async def test_each_loop_is_its_own_conversation_for_the_tools():
         )
     assert len(seen) == 2 and seen[0] is not None and seen[1] is not None
     assert seen[0] is not seen[1] and current_transcript() is None
+
+
+def _opening_tools() -> tuple[ToolRegistry, list]:
+    """A lookup tool whose opening looks up the request's last word."""
+    tools, seen = _budget_tool(5)
+    return ToolRegistry(
+        [tools.get("lookup")], opening=lambda req: [("lookup", {"word": req.split()[-1]})]
+    ), seen
+
+
+@pytest.mark.parametrize("api", [True, False])
+async def test_the_opening_calls_are_in_the_transcript_before_the_first_reply(api):
+    """The agent's first reply already reads what the opening calls returned, entered as its own
+    calls (a tool-call turn under the tools API, an Action and Observation under ReAct)."""
+    tools, seen = _opening_tools()
+    model = ScriptedModel(["It means 5."], supports_tools=api)
+    heard = []
+    done = await tool_loop(
+        model,
+        tools,
+        [UserMessage(content="look up apple")],
+        role="executor",
+        max_steps=3,
+        on_tool_call=lambda *call: heard.append(call[:3]),
+        opening=tools.opening_calls("look up apple"),
+    )
+    first = model.requests[0].messages
+    assert len(first) == 3 and "apple means 5" in first[2].content
+    assert (
+        (first[1].tool_calls[0].name == "lookup") if api else ("Action: lookup" in first[1].content)
+    )
+    assert heard == [("lookup", json.dumps({"word": "apple"}), "apple means 5")]
+    assert (done.steps, done.tool_calls, done.answered) == (1, 1, True)
+    assert len(seen) == 1 and seen[0] is not None  # made inside the loop's conversation
+
+
+def test_a_registry_opens_with_no_call_unless_it_has_an_opening_and_the_tool():
+    assert TOOLS.opening_calls("anything") == []
+    only_unknown = ToolRegistry(opening=lambda req: [("lookup", {"word": req})])
+    assert only_unknown.opening_calls("x") == []

@@ -395,3 +395,24 @@ def test_last_outputs_object_skips_objects_that_are_not_the_outputs():
         "b": 2,
     }
     assert last_outputs_object(node, "no object here {") is None
+
+
+async def test_the_node_request_opens_the_tools_conversation():
+    """The opening reads the instruction and the node's text inputs, and the first request
+    already holds its result."""
+    asked = []
+
+    def opening(request: str) -> list:
+        asked.append(request)
+        return [("calculator", {"expression": "6*7"})]
+
+    tools = default_tools()
+    tools.opening = opening
+    node = Node(id="s", instruction="Find it.", inputs=["USER_TASK", "n1.a"], outputs=["answer"])
+    m = ScriptedModel(['{"answer": 42}'])
+    out = await Executor(m, tools).execute(
+        node, {"USER_TASK": "THE TASK", "n1.a": 6}, ctx=RunContext()
+    )
+    assert asked == ["Find it.\nTHE TASK"]
+    assert out.outputs == {"answer": 42} and out.tool_calls == 1
+    assert any("42" in (msg.content or "") for msg in m.requests[0].messages[1:])

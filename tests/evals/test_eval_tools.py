@@ -12,9 +12,11 @@ from verimap.evals.tools import (
     QA_INSTRUCTION,
     SearchLimits,
     math_tools,
+    named_sources,
     programming_tools,
     qa_tools,
     question_of,
+    source_names,
     sympy_tool,
 )
 from verimap.tools.registry import ToolsExhausted, transcript_scope
@@ -208,3 +210,42 @@ def test_qa_tools_tell_the_executor_to_look_facts_up(fixture_index):
     assert "Think step by step" not in text
     plain = Executor(ScriptedModel([]), math_tools(None)).build_messages(node, {"USER_TASK": "1+1"})
     assert "Think step by step" in plain[-1].content
+
+
+def test_source_names_are_the_names_before_a_tagline():
+    sources = [
+        "Cnbc | World Business News Leader",
+        "BBC News - Technology",
+        "BBC News - Entertainment & Arts",
+        "Live Science: The Most Interesting Articles",
+        "The Age",
+    ]
+    assert source_names(sources) == ["Live Science", "BBC News", "The Age", "Cnbc"]
+
+
+@pytest.mark.parametrize(
+    ("text", "found"),
+    [
+        ("Did CNBC report it before The Age did?", ["Cnbc", "The Age"]),
+        ("Did The Age report it before Cnbc?", ["The Age", "Cnbc"]),
+        ("He made a fortune in The Agenda", []),
+        ("What did Fortune say, and Fortune again?", ["Fortune"]),
+    ],
+)
+def test_named_sources_are_found_on_word_boundaries_in_order(text, found):
+    assert named_sources(text, ["Fortune", "The Age", "Cnbc"]) == found
+
+
+async def test_the_opening_searches_each_named_source_else_the_whole_corpus(fixture_index):
+    reg = qa_tools(fixture_index)
+    both = reg.opening_calls(f"Did Money Wire and The Ledger both report it?\n{QA_INSTRUCTION}")
+    assert [json.loads(a) for _, a in both] == [
+        {"query": "Did Money Wire and The Ledger both report it?", "source": s}
+        for s in ("Money Wire", "The Ledger")
+    ]
+    plain = reg.opening_calls("Who runs Greenleaf Bank?")
+    assert plain == [("search", json.dumps({"query": "Who runs Greenleaf Bank?"}))]
+    with transcript_scope():
+        out = await reg.call(*both[0])
+    assert "Money Wire" in out and "The Ledger" not in out
+    assert qa_tools(None).opening_calls("Who runs Greenleaf Bank?") == []

@@ -18,6 +18,7 @@ from verimap.base.messages import (
     GenerationSettings,
     Message,
     ModelRequest,
+    ToolCall,
     ToolMessage,
     UserMessage,
 )
@@ -124,16 +125,21 @@ async def tool_loop(
     settings: GenerationSettings | None = None,
     on_tool_call: OnToolCall | None = None,
     purpose: Purpose | None = None,
+    opening: list[tuple[str, str]] | None = None,
 ) -> LoopResult:
     """Call the model until it replies without asking for a tool, `max_steps` replies, or a
     tool takes no more calls (`ToolsExhausted`: its message is the last thing the agent hears).
     `messages` grows with the transcript; `on_tool_call(tool, arguments, result, seconds)` hears
-    every call (traces record them); `purpose` goes with every request. The calls belong to one
-    `transcript_scope`, for tools that answer by what this conversation was shown. Model and
-    budget errors propagate; `model` is metered by whoever passes it (a run passes its
-    `RunContext.model`)."""
+    every call (traces record them); `purpose` goes with every request. `opening`: (tool, JSON
+    arguments) of calls made before the first request, entered in the transcript as the agent's
+    own calls (`ToolRegistry.opening_calls`); they count as tool calls, not steps. The calls
+    belong to one `transcript_scope`, for tools that answer by what this conversation was shown.
+    Model and budget errors propagate; `model` is metered by whoever passes it (a run passes
+    its `RunContext.model`)."""
     with transcript_scope():
-        return await _loop(model, tools, messages, role, max_steps, settings, on_tool_call, purpose)
+        return await _loop(
+            model, tools, messages, role, max_steps, settings, on_tool_call, purpose, opening or []
+        )
 
 
 async def _loop(
@@ -145,6 +151,7 @@ async def _loop(
     settings: GenerationSettings | None,
     on_tool_call: OnToolCall | None,
     purpose: Purpose | None,
+    opening: list[tuple[str, str]],
 ) -> LoopResult:
     api = uses_tool_api(model, tools)
     steps = tool_calls = 0
@@ -169,6 +176,19 @@ async def _loop(
         if on_tool_call is not None:
             on_tool_call(name, arguments, result, time.monotonic() - start)
         return result, True
+
+    for i, (name, arguments) in enumerate(opening):
+        try:
+            result, _ = await call(name, arguments)
+        except ToolsExhausted as e:
+            result = str(e)
+        if api:
+            tc = ToolCall(id=f"call_opening_{i}", name=name, arguments=arguments)
+            messages.append(AssistantMessage(content="", tool_calls=[tc]))
+            messages.append(ToolMessage(tool_call_id=tc.id, content=result))
+        else:
+            messages.append(AssistantMessage(content=f"Action: {name}\nAction Input: {arguments}"))
+            messages.append(UserMessage(content=f"Observation: {result}"))
 
     while steps < max_steps:
         resp = await model.request(

@@ -131,6 +131,13 @@ def render_inputs(values: Mapping[str, Any], types: Mapping[str, iotypes.TypeSpe
     return "\n\n".join(blocks) or "(no inputs)"
 
 
+def request_text(node: Node, inputs: Mapping[str, Any]) -> str:
+    """What a node asks, as its tools' opening calls read it: the instruction, then each input
+    that is text, in the node's order."""
+    texts = [v for k in node.inputs if isinstance(v := inputs.get(k), str) and v.strip()]
+    return "\n".join([node.instruction, *texts])
+
+
 def describe_outputs(node: Node) -> str:
     """`price (number), quantity (integer)`: names with their types, for prompts."""
     return ", ".join(
@@ -313,6 +320,7 @@ class Executor:
         messages = self.build_messages(node, inputs, feedback, context, input_types, final)
         settings = self._settings(feedback is not None or sample)
         purpose = self.purpose(node, inputs, ctx.attempt)
+        opening = self.tools.opening_calls(request_text(node, inputs))
         loop = await tool_loop(
             model,
             self.tools,
@@ -322,6 +330,7 @@ class Executor:
             settings=settings,
             on_tool_call=on_tool_call,
             purpose=purpose,
+            opening=opening,
         )
         last_text, answered, steps, tool_calls = (
             loop.text,

@@ -14,14 +14,16 @@ import posixpath
 import re
 import threading
 import weakref
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from verimap.base.errors import VerimapError
 from verimap.base.protocols import Sandbox
 from verimap.evals.retrieval import Filters, Hit, focus, hit_header
 from verimap.methods.votes import normal_text
 from verimap.tools.registry import (
+    Opening,
     Tool,
     ToolRegistry,
     ToolsExhausted,
@@ -500,5 +502,58 @@ def search_tool(index: CorpusIndex | None, *, limits: SearchLimits | None = None
     return tool
 
 
+# The most sources an opening searches one by one; a request naming more gets one search.
+OPENING_SOURCES = 3
+# A source's name as questions write it: the part before a tagline ("Cnbc | World Business ...",
+# "BBC News - Technology", "Live Science: The Most ...").
+_SOURCE_TAGLINE = re.compile(r"\s*[|:]\s|\s+-\s")
+
+
+def source_names(sources: Iterable[str]) -> list[str]:
+    """The distinct short names of the corpus's sources (`_SOURCE_TAGLINE`), longest first."""
+    names = {_SOURCE_TAGLINE.split(s, maxsplit=1)[0].strip() for s in sources if s.strip()}
+    return sorted(names, key=lambda n: (-len(n), n))
+
+
+def named_sources(text: str, names: Sequence[str]) -> list[str]:
+    """The names in `names` that `text` mentions, in the order it first does: as written, or
+    in capitals ("CNBC" for "Cnbc"), on word boundaries (so "Fortune" is not "fortunes"), a
+    name inside a longer one named ("The Age" in "The Agenda") not counted twice."""
+    found: list[tuple[int, str]] = []
+    taken: list[tuple[int, int]] = []
+    for name in names:
+        pattern = re.compile(rf"(?<!\w)(?:{re.escape(name)}|{re.escape(name.upper())})(?!\w)")
+        for m in pattern.finditer(text):
+            if not any(a <= m.start() < b for a, b in taken):
+                taken.append(m.span())
+                found.append((m.start(), name))
+                break
+    return [n for _, n in sorted(found)]
+
+
+def search_opening(engine: CorpusSearch) -> Opening:
+    """The search tool's opening (`ToolRegistry.opening`): a search for the request's question,
+    one for each source it names (up to `OPENING_SOURCES`, filtered to that source), else one
+    over the whole corpus. A small model's own first search is often the request word for word
+    with every optional filter filled in; this one reads the names the request gives."""
+    names: list[str] | None = None
+
+    def opening(request: str) -> list[tuple[str, dict[str, Any]]]:
+        nonlocal names
+        if engine.index is None:
+            return []
+        if names is None:
+            names = source_names({c.source for c in engine.index.chunks})
+        query = question_of(request)
+        named = named_sources(query, names)
+        if not named or len(named) > OPENING_SOURCES:
+            return [("search", {"query": query})]
+        return [("search", {"query": query, "source": n}) for n in named]
+
+    return opening
+
+
 def qa_tools(index: CorpusIndex | None, *, limits: SearchLimits | None = None) -> ToolRegistry:
-    return ToolRegistry([search_tool(index, limits=limits)], guidance=QA_GUIDANCE)
+    """The search tool over `index`, with its guidance and its opening search."""
+    tool = search_tool(index, limits=limits)
+    return ToolRegistry([tool], guidance=QA_GUIDANCE, opening=search_opening(tool.engine))

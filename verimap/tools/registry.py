@@ -78,14 +78,28 @@ class Tool:
         }
 
 
+# The calls an agent's conversation opens with, made for it from what it is asked: (tool name,
+# arguments) each.
+Opening = Callable[[str], list[tuple[str, dict[str, Any]]]]
+
+
 class ToolRegistry:
     """Tools by name. `guidance`: how an executor is told to go about the task with these tools,
     in place of the general "think step by step, use a tool for hard calculations" (the search
-    tool's: look the facts up first)."""
+    tool's: look the facts up first). `opening`: the calls made for an agent before it first
+    replies, from what it is asked (the search tool's: a search for it), so that its first reply
+    already reads their results (`opening_calls`)."""
 
-    def __init__(self, tools: Iterable[Tool] = (), *, guidance: str | None = None):
+    def __init__(
+        self,
+        tools: Iterable[Tool] = (),
+        *,
+        guidance: str | None = None,
+        opening: Opening | None = None,
+    ):
         self._tools: dict[str, Tool] = {}
         self.guidance = guidance
+        self.opening = opening
         for t in tools:
             self.register(t)
 
@@ -115,6 +129,13 @@ class ToolRegistry:
             f"- {t.name}: {t.description} Arguments (JSON Schema): {json.dumps(t.parameters)}"
             for t in self._tools.values()
         )
+
+    def opening_calls(self, request: str) -> list[tuple[str, str]]:
+        """(tool, JSON arguments) of each call made for an agent asked `request` before its
+        first reply, in order; none without an `opening` or for a tool not registered."""
+        if self.opening is None:
+            return []
+        return [(n, json.dumps(a)) for n, a in self.opening(request) if n in self._tools]
 
     def __len__(self) -> int:
         return len(self._tools)
