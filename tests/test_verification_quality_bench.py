@@ -313,7 +313,9 @@ def test_paired_comparisons_give_wins_losses_mcnemar_and_the_bootstrap_interval(
     # verimap right where react is wrong on 3 tasks, wrong where react is right on 1.
     assert f"| 3 | 1 | {mcnemar_exact(3, 1):.3g} |" in row and mcnemar_exact(3, 1) == 0.625
     assert row.endswith(f"| +20.0 ({100 * low:+.1f} to {100 * high:+.1f}) |")
-    sc = _line(filled, f"| verimap | sc | 10 | {_share(7, 10)} |")  # wins on tasks 5 and 6, loses on 9
+    sc = _line(
+        filled, f"| verimap | sc | 10 | {_share(7, 10)} |"
+    )  # wins on tasks 5 and 6, loses on 9
     assert f"| 2 | 1 | {mcnemar_exact(2, 1):.3g} |" in sc
 
 
