@@ -126,6 +126,7 @@ SEEN_DRAWS: tuple[tuple[int, dict[str, int]], ...] = (
     (872998, {"gsm8k": 30}),
     (843887, {"gsm8k": 30}),
     (6441, {"gsm8k": 30}),
+    (854403, {"mbpp": 30, "multihoprag": 30}),
 )
 SEED_HINT = "python3 -c 'import secrets; print(secrets.randbelow(10**6))'"
 SC = "sc"
@@ -212,8 +213,15 @@ def draw_window(name: str, n: int, seed: int, data_dir: str | None = None) -> Wi
     if bench.stratum is None:
         pool = len(tasks) - len(excluded(name, len(tasks), seed))
         return Window(bench, [tasks[i] for i in draw(name, len(tasks), n, seed)], pool)
-    out = excluded(name, len(tasks), seed)
     held = bench.held_out()
+    out = {i for window in DEV_WINDOWS.get(name, ()) for i in window}
+    out |= set(SEEN_IDS.get(name, ()))
+    for earlier, counts in seen_before(seed):
+        left = [t for i, t in enumerate(tasks) if i not in out and t.id not in held]
+        taken = {
+            t.id for t in ranked_tasks(left, earlier, stratum=bench.stratum)[: counts.get(name, 0)]
+        }
+        out |= {i for i, t in enumerate(tasks) if t.id in taken}
     kept = [t for i, t in enumerate(tasks) if i not in out and t.id not in held]
     if not 0 <= n <= len(kept):
         raise ValueError(
