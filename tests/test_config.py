@@ -37,6 +37,7 @@ OLD_NAMES = {
     "temperature",
     "retry_temperature",
     "fresh_code_retries",
+    "opening_calls",
     "top_p",
     "seed",
     "budget",

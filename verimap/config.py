@@ -144,6 +144,9 @@ class Execution(_Part):
     # of named, typed input values. Python VFs read named outputs, so they need it True.
     structured_io: bool = True
     executor_max_steps: int = Field(default=20, ge=1)
+    # The calls the tools make for an executor before its first reply (`ToolRegistry.opening`:
+    # a search for a QA node's request); False: it makes every call itself, as the paper.
+    opening_calls: bool = True
     # A node whose one output is code alternates how it retries: the first retry repairs the
     # failed code, the next starts afresh, told what failed but not shown the code, and so on
     # (False: every retry repairs, as the paper). A small model anchors on its broken code; at
@@ -204,6 +207,7 @@ class RunConfigArgs(TypedDict, total=False):
     context_generations: int
     structured_io: bool
     executor_max_steps: int
+    opening_calls: bool
     fresh_code_retries: bool
 
 

@@ -228,6 +228,7 @@ def build(
         ),
         retry_temperature=cfg.sampling.retry_temperature,
         structured_io=cfg.execution.structured_io,
+        opening_calls=cfg.execution.opening_calls,
     )
     verifier = Verifier.from_config(
         sandbox, models.get("judge", models["executor"]), cfg, threshold, tools

@@ -416,3 +416,14 @@ async def test_the_node_request_opens_the_tools_conversation():
     assert asked == ["Find it.\nTHE TASK"]
     assert out.outputs == {"answer": 42} and out.tool_calls == 1
     assert any("42" in (msg.content or "") for msg in m.requests[0].messages[1:])
+
+
+async def test_an_executor_without_opening_calls_makes_every_call_itself():
+    tools = default_tools()
+    tools.opening = lambda request: [("calculator", {"expression": "6*7"})]
+    node = Node(id="s", instruction="Find it.", inputs=["USER_TASK"], outputs=["answer"])
+    m = ScriptedModel(['{"answer": 42}'])
+    out = await Executor(m, tools, opening_calls=False).execute(
+        node, {"USER_TASK": "THE TASK"}, ctx=RunContext()
+    )
+    assert out.tool_calls == 0 and len(m.requests[0].messages) == 1

@@ -55,6 +55,7 @@ def test_the_small_model_policy_fills_what_the_user_left_unset():
 def test_the_paper_policy_turns_every_beyond_paper_switch_off():
     cfg = apply(RunConfig(), ["paper"])
     assert cfg.loop.sequential and not cfg.loop.reuse_verified and cfg.verify.checks == []
+    assert RunConfig().execution.opening_calls and not cfg.execution.opening_calls
     assert (
         cfg.sampling.temperature,
         cfg.sampling.top_p,

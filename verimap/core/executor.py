@@ -193,10 +193,12 @@ class Executor:
         max_repairs: int = 1,
         retry_temperature: float | None = None,
         structured_io: bool = True,
+        opening_calls: bool = True,
     ):
         """`retry_temperature`: the temperature of an attempt that carries feedback (None: the
         same as `settings.temperature`). `structured_io=False`: text-only hand-offs (module
-        docstring)."""
+        docstring). `opening_calls`: the tools' opening calls (`ToolRegistry.opening_calls`)
+        are made for each attempt before its first reply; False: the agent makes every call."""
         self.model = model
         self.structured_io = structured_io
         self.retry_temperature = retry_temperature
@@ -204,6 +206,7 @@ class Executor:
         self.max_steps = max_steps
         self.settings = settings
         self.max_repairs = max_repairs
+        self.opening_calls = opening_calls
 
     def build_messages(
         self,
@@ -320,7 +323,7 @@ class Executor:
         messages = self.build_messages(node, inputs, feedback, context, input_types, final)
         settings = self._settings(feedback is not None or sample)
         purpose = self.purpose(node, inputs, ctx.attempt)
-        opening = self.tools.opening_calls(request_text(node, inputs))
+        opening = self.tools.opening_calls(request_text(node, inputs)) if self.opening_calls else []
         loop = await tool_loop(
             model,
             self.tools,

@@ -6,7 +6,8 @@ Nodes run one at a time in topological order and a replan restarts from the top;
 (one judge exchange per natural-language VF, even after a Python VF failed); roles sample at
 1.0; a plan the planner cannot write ends the run (no fallback plan, no repair round, no
 automatic fixes of common mistakes, no checks injected into the final node, no built-in
-checks, no vacuity probe); a node's executor sees only the inputs its plan names.
+checks, no vacuity probe); a node's executor sees only the inputs its plan names and makes
+every tool call itself.
 Deviations that remain are listed in docs/eval.md.
 """
 
@@ -42,6 +43,7 @@ class Paper(Policy):
             "max_nodes": None,
             "max_plan_repeats": None,
             "fresh_code_retries": False,
+            "opening_calls": False,
             "unverified_answer": "last",
         }
 
