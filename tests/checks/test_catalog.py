@@ -2,6 +2,7 @@
 checked with the plan, and its place in the staged planner's grammar."""
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from verimap.core.agent import flatten_tool_messages
 from verimap.evals.retrieval import Chunk, Hit, format_hits
 from verimap.planning.plan import CheckVF, Node, PlanError, parse_plan, plan_json_schema
 from verimap.planning.staged_schema import check_schemas, node_schema
+from verimap.tools.registry import Tool, ToolRegistry
 
 
 def hit(rank: int, source: str, date: str, text: str, title: str = "A report") -> Hit:
@@ -61,13 +63,36 @@ TRANSCRIPT = (
 )
 
 
-def verdict(check: str, args: dict, outputs: dict, *, inputs=None, transcript=TRANSCRIPT):
+@dataclass
+class SearchDouble(Tool):
+    """A search tool double that knows which sources the corpus holds."""
+
+    sources: tuple[str, ...] = ()
+
+    def holds_source(self, name: str) -> bool:
+        return any(name.lower() in s.lower() for s in self.sources)
+
+
+def corpus_tools(*sources: str) -> CheckTools:
+    search = SearchDouble("search", "Search.", {}, lambda: "", sources)
+    return CheckTools(tools=ToolRegistry([search]))
+
+
+def verdict(
+    check: str,
+    args: dict,
+    outputs: dict,
+    *,
+    inputs=None,
+    transcript=TRANSCRIPT,
+    tools: CheckTools | None = None,
+):
     outs: dict[str, Any] = {k: "string" for k in outputs}
     node = Node(id="n", instruction="x", inputs=["USER_TASK", *(inputs or {})], outputs=outs)
     sub = Submission("t", node, {"USER_TASK": "t", **(inputs or {})}, outputs, transcript)
     found = asyncio.run(
         plan_check(CheckVF(name=f"my_{check}", check=check, args=args)).check(
-            sub, CheckTools(), RunContext()
+            sub, tools or CheckTools(), RunContext()
         )
     )
     return found
@@ -178,6 +203,26 @@ def test_fact_in_source_finds_the_claim_in_a_passage_of_the_named_source():
     assert outcome("fact_in_source", long_name, {"fact": "2023-10-07"}) == "PASS"
     assert outcome("fact_in_source", long_name, {"fact": "2023-10-08"}) == "FAIL"
     assert outcome("fact_in_source", args, {"fact": "Insufficient information."}) is None
+
+
+def test_where_the_corpus_holds_no_article_of_the_source_abstaining_is_the_right_answer():
+    """The run's search tool says whether the corpus holds a source at all: a claim from a
+    source it lacks fails, told to abstain; abstaining passes, on that evidence only."""
+    tools = corpus_tools("TechCrunch", "The Verge")
+    args = {"output": "fact", "source": "Variety"}
+    claim = verdict("fact_in_source", args, {"fact": "Micah Abbey"}, tools=tools)
+    assert claim.outcome == "FAIL" and "holds no article from 'Variety'" in claim.message
+    assert "Insufficient information" in claim.message
+    abstained = verdict("fact_in_source", args, {"fact": "Insufficient information"}, tools=tools)
+    assert abstained.outcome == "PASS" and abstained.strength == "strong"
+    held = {"output": "fact", "source": "TechCrunch"}
+    assert (
+        outcome("fact_in_source", held, {"fact": "Insufficient information"}, tools=tools) is None
+    )
+    pair = {"first": "a", "first_source": "TechCrunch", "second": "b", "second_source": "Variety"}
+    found = {"a": "committed fraud for personal gain", "b": "Insufficient information"}
+    assert outcome("facts_from_sources", pair, found, tools=tools) == "PASS"
+    assert outcome("facts_from_sources", pair, {**found, "b": "a film"}, tools=tools) == "FAIL"
 
 
 def test_facts_from_sources_wants_each_fact_from_its_own_source():

@@ -249,3 +249,10 @@ async def test_the_opening_searches_each_named_source_else_the_whole_corpus(fixt
         out = await reg.call(*both[0])
     assert "Money Wire" in out and "The Ledger" not in out
     assert qa_tools(None).opening_calls("Who runs Greenleaf Bank?") == []
+
+
+def test_the_search_tool_knows_which_sources_the_corpus_holds(fixture_index):
+    tool = qa_tools(fixture_index).get("search")
+    assert tool.holds_source("Money Wire") and tool.holds_source("the ledger")
+    assert not tool.holds_source("Variety") and not tool.holds_source(" ")
+    assert not qa_tools(None).get("search").holds_source("Money Wire")

@@ -21,6 +21,7 @@ from verimap.base.messages import GenerationSettings, Message
 from verimap.base.protocols import Model, Sandbox
 from verimap.base.verdicts import VFVerdict
 from verimap.planning.plan import Node
+from verimap.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
     from verimap.base.run_context import RunContext
@@ -43,14 +44,17 @@ class Submission:
 
 @dataclass(frozen=True)
 class CheckTools:
-    """What checks may use: the verifier's sandbox and judge model, sampled as the run says.
-    `retry_temperature` is what an independent solution after the first is sampled at."""
+    """What checks may use: the verifier's sandbox and judge model, sampled as the run says, and
+    the run's tools (`tools`: for a check that looks something up, such as whether the corpus
+    holds a source at all). `retry_temperature` is what an independent solution after the
+    first is sampled at."""
 
     sandbox: Sandbox | None = None
     model: Model | None = None
     settings: GenerationSettings = field(default_factory=GenerationSettings)
     retry_temperature: float | None = None
     timeout_s: float = 10.0
+    tools: ToolRegistry | None = None
 
 
 @runtime_checkable

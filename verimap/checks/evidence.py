@@ -10,7 +10,9 @@ line `passage_header` writes, then the passage's text) and ask whether the claim
 - `reports_in_order`: two report dates are in the order the task states.
 
 Only this node's own retrievals count, so the check rewards a node that searched for what it
-claims. An answer "Insufficient information" gives the checks nothing to look at.
+claims. An answer "Insufficient information" gives the checks nothing to look at, except where
+the run's search tool knows the corpus holds no article of the named source: there it is the
+right answer (`fact_in_source` passes it), and any claim from that source fails.
 """
 
 from __future__ import annotations
@@ -18,9 +20,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from verimap.base.check_names import FACT_IN_SOURCE, FACTS_FROM_SOURCES, REPORTS_IN_ORDER
+from verimap.base.check_names import (
+    ABSTENTION,
+    FACT_IN_SOURCE,
+    FACTS_FROM_SOURCES,
+    REPORTS_IN_ORDER,
+)
 from verimap.base.messages import Message, ToolMessage, UserMessage
 from verimap.base.verdicts import VFVerdict
 from verimap.checks.answer_form import is_abstention, named_value, parse_date
@@ -213,6 +220,25 @@ def _from_source(claim: Any, source: str, found: list[Passage]) -> str | None:
     return None
 
 
+@runtime_checkable
+class SourceIndex(Protocol):
+    """A tool that knows the corpus's sources (the search tool)."""
+
+    def holds_source(self, name: str) -> bool:
+        """Whether any article of the corpus is from a source called `name`."""
+        ...
+
+
+def source_index(tools: CheckTools) -> SourceIndex | None:
+    """The run's tool that knows the corpus's sources, if it has one."""
+    registry = tools.tools
+    if registry is None:
+        return None
+    return next(
+        (t for n in registry.names() if isinstance(t := registry.get(n), SourceIndex)), None
+    )
+
+
 @dataclass
 class FactsFromSources:
     """Each (output, source) pair's output is supported by a passage of its source."""
@@ -232,15 +258,26 @@ class FactsFromSources:
             if not present:
                 return verdict(self, "FAIL", f"the node gave no output {output!r}")
             values.append((output, source, value))
-        if all(is_abstention(v) for _, _, v in values):
+        index = source_index(tools)
+        absent = {s for _, s, _ in values if index is not None and not index.holds_source(s)}
+        if all(is_abstention(v) and s not in absent for _, s, v in values):
             return None
         found = passages(sub.transcript)
-        problems = [
-            f"{output}: {why}"
-            for output, source, value in values
-            if (why := _from_source(value, source, found)) is not None
-        ]
+        problems = []
+        for output, source, value in values:
+            if source in absent:
+                if not is_abstention(value):
+                    problems.append(f"{output}: {_no_such_source(source)}")
+            elif (why := _from_source(value, source, found)) is not None:
+                problems.append(f"{output}: {why}")
         return verdict(self, "FAIL", "; ".join(problems)) if problems else verdict(self, "PASS")
+
+
+def _no_such_source(source: str) -> str:
+    return (
+        f"the corpus holds no article from {source!r}, so nothing can come from it; if the "
+        f"task needs {source}, the answer is {ABSTENTION}"
+    )
 
 
 @dataclass

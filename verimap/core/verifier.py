@@ -104,6 +104,7 @@ class Verifier:
         judge_max_steps: int = 6,
         checks: Sequence[Check] = (),
         retry_temperature: float | None = None,
+        lookup_tools: ToolRegistry | None = None,
     ):
         """`full_feedback`: ask the judge even when a Python VF has already failed the attempt
         (the paper runs every VF; the verdict is the same under strict AND). `batch_judge`: judge
@@ -113,7 +114,8 @@ class Verifier:
         replies, before it gives its verdict; without tools it reasons in one reply. `checks`:
         built-in checks run beside every node's VFs where they apply (a plan may ask for more
         by name); `retry_temperature`: what their independent solutions after the first are
-        sampled at."""
+        sampled at. `lookup_tools`: the run's tools, which checks may consult
+        (`CheckTools.tools`), whether or not the judge reasons with them."""
         if threshold is not None and not 0 <= threshold <= 1:
             raise ValueError(f"threshold must be within [0, 1], got {threshold}")
         self.sandbox = sandbox
@@ -129,6 +131,7 @@ class Verifier:
         self.judge_max_steps = judge_max_steps
         self.checks = list(checks)
         self.retry_temperature = retry_temperature
+        self.lookup_tools = lookup_tools
 
     @property
     def check_tools(self) -> CheckTools:
@@ -138,6 +141,7 @@ class Verifier:
             settings=self.settings,
             retry_temperature=self.retry_temperature,
             timeout_s=self.vf_timeout_s,
+            tools=self.lookup_tools,
         )
 
     @classmethod
@@ -167,6 +171,7 @@ class Verifier:
             tools=tools if config.verify.judge_tools else None,
             checks=[get_check(n, config.verify.ballot) for n in config.verify.checks],
             retry_temperature=config.sampling.retry_temperature,
+            lookup_tools=tools,
         )
 
     def vfs_for(self, node: Node) -> list[PythonVF | LLMVF | CheckVF]:

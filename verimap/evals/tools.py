@@ -336,6 +336,7 @@ class CorpusSearch:
         self.limits = limits or SearchLimits()
         self._lock = threading.Lock()
         self._shown: weakref.WeakKeyDictionary[Transcript, _Shown] = weakref.WeakKeyDictionary()
+        self._sources: dict[str, bool] = {}
 
     def _hits(self, query: str, k: int, page: int = 1, filters: Filters | None = None) -> list[Hit]:
         if self.index is None:
@@ -405,6 +406,15 @@ class CorpusSearch:
         kept = f.model_copy(update=dict.fromkeys(ignored))
         return kept, [f"{k}={v!r}" for k, v in ignored.items()]
 
+    def holds_source(self, name: str) -> bool:
+        """Whether any article is from a source whose name contains `name` (case-insensitive,
+        as the `source` filter matches); False without an index."""
+        key = name.strip().lower()
+        if key not in self._sources:
+            chunks = self.index.chunks if self.index is not None else []
+            self._sources[key] = bool(key) and any(key in c.source.lower() for c in chunks)
+        return self._sources[key]
+
     def passages(self, task: str, k: int) -> str:
         """The `k` passages that best match the task's question, whole and numbered: the
         context a retrieve-then-read baseline gives the model."""
@@ -440,6 +450,9 @@ class SearchTool(Tool):
 
     def passages(self, task: str, k: int) -> str:
         return self.engine.passages(task, k)
+
+    def holds_source(self, name: str) -> bool:
+        return self.engine.holds_source(name)
 
 
 def search_tool(index: CorpusIndex | None, *, limits: SearchLimits | None = None) -> SearchTool:
