@@ -4,7 +4,7 @@ import pytest
 
 from verimap.base.messages import UserMessage
 from verimap.core import prompts
-from verimap.core.agent import inline_tool_call, tool_loop
+from verimap.core.agent import brief, inline_tool_call, tool_loop
 from verimap.testing import ScriptedModel, tool_call_reply
 from verimap.tools.registry import (
     Tool,
@@ -159,17 +159,16 @@ async def test_each_loop_is_its_own_conversation_for_the_tools():
 
 
 def _opening_tools() -> tuple[ToolRegistry, list]:
-    """A lookup tool whose opening looks up the request's last word."""
+    """A lookup tool whose opening looks up the instruction's last word."""
     tools, seen = _budget_tool(5)
-    return ToolRegistry(
-        [tools.get("lookup")], opening=lambda req: [("lookup", {"word": req.split()[-1]})]
-    ), seen
+    opening = lambda instruction, given: [("lookup", {"word": instruction.split()[-1]})]  # noqa: E731
+    return ToolRegistry([tools.get("lookup")], opening=opening), seen
 
 
 @pytest.mark.parametrize("api", [True, False])
-async def test_the_opening_calls_are_in_the_transcript_before_the_first_reply(api):
-    """The agent's first reply already reads what the opening calls returned, entered as its own
-    calls (a tool-call turn under the tools API, an Action and Observation under ReAct)."""
+async def test_the_opening_calls_results_are_read_before_the_first_reply(api):
+    """The agent's first reply already reads what the opening calls returned, in one user turn
+    after its task (where the evidence checks read tool results too)."""
     tools, seen = _opening_tools()
     model = ScriptedModel(["It means 5."], supports_tools=api)
     heard = []
@@ -183,10 +182,8 @@ async def test_the_opening_calls_are_in_the_transcript_before_the_first_reply(ap
         opening=tools.opening_calls("look up apple"),
     )
     first = model.requests[0].messages
-    assert len(first) == 3 and "apple means 5" in first[2].content
-    assert (
-        (first[1].tool_calls[0].name == "lookup") if api else ("Action: lookup" in first[1].content)
-    )
+    assert len(first) == 2 and isinstance(first[1], UserMessage)
+    assert first[1].content == "Called for you: lookup(word='apple'). Result:\napple means 5"
     assert heard == [("lookup", json.dumps({"word": "apple"}), "apple means 5")]
     assert (done.steps, done.tool_calls, done.answered) == (1, 1, True)
     assert len(seen) == 1 and seen[0] is not None  # made inside the loop's conversation
@@ -194,5 +191,10 @@ async def test_the_opening_calls_are_in_the_transcript_before_the_first_reply(ap
 
 def test_a_registry_opens_with_no_call_unless_it_has_an_opening_and_the_tool():
     assert TOOLS.opening_calls("anything") == []
-    only_unknown = ToolRegistry(opening=lambda req: [("lookup", {"word": req})])
+    only_unknown = ToolRegistry(opening=lambda instruction, given: [("lookup", {"word": "x"})])
     assert only_unknown.opening_calls("x") == []
+
+
+def test_a_long_argument_is_cut_where_the_opening_is_shown():
+    assert brief(json.dumps({"query": "q" * 70, "page": 2}), 5) == "query='qqqqq…', page=2"
+    assert brief("not json", 3) == "not"

@@ -402,8 +402,8 @@ async def test_the_node_request_opens_the_tools_conversation():
     already holds its result."""
     asked = []
 
-    def opening(request: str) -> list:
-        asked.append(request)
+    def opening(instruction: str, given: str) -> list:
+        asked.append((instruction, given))
         return [("calculator", {"expression": "6*7"})]
 
     tools = default_tools()
@@ -413,14 +413,14 @@ async def test_the_node_request_opens_the_tools_conversation():
     out = await Executor(m, tools).execute(
         node, {"USER_TASK": "THE TASK", "n1.a": 6}, ctx=RunContext()
     )
-    assert asked == ["Find it.\nTHE TASK"]
+    assert asked == [("Find it.", "THE TASK")]
     assert out.outputs == {"answer": 42} and out.tool_calls == 1
     assert any("42" in (msg.content or "") for msg in m.requests[0].messages[1:])
 
 
 async def test_an_executor_without_opening_calls_makes_every_call_itself():
     tools = default_tools()
-    tools.opening = lambda request: [("calculator", {"expression": "6*7"})]
+    tools.opening = lambda instruction, given: [("calculator", {"expression": "6*7"})]
     node = Node(id="s", instruction="Find it.", inputs=["USER_TASK"], outputs=["answer"])
     m = ScriptedModel(['{"answer": 42}'])
     out = await Executor(m, tools, opening_calls=False).execute(

@@ -236,17 +236,24 @@ def test_named_sources_are_found_on_word_boundaries_in_order(text, found):
     assert named_sources(text, ["Fortune", "The Age", "Cnbc"]) == found
 
 
-async def test_the_opening_searches_each_named_source_else_the_whole_corpus(fixture_index):
+async def test_the_opening_searches_the_sources_the_instruction_names_else_the_whole_corpus(
+    fixture_index,
+):
     reg = qa_tools(fixture_index)
-    both = reg.opening_calls(f"Did Money Wire and The Ledger both report it?\n{QA_INSTRUCTION}")
+    ask = "Find what Money Wire reported."
+    question = f"Did Money Wire and The Ledger both report it?\n{QA_INSTRUCTION}"
+    own = reg.opening_calls(ask, question)
+    assert own == [("search", json.dumps({"query": ask, "source": "Money Wire"}))]
+    generic = "Answer the question in the task."
+    both = reg.opening_calls(generic, question)
+    query = f"{generic}\nDid Money Wire and The Ledger both report it?"
     assert [json.loads(a) for _, a in both] == [
-        {"query": "Did Money Wire and The Ledger both report it?", "source": s}
-        for s in ("Money Wire", "The Ledger")
+        {"query": query, "source": s} for s in ("Money Wire", "The Ledger")
     ]
     plain = reg.opening_calls("Who runs Greenleaf Bank?")
     assert plain == [("search", json.dumps({"query": "Who runs Greenleaf Bank?"}))]
     with transcript_scope():
-        out = await reg.call(*both[0])
+        out = await reg.call(*own[0])
     assert "Money Wire" in out and "The Ledger" not in out
     assert qa_tools(None).opening_calls("Who runs Greenleaf Bank?") == []
 

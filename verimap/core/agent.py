@@ -18,7 +18,6 @@ from verimap.base.messages import (
     GenerationSettings,
     Message,
     ModelRequest,
-    ToolCall,
     ToolMessage,
     UserMessage,
 )
@@ -102,6 +101,21 @@ def react_protocol(model: Model, tools: ToolRegistry) -> str:
     return ""
 
 
+def brief(arguments: str, limit: int = 60) -> str:
+    """A call's JSON arguments as `name='value'` pairs, each value cut to `limit` characters."""
+    try:
+        value = json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments[:limit]
+    if not isinstance(value, dict):
+        return arguments[:limit]
+    cut = {
+        k: v if not isinstance(v, str) or len(v) <= limit else v[:limit] + "…"
+        for k, v in value.items()
+    }
+    return ", ".join(f"{k}={v!r}" for k, v in cut.items())
+
+
 # (tool, arguments, result, seconds the call took)
 OnToolCall = Callable[[str, str, str, float], None]
 
@@ -131,8 +145,8 @@ async def tool_loop(
     tool takes no more calls (`ToolsExhausted`: its message is the last thing the agent hears).
     `messages` grows with the transcript; `on_tool_call(tool, arguments, result, seconds)` hears
     every call (traces record them); `purpose` goes with every request. `opening`: (tool, JSON
-    arguments) of calls made before the first request, entered in the transcript as the agent's
-    own calls (`ToolRegistry.opening_calls`); they count as tool calls, not steps. The calls
+    arguments) of calls made before the first request (`ToolRegistry.opening_calls`), their
+    results given in one user turn after the first; they count as tool calls, not steps. The calls
     belong to one `transcript_scope`, for tools that answer by what this conversation was shown.
     Model and budget errors propagate; `model` is metered by whoever passes it (a run passes
     its `RunContext.model`)."""
@@ -177,18 +191,16 @@ async def _loop(
             on_tool_call(name, arguments, result, time.monotonic() - start)
         return result, True
 
-    for i, (name, arguments) in enumerate(opening):
+    opened = []
+    for name, arguments in opening:
         try:
             result, _ = await call(name, arguments)
         except ToolsExhausted as e:
             result = str(e)
-        if api:
-            tc = ToolCall(id=f"call_opening_{i}", name=name, arguments=arguments)
-            messages.append(AssistantMessage(content="", tool_calls=[tc]))
-            messages.append(ToolMessage(tool_call_id=tc.id, content=result))
-        else:
-            messages.append(AssistantMessage(content=f"Action: {name}\nAction Input: {arguments}"))
-            messages.append(UserMessage(content=f"Observation: {result}"))
+        shown = prompts.OPENING_RESULT.format(tool=name, arguments=brief(arguments), result=result)
+        opened.append(shown)
+    if opened:
+        messages.append(UserMessage(content="\n\n".join(opened)))
 
     while steps < max_steps:
         resp = await model.request(

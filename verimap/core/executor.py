@@ -131,11 +131,10 @@ def render_inputs(values: Mapping[str, Any], types: Mapping[str, iotypes.TypeSpe
     return "\n\n".join(blocks) or "(no inputs)"
 
 
-def request_text(node: Node, inputs: Mapping[str, Any]) -> str:
-    """What a node asks, as its tools' opening calls read it: the instruction, then each input
-    that is text, in the node's order."""
-    texts = [v for k in node.inputs if isinstance(v := inputs.get(k), str) and v.strip()]
-    return "\n".join([node.instruction, *texts])
+def given_text(node: Node, inputs: Mapping[str, Any]) -> str:
+    """The text a node is given beside its instruction, as its tools' opening calls read it:
+    each input that is text, in the node's order."""
+    return "\n".join(v for k in node.inputs if isinstance(v := inputs.get(k), str) and v.strip())
 
 
 def describe_outputs(node: Node) -> str:
@@ -323,7 +322,11 @@ class Executor:
         messages = self.build_messages(node, inputs, feedback, context, input_types, final)
         settings = self._settings(feedback is not None or sample)
         purpose = self.purpose(node, inputs, ctx.attempt)
-        opening = self.tools.opening_calls(request_text(node, inputs)) if self.opening_calls else []
+        opening = (
+            self.tools.opening_calls(node.instruction, given_text(node, inputs))
+            if self.opening_calls
+            else []
+        )
         loop = await tool_loop(
             model,
             self.tools,

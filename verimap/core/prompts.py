@@ -63,6 +63,8 @@ INLINE_TOOL_RESULT = (
     "Result of {tool}: {result}\nGo on from this result (it replaces any value you guessed)."
 )
 
+# The result of a call made for the agent before its first reply (`ToolRegistry.opening`).
+OPENING_RESULT = "Called for you: {tool}({arguments}). Result:\n{result}"
 REPEATED_TOOL_CALL = "You made that same tool call before; its result is above. No more tool calls."
 
 EXECUTOR_TOOL_HINT = " Use a tool when a calculation is hard to do reliably by hand."

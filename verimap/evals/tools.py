@@ -545,20 +545,24 @@ def named_sources(text: str, names: Sequence[str]) -> list[str]:
 
 
 def search_opening(engine: CorpusSearch) -> Opening:
-    """The search tool's opening (`ToolRegistry.opening`): a search for the request's question,
-    one for each source it names (up to `OPENING_SOURCES`, filtered to that source), else one
-    over the whole corpus. A small model's own first search is often the request word for word
-    with every optional filter filled in; this one reads the names the request gives."""
+    """The search tool's opening (`ToolRegistry.opening`): for an instruction that names sources
+    of the corpus, a search for the instruction in each of them (up to `OPENING_SOURCES`);
+    otherwise a search for the instruction and the question it is given, in each source that
+    text names, or over the whole corpus. A small model's own first search is often its
+    instruction word for word with every optional filter filled in; this one reads the names."""
     names: list[str] | None = None
 
-    def opening(request: str) -> list[tuple[str, dict[str, Any]]]:
+    def opening(instruction: str, given: str) -> list[tuple[str, dict[str, Any]]]:
         nonlocal names
         if engine.index is None:
             return []
         if names is None:
             names = source_names({c.source for c in engine.index.chunks})
-        query = question_of(request)
+        query = question_of(instruction)
         named = named_sources(query, names)
+        if not named:
+            query = question_of(f"{instruction}\n{given}".strip())
+            named = named_sources(query, names)
         if not named or len(named) > OPENING_SOURCES:
             return [("search", {"query": query})]
         return [("search", {"query": query, "source": n}) for n in named]

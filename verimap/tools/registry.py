@@ -78,9 +78,9 @@ class Tool:
         }
 
 
-# The calls an agent's conversation opens with, made for it from what it is asked: (tool name,
-# arguments) each.
-Opening = Callable[[str], list[tuple[str, dict[str, Any]]]]
+# The calls an agent's conversation opens with, made for it from what it is asked (its
+# instruction, and the text it is given with it): (tool name, arguments) each.
+Opening = Callable[[str, str], list[tuple[str, dict[str, Any]]]]
 
 
 class ToolRegistry:
@@ -130,12 +130,14 @@ class ToolRegistry:
             for t in self._tools.values()
         )
 
-    def opening_calls(self, request: str) -> list[tuple[str, str]]:
-        """(tool, JSON arguments) of each call made for an agent asked `request` before its
-        first reply, in order; none without an `opening` or for a tool not registered."""
+    def opening_calls(self, instruction: str, given: str = "") -> list[tuple[str, str]]:
+        """(tool, JSON arguments) of each call made, before its first reply, for an agent told
+        `instruction` and `given` the text beside it, in order; none without an `opening` or for
+        a tool not registered."""
         if self.opening is None:
             return []
-        return [(n, json.dumps(a)) for n, a in self.opening(request) if n in self._tools]
+        calls = self.opening(instruction, given)
+        return [(n, json.dumps(a)) for n, a in calls if n in self._tools]
 
     def __len__(self) -> int:
         return len(self._tools)
