@@ -127,6 +127,7 @@ SEEN_DRAWS: tuple[tuple[int, dict[str, int]], ...] = (
     (843887, {"gsm8k": 30}),
     (6441, {"gsm8k": 30}),
     (854403, {"mbpp": 30, "multihoprag": 30}),
+    (127199, {"multihoprag": 1}),
 )
 SEED_HINT = "python3 -c 'import secrets; print(secrets.randbelow(10**6))'"
 SC = "sc"
