@@ -67,14 +67,16 @@ TRANSCRIPT = (
 class SearchDouble(Tool):
     """A search tool double that knows which sources the corpus holds."""
 
-    sources: tuple[str, ...] = ()
+    sources: tuple[str, ...] | None = ()
 
-    def holds_source(self, name: str) -> bool:
+    def holds_source(self, name: str) -> bool | None:
+        if self.sources is None:
+            return None
         return any(name.lower() in s.lower() for s in self.sources)
 
 
-def corpus_tools(*sources: str) -> CheckTools:
-    search = SearchDouble("search", "Search.", {}, lambda: "", sources)
+def corpus_tools(*sources: str, knows: bool = True) -> CheckTools:
+    search = SearchDouble("search", "Search.", {}, lambda: "", sources if knows else None)
     return CheckTools(tools=ToolRegistry([search]))
 
 
@@ -223,6 +225,15 @@ def test_where_the_corpus_holds_no_article_of_the_source_abstaining_is_the_right
     found = {"a": "committed fraud for personal gain", "b": "Insufficient information"}
     assert outcome("facts_from_sources", pair, found, tools=tools) == "PASS"
     assert outcome("facts_from_sources", pair, {**found, "b": "a film"}, tools=tools) == "FAIL"
+    # A tool that cannot tell (no index) is no evidence either way.
+    unknown = corpus_tools(knows=False)
+    assert (
+        outcome("fact_in_source", args, {"fact": "Insufficient information"}, tools=unknown) is None
+    )
+    assert (
+        "no passage of 'Variety'"
+        in verdict("fact_in_source", args, {"fact": "Micah Abbey"}, tools=unknown).message
+    )
 
 
 def test_facts_from_sources_wants_each_fact_from_its_own_source():

@@ -224,8 +224,9 @@ def _from_source(claim: Any, source: str, found: list[Passage]) -> str | None:
 class SourceIndex(Protocol):
     """A tool that knows the corpus's sources (the search tool)."""
 
-    def holds_source(self, name: str) -> bool:
-        """Whether any article of the corpus is from a source called `name`."""
+    def holds_source(self, name: str) -> bool | None:
+        """Whether any article of the corpus is from a source called `name` (None: it cannot
+        tell, e.g. a tool that only describes itself)."""
         ...
 
 
@@ -259,7 +260,7 @@ class FactsFromSources:
                 return verdict(self, "FAIL", f"the node gave no output {output!r}")
             values.append((output, source, value))
         index = source_index(tools)
-        absent = {s for _, s, _ in values if index is not None and not index.holds_source(s)}
+        absent = {s for _, s, _ in values if index is not None and index.holds_source(s) is False}
         if all(is_abstention(v) and s not in absent for _, s, v in values):
             return None
         found = passages(sub.transcript)

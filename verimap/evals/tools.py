@@ -406,12 +406,14 @@ class CorpusSearch:
         kept = f.model_copy(update=dict.fromkeys(ignored))
         return kept, [f"{k}={v!r}" for k, v in ignored.items()]
 
-    def holds_source(self, name: str) -> bool:
+    def holds_source(self, name: str) -> bool | None:
         """Whether any article is from a source whose name contains `name` (case-insensitive,
-        as the `source` filter matches); False without an index."""
+        as the `source` filter matches); None without an index (it cannot tell)."""
+        if self.index is None:
+            return None
         key = name.strip().lower()
         if key not in self._sources:
-            chunks = self.index.chunks if self.index is not None else []
+            chunks = self.index.chunks
             self._sources[key] = bool(key) and any(key in c.source.lower() for c in chunks)
         return self._sources[key]
 
@@ -451,7 +453,7 @@ class SearchTool(Tool):
     def passages(self, task: str, k: int) -> str:
         return self.engine.passages(task, k)
 
-    def holds_source(self, name: str) -> bool:
+    def holds_source(self, name: str) -> bool | None:
         return self.engine.holds_source(name)
 
 
