@@ -9,7 +9,9 @@ print(result.status, result.answer)
 from verimap.base.accounting import Budget
 from verimap.base.errors import VerimapError
 from verimap.base.events import Event, EventBus, JsonlTraceWriter
+from verimap.base.failure import FailureContext
 from verimap.base.messages import GenerationSettings
+from verimap.base.plan import LLMVF, Node, Plan, PlanError, PlanningError, PythonVF
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VerificationReport, VFVerdict
 from verimap.base.version import __version__ as __version__
@@ -19,10 +21,9 @@ from verimap.core.executor import Executor, ExecutorOutput
 from verimap.core.feedback import Feedback
 from verimap.core.result import NodeReport, RunResult
 from verimap.core.verifier import Verifier
-from verimap.planning.failure import FailureContext
 from verimap.planning.fixed_planners import AddVFsPlanner, TemplatePlanner
-from verimap.planning.plan import LLMVF, Node, Plan, PlanError, PythonVF, parse_plan
-from verimap.planning.planner import LLMPlanner, Planner, PlanningError
+from verimap.planning.plan import parse_plan
+from verimap.planning.planner import LLMPlanner, Planner
 from verimap.tools.registry import Tool, ToolRegistry, calculator_tool, default_tools, python_tool
 from verimap.wiring import build
 

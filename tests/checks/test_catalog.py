@@ -8,13 +8,14 @@ import pytest
 
 from verimap.base.check_names import CATALOG, DOMAIN_CHECKS, PLAN_CHECKS
 from verimap.base.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from verimap.base.plan import CheckVF, Node, PlanError, plan_json_schema
 from verimap.base.run_context import RunContext
 from verimap.checks.base import CheckTools, Submission
 from verimap.checks.evidence import passages, same_source, supports
 from verimap.checks.registry import describe, plan_check
 from verimap.core.agent import flatten_tool_messages
 from verimap.evals.retrieval import Chunk, Hit, format_hits
-from verimap.planning.plan import CheckVF, Node, PlanError, parse_plan, plan_json_schema
+from verimap.planning.plan import parse_plan
 from verimap.planning.staged_schema import check_schemas, node_schema
 
 

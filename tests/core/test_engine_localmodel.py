@@ -7,11 +7,11 @@ import pytest
 
 import verimap
 from verimap.base.accounting import Budget
+from verimap.base.plan import Node
 from verimap.base.run_context import RunContext
 from verimap.config import RunConfig
 from verimap.core.executor import EXECUTOR_SETTINGS, Executor
 from verimap.core.verifier import Verifier
-from verimap.planning.plan import Node
 from verimap.sandbox import get_sandbox
 from verimap.tools.registry import default_tools
 

@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from verimap.base.messages import GenerationSettings, Message
+from verimap.base.plan import Node
 from verimap.base.protocols import Model, Sandbox
 from verimap.base.verdicts import VFVerdict
-from verimap.planning.plan import Node
 
 if TYPE_CHECKING:
     from verimap.base.run_context import RunContext

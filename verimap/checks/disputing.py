@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from verimap.base.plan import Node
 from verimap.base.verdicts import VerificationReport
 from verimap.checks.base import Check, Chooser, Settler, Tallier
-from verimap.planning.plan import Node
 
 if TYPE_CHECKING:
     from verimap.base.run_context import RunContext

@@ -28,6 +28,7 @@ from typing import Any
 
 from verimap.base import events as ev
 from verimap.base.events import EventBus
+from verimap.base.plan import Plan, PlanError, PlanningError
 from verimap.base.run_context import RunContext, require_ctx
 from verimap.config import RunConfig
 from verimap.core.feedback import Feedback
@@ -39,9 +40,8 @@ from verimap.core.result import ErrorKind, NodeReport, RunResult, RunStatus
 from verimap.core.run_end import repeated_work_error, unconfirmed_error, why_unverified
 from verimap.core.run_scope import Runner
 from verimap.core.vacuity import vet
-from verimap.planning.plan import Plan, PlanError
 from verimap.planning.plan_checks import node_work
-from verimap.planning.planner import Planner, PlanningError
+from verimap.planning.planner import Planner
 
 
 class _RunState:

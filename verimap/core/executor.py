@@ -29,6 +29,7 @@ from verimap.base.messages import (
     SystemMessage,
     UserMessage,
 )
+from verimap.base.plan import USER_TASK, Node, output_type, single_code_output
 from verimap.base.protocols import Model
 from verimap.base.purpose import ExecuteCall
 from verimap.base.usage import EXECUTOR
@@ -43,7 +44,6 @@ from verimap.core.agent import (
 )
 from verimap.core.feedback import Feedback
 from verimap.llm.structured import StructuredOutputError, request_structured
-from verimap.planning.plan import USER_TASK, Node, output_type
 from verimap.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
@@ -100,10 +100,6 @@ def coerce_outputs(node: Node, value: dict[str, Any]) -> tuple[dict[str, Any], l
         except iotypes.TypeMismatch as e:
             problems.append(f"{name}: {e}")
     return out, problems
-
-
-def single_code_output(node: Node) -> bool:
-    return len(node.outputs) == 1 and output_type(node, next(iter(node.outputs))) == iotypes.CODE
 
 
 # Inputs shown as plain text rather than as a JSON string: a word problem or a function's source

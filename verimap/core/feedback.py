@@ -1,6 +1,6 @@
 """What a failed attempt teaches the next one: the feedback a retried node gets. The coordinator
 builds it from verdicts and the executor renders it into its prompt. What a replan is told is
-`verimap.planning.failure.FailureContext`, which lives with the planner."""
+`verimap.base.failure.FailureContext`."""
 
 from __future__ import annotations
 

@@ -12,13 +12,13 @@ from typing import Any, Protocol
 
 from verimap.base.iotypes import TypeSpec
 from verimap.base.messages import Message
+from verimap.base.plan import Node, Plan
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VerificationReport
 from verimap.checks.disputing import Disputing
 from verimap.core.agent import OnToolCall
 from verimap.core.executor import ExecutorOutput
 from verimap.core.feedback import Feedback
-from verimap.planning.plan import Node, Plan
 
 
 class Executor(Protocol):

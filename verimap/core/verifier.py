@@ -31,6 +31,7 @@ from verimap.base.messages import (
 )
 from verimap.base.messages import Message as TranscriptMessage
 from verimap.base.model import ModelError
+from verimap.base.plan import LLMVF, USER_TASK, CheckVF, Node, Plan, PythonVF
 from verimap.base.protocols import Model, Sandbox
 from verimap.base.purpose import JudgeCall
 from verimap.base.sandbox import Outcome
@@ -51,7 +52,6 @@ from verimap.core.vf_checks import (
     tier_of,
 )
 from verimap.llm.structured import StructuredOutputError, request_structured
-from verimap.planning.plan import LLMVF, USER_TASK, CheckVF, Node, Plan, PythonVF
 from verimap.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:

@@ -9,8 +9,8 @@ from typing import Any
 
 from verimap.base import iotypes
 from verimap.base.check_names import CATALOG, PLAN_CHECKS
-from verimap.planning.failure import FailureContext
-from verimap.planning.plan import USER_TASK, Plan, PythonVF, plan_json_schema
+from verimap.base.failure import FailureContext
+from verimap.base.plan import USER_TASK, Plan, PythonVF, plan_json_schema
 
 
 def plan_quality_problems(

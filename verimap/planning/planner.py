@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from verimap.base.events import PlanInvalid
+from verimap.base.failure import FailureContext
 from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
@@ -27,22 +28,21 @@ from verimap.base.messages import (
     SystemMessage,
     UserMessage,
 )
+from verimap.base.plan import Plan, PlanError, PlanningError
 from verimap.base.protocols import Model
 from verimap.base.purpose import PlanCall
 from verimap.base.usage import PLANNER
 from verimap.llm.structured import extract_json
 from verimap.planning import prompts
 from verimap.planning.domain import infer_domain
-from verimap.planning.failure import FailureContext
 from verimap.planning.fallback import fallback_plan, whole_task_plan, with_task_examples
-from verimap.planning.plan import Plan, PlanError, parse_plan
+from verimap.planning.plan import parse_plan
 from verimap.planning.plan_checks import (
     plan_quality_problems,
     planning_schema,
     repeated_failure_problems,
 )
 from verimap.planning.plan_fixes import fix_raw_plan
-from verimap.planning.planning_error import PlanningError as PlanningError
 from verimap.planning.salvage import salvage
 from verimap.planning.staged import StagedPlanner
 from verimap.tools.registry import ToolRegistry
