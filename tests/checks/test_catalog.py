@@ -10,7 +10,7 @@ from verimap.base.check_names import CATALOG, DOMAIN_CHECKS, PLAN_CHECKS
 from verimap.base.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from verimap.base.plan import CheckVF, Node, PlanError, plan_json_schema
 from verimap.base.run_context import RunContext
-from verimap.checks.base import CheckTools, Submission
+from verimap.base.verification import CheckTools, Submission
 from verimap.checks.evidence import passages, same_source, supports
 from verimap.checks.registry import describe, plan_check
 from verimap.core.agent import flatten_tool_messages

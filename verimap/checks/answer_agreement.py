@@ -37,8 +37,8 @@ from verimap.base.model import ModelError
 from verimap.base.numbers import normalize_number
 from verimap.base.plan import Node
 from verimap.base.verdicts import ABSTAINED, VFVerdict
+from verimap.base.verification import CheckTools, Strength, Submission, verdict
 from verimap.checks.arithmetic import slips
-from verimap.checks.base import CheckTools, Strength, Submission, verdict
 from verimap.checks.programs import ProgramRun, write_program
 from verimap.checks.samples import sample_answer
 

@@ -35,7 +35,7 @@ from verimap.base.purpose import SolveCall
 from verimap.base.sandbox import Outcome
 from verimap.base.usage import JUDGE
 from verimap.base.verdicts import ABSTAINED, VFVerdict
-from verimap.checks.base import CheckTools, Strength, Submission, verdict
+from verimap.base.verification import CheckTools, Strength, Submission, verdict
 from verimap.checks.behaviour import (
     Behaviour,
     Result,

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 from verimap.base.check_names import FACT_IN_SOURCE, FACTS_FROM_SOURCES, REPORTS_IN_ORDER
 from verimap.base.messages import Message, ToolMessage, UserMessage
 from verimap.base.verdicts import VFVerdict
+from verimap.base.verification import CheckTools, Strength, Submission, verdict
 from verimap.checks.answer_form import is_abstention, named_value, parse_date
-from verimap.checks.base import CheckTools, Strength, Submission, verdict
 
 if TYPE_CHECKING:
     from verimap.base.run_context import RunContext

@@ -15,7 +15,7 @@ from verimap.base.messages import Message
 from verimap.base.plan import Node, Plan
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VerificationReport
-from verimap.checks.disputing import Disputing
+from verimap.base.verification import Disputing
 from verimap.core.agent import OnToolCall
 from verimap.core.executor import ExecutorOutput
 from verimap.core.feedback import Feedback

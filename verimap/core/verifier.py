@@ -37,8 +37,7 @@ from verimap.base.purpose import JudgeCall
 from verimap.base.sandbox import Outcome
 from verimap.base.usage import JUDGE
 from verimap.base.verdicts import ABSTAINED, VerificationReport, VFVerdict
-from verimap.checks.base import Check, CheckTools, Submission, verdict
-from verimap.checks.disputing import Disputing
+from verimap.base.verification import Check, CheckTools, Disputing, Submission, verdict
 from verimap.config import RunConfig
 from verimap.core import prompts
 from verimap.core.agent import flatten_tool_messages, react_protocol, tool_loop, uses_tool_api

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from verimap.base.plan import LLMVF, PythonVF
 from verimap.base.verdicts import SKIPPED, VFVerdict
-from verimap.checks.base import Check, CheckTools, Strength, Submission
+from verimap.base.verification import Check, CheckTools, Strength, Submission
 from verimap.checks.strength import perturbations
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from verimap.base.plan import Node
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VerificationReport, VFVerdict
-from verimap.checks.disputing import Disputing
+from verimap.base.verification import Disputing
 
 NODE = Node(id="solve", instruction="Solve.", inputs=["USER_TASK"], outputs={"answer": "number"})
 
