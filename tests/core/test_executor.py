@@ -2,6 +2,7 @@ import json
 
 import pytest
 
+from verimap.base.execution import Feedback
 from verimap.base.messages import AssistantMessage, ModelResponse, to_openai
 from verimap.base.plan import Node
 from verimap.base.purpose import ExecuteCall
@@ -11,7 +12,6 @@ from verimap.config import RunConfig
 from verimap.core import prompts
 from verimap.core.agent import parse_react
 from verimap.core.executor import Executor, check_output_keys, render_inputs
-from verimap.core.feedback import Feedback
 from verimap.testing import ScriptedModel, tool_call_reply
 from verimap.tools.registry import default_tools
 

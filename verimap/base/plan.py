@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import graphlib
+import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -310,6 +311,16 @@ def output_type(node: Node, name: str) -> TypeSpec:
     if spec == iotypes.ANY and iotypes.SOURCE_NAMES.search(name):
         return iotypes.CODE
     return spec
+
+
+def node_work(plan: Plan, node_id: str) -> str | None:
+    """What running `node_id` does in `plan`: the node and every node it depends on, as JSON
+    without display names. Two plans with the same work for a node run it the same way."""
+    if node_id not in plan.by_id:
+        return None
+    ids = sorted({node_id, *plan.ancestors(node_id)})
+    work = [plan.by_id[i].model_dump(mode="json", exclude={"name"}) for i in ids]
+    return json.dumps(work, sort_keys=True)
 
 
 def single_code_output(node: Node) -> bool:

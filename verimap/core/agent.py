@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from verimap.base.execution import OnToolCall
 from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
@@ -100,10 +100,6 @@ def react_protocol(model: Model, tools: ToolRegistry) -> str:
     if len(tools) and not uses_tool_api(model, tools):
         return prompts.EXECUTOR_REACT.format(tools=tools.describe())
     return ""
-
-
-# (tool, arguments, result, seconds the call took)
-OnToolCall = Callable[[str, str, str, float], None]
 
 
 @dataclass

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from verimap.base.failure import FailureContext
 from verimap.base.plan import USER_TASK, Node, Plan, PythonVF
+from verimap.base.roles import Planner
 from verimap.planning.fallback import nonempty_outputs_vf
 from verimap.planning.plan import parse_plan
-from verimap.planning.planner import Planner
 
 if TYPE_CHECKING:
     from verimap.base.run_context import RunContext

@@ -1,7 +1,8 @@
 """Planners turn a task into a verified-plan DAG, and a failure into a better plan.
 
-`Planner` is a protocol: anything with `plan(task, *, ctx)` and `replan(task, previous, failure,
-*, ctx)` coroutines returning a `Plan` works with the coordinator. `ctx` is the run's
+`Planner` is a protocol (`verimap.base.roles`): anything with `plan(task, *, ctx)` and
+`replan(task, previous, failure, *, ctx)` coroutines returning a `Plan` works with the
+coordinator. `ctx` is the run's
 `RunContext`: a planner meters its model calls with `ctx.model(...)` and reports rejected plans
 with `ctx.emit(PlanInvalid(...))`. Shipped: `LLMPlanner` here (the paper's verification-aware
 planner); `TemplatePlanner` and `AddVFsPlanner` in `verimap.planning.fixed_planners`. What
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -49,21 +50,6 @@ from verimap.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
     from verimap.base.run_context import RunContext
-
-
-@runtime_checkable
-class Planner(Protocol):
-    """Write your own: return a `Plan` (use `parse_plan` to validate) from both coroutines.
-
-    `ctx` is required: the coordinator calls both with the run's context, and a planner whose
-    methods take no `ctx` is refused when the coordinator is built (`require_ctx`). Outside a
-    run, pass `ctx=RunContext()`."""
-
-    async def plan(self, task: str, *, ctx: RunContext) -> Plan: ...
-
-    async def replan(
-        self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext
-    ) -> Plan: ...
 
 
 # Replies cut at the length limit in a row after which the planner stops asking.

@@ -36,7 +36,7 @@ from verimap.base.messages import (
     SystemMessage,
     UserMessage,
 )
-from verimap.base.plan import Plan, PlanError, PlanningError
+from verimap.base.plan import Plan, PlanError, PlanningError, node_work
 from verimap.base.protocols import Model
 from verimap.base.purpose import PlanCall
 from verimap.base.usage import PLANNER
@@ -46,7 +46,7 @@ from verimap.planning.demos import nearest
 from verimap.planning.domain import infer_domain
 from verimap.planning.fallback import with_task_examples
 from verimap.planning.plan import parse_plan
-from verimap.planning.plan_checks import node_work, plan_quality_problems
+from verimap.planning.plan_checks import plan_quality_problems
 from verimap.planning.plan_fixes import join_extra_sinks
 from verimap.planning.staged_schema import (
     ANSWER_TYPES,
