@@ -3,7 +3,8 @@
 The data model every floor above speaks: `Node`, `Edge`, `Plan` and the VF kinds
 (`verimap.base.plan_vfs`), with what can be read off a plan without judging it. A plan comes
 from a model, so it is untrusted input: build one with `verimap.planning.plan.parse_plan`,
-which raises `PlanError` listing every problem at once.
+which raises `PlanError` listing every problem at once. A planner that writes no valid plan
+raises `PlanningError`.
 """
 
 from __future__ import annotations

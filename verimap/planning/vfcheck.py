@@ -3,8 +3,9 @@
 A VF is model-written code, and small models get it wrong in the same few ways: code fences
 and stray indentation, an import the sandbox forbids, `outputs["total"]` on a node that outputs
 `answer`, a bare comparison without `assert`. At run time each would surface only after every
-retry had been spent on it, or not at all (a check that cannot fail passes). Found here, they
-go back to the planner with their line while it can still fix them.
+retry had been spent on it, or not at all (a check that cannot fail passes). Fences and
+indentation are undone as the VF is read (`verimap.base.plan_vfs.normalize_code`); the rest,
+found here, go back to the planner with their line while it can still fix them.
 """
 
 from __future__ import annotations
