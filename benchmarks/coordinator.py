@@ -19,9 +19,9 @@ import random
 import time
 
 import verimap
+from verimap.base.execution import ExecutorOutput
 from verimap.config import RunConfig
 from verimap.core.coordinator import Coordinator
-from verimap.core.executor import ExecutorOutput
 from verimap.core.verifier import Verifier
 from verimap.planning.fixed_planners import TemplatePlanner
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld

@@ -18,6 +18,7 @@ import statistics
 import time
 
 from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
+from verimap.base.plan import Node, plan_json_schema
 from verimap.base.run_context import RunContext
 from verimap.cli import log_to_stderr
 from verimap.core.executor import EXECUTOR_SETTINGS, Executor
@@ -27,7 +28,6 @@ from verimap.llm.openai_model import OpenAIModel
 from verimap.llm.structured import request_structured
 from verimap.local import server
 from verimap.local.endpoint import resolve_local
-from verimap.planning.plan import Node, plan_json_schema
 from verimap.planning.planner import LLMPlanner
 from verimap.tools.registry import ToolRegistry, calculator_tool
 

@@ -24,11 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from verimap.base import events as ev
+from verimap.base.plan import PlanningError
 from verimap.base.run_context import RunContext
 from verimap.evals.data import read_jsonl
 from verimap.methods.presets import PLAN_ANSWER_TYPES
 from verimap.observe.trace_files import read_typed_events
-from verimap.planning.planner import LLMPlanner, PlannerOptions, PlanningError
+from verimap.planning.planner import LLMPlanner, PlannerOptions
 from verimap.testing import ScriptedModel
 
 CORPUS = Path(__file__).with_name("data") / "rejected_plans.jsonl"

@@ -27,11 +27,12 @@ PACKAGE_DIR = Path(verimap.__file__).parent
 # The floors, from the ground up. A module imports only from its own floor or below; within a
 # floor, packages import each other without a cycle. `verimap` is the package's face.
 LAYERS: list[tuple[str, ...]] = [
-    ("verimap.base",),  # the vocabulary: errors, events, verdicts, usage, RunContext, protocols
+    # the vocabulary: errors, events, verdicts, usage, RunContext, the plan model, the protocols
+    ("verimap.base",),
     ("verimap.config",),  # the knobs of one run
     ("verimap.llm", "verimap.sandbox"),  # model backends; where untrusted code runs
     ("verimap.tools",),  # what an executor may call
-    ("verimap.planning",),  # the plan model and the planners
+    ("verimap.planning",),  # the planners and what they check in a plan
     ("verimap.checks",),  # verification the framework brings
     ("verimap.core",),  # the loop
     # what wires and watches a run: policies, the local model, `build`, other methods, telemetry
@@ -346,35 +347,34 @@ def test_the_core_never_imports_a_policy(graph):
 
 def test_planning_does_not_know_the_loop(graph):
     """The planner writes plans for any loop: nothing in verimap.planning reaches the core, the
-    coordinator least of all. What a replan is told (`FailureContext`) is planning's own type,
-    which the coordinator fills in."""
+    coordinator least of all. What a replan is told (`FailureContext`) is on the ground floor,
+    where the coordinator that fills it in and the planner that reads it both find it."""
     assert _chains(graph, "verimap.planning", "verimap.core.coordinator") == []
     assert _chains(graph, "verimap.planning", "verimap.core") == []
 
 
-# The step implementations; every other module of the loop names them through their protocols.
-IMPLEMENTATIONS = {"verimap.core.executor": "Executor", "verimap.core.verifier": "Verifier"}
+# The steps verimap ships and what only they use; the rest of `verimap.core` is the loop.
+STEPS = (
+    "verimap.core.executor",
+    "verimap.core.verifier",
+    "verimap.core.vf_checks",
+    "verimap.core.agent",
+    "verimap.core.prompts",
+)
 
 
-def _classes_taken(path: Path) -> list[str]:
-    """`module.Class` for every implementation class `path` imports by name."""
-    return [
-        f"{node.module}.{alias.name}"
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
-        if isinstance(node, ast.ImportFrom) and node.module in IMPLEMENTATIONS
-        for alias in node.names
-        if alias.name == IMPLEMENTATIONS[node.module]
-    ]
-
-
-def test_the_loop_types_its_steps_against_protocols():
-    """The coordinator and its helpers take any executor and verifier of the right shape
-    (`verimap.core.protocols`), not the classes verimap ships."""
-    core = PACKAGE_DIR / "core"
-    implementations = {f"{m.rsplit('.', 1)[1]}.py" for m in IMPLEMENTATIONS} | {"vf_checks.py"}
-    taken = {
-        path.name: classes
-        for path in sorted(core.glob("*.py"))
-        if path.name not in implementations and (classes := _classes_taken(path))
+def test_the_loop_types_its_steps_against_protocols(graph):
+    """The coordinator and its helpers take any planner, executor, verifier and check of the
+    right shape (`verimap.base.roles`, `verimap.base.verification`): through every import chain,
+    types included, they reach only the ground floor, the run's knobs and each other, never a
+    planner, executor, verifier or check verimap ships, nor a backend."""
+    loop = {m for m in graph.modules if m.startswith("verimap.core.") and m not in STEPS}
+    assert "verimap.core.coordinator" in loop
+    reached = {
+        m
+        for importer in loop
+        for m in graph.find_upstream_modules(importer)
+        if m.startswith("verimap")
     }
-    assert taken == {}
+    beyond = {m for m in reached - loop if not m.startswith(("verimap.base.", "verimap.config"))}
+    assert sorted(beyond) == []

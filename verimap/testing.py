@@ -35,12 +35,13 @@ from typing import Any
 from verimap.base.env import getenv, getenv_float, getenv_int
 from verimap.base.messages import ModelRequest, ModelResponse, ToolCall, UserMessage
 from verimap.base.model import ModelError
+from verimap.base.plan import USER_TASK, Plan
 from verimap.base.protocols import Sandbox
 from verimap.base.purpose import ExecuteCall, JudgeCall, PlanCall, SolveCall
 from verimap.base.sandbox import ExecResult, Outcome
 from verimap.base.usage import Price, Usage, cost_of
 from verimap.evals.tasksets import Benchmark, EvalTask, get_benchmark
-from verimap.planning.plan import USER_TASK, Plan, parse_plan
+from verimap.planning.plan import parse_plan
 from verimap.sandbox.policy import BYTECODE_MAGIC
 from verimap.sandbox.pooled import OUTPUT_LIMIT, vf_job
 from verimap.sandbox.worker import candidate, jobs, restricted

@@ -18,6 +18,7 @@ from typing import Any, overload
 from verimap.base.events import EventBus
 from verimap.base.model import Model
 from verimap.base.protocols import Sandbox
+from verimap.base.roles import Planner
 from verimap.config import RunConfig, given
 from verimap.core.coordinator import Coordinator
 from verimap.core.executor import EXECUTOR_SETTINGS, Executor
@@ -30,7 +31,7 @@ from verimap.methods.presets import (
     Method,
     get_method,
 )
-from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner, Planner, PlannerOptions
+from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner, PlannerOptions
 from verimap.policies import Policy, SmallModel, fill, get_policies
 from verimap.tools.registry import ToolRegistry, default_tools
 

@@ -5,12 +5,11 @@ from verimap.base.accounting import BudgetExceeded
 from verimap.base.errors import VerimapError
 from verimap.base.iotypes import TypeMismatch
 from verimap.base.model import ModelError
+from verimap.base.plan import PlanError, PlanningError
 from verimap.base.sandbox import SandboxUnavailable
 from verimap.evals.data import DataError
 from verimap.evals.runner import RunDirError
 from verimap.local.server import ServerError
-from verimap.planning.plan import PlanError
-from verimap.planning.planner import PlanningError
 
 
 def test_one_clause_catches_them_and_the_old_bases_still_do():

@@ -8,8 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from verimap.base import iotypes
+from verimap.base.plan import Node, PlanError
 from verimap.core.executor import coerce_outputs, outputs_schema
-from verimap.planning.plan import Node, PlanError, parse_plan
+from verimap.planning.plan import parse_plan
 
 
 def node(outputs) -> Node:
@@ -127,7 +128,7 @@ def test_an_invalid_schema_type_is_a_plan_error():
 
 
 def test_the_plan_schema_has_types_and_still_takes_bare_names():
-    from verimap.planning.plan import plan_json_schema
+    from verimap.base.plan import plan_json_schema
 
     schema = plan_json_schema()
     typed = {

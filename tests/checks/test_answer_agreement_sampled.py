@@ -7,8 +7,8 @@ from verimap.base.check_names import ANSWER_AGREEMENT as NAME
 from verimap.base.events import CROSS_CHECK, RETRIES_STOPPED
 from verimap.base.model import ModelError
 from verimap.base.run_context import RunContext
+from verimap.base.verification import CheckTools, Submission
 from verimap.checks.answer_agreement import SAMPLED_BALLOT, AnswerAgreement, Vote
-from verimap.checks.base import CheckTools, Submission
 from verimap.planning.plan import parse_plan
 from verimap.testing import ScriptedWorld
 

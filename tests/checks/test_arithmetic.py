@@ -6,13 +6,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import verimap
+from verimap.base.failure import FailureContext
 from verimap.base.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VerificationReport, VFVerdict
+from verimap.base.verification import CheckTools, Submission
 from verimap.checks import arithmetic, shown_work
-from verimap.checks.base import CheckTools, Submission
 from verimap.config import RunConfig
-from verimap.planning.failure import FailureContext
 from verimap.planning.plan import parse_plan
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld
 

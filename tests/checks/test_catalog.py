@@ -9,13 +9,15 @@ import pytest
 
 from verimap.base.check_names import CATALOG, DOMAIN_CHECKS, PLAN_CHECKS
 from verimap.base.messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from verimap.base.plan import CheckVF, Node, PlanError, plan_json_schema
 from verimap.base.run_context import RunContext
-from verimap.checks.base import CheckTools, Submission
+from verimap.base.verification import CheckTools, Submission
 from verimap.checks.evidence import passages, same_source, supports
 from verimap.checks.registry import describe, plan_check
 from verimap.core.agent import flatten_tool_messages
+from verimap.core.verifier import source_index
 from verimap.evals.retrieval import Chunk, Hit, format_hits
-from verimap.planning.plan import CheckVF, Node, PlanError, parse_plan, plan_json_schema
+from verimap.planning.plan import parse_plan
 from verimap.planning.staged_schema import check_schemas, node_schema
 from verimap.tools.registry import Tool, ToolRegistry
 
@@ -77,7 +79,7 @@ class SearchDouble(Tool):
 
 def corpus_tools(*sources: str, knows: bool = True) -> CheckTools:
     search = SearchDouble("search", "Search.", {}, lambda: "", sources if knows else None)
-    return CheckTools(tools=ToolRegistry([search]))
+    return CheckTools(sources=source_index(ToolRegistry([search])))
 
 
 def verdict(

@@ -15,7 +15,7 @@ from verimap.base.run_context import RunContext
 from verimap.base.sandbox import ExecResult, Outcome
 from verimap.base.usage import JUDGE
 from verimap.base.verdicts import ABSTAINED
-from verimap.checks.base import Check, CheckTools, Chooser, Submission
+from verimap.base.verification import Check, CheckTools, Chooser, Submission
 from verimap.checks.code_agreement import CodeAgreement
 from verimap.config import RunConfig
 from verimap.planning.plan import parse_plan

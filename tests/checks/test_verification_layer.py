@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from verimap.base.accounting import BudgetExceeded
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import ABSTAINED, VFVerdict
-from verimap.checks.base import CheckTools, Strength, Submission, verdict
+from verimap.base.verification import CheckTools, Strength, Submission, verdict
 from verimap.core.verifier import Verifier
 from verimap.planning.plan import parse_plan
 from verimap.testing import InProcessSandboxDouble
@@ -257,7 +257,7 @@ def test_the_verdict_is_the_and_of_every_vf_and_check_whatever_their_kind(spec, 
 
 
 def test_a_plan_vf_a_catalog_check_and_a_framework_check_are_one_kind_of_object():
-    from verimap.checks.base import Check
+    from verimap.base.verification import Check
     from verimap.core.vf_checks import CHEAP_TIER as CHEAP
     from verimap.core.vf_checks import DISPUTING_TIER as DISPUTING
     from verimap.core.vf_checks import JUDGE_TIER as JUDGE

@@ -6,10 +6,10 @@ import pytest
 import verimap
 from verimap.base.accounting import Budget
 from verimap.base.events import read_trace
+from verimap.base.execution import ExecutorOutput
 from verimap.base.messages import AssistantMessage, UserMessage
 from verimap.base.run_context import RunContext
 from verimap.config import RunConfig
-from verimap.core.executor import ExecutorOutput
 from verimap.observe.picture import run_to_mermaid
 from verimap.planning.fixed_planners import TemplatePlanner
 from verimap.planning.planner import LLMPlanner, PlannerOptions

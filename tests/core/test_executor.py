@@ -2,7 +2,9 @@ import json
 
 import pytest
 
+from verimap.base.execution import Feedback
 from verimap.base.messages import AssistantMessage, ModelResponse, to_openai
+from verimap.base.plan import Node
 from verimap.base.purpose import ExecuteCall
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VFVerdict
@@ -10,8 +12,6 @@ from verimap.config import RunConfig
 from verimap.core import prompts
 from verimap.core.agent import parse_react
 from verimap.core.executor import Executor, check_output_keys, render_inputs
-from verimap.core.feedback import Feedback
-from verimap.planning.plan import Node
 from verimap.testing import ScriptedModel, tool_call_reply
 from verimap.tools.registry import default_tools
 

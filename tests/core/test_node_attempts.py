@@ -3,12 +3,11 @@
 from typing import Any
 
 import verimap
+from verimap.base.execution import ExecutorOutput, Feedback
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VerificationReport, VFVerdict
-from verimap.checks.disputing import Disputing
+from verimap.base.verification import Disputing
 from verimap.config import RunConfig
-from verimap.core.executor import ExecutorOutput
-from verimap.core.feedback import Feedback
 from verimap.core.node_attempts import NodeAttempts, NodeJob, NodeStep
 from verimap.core.result import AttemptReport, NodeReport
 

@@ -4,10 +4,10 @@ import warnings
 import pytest
 
 from verimap.base.messages import GenerationSettings, to_openai
+from verimap.base.plan import Node
 from verimap.base.purpose import JudgeCall
 from verimap.base.run_context import RunContext
 from verimap.core.verifier import Verifier
-from verimap.planning.plan import Node
 from verimap.sandbox import get_sandbox
 from verimap.testing import InProcessSandboxDouble, ScriptedModel
 

@@ -8,8 +8,8 @@ import jsonschema
 import pytest
 
 from verimap.base.messages import GenerationSettings, ModelRequest, SystemMessage, UserMessage
+from verimap.base.plan import Plan, plan_json_schema
 from verimap.llm.structured import request_structured
-from verimap.planning.plan import Plan, plan_json_schema
 from verimap.planning.planner import LLMPlanner
 
 pytestmark = pytest.mark.localmodel

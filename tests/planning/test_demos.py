@@ -6,8 +6,9 @@ import json
 import pytest
 
 from verimap.base.check_names import DOMAIN_CHECKS
+from verimap.base.plan import LLMVF, CheckVF
 from verimap.planning.demos import DOMAINS, held_out, nearest, pool
-from verimap.planning.plan import LLMVF, CheckVF, parse_plan
+from verimap.planning.plan import parse_plan
 from verimap.planning.plan_checks import plan_quality_problems
 from verimap.planning.plan_fixes import join_extra_sinks
 from verimap.planning.staged_schema import ANSWER_TYPES, FINAL, make_node, node_schema, outline

@@ -4,7 +4,8 @@ import json
 
 import pytest
 
-from verimap.planning.plan import PlanError, parse_plan, plan_json_schema, to_mermaid
+from verimap.base.plan import PlanError, plan_json_schema, to_mermaid
+from verimap.planning.plan import parse_plan
 
 
 def node(id, inputs=("USER_TASK",), outputs=("x",), vfs=(), **kw):

@@ -3,22 +3,18 @@ import json
 import pytest
 
 from verimap.base.events import PLAN_INVALID, Event
+from verimap.base.failure import FailureContext
 from verimap.base.messages import AssistantMessage, to_openai
+from verimap.base.plan import Plan, PlanningError, plan_json_schema
 from verimap.base.purpose import PlanCall
+from verimap.base.roles import Planner
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VFVerdict
 from verimap.core.verifier import Verifier
 from verimap.planning import prompts
-from verimap.planning.failure import FailureContext
 from verimap.planning.fixed_planners import AddVFsPlanner, TemplatePlanner
-from verimap.planning.plan import Plan, parse_plan, plan_json_schema
-from verimap.planning.planner import (
-    PLANNER_SETTINGS,
-    LLMPlanner,
-    Planner,
-    PlannerOptions,
-    PlanningError,
-)
+from verimap.planning.plan import parse_plan
+from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner, PlannerOptions
 from verimap.testing import InProcessSandboxDouble, ScriptedModel
 from verimap.tools.registry import default_tools
 

@@ -7,14 +7,15 @@ import pytest
 
 import verimap
 from verimap.base.events import PLAN_INVALID, Event
+from verimap.base.failure import FailureContext
 from verimap.base.messages import UserMessage
+from verimap.base.plan import LLMVF, CheckVF, PlanningError
 from verimap.base.purpose import PlanCall
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VFVerdict
 from verimap.config import RunConfig
-from verimap.planning.failure import FailureContext
-from verimap.planning.plan import LLMVF, CheckVF, parse_plan
-from verimap.planning.planner import LLMPlanner, PlannerOptions, PlanningError
+from verimap.planning.plan import parse_plan
+from verimap.planning.planner import LLMPlanner, PlannerOptions
 from verimap.planning.staged import StagedPlanner
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld
 

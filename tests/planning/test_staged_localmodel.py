@@ -10,8 +10,8 @@ import pytest
 import verimap
 from verimap.base.accounting import Budget
 from verimap.base.events import read_trace
+from verimap.base.plan import LLMVF
 from verimap.config import RunConfig
-from verimap.planning.plan import LLMVF
 from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner, PlannerOptions
 from verimap.policies.small_model import ReplyCap
 from verimap.testing import HashingEmbedderDouble

@@ -2,8 +2,10 @@
 
 import pytest
 
-from verimap.planning.plan import Node, PlanError, PythonVF, parse_plan
-from verimap.planning.vfcheck import normalize_code, vf_problems
+from verimap.base.plan import Node, PlanError, PythonVF
+from verimap.base.plan_vfs import normalize_code
+from verimap.planning.plan import parse_plan
+from verimap.planning.vfcheck import vf_problems
 
 NODE = Node(
     id="calc", instruction="x", inputs=["USER_TASK", "ex.price"], outputs={"total": "number"}

@@ -251,8 +251,9 @@ async def test_tracebacks_show_the_users_code_not_the_worker(any_sandbox):
 
 async def test_the_planners_demonstration_vfs_pass_right_outputs_and_fail_wrong_ones(any_sandbox):
     """A demonstration whose VFs do not run would teach the planner broken checks."""
+    from verimap.base.plan import PythonVF
     from verimap.planning import prompts
-    from verimap.planning.plan import PythonVF, parse_plan
+    from verimap.planning.plan import parse_plan
 
     right = "def running_max(xs):\n    out, m = [], None\n    for x in xs:\n        m = x if m is None else max(m, x)\n        out.append(m)\n    return out\n"
     cases = [

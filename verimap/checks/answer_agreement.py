@@ -35,12 +35,12 @@ from verimap.base.check_names import ANSWER_AGREEMENT, MIXED, SAMPLED, STRICT, k
 from verimap.base.events import CrossCheck
 from verimap.base.model import ModelError
 from verimap.base.numbers import normalize_number
+from verimap.base.plan import Node
 from verimap.base.verdicts import ABSTAINED, VFVerdict
+from verimap.base.verification import CheckTools, Strength, Submission, verdict
 from verimap.checks.arithmetic import slips
-from verimap.checks.base import CheckTools, Strength, Submission, verdict
 from verimap.checks.programs import ProgramRun, write_program
 from verimap.checks.samples import sample_answer
-from verimap.planning.plan import Node
 
 if TYPE_CHECKING:
     from verimap.base.run_context import RunContext

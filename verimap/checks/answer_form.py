@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from verimap.base.check_names import ABSTENTION, DATE, ENTITY, NUMBER_IN_RANGE, YES_NO
 from verimap.base.numbers import normalize_number
 from verimap.base.verdicts import VFVerdict
-from verimap.checks.base import CheckTools, Strength, Submission, verdict
+from verimap.base.verification import CheckTools, Strength, Submission, verdict
 
 if TYPE_CHECKING:
     from verimap.base.run_context import RunContext

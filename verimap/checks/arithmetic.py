@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from verimap.base.check_names import ARITHMETIC
 from verimap.base.messages import AssistantMessage, Message
 from verimap.base.verdicts import VFVerdict
-from verimap.checks.base import CheckTools, Strength, Submission
+from verimap.base.verification import CheckTools, Strength, Submission
 from verimap.tools.registry import THOUSANDS_SEP, CalculatorError, safe_eval
 
 if TYPE_CHECKING:

@@ -30,11 +30,12 @@ from verimap.base.events import CrossCheck
 from verimap.base.iotypes import code_from_reply
 from verimap.base.messages import ModelRequest, UserMessage
 from verimap.base.model import ModelError
+from verimap.base.plan import Node
 from verimap.base.purpose import SolveCall
 from verimap.base.sandbox import Outcome
 from verimap.base.usage import JUDGE
 from verimap.base.verdicts import ABSTAINED, VFVerdict
-from verimap.checks.base import CheckTools, Strength, Submission, verdict
+from verimap.base.verification import CheckTools, Strength, Submission, verdict
 from verimap.checks.behaviour import (
     Behaviour,
     Result,
@@ -53,7 +54,6 @@ from verimap.checks.behaviour import (
     within_domain,
 )
 from verimap.checks.examples import RunExamples, code_output, run_examples
-from verimap.planning.plan import Node
 from verimap.sandbox.policy import task_examples
 
 if TYPE_CHECKING:

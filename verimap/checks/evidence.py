@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from verimap.base.check_names import (
     ABSTENTION,
@@ -30,8 +30,8 @@ from verimap.base.check_names import (
 )
 from verimap.base.messages import Message, ToolMessage, UserMessage
 from verimap.base.verdicts import VFVerdict
+from verimap.base.verification import CheckTools, Strength, Submission, verdict
 from verimap.checks.answer_form import is_abstention, named_value, parse_date
-from verimap.checks.base import CheckTools, Strength, Submission, verdict
 
 if TYPE_CHECKING:
     from verimap.base.run_context import RunContext
@@ -220,26 +220,6 @@ def _from_source(claim: Any, source: str, found: list[Passage]) -> str | None:
     return None
 
 
-@runtime_checkable
-class SourceIndex(Protocol):
-    """A tool that knows the corpus's sources (the search tool)."""
-
-    def holds_source(self, name: str) -> bool | None:
-        """Whether any article of the corpus is from a source called `name` (None: it cannot
-        tell, e.g. a tool that only describes itself)."""
-        ...
-
-
-def source_index(tools: CheckTools) -> SourceIndex | None:
-    """The run's tool that knows the corpus's sources, if it has one."""
-    registry = tools.tools
-    if registry is None:
-        return None
-    return next(
-        (t for n in registry.names() if isinstance(t := registry.get(n), SourceIndex)), None
-    )
-
-
 @dataclass
 class FactsFromSources:
     """Each (output, source) pair's output is supported by a passage of its source."""
@@ -259,7 +239,7 @@ class FactsFromSources:
             if not present:
                 return verdict(self, "FAIL", f"the node gave no output {output!r}")
             values.append((output, source, value))
-        index = source_index(tools)
+        index = tools.sources
         absent = {s for _, s, _ in values if index is not None and index.holds_source(s) is False}
         if all(is_abstention(v) and s not in absent for _, s, v in values):
             return None

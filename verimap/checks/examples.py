@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 from verimap.base import iotypes
 from verimap.base.check_names import RUN_EXAMPLES
+from verimap.base.plan import output_type
 from verimap.base.sandbox import Outcome
 from verimap.base.verdicts import ABSTAINED, VFVerdict
-from verimap.checks.base import CheckTools, Strength, Submission, verdict
-from verimap.planning.plan import output_type
+from verimap.base.verification import CheckTools, Strength, Submission, verdict
 
 if TYPE_CHECKING:
     from verimap.base.run_context import RunContext

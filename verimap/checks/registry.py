@@ -19,15 +19,15 @@ from verimap.base.check_names import (
     SHOWN_WORK,
     YES_NO,
 )
+from verimap.base.plan import CheckVF
+from verimap.base.verification import Check
 from verimap.checks.answer_agreement import AnswerAgreement
 from verimap.checks.answer_form import answer_form
 from verimap.checks.arithmetic import Arithmetic
-from verimap.checks.base import Check
 from verimap.checks.code_agreement import CodeAgreement
 from verimap.checks.evidence import evidence_check
 from verimap.checks.examples import RunExamples
 from verimap.checks.shown_work import ShownWork
-from verimap.planning.plan import CheckVF
 
 FACTORIES: dict[str, Callable[[], Check]] = {
     RUN_EXAMPLES: RunExamples,

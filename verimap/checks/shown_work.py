@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 from verimap.base.check_names import SHOWN_WORK
 from verimap.base.messages import AssistantMessage, Message, ToolMessage
 from verimap.base.verdicts import VFVerdict
+from verimap.base.verification import CheckTools, Strength, Submission
 from verimap.checks.arithmetic import _assistant_text, _show, normalise
-from verimap.checks.base import CheckTools, Strength, Submission
 from verimap.tools.registry import THOUSANDS_SEP
 
 if TYPE_CHECKING:

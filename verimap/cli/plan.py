@@ -8,7 +8,8 @@ from pathlib import Path
 
 import click
 
-from verimap.planning.plan import Plan, PlanError, parse_plan, plan_json_schema, to_mermaid
+from verimap.base.plan import Plan, PlanError, plan_json_schema, to_mermaid
+from verimap.planning.plan import parse_plan
 
 
 def load_plan_file(path: Path) -> Plan:

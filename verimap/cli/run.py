@@ -286,9 +286,9 @@ def run(
     """
     import verimap
     from verimap.base.model import ModelError
+    from verimap.base.plan import PlanError
     from verimap.base.sandbox import SandboxUnavailable
     from verimap.planning.fixed_planners import TemplatePlanner
-    from verimap.planning.plan import PlanError
     from verimap.wiring import build, resolve
 
     if not task.strip():

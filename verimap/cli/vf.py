@@ -11,9 +11,10 @@ from typing import Any
 import click
 
 from verimap.base.model import ModelError
+from verimap.base.plan import USER_TASK, PlanError
 from verimap.cli import endpoint_options, sandbox_option
 from verimap.core.verifier import Verifier
-from verimap.planning.plan import USER_TASK, PlanError, parse_plan
+from verimap.planning.plan import parse_plan
 
 EXIT_PASS, EXIT_FAIL, EXIT_BAD_INPUT = 0, 1, 2
 

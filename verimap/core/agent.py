@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
+from verimap.base.execution import OnToolCall
 from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
@@ -114,10 +114,6 @@ def brief(arguments: str, limit: int = 60) -> str:
         for k, v in value.items()
     }
     return ", ".join(f"{k}={v!r}" for k, v in cut.items())
-
-
-# (tool, arguments, result, seconds the call took)
-OnToolCall = Callable[[str, str, str, float], None]
 
 
 @dataclass

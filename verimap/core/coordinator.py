@@ -28,20 +28,18 @@ from typing import Any
 
 from verimap.base import events as ev
 from verimap.base.events import EventBus
+from verimap.base.execution import Feedback
+from verimap.base.plan import Plan, PlanError, PlanningError, node_work
+from verimap.base.roles import Executor, Planner, Verifier
 from verimap.base.run_context import RunContext, require_ctx
 from verimap.config import RunConfig
-from verimap.core.feedback import Feedback
 from verimap.core.node_attempts import NodeAttempts, NodeJob, NodeStep
 from verimap.core.node_context import best_unverified, content_key
 from verimap.core.plan_run import run_plan
-from verimap.core.protocols import Executor, Verifier
 from verimap.core.result import ErrorKind, NodeReport, RunResult, RunStatus
 from verimap.core.run_end import repeated_work_error, unconfirmed_error, why_unverified
 from verimap.core.run_scope import Runner
 from verimap.core.vacuity import vet
-from verimap.planning.plan import Plan, PlanError
-from verimap.planning.plan_checks import node_work
-from verimap.planning.planner import Planner, PlanningError
 
 
 class _RunState:
@@ -66,7 +64,7 @@ class _RunState:
         # (the plan kept, or a replan that hands the failed node's work back unchanged).
         self.carry: dict[str, Feedback] = {}
         self.kept: Counter[str] = Counter()
-        # How often each node's work (`plan_checks.node_work`) has failed in this run.
+        # How often each node's work (`node_work`) has failed in this run.
         self.failed_work: Counter[str | None] = Counter()
         self.best: dict[str, Any] | None = None
         # Verdicts the sandbox could not give (SANDBOX_ERROR), which the verifier counts as fails.

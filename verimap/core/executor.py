@@ -18,9 +18,8 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, Field
-
 from verimap.base import iotypes
+from verimap.base.execution import TEXT_OUTPUT, ExecutorOutput, Feedback, OnToolCall
 from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
@@ -29,28 +28,17 @@ from verimap.base.messages import (
     SystemMessage,
     UserMessage,
 )
+from verimap.base.plan import USER_TASK, Node, output_type, single_code_output
 from verimap.base.protocols import Model
 from verimap.base.purpose import ExecuteCall
 from verimap.base.usage import EXECUTOR
-from verimap.base.verdicts import clip
 from verimap.core import prompts
-from verimap.core.agent import (
-    OnToolCall,
-    flatten_tool_messages,
-    react_protocol,
-    tool_loop,
-    uses_tool_api,
-)
-from verimap.core.feedback import Feedback
+from verimap.core.agent import flatten_tool_messages, react_protocol, tool_loop, uses_tool_api
 from verimap.llm.structured import StructuredOutputError, request_structured
-from verimap.planning.plan import USER_TASK, Node, output_type
 from verimap.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
     from verimap.base.run_context import RunContext
-
-# The one output of a text-only executor: its reply as written.
-TEXT_OUTPUT = "text"
 
 _FINAL_ANSWER_TEXT = re.compile(r"Final Answer\s*:\s*", re.I)
 
@@ -58,24 +46,6 @@ _FINAL_ANSWER_TEXT = re.compile(r"Final Answer\s*:\s*", re.I)
 def relation(generation: int) -> str:
     """How a text-only executor's prompt names an ancestor `generation` levels up."""
     return {1: "parent", 2: "grandparent"}.get(generation, f"{generation} generations back")
-
-
-class ExecutorOutput(BaseModel):
-    outputs: dict[str, Any] | None = None
-    error: str | None = None
-    steps: int = 0
-    tool_calls: int = 0
-    messages: list[Message] = Field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.outputs is not None
-
-    def reply(self, limit: int = 4000) -> str:
-        """What the executor wrote (its reasoning and tool requests), cut to `limit` for the
-        trace: a wrong answer that passed its VFs can only be understood from its working."""
-        texts = [m.content for m in self.messages if isinstance(m, AssistantMessage) and m.content]
-        return clip("\n\n".join(texts), limit)
 
 
 def outputs_schema(node: Node) -> dict[str, Any]:
@@ -100,10 +70,6 @@ def coerce_outputs(node: Node, value: dict[str, Any]) -> tuple[dict[str, Any], l
         except iotypes.TypeMismatch as e:
             problems.append(f"{name}: {e}")
     return out, problems
-
-
-def single_code_output(node: Node) -> bool:
-    return len(node.outputs) == 1 and output_type(node, next(iter(node.outputs))) == iotypes.CODE
 
 
 # Inputs shown as plain text rather than as a JSON string: a word problem or a function's source

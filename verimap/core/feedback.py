@@ -1,42 +1,14 @@
-"""What a failed attempt teaches the next one: the feedback a retried node gets. The coordinator
-builds it from verdicts and the executor renders it into its prompt. What a replan is told is
-`verimap.planning.failure.FailureContext`, which lives with the planner."""
+"""What a failed attempt teaches the next one: the coordinator builds a retried node's
+`Feedback` (`verimap.base.execution`) from the failed attempt, and the executor renders it into
+its prompt."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel, Field
-
-from verimap.base.verdicts import VFVerdict, clip
-from verimap.core import prompts
+from verimap.base.execution import Feedback
 from verimap.core.result import AttemptReport
-
-
-class Feedback(BaseModel):
-    """What a retry is told: its previous outputs and why they failed. A `fresh` retry is told
-    only why: it starts over instead of repairing outputs it would stay anchored to."""
-
-    previous_outputs: dict[str, Any] | None = None
-    failures: list[VFVerdict] = Field(default_factory=list)
-    error: str | None = None
-    fresh: bool = False
-
-    def render(self, limit: int = 3000) -> str:
-        """Cut to fit a small model's context: each failure gets its share of `limit`."""
-        lines = [v.feedback() for v in self.failures]
-        if self.error:
-            lines.append(f"[attempt error] {self.error}")
-        per = max(300, limit // max(1, 2 * len(lines)))
-        failures = "\n".join(clip(line, per) for line in lines) or "(no details)"
-        if self.fresh:
-            return prompts.EXECUTOR_FEEDBACK_FRESH.format(failures=failures)
-        return prompts.EXECUTOR_FEEDBACK.format(
-            previous=clip(json.dumps(self.previous_outputs, ensure_ascii=False, default=str), 1000),
-            failures=failures,
-        )
 
 
 def retry_feedback(

@@ -18,16 +18,16 @@ from functools import partial
 from typing import Any
 
 from verimap.base import events as ev
+from verimap.base.execution import TEXT_OUTPUT, Feedback
+from verimap.base.plan import Node, single_code_output
+from verimap.base.roles import Executor, Verifier
 from verimap.base.run_context import RunContext
 from verimap.base.sandbox import Outcome
 from verimap.base.verdicts import VFVerdict, clip
 from verimap.config import RunConfig
-from verimap.core.executor import TEXT_OUTPUT, single_code_output
-from verimap.core.feedback import Feedback, retry_feedback
+from verimap.core.feedback import retry_feedback
 from verimap.core.node_context import plurality
-from verimap.core.protocols import Executor, Verifier
 from verimap.core.result import AttemptReport, NodeReport
-from verimap.planning.plan import Node
 
 
 @dataclass(frozen=True)

@@ -12,11 +12,11 @@ from typing import Any
 
 from verimap.base import iotypes
 from verimap.base.check_names import CATALOG
+from verimap.base.execution import TEXT_OUTPUT
+from verimap.base.failure import AncestorContext, FailureContext
+from verimap.base.plan import USER_TASK, CheckVF, Node, Plan
 from verimap.config import RunConfig
-from verimap.core.executor import TEXT_OUTPUT
 from verimap.core.result import NodeReport
-from verimap.planning.failure import AncestorContext, FailureContext
-from verimap.planning.plan import USER_TASK, CheckVF, Node, Plan
 
 
 def resolve_inputs(

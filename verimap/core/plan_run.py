@@ -10,6 +10,8 @@ import heapq
 from collections.abc import Callable, Coroutine
 from typing import Any
 
+from verimap.base.failure import FailureContext
+from verimap.base.plan import Plan
 from verimap.config import RunConfig
 from verimap.core.node_attempts import NodeJob
 from verimap.core.node_context import (
@@ -21,8 +23,6 @@ from verimap.core.node_context import (
     votes_needed,
 )
 from verimap.core.result import NodeReport
-from verimap.planning.failure import FailureContext
-from verimap.planning.plan import Plan
 
 # Runs one node's job to its final report (the coordinator adds what the run carries to it).
 RunNode = Callable[[NodeJob], Coroutine[Any, Any, NodeReport]]

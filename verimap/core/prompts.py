@@ -92,19 +92,6 @@ EXECUTOR_TEXT_OUTPUTS = " (it should give: {names})"
 
 EXECUTOR_TEXT_FINAL = "Now give your final result in plain text, without calling any tool."
 
-EXECUTOR_FEEDBACK = """
-This is a retry. Your previous outputs were:
-{previous}
-They failed verification:
-{failures}
-Correct the problems."""
-
-# A retry that starts afresh (`RunConfig.execution.fresh_code_retries`): what failed, not the failed code.
-EXECUTOR_FEEDBACK_FRESH = """
-This is a new attempt. An earlier solution failed verification:
-{failures}
-Write a new solution from the start; do not repeat that mistake."""
-
 EXECUTOR_FINAL = """\
 Now give your final result as a JSON object with exactly these keys: {outputs}. \
 Each value has its type: a number is a plain JSON number (never an object or a sentence); code \

@@ -6,9 +6,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from verimap.base.plan import Plan
 from verimap.base.usage import UsageByRole
 from verimap.base.verdicts import VFVerdict
-from verimap.planning.plan import Plan
 
 # unconfirmed: every VF passed, but the answers of its attempts did not agree (RunConfig.verify.agreement).
 NodeStatus = Literal[

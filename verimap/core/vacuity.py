@@ -13,11 +13,10 @@ from collections.abc import Awaitable, Callable
 from functools import partial
 
 from verimap.base import events as ev
+from verimap.base.plan import Plan, PlanError, PlanningError
+from verimap.base.roles import Planner, Verifier
 from verimap.base.run_context import RunContext
 from verimap.config import RunConfig
-from verimap.core.protocols import Verifier
-from verimap.planning.plan import Plan, PlanError
-from verimap.planning.planner import Planner, PlanningError
 
 Repair = Callable[[Plan, list[str]], Awaitable[Plan]]
 

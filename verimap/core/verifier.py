@@ -31,13 +31,20 @@ from verimap.base.messages import (
 )
 from verimap.base.messages import Message as TranscriptMessage
 from verimap.base.model import ModelError
+from verimap.base.plan import LLMVF, USER_TASK, CheckVF, Node, Plan, PythonVF
 from verimap.base.protocols import Model, Sandbox
 from verimap.base.purpose import JudgeCall
 from verimap.base.sandbox import Outcome
 from verimap.base.usage import JUDGE
 from verimap.base.verdicts import ABSTAINED, VerificationReport, VFVerdict
-from verimap.checks.base import Check, CheckTools, Submission, verdict
-from verimap.checks.disputing import Disputing
+from verimap.base.verification import (
+    Check,
+    CheckTools,
+    Disputing,
+    SourceIndex,
+    Submission,
+    verdict,
+)
 from verimap.config import RunConfig
 from verimap.core import prompts
 from verimap.core.agent import flatten_tool_messages, react_protocol, tool_loop, uses_tool_api
@@ -51,7 +58,6 @@ from verimap.core.vf_checks import (
     tier_of,
 )
 from verimap.llm.structured import StructuredOutputError, request_structured
-from verimap.planning.plan import LLMVF, USER_TASK, CheckVF, Node, Plan, PythonVF
 from verimap.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
@@ -114,8 +120,8 @@ class Verifier:
         replies, before it gives its verdict; without tools it reasons in one reply. `checks`:
         built-in checks run beside every node's VFs where they apply (a plan may ask for more
         by name); `retry_temperature`: what their independent solutions after the first are
-        sampled at. `lookup_tools`: the run's tools, which checks may consult
-        (`CheckTools.tools`), whether or not the judge reasons with them."""
+        sampled at. `lookup_tools`: the run's tools, whose knowledge of the corpus checks may
+        consult (`CheckTools.sources`), whether or not the judge reasons with them."""
         if threshold is not None and not 0 <= threshold <= 1:
             raise ValueError(f"threshold must be within [0, 1], got {threshold}")
         self.sandbox = sandbox
@@ -135,13 +141,14 @@ class Verifier:
 
     @property
     def check_tools(self) -> CheckTools:
+        """What the checks may use (`CheckTools`)."""
         return CheckTools(
             sandbox=self.sandbox,
             model=self.judge_model,
             settings=self.settings,
             retry_temperature=self.retry_temperature,
             timeout_s=self.vf_timeout_s,
-            tools=self.lookup_tools,
+            sources=source_index(self.lookup_tools),
         )
 
     @classmethod
@@ -520,3 +527,10 @@ def _verdict(vf: LLMVF, passed: bool, explanation: str) -> VFVerdict:
         weight=vf.weight,
         strength="strong",
     )
+
+
+def source_index(tools: ToolRegistry | None) -> SourceIndex | None:
+    """The first of `tools` that knows the corpus's sources, if any."""
+    if tools is None:
+        return None
+    return next((t for n in tools.names() if isinstance(t := tools.get(n), SourceIndex)), None)

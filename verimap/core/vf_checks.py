@@ -21,10 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from verimap.base.plan import LLMVF, PythonVF
 from verimap.base.verdicts import SKIPPED, VFVerdict
-from verimap.checks.base import Check, CheckTools, Strength, Submission
+from verimap.base.verification import Check, CheckTools, Strength, Submission
 from verimap.checks.strength import perturbations
-from verimap.planning.plan import LLMVF, PythonVF
 
 if TYPE_CHECKING:
     from verimap.base.run_context import RunContext

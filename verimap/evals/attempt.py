@@ -20,10 +20,10 @@ from pydantic import BaseModel, Field
 
 from verimap.base.events import EventBus
 from verimap.base.out_files import file_name
+from verimap.base.plan import LLMVF, CheckVF, PythonVF
 from verimap.base.protocols import Sandbox
 from verimap.base.verdicts import SKIPPED
 from verimap.evals.tasksets import Benchmark, EvalTask
-from verimap.planning.plan import LLMVF, CheckVF, PythonVF
 
 # (task, run index, trace path) -> RunResult
 Solver = Callable[[EvalTask, int, Any], Awaitable[Any]]

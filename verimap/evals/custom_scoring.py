@@ -90,8 +90,8 @@ async def judge(task: EvalTask, answer: Any, ctx: Scoring) -> Score:
     """The run's judge model decides whether the answer agrees with the target, through the
     verifier's own judging of a natural-language criterion (free-text reasoning, then a
     verdict at temperature 0)."""
+    from verimap.base.plan import LLMVF, Node
     from verimap.core.verifier import Verifier
-    from verimap.planning.plan import LLMVF, Node
 
     if ctx.judge is None:
         raise RuntimeError("the judge scorer needs the run's judge model")

@@ -40,6 +40,7 @@ from verimap.base import events as ev
 from verimap.base.errors import VerimapError
 from verimap.base.messages import AssistantMessage, to_openai
 from verimap.base.out_files import jsonl_of, write_file
+from verimap.base.plan import PlanError
 from verimap.base.protocols import Model, Sandbox
 from verimap.base.redaction import redact, secret_values
 from verimap.evals.data import DataError
@@ -49,7 +50,7 @@ from verimap.evals.tools import math_tools, programming_tools, qa_tools
 from verimap.methods.presets import METHODS
 from verimap.observe.trace_files import read_json_object, read_results, trace_path
 from verimap.planning.fallback import fallback_plan
-from verimap.planning.plan import PlanError, parse_plan
+from verimap.planning.plan import parse_plan
 from verimap.planning.planner import LLMPlanner, PlannerOptions
 from verimap.tools.registry import ToolRegistry
 

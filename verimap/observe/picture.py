@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from verimap.base.plan import Plan, to_mermaid
 from verimap.core.result import RunResult
-from verimap.planning.plan import Plan, to_mermaid
 
 STATUS_STYLE = {
     "verified": "fill:#c8e6c9,stroke:#2e7d32",

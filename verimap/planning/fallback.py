@@ -8,7 +8,8 @@ from typing import Any
 
 from verimap.base import iotypes
 from verimap.base.check_names import RUN_EXAMPLES
-from verimap.planning.plan import USER_TASK, Node, Plan, PythonVF, parse_plan
+from verimap.base.plan import USER_TASK, Node, Plan, PythonVF
+from verimap.planning.plan import parse_plan
 from verimap.planning.plan_fixes import final_node, give_vfs_the_task
 
 

@@ -7,10 +7,11 @@ import copy
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from verimap.planning.failure import FailureContext
+from verimap.base.failure import FailureContext
+from verimap.base.plan import USER_TASK, Node, Plan, PythonVF
+from verimap.base.roles import Planner
 from verimap.planning.fallback import nonempty_outputs_vf
-from verimap.planning.plan import USER_TASK, Node, Plan, PythonVF, parse_plan
-from verimap.planning.planner import Planner
+from verimap.planning.plan import parse_plan
 
 if TYPE_CHECKING:
     from verimap.base.run_context import RunContext

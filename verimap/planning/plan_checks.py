@@ -4,13 +4,12 @@ in. Small models write plans that validate and still cannot work; these checks n
 from __future__ import annotations
 
 import copy
-import json
 from typing import Any
 
 from verimap.base import iotypes
 from verimap.base.check_names import CATALOG, PLAN_CHECKS
-from verimap.planning.failure import FailureContext
-from verimap.planning.plan import USER_TASK, Plan, PythonVF, plan_json_schema
+from verimap.base.failure import FailureContext
+from verimap.base.plan import USER_TASK, Plan, PythonVF, node_work, plan_json_schema
 
 
 def plan_quality_problems(
@@ -79,16 +78,6 @@ def repeated_failure_problems(previous: Plan, plan: Plan, failure: FailureContex
         f"node {nid!r} and every node it depends on are exactly as in the plan that failed, so "
         "running them again repeats what already failed; change what caused the failure"
     ]
-
-
-def node_work(plan: Plan, node_id: str) -> str | None:
-    """What running `node_id` does in `plan`: the node and every node it depends on, as JSON
-    without display names. Two plans with the same work for a node run it the same way."""
-    if node_id not in plan.by_id:
-        return None
-    ids = sorted({node_id, *plan.ancestors(node_id)})
-    work = [plan.by_id[i].model_dump(mode="json", exclude={"name"}) for i in ids]
-    return json.dumps(work, sort_keys=True)
 
 
 def planning_schema(*, require_vfs: bool = True, with_vfs: bool = True) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from verimap.base.iotypes import ANY, CODE, may_hold_code
-from verimap.planning.plan import USER_TASK
+from verimap.base.plan import USER_TASK
 
 _OUTPUT_KEY = re.compile(r"""\boutputs(\[\s*|\.get\(\s*)(['"])([A-Za-z_]\w*)\2""")
 

@@ -1,7 +1,8 @@
 """Planners turn a task into a verified-plan DAG, and a failure into a better plan.
 
-`Planner` is a protocol: anything with `plan(task, *, ctx)` and `replan(task, previous, failure,
-*, ctx)` coroutines returning a `Plan` works with the coordinator. `ctx` is the run's
+`Planner` is a protocol (`verimap.base.roles`): anything with `plan(task, *, ctx)` and
+`replan(task, previous, failure, *, ctx)` coroutines returning a `Plan` works with the
+coordinator. `ctx` is the run's
 `RunContext`: a planner meters its model calls with `ctx.model(...)` and reports rejected plans
 with `ctx.emit(PlanInvalid(...))`. Shipped: `LLMPlanner` here (the paper's verification-aware
 planner); `TemplatePlanner` and `AddVFsPlanner` in `verimap.planning.fixed_planners`. What
@@ -13,11 +14,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from verimap.base.events import PlanInvalid
+from verimap.base.failure import FailureContext
 from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
@@ -27,43 +29,27 @@ from verimap.base.messages import (
     SystemMessage,
     UserMessage,
 )
+from verimap.base.plan import Plan, PlanError, PlanningError
 from verimap.base.protocols import Model
 from verimap.base.purpose import PlanCall
 from verimap.base.usage import PLANNER
 from verimap.llm.structured import extract_json
 from verimap.planning import prompts
 from verimap.planning.domain import infer_domain
-from verimap.planning.failure import FailureContext
 from verimap.planning.fallback import fallback_plan, whole_task_plan, with_task_examples
-from verimap.planning.plan import Plan, PlanError, parse_plan
+from verimap.planning.plan import parse_plan
 from verimap.planning.plan_checks import (
     plan_quality_problems,
     planning_schema,
     repeated_failure_problems,
 )
 from verimap.planning.plan_fixes import fix_raw_plan
-from verimap.planning.planning_error import PlanningError as PlanningError
 from verimap.planning.salvage import salvage
 from verimap.planning.staged import StagedPlanner
 from verimap.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
     from verimap.base.run_context import RunContext
-
-
-@runtime_checkable
-class Planner(Protocol):
-    """Write your own: return a `Plan` (use `parse_plan` to validate) from both coroutines.
-
-    `ctx` is required: the coordinator calls both with the run's context, and a planner whose
-    methods take no `ctx` is refused when the coordinator is built (`require_ctx`). Outside a
-    run, pass `ctx=RunContext()`."""
-
-    async def plan(self, task: str, *, ctx: RunContext) -> Plan: ...
-
-    async def replan(
-        self, task: str, previous: Plan, failure: FailureContext, *, ctx: RunContext
-    ) -> Plan: ...
 
 
 # Replies cut at the length limit in a row after which the planner stops asking.

@@ -7,8 +7,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from verimap.base.plan import Plan, PlanError
 from verimap.planning.fallback import nonempty_outputs_vf
-from verimap.planning.plan import Plan, PlanError, parse_plan
+from verimap.planning.plan import parse_plan
 from verimap.planning.vfcheck import UNDECLARED_OUTPUT
 
 _VF_PROBLEM = re.compile(r"^node '([^']+)': python VF '([^']+)'(.*)$", re.S)

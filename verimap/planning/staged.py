@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
 from verimap.base.events import PlanInvalid
+from verimap.base.failure import FailureContext
 from verimap.base.messages import (
     AssistantMessage,
     GenerationSettings,
@@ -35,6 +36,7 @@ from verimap.base.messages import (
     SystemMessage,
     UserMessage,
 )
+from verimap.base.plan import Plan, PlanError, PlanningError, node_work
 from verimap.base.protocols import Model
 from verimap.base.purpose import PlanCall
 from verimap.base.usage import PLANNER
@@ -42,12 +44,10 @@ from verimap.llm.structured import extract_json
 from verimap.planning import staged_prompts as sp
 from verimap.planning.demos import nearest
 from verimap.planning.domain import infer_domain
-from verimap.planning.failure import FailureContext
 from verimap.planning.fallback import with_task_examples
-from verimap.planning.plan import Plan, PlanError, parse_plan
-from verimap.planning.plan_checks import node_work, plan_quality_problems
+from verimap.planning.plan import parse_plan
+from verimap.planning.plan_checks import plan_quality_problems
 from verimap.planning.plan_fixes import join_extra_sinks
-from verimap.planning.planning_error import PlanningError
 from verimap.planning.staged_schema import (
     ANSWER_TYPES,
     FINAL,

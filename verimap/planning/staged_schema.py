@@ -15,7 +15,7 @@ import itertools
 from typing import Any
 
 from verimap.base.check_names import CATALOG, DOMAIN_CHECKS
-from verimap.planning.plan import USER_TASK
+from verimap.base.plan import USER_TASK
 from verimap.planning.plan_fixes import numbered
 
 FINAL = "final"

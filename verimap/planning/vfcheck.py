@@ -3,48 +3,22 @@
 A VF is model-written code, and small models get it wrong in the same few ways: code fences
 and stray indentation, an import the sandbox forbids, `outputs["total"]` on a node that outputs
 `answer`, a bare comparison without `assert`. At run time each would surface only after every
-retry had been spent on it, or not at all (a check that cannot fail passes). Found here, they
-go back to the planner with their line while it can still fix them.
+retry had been spent on it, or not at all (a check that cannot fail passes). Fences and
+indentation are undone as the VF is read (`verimap.base.plan_vfs.normalize_code`); the rest,
+found here, go back to the planner with their line while it can still fix them.
 """
 
 from __future__ import annotations
 
 import ast
-import textwrap
 from collections import Counter
 from functools import cache
-from typing import TYPE_CHECKING
 
-from verimap.base.iotypes import may_hold_code, unfence
+from verimap.base.iotypes import may_hold_code
+from verimap.base.plan import USER_TASK, Node, PythonVF
 
-if TYPE_CHECKING:  # plan.py imports this module to normalise VF code
-    from verimap.planning.plan import Node, PythonVF
-
-USER_TASK = "USER_TASK"
 # How a VF reading an output its node lacks is reported (the planner's salvage looks for it).
 UNDECLARED_OUTPUT = "is not an output of this node"
-
-
-def _compiles(code: str) -> bool:
-    try:
-        compile(code, "<vf>", "exec")
-    except (SyntaxError, ValueError):
-        return False
-    return True
-
-
-def normalize_code(code: str) -> str:
-    """VF code as it was meant: without a markdown fence, and dedented, including the common
-    "first line flush, the rest indented" shape of code written inside a JSON string."""
-    code = unfence(code).replace("\r\n", "\n").replace("\t", "    ").strip("\n")
-    candidates = [textwrap.dedent(code)]
-    head, _, rest = code.partition("\n")
-    if rest:
-        candidates.append(head.strip() + "\n" + textwrap.dedent(rest))
-    for c in candidates:
-        if _compiles(c):
-            return c.rstrip() + "\n" if c.strip() else ""
-    return candidates[0]
 
 
 def _key(node: ast.AST, name: str) -> tuple[str, int] | None:

@@ -1,7 +1,7 @@
 """What a replan is told about the failure that caused it: the failed node, what it saw and
 produced, every verdict, and its ancestors. The coordinator builds it from a node's report
-(`verimap.core.node_context`); the planner renders it into its prompt, so it lives with the
-planner. What a retried node is told is `verimap.core.feedback.Feedback`."""
+(`verimap.core.node_context`); a planner's `replan` takes it and renders it into its prompt.
+What a retried node is told is `verimap.base.execution.Feedback`."""
 
 from __future__ import annotations
 

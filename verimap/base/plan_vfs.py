@@ -3,6 +3,7 @@ natural-language criteria for the judge, and built-in checks asked for by name."
 
 from __future__ import annotations
 
+import textwrap
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -16,9 +17,31 @@ from pydantic import (
 )
 
 from verimap.base.check_names import CATALOG, PLAN_CHECKS, arg_problems
-from verimap.planning.vfcheck import normalize_code
+from verimap.base.iotypes import unfence
 
-__all__ = ["LLMVF", "VF", "CheckVF", "PythonVF"]
+__all__ = ["LLMVF", "VF", "CheckVF", "PythonVF", "normalize_code"]
+
+
+def _compiles(code: str) -> bool:
+    try:
+        compile(code, "<vf>", "exec")
+    except (SyntaxError, ValueError):
+        return False
+    return True
+
+
+def normalize_code(code: str) -> str:
+    """VF code as it was meant: without a markdown fence, and dedented, including the common
+    "first line flush, the rest indented" shape of code written inside a JSON string."""
+    code = unfence(code).replace("\r\n", "\n").replace("\t", "    ").strip("\n")
+    candidates = [textwrap.dedent(code)]
+    head, _, rest = code.partition("\n")
+    if rest:
+        candidates.append(head.strip() + "\n" + textwrap.dedent(rest))
+    for c in candidates:
+        if _compiles(c):
+            return c.rstrip() + "\n" if c.strip() else ""
+    return candidates[0]
 
 
 def _require_type(schema: dict[str, Any]) -> None:
@@ -59,7 +82,7 @@ class CheckVF(BaseModel):
     """A check asked for by name (`verimap.base.check_names`), with its arguments when it is one of
     the catalog's: a planner that cannot write a strong Python VF can still choose one, so the
     plan decides how each node is verified. Which outputs the arguments name is checked with
-    the node (`plan.check_plan`)."""
+    the node (`verimap.planning.plan.check_plan`)."""
 
     model_config = ConfigDict(extra="forbid", json_schema_extra=_require_type)
     name: str = Field(min_length=1)

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from verimap.base.plan import Node
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VerificationReport, VFVerdict
-from verimap.checks.disputing import Disputing
-from verimap.planning.plan import Node
+from verimap.base.verification import Disputing
 
 NODE = Node(id="solve", instruction="Solve.", inputs=["USER_TASK"], outputs={"answer": "number"})
 

@@ -8,20 +8,19 @@ only if every verdict passes. A check's `strength` says what its PASS proves abo
 sound arithmetic in the reasoning) cannot, and an answer confirmed by weak checks alone is
 returned unverified. A check whose FAIL `disputes` rather than refutes (another solution says
 otherwise) leaves the node `unconfirmed` when retries run out, and may `choose` the answer
-kept then.
+kept then: `Disputing` puts the loop's questions to those checks, never to one by name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 from verimap.base.messages import GenerationSettings, Message
+from verimap.base.plan import Node
 from verimap.base.protocols import Model, Sandbox
-from verimap.base.verdicts import VFVerdict
-from verimap.planning.plan import Node
-from verimap.tools.registry import ToolRegistry
+from verimap.base.verdicts import VerificationReport, VFVerdict
 
 if TYPE_CHECKING:
     from verimap.base.run_context import RunContext
@@ -42,19 +41,28 @@ class Submission:
     final: bool = True
 
 
+@runtime_checkable
+class SourceIndex(Protocol):
+    """A tool that knows the corpus's sources (the search tool)."""
+
+    def holds_source(self, name: str) -> bool | None:
+        """Whether any article of the corpus is from a source called `name` (None: it cannot
+        tell, e.g. a tool that only describes itself)."""
+        ...
+
+
 @dataclass(frozen=True)
 class CheckTools:
     """What checks may use: the verifier's sandbox and judge model, sampled as the run says, and
-    the run's tools (`tools`: for a check that looks something up, such as whether the corpus
-    holds a source at all). `retry_temperature` is what an independent solution after the
-    first is sampled at."""
+    what the run's tools know of the corpus (`sources`: whether it holds a source at all).
+    `retry_temperature` is what an independent solution after the first is sampled at."""
 
     sandbox: Sandbox | None = None
     model: Model | None = None
     settings: GenerationSettings = field(default_factory=GenerationSettings)
     retry_temperature: float | None = None
     timeout_s: float = 10.0
-    tools: ToolRegistry | None = None
+    sources: SourceIndex | None = None
 
 
 @runtime_checkable
@@ -124,3 +132,48 @@ def verdict(check: Check, outcome: str, message: str = "", **extra: Any) -> VFVe
         strength=check.strength,
         **extra,
     )
+
+
+_T = TypeVar("_T")
+
+
+class Disputing:
+    """The disputing checks among a verifier's checks. Once they dispute an answer every other
+    verdict passed, the answer stands, unconfirmed, and the node loop asks them, and only them,
+    which answer to keep, whether a retry could still be confirmed, and what the votes were.
+    Each check answers from what the run's context remembers of its ballot, so without a
+    context none can."""
+
+    def __init__(self, checks: Sequence[Check]) -> None:
+        self.checks = [c for c in checks if c.disputes]
+
+    def of(self, report: VerificationReport) -> list[str] | None:
+        """The checks that disputed an answer every other verdict passed (None if something
+        else failed it, or nothing did)."""
+        names = [v.name for v in report.failures]
+        disputing = {c.name for c in self.checks}
+        if names and all(v.type == "check" and v.name in disputing for v in report.failures):
+            return names
+        return None
+
+    def _ask(
+        self, protocol: type, ask: Callable[[Any], _T | None], ctx: RunContext | None
+    ) -> _T | None:
+        if ctx is None:
+            return None
+        found = (ask(c) for c in self.checks if isinstance(c, protocol))
+        return next((x for x in found if x is not None), None)
+
+    def choose(
+        self, node: Node, candidates: list[dict[str, Any]], ctx: RunContext | None
+    ) -> dict[str, Any] | None:
+        """The answer a check keeps when no attempt was confirmed, if one knows."""
+        return self._ask(Chooser, lambda c: c.choose(node, candidates, ctx), ctx)
+
+    def tally(self, ctx: RunContext | None) -> str | None:
+        """The votes behind a kept unconfirmed answer, if a check cast any."""
+        return self._ask(Tallier, lambda c: c.tally(ctx), ctx)
+
+    def settled(self, node: Node, ctx: RunContext | None) -> str | None:
+        """Why retrying the node is futile, if a check can tell."""
+        return self._ask(Settler, lambda c: c.settled(node, ctx), ctx)
