@@ -79,7 +79,8 @@ async def test_resume_skips_finished_and_refuses_without_flag(tmp_path, sandbox)
 
 async def test_a_directory_written_before_the_config_parts_resumes(tmp_path, sandbox):
     """config.json of an older verimap holds `run_config` flat; a resume reads it and keeps its
-    values (a setting added since, the ballot, is written at its default)."""
+    values (settings added since, the ballot and the opening calls, are written at their
+    defaults)."""
     bench = get_benchmark("gsm8k", SAMPLES)
     models = oracle_models(bench.tasks())
     await run_eval(bench, "react", models, sandbox, tmp_path, limit=3, progress=False)
@@ -91,7 +92,8 @@ async def test_a_directory_written_before_the_config_parts_resumes(tmp_path, san
     )
     assert again.tally.skipped == 3 and again.tally.done == 5
     written = json.loads((tmp_path / "config.json").read_text())["run_config"]
-    assert written == {**OLD_REACT_RUN_CONFIG, "ballot": DEFAULT_BALLOT, "policies": []}
+    added = {"ballot": DEFAULT_BALLOT, "opening_calls": True, "policies": []}
+    assert written == {**OLD_REACT_RUN_CONFIG, **added}
 
 
 # The react method's run_config as config.json held it before `RunConfig` had parts.
