@@ -20,7 +20,7 @@ import time
 
 import verimap
 from verimap.base.execution import ExecutorOutput
-from verimap.config import RunConfig
+from verimap.config import Loop, RunConfig
 from verimap.core.coordinator import Coordinator
 from verimap.core.verifier import Verifier
 from verimap.planning.fixed_planners import TemplatePlanner
@@ -52,7 +52,10 @@ async def parallel_vs_sequential() -> None:
     plan = {"nodes": nodes}
     critical = 3 * LATENCY  # three layers, one model call per node
     times = {}
-    for label, cfg in (("parallel", RunConfig()), ("sequential", RunConfig(sequential=True))):
+    for label, cfg in (
+        ("parallel", RunConfig()),
+        ("sequential", RunConfig(loop=Loop(sequential=True))),
+    ):
         world = ScriptedWorld([plan], ok, latency_s=LATENCY)
         c = verimap.build(
             world.models(), InProcessSandboxDouble(), config=cfg, planner=TemplatePlanner(plan)
@@ -84,7 +87,7 @@ async def reuse_vs_restart() -> None:
     tokens = {}
     for label, reuse in (("reuse", True), ("restart", False)):
         world = ScriptedWorld([first, second], outputs)
-        cfg = RunConfig(max_retries=1, reuse_verified=reuse)
+        cfg = RunConfig(loop=Loop(max_retries=1, reuse_verified=reuse))
         r = await verimap.build(world.models(), InProcessSandboxDouble(), config=cfg).run("bench")
         assert r.status == "success" and r.iterations == 2
         reqs = world.model.requests
@@ -135,7 +138,7 @@ async def overhead() -> None:
         planner,
         InstantExecutorDouble(),  # type: ignore[arg-type]
         Verifier(None, None, mode="none"),
-        RunConfig(max_parallel=8),
+        RunConfig(loop=Loop(max_parallel=8)),
     )
     t = time.perf_counter()
     r = await c.run("bench")
@@ -143,7 +146,10 @@ async def overhead() -> None:
     assert r.status == "success" and len(r.nodes) == n
     world = ScriptedWorld([plan], ok)
     full_c = verimap.build(
-        world.models(), InProcessSandboxDouble(), config=RunConfig(max_parallel=8), planner=planner
+        world.models(),
+        InProcessSandboxDouble(),
+        config=RunConfig(loop=Loop(max_parallel=8)),
+        planner=planner,
     )
     t = time.perf_counter()
     r = await full_c.run("bench")

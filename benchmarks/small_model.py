@@ -54,7 +54,7 @@ from _replay import replaying
 from verimap.base.protocols import Model
 from verimap.base.usage import EXECUTOR
 from verimap.cli import local_endpoint, log_to_stderr, with_cross_check
-from verimap.config import RunConfig
+from verimap.config import RunConfig, Sampling
 from verimap.core.result import RunResult
 from verimap.evals.attempt import Solver
 from verimap.evals.runner import run_eval
@@ -90,7 +90,9 @@ def bare_solver(model: Model, settings: dict[str, Any]) -> Solver:
     exchange traced), so the runner records, scores and logs `bare` exactly as it does the
     framework methods. The model is called through the run's policies (the small-model reply
     cap), as `verimap eval -m bare` calls it."""
-    config = RunConfig(temperature=settings.get("temperature"))
+    config = RunConfig(
+        sampling=Sampling(temperature=settings.get("sampling", {}).get("temperature"))
+    )
     model = wrap_models({EXECUTOR: model}, tuple(get_policies(settings.get("policies"))))[EXECUTOR]
 
     async def solve(task: EvalTask, run: int, trace_path: Path) -> RunResult:
@@ -203,14 +205,16 @@ def render(cells: list[Cell], header: str) -> str:
 def make_header(
     args: argparse.Namespace, config: dict[str, Any], runs_dir: Path, argv: list[str]
 ) -> str:
-    temp = config.get("temperature")
+    given = config.get("sampling", {})
+    temp = given.get("temperature")
     sampling = (
         f"temperature {temp} for plans, first attempts, judge and `bare`; retries at "
-        f"{config.get('retry_temperature')} (the local-model rule of `verimap eval`)"
+        f"{given.get('retry_temperature')} (the local-model rule of `verimap eval`)"
         if temp is not None
         else "the endpoint's default sampling"
     )
     window = f"[{args.offset}, {args.offset} + N)"
+    fresh = config.get("execution", {}).get("fresh_code_retries")
     return (
         f"## Small-model benchmark: {args.model}\n\n"
         f"- date: {time.strftime('%Y-%m-%d %H:%M %Z')}\n"
@@ -220,9 +224,9 @@ def make_header(
         f"{args.humaneval}; one task at a time on one local server; sandbox: {args.sandbox}\n"
         f"- sampling: {sampling}\n"
         f"- verimap: {args.max_retries} retries x {args.max_iterations} iterations, plans of at "
-        f"most {config.get('max_nodes') or 'any number of'} nodes, "
+        f"most {config.get('planning', {}).get('max_nodes') or 'any number of'} nodes, "
         f"agreement {args.agreement}, cross-check {cross_check(config)}, code retries "
-        f"{'alternate repair and fresh' if config.get('fresh_code_retries') else 'repair'} "
+        f"{'alternate repair and fresh' if fresh else 'repair'} "
         f"(react is one pass by definition)\n"
         f"- run directories (results.jsonl, traces): `{runs_dir}`"
     )
@@ -231,7 +235,7 @@ def make_header(
 def cross_check(config: dict[str, Any]) -> str:
     from verimap.base.check_names import AGREEMENT_CHECKS
 
-    on = [c for c in config.get("checks", []) if c in AGREEMENT_CHECKS]
+    on = [c for c in config.get("verify", {}).get("checks", []) if c in AGREEMENT_CHECKS]
     return ", ".join(on) if on else "off"
 
 
@@ -313,17 +317,16 @@ def main(argv: list[str] | None = None) -> int:
         args.out = str(runs_dir / "report.md")
     config: dict[str, Any] = resolve(
         {
-            "max_retries": args.max_retries,
-            "max_iterations": args.max_iterations,
-            "agreement": args.agreement,
+            "loop": {"max_retries": args.max_retries, "max_iterations": args.max_iterations},
+            "verify": {"agreement": args.agreement},
         },
         local=local_endpoint({"model": args.model}),
     ).config.model_dump(exclude_unset=True)
     with_cross_check(config, args.cross_check)
     if args.fresh_code_retries is not None:
-        config["fresh_code_retries"] = args.fresh_code_retries
+        config.setdefault("execution", {})["fresh_code_retries"] = args.fresh_code_retries
     if args.max_nodes is not None:
-        config["max_nodes"] = args.max_nodes or None
+        config.setdefault("planning", {})["max_nodes"] = args.max_nodes or None
     command = sys.argv if argv is None else ["benchmarks/small_model.py", *argv]
     header = make_header(args, config, runs_dir, ["python3", *command])
     jobs = plan_jobs(args, methods, runs_dir)

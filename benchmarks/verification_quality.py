@@ -77,6 +77,7 @@ from verimap.evals.run_dir import (
     ResultsLog,
     RunDirError,
     check_run_dir,
+    migrated,
     recorded_settings,
 )
 from verimap.evals.runner import EvalOutcome, run_eval, task_key
@@ -313,8 +314,10 @@ def pins(method: str, seed: int, model: str, samples: int) -> dict[str, Any]:
 
 
 def started_config(out: Path) -> dict[str, Any]:
-    """The config a run directory was started with ({} before it was)."""
-    return json.loads((out / CONFIG).read_text("utf-8")) if (out / CONFIG).exists() else {}
+    """The config a run directory was started with ({} before it was), `migrated`."""
+    return (
+        migrated(json.loads((out / CONFIG).read_text("utf-8"))) if (out / CONFIG).exists() else {}
+    )
 
 
 def check_dirs(
@@ -334,7 +337,7 @@ def check_dirs(
         old = started_config(out)
         if not old:
             continue
-        ran = {**old, "ballot": recorded_settings(old.get("run_config", {}))["ballot"]}
+        ran = {**old, "ballot": recorded_settings(old.get("run_config", {}))["verify"]["ballot"]}
         wanted = {
             **pins(method, seed, model, samples),
             **({"ballot": ballot} if method == VERIMAP else {}),
@@ -497,7 +500,7 @@ def make_header(
         f"- settings: the policies `verimap eval` applies (`verimap.policies`): "
         f"{[p.record() for p in get_policies(config.get('policies'))] or 'none (an endpoint)'}; "
         "each method's own fixed settings on top (`verimap.methods.presets`); answer "
-        f"agreement's ballot: **{config.get('ballot', DEFAULT_BALLOT)}**\n"
+        f"agreement's ballot: **{config.get('verify', {}).get('ballot', DEFAULT_BALLOT)}**\n"
         f"- sc: k = **{args.samples}** samples per task ({args.samples_from}); verimap's "
         "measured mean calls per task: "
         f"{calls_per_task(cells, VERIMAP)}\n"
@@ -545,7 +548,7 @@ def main(argv: list[str] | None = None) -> int:
     command = sys.argv if argv is None else ["benchmarks/verification_quality.py", *argv]
     config: dict[str, Any] = {"policies": default_policies(local_endpoint({"model": args.model}))}
     if args.ballot:
-        config["ballot"] = args.ballot
+        config["verify"] = {"ballot": args.ballot}
     t0 = time.monotonic()
 
     async def work() -> None:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import verimap
-from verimap.config import RunConfig
+from verimap.config import Loop, RunConfig, Verify
 from verimap.evals.data import samples_dir
 from verimap.evals.runner import run_eval
 from verimap.evals.tasksets import EvalTask, get_benchmark
@@ -132,7 +132,9 @@ async def make_eval(out: Path, tasks: int) -> float:
     bench = get_benchmark("gsm8k", samples_dir())
     per_run = min(tasks, len(bench.tasks()))
     runs = math.ceil(tasks / per_run)
-    config = RunConfig(max_retries=2, max_iterations=2, vacuity_check=False)
+    config = RunConfig(
+        loop=Loop(max_retries=2, max_iterations=2), verify=Verify(vacuity_check=False)
+    )
     sandbox = InProcessSandboxDouble()
 
     async def solve(task: EvalTask, run: int, trace_path: Path) -> Any:

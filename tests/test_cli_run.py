@@ -304,15 +304,25 @@ def test_the_local_model_plans_small_and_at_most_twice_unless_told(world, tmp_pa
         return json.loads(trace.read_text().splitlines()[0])["data"]["config"]
 
     local = config_of()
-    assert (local["max_iterations"], local["plan_repairs"], local["temperature"]) == (2, 0, 0.0)
-    assert local["max_nodes"] == 1 and "answer_agreement" in local["checks"]
-    assert config_of("--max-iterations", "4")["max_iterations"] == 4
-    assert config_of("--max-nodes", "0")["max_nodes"] is None
-    assert config_of("--max-nodes", "5")["max_nodes"] == 5
-    assert local["ballot"] == "strict" and config_of("--ballot", "mixed")["ballot"] == "mixed"
+    assert (
+        local["loop"]["max_iterations"],
+        local["planning"]["plan_repairs"],
+        local["sampling"]["temperature"],
+    ) == (2, 0, 0.0)
+    assert local["planning"]["max_nodes"] == 1
+    assert "answer_agreement" in local["verify"]["checks"]
+    assert config_of("--max-iterations", "4")["loop"]["max_iterations"] == 4
+    assert config_of("--max-nodes", "0")["planning"]["max_nodes"] is None
+    assert config_of("--max-nodes", "5")["planning"]["max_nodes"] == 5
+    assert local["verify"]["ballot"] == "strict"
+    assert config_of("--ballot", "mixed")["verify"]["ballot"] == "mixed"
     remote = config_of("--model", "gpt-4o-mini")
-    assert (remote["max_iterations"], remote["plan_repairs"], remote["max_nodes"]) == (5, 3, None)
-    assert remote["checks"] == ["arithmetic"]
+    assert (
+        remote["loop"]["max_iterations"],
+        remote["planning"]["plan_repairs"],
+        remote["planning"]["max_nodes"],
+    ) == (5, 3, None)
+    assert remote["verify"]["checks"] == ["arithmetic"]
 
 
 def test_a_cost_budget_on_a_model_with_no_known_price_is_refused_before_any_call(monkeypatch):

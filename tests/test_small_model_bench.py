@@ -76,9 +76,9 @@ async def test_bare_runs_through_the_runner_on_a_window_and_reads_back(tmp_path)
         None,
         tmp_path,
         max_concurrency=1,
-        config={"temperature": 0.0},
+        config={"sampling": {"temperature": 0.0}},
         progress=False,
-        solver=sm.bare_solver(model, {"temperature": 0.0}),
+        solver=sm.bare_solver(model, {"sampling": {"temperature": 0.0}}),
     )
     assert out.tally.done == 3 and out.tally.errors == 1
     assert all(
@@ -105,7 +105,7 @@ async def test_bare_calls_the_model_through_the_policies_as_eval_does(tmp_path):
     asked = {}
     for policies in (["small-model"], []):
         model = Replies({task.prompt.split(sm.GSM8K_SUFFIX)[0]: task.gold})
-        solve = sm.bare_solver(model, {"temperature": 0.0, "policies": policies})
+        solve = sm.bare_solver(model, {"sampling": {"temperature": 0.0}, "policies": policies})
         await solve(task, 0, tmp_path / "t.jsonl")
         (asked[bool(policies)],) = [r.settings.max_tokens for r in model.requests]
     assert asked[True] == reply_cap() < asked[False]

@@ -258,7 +258,7 @@ def _record(task_id, method, right, verified, wall, calls, run=0, bench="gsm8k")
 def _write(runs_dir: Path, bench: str, method: str, records: list[dict], **config) -> None:
     out = vq.cell_dir(runs_dir, bench, method)
     out.mkdir(parents=True)
-    config = {"run_config": {"ballot": DEFAULT_BALLOT}} | config
+    config = {"run_config": {"verify": {"ballot": DEFAULT_BALLOT}}} | config
     config |= {"verimap_eval": 1, "benchmark": bench, "method": method}
     (out / CONFIG).write_text(json.dumps(config))
     log = ResultsLog(out / RESULTS)
@@ -440,13 +440,14 @@ def test_verimap_s_directory_is_refused_under_another_ballot(tmp_path):
         "method": "verimap",
         "seed": 3,
         "model": "m",
-        "run_config": {"ballot": "strict"},
+        "run_config": {"verify": {"ballot": "strict"}},
     }
     (out / CONFIG).write_text(json.dumps(config))
     vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True)  # the default: strict
     with pytest.raises(RunDirError, match="ballot 'strict', not 'mixed'"):
         vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True, ballot="mixed")
-    del config["run_config"]["ballot"]  # written before ballots had names: the mixed one's
+    # Written before ballots had names: the mixed one's.
+    del config["run_config"]["verify"]["ballot"]
     (out / CONFIG).write_text(json.dumps(config))
     vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True, ballot="mixed")
     with pytest.raises(RunDirError, match="ballot 'mixed', not 'strict'"):
@@ -507,7 +508,7 @@ async def _run(pairs, tmp_path, model, notes):
         {"executor": model},
         InProcessSandboxDouble(),
         tmp_path,
-        {"temperature": 0.0},
+        {"sampling": {"temperature": 0.0}},
         2,
         extra,
         notes,
@@ -635,9 +636,10 @@ def test_an_interrupted_run_still_writes_its_tables(tmp_path):
 
 
 def test_the_planned_variant_runs_as_verimap_under_the_planner_policy():
-    method, config = vq.run_as(vq.PLANNED, {"policies": ["small-model"], "ballot": "strict"})
+    strict = {"verify": {"ballot": "strict"}}
+    method, config = vq.run_as(vq.PLANNED, {"policies": ["small-model"], **strict})
     assert method == "verimap"
-    assert config == {"policies": ["small-model-planner"], "ballot": "strict"}
+    assert config == {"policies": ["small-model-planner"], **strict}
     assert vq.run_as("react", {"policies": ["small-model"]}) == (
         "react",
         {"policies": ["small-model"]},

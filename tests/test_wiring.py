@@ -28,7 +28,7 @@ from verimap.wiring import resolve
 DATA = Path(__file__).resolve().parents[1] / "datasets"
 TASK = "What is 2 * 3?"
 # The same user settings at every entry point (the CLI spells them as flags).
-USER = {"max_retries": 2, "temperature": 0.5}
+USER = {"loop": {"max_retries": 2}, "sampling": {"temperature": 0.5}}
 FLAGS = ["--max-attempts", "2", "--temperature", "0.5"]
 
 

@@ -1,28 +1,18 @@
 """Knobs of one run. The eval methods (react, map, map-v, verimap, *-1it) are presets of these,
 and the run's policies fill the knobs a user leaves unset (applied where the run is wired).
 
-The knobs come in a few parts, by what they steer (`RunConfig.loop.max_retries`). Everything
-outside the code still speaks the flat names it always has (config files, `run_config` in an
-eval directory's config.json, the `run_start` event, Inspect's `-S config=...`, the policies'
-and presets' settings): `RunConfig` reads a flat key into its part, and writes itself out flat,
-so a file written before the parts existed reads back the same (design/decisions.md, D14).
+The knobs come in a few parts, by what they steer: a knob is given, read and written out in its
+part (`RunConfig(loop=Loop(max_retries=2))`, `{"loop": {"max_retries": 2}}`,
+`config.loop.max_retries`). A knob given outside its part is an error that says where it belongs.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Literal, TypedDict, Unpack
+from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    SerializationInfo,
-    SerializerFunctionWrapHandler,
-    field_validator,
-    model_serializer,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from verimap.base.accounting import Budget
 from verimap.base.check_names import ARITHMETIC, BUILTIN_CHECKS, DEFAULT_BALLOT, known_ballot
@@ -155,7 +145,7 @@ class Execution(_Part):
     fresh_code_retries: bool = False
 
 
-# The parts whose knobs have flat names, and each flat name's part.
+# The parts, by the name each has in a `RunConfig`.
 PARTS: dict[str, type[_Part]] = {
     "loop": Loop,
     "sampling": Sampling,
@@ -163,103 +153,116 @@ PARTS: dict[str, type[_Part]] = {
     "planning": Planning,
     "execution": Execution,
 }
-FLAT: dict[str, str] = {name: part for part, model in PARTS.items() for name in model.model_fields}
-# Settings that are not in a part: they keep one name, flat or nested.
+# Settings that are not in a part.
 WHOLE = ("budget", "policies")
+# Each knob's part, by the knob's name (a knob's name is unique over the parts).
+_PART_OF: dict[str, str] = {
+    name: part for part, model in PARTS.items() for name in model.model_fields
+}
 
 
-class RunConfigArgs(TypedDict, total=False):
-    """`RunConfig`'s keyword arguments, flat names and parts alike, as a type checker sees
-    them: `RunConfig(max_retries=3)` is how users and presets write one, and pydantic's own
-    signature knows only the parts. tests/test_config.py keeps it equal to the parts' fields."""
-
-    loop: Loop | Mapping[str, Any]
-    sampling: Sampling | Mapping[str, Any]
-    verify: Verify | Mapping[str, Any]
-    planning: Planning | Mapping[str, Any]
-    execution: Execution | Mapping[str, Any]
-    budget: Budget | Mapping[str, Any]
-    policies: list[str] | None
-    max_retries: int
-    max_iterations: int
-    max_parallel: int
-    sequential: bool
-    reuse_verified: bool
-    fail_accepted: bool
-    max_plan_repeats: int | None
-    temperature: float | None
-    retry_temperature: float | None
-    top_p: float | None
-    seed: int | None
-    verification: Literal["full", "instruction", "none"]
-    vf_timeout_s: float
-    checks: list[str]
-    ballot: str
-    vacuity_check: bool
-    full_feedback: bool
-    batch_judge: bool
-    judge_tools: bool
-    agreement: int
-    unverified_answer: Literal["plurality", "last"]
-    plan_reasoning: bool
-    plan_repairs: int
-    max_nodes: int | None
-    context_generations: int
-    structured_io: bool
-    executor_max_steps: int
-    opening_calls: bool
-    fresh_code_retries: bool
+def part_of(name: str) -> str | None:
+    """The part knob `name` belongs in (`max_retries`: `loop`); None when no knob has it."""
+    return _PART_OF.get(name)
 
 
-def flatten(data: Mapping[str, Any]) -> dict[str, Any]:
-    """`data`'s settings under their flat names, whether `data` gives them flat or in their part.
+def nest(knobs: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings named by knob (`{"max_retries": 2}`) in their parts (`{"loop": {"max_retries":
+    2}}`): for what names knobs one at a time, a command's flags or an old file. A key that is
+    no knob (a part, `budget`, `policies`, or no setting at all) stays as it is."""
+    out: dict[str, Any] = {}
+    for key, value in knobs.items():
+        part = part_of(key)
+        if part is None:
+            out[key] = value
+        else:
+            out.setdefault(part, {})[key] = value
+    return out
 
-    A setting given both ways is an error naming it, and so is a key that names no setting:
-    config files and `-S config=...` come from outside, and a misspelled knob must not pass as
-    its default."""
-    flat: dict[str, Any] = {}
-    nested: dict[str, Any] = {}
-    unknown: list[str] = []
+
+def unknown_settings(data: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """Each key of `data` (settings in their parts) that names no setting where it stands,
+    quoted with `prefix` before it, and with where the knob belongs when it is one (a knob given
+    outside its part), else the closest name when one is close."""
+    out: list[str] = []
     for key, value in data.items():
         if key in PARTS:
             if isinstance(value, BaseModel):
-                value = value.model_dump(exclude_unset=True)
-            if not isinstance(value, Mapping):
-                raise ValueError(f"{key!r} must be a mapping of its settings, not {value!r}")
-            for name, v in value.items():
-                if FLAT.get(name) == key:
-                    nested[name] = v
-                else:
-                    unknown.append(f"{key}.{name}")
-        elif key in FLAT or key in WHOLE:
-            flat[key] = value
-        else:
-            unknown.append(str(key))
+                continue
+            if isinstance(value, Mapping):
+                out += [
+                    _unknown(f"{prefix}{key}.{name}", str(name), prefix, key)
+                    for name in value
+                    if part_of(str(name)) != key
+                ]
+        elif key not in WHOLE:
+            out.append(_unknown(f"{prefix}{key}", str(key), prefix, None))
+    return out
+
+
+def _unknown(written: str, name: str, prefix: str, part: str | None) -> str:
+    """`written` quoted, with where knob `name` belongs, or the closest setting's name when one
+    is close (in `part`, or anywhere when `part` is None: at the top)."""
+    home = part_of(name)
+    if home is not None:
+        return f"{written!r} (it is {'' if part else 'now '}{prefix}{home}.{name})"
+    names = list(PARTS[part].model_fields) if part else [*PARTS, *WHOLE, *_PART_OF]
+    close = difflib.get_close_matches(name, names, n=1)
+    if not close:
+        return repr(written)
+    match = close[0] if part or close[0] not in _PART_OF else f"{part_of(close[0])}.{close[0]}"
+    return f"{written!r} (did you mean {match!r}?)"
+
+
+def check_settings(data: Mapping[str, Any]) -> None:
+    """A `ValueError` naming each key of `data` that is no setting (`unknown_settings`), and
+    each part given as something other than a mapping of its knobs."""
+    for key in PARTS:
+        if key in data and not isinstance(data[key], Mapping | BaseModel):
+            raise ValueError(f"{key!r} must be a mapping of its settings, not {data[key]!r}")
+    unknown = unknown_settings(data)
     if unknown:
         raise ValueError(
-            f"unknown setting(s) {', '.join(map(repr, unknown))}; the settings are: "
-            f"{', '.join([*FLAT, *WHOLE])}"
+            f"unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}; the "
+            f"settings are: {', '.join(PARTS)} (each a mapping of its knobs), {', '.join(WHOLE)}"
         )
-    both = [k for k in nested if k in flat]
-    if both:
-        raise ValueError(
-            f"setting(s) given both flat and in their part: "
-            f"{', '.join(f'{k!r} ({FLAT[k]}.{k})' for k in both)}"
-        )
-    return {**flat, **nested}
 
 
 def given(config: RunConfig | Mapping[str, Any] | None) -> dict[str, Any]:
-    """The settings the user set in `config`, by their flat names: what the policies and the
-    method presets fill around (a `RunConfig`'s unset knobs, or a mapping's absent keys)."""
+    """The settings the user set in `config`, in their parts: what the policies and the method
+    presets fill around (a `RunConfig`'s unset knobs, or a mapping's absent keys). A mapping's
+    names are checked (`check_settings`), its values are not: that is for the whole config."""
     if isinstance(config, RunConfig):
         return config.model_dump(exclude_unset=True)
-    return flatten(config or {})
+    data = dict(config or {})
+    check_settings(data)
+    for key in PARTS:
+        value = data.get(key)
+        if isinstance(value, BaseModel):
+            data[key] = value.model_dump(exclude_unset=True)
+        elif value is not None:
+            data[key] = dict(value)
+    return data
+
+
+def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings in their parts laid over each other: a later layer's knob wins over an earlier
+    one's and leaves the rest of its part; `budget` and `policies` are taken whole."""
+    out: dict[str, Any] = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if key in PARTS:
+                out[key] = {**out.get(key, {}), **value}
+            else:
+                out[key] = value
+    return out
 
 
 class RunConfig(BaseModel):
-    """A run's knobs, by what they steer. Given flat or in parts, written out flat (see the
-    module's docstring); each part's `model_fields_set` is what the user set in it."""
+    """A run's knobs, by what they steer (see the module's docstring); each part's
+    `model_fields_set` is what the user set in it."""
+
+    model_config = ConfigDict(extra="forbid")
 
     loop: Loop = Field(default_factory=Loop)
     sampling: Sampling = Field(default_factory=Sampling)
@@ -271,46 +274,21 @@ class RunConfig(BaseModel):
     # by `verimap.build`, which fills what is left unset here). None: the endpoint decides.
     policies: list[str] | None = None
 
-    if TYPE_CHECKING:
-
-        def __init__(self, **data: Unpack[RunConfigArgs]) -> None: ...
-
     @model_validator(mode="before")
     @classmethod
-    def _into_parts(cls, data: Any) -> Any:
-        """Flat names (and parts given whole) into their parts; only the knobs given are set,
-        so each part's `model_fields_set` is what the user set (the policies fill the rest)."""
-        if not isinstance(data, Mapping):
-            return data
-        out: dict[str, Any] = {}
-        for name, value in flatten(data).items():
-            part = FLAT.get(name)
-            if part is None:
-                out[name] = value
-            else:
-                out.setdefault(part, {})[name] = value
-        return out
-
-    @model_serializer(mode="wrap")
-    def _flat(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
-        """Written out flat, as every config before the parts was: what reads one back (a
-        resumed eval directory, a trace reader, Inspect) sees the names it knows."""
-        data = handler(self)
-        if not isinstance(data, dict):
-            return data
-        out: dict[str, Any] = {}
-        for key, value in data.items():
-            if key in PARTS and isinstance(value, dict):
-                out.update(value)
-            else:
-                out[key] = value
-        return out
+    def _known_settings(cls, data: Any) -> Any:
+        """A key that is no setting, a knob outside its part above all, is an error that says
+        where the knob belongs: config files and `-S config=...` come from outside, and a
+        misspelled knob must not pass as its default."""
+        if isinstance(data, Mapping):
+            check_settings(data)
+        return data
 
     @model_validator(mode="after")
     def _vfs_need_named_outputs(self) -> RunConfig:
         if not self.execution.structured_io and self.verify.verification == "full":
             raise ValueError(
-                "structured_io=False leaves no named outputs for the plan's Python VFs to read; "
-                "use verification 'instruction' or 'none' with it"
+                "execution.structured_io=False leaves no named outputs for the plan's Python VFs "
+                "to read; use verify.verification 'instruction' or 'none' with it"
             )
         return self

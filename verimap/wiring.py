@@ -19,7 +19,7 @@ from verimap.base.events import EventBus
 from verimap.base.model import Model
 from verimap.base.protocols import Sandbox
 from verimap.base.roles import Planner
-from verimap.config import RunConfig, given
+from verimap.config import RunConfig, given, merge
 from verimap.core.coordinator import Coordinator
 from verimap.core.executor import EXECUTOR_SETTINGS, Executor
 from verimap.core.run_scope import Runner
@@ -111,12 +111,9 @@ def resolve(
         data = user
     else:
         for policy in policies:
-            user = {**policy.for_method(m.name), **user}
-        data = dict(PAPER_DEFAULTS)
-        data.update({k: v for k, v in m.overrides.items() if k in m.adjustable})
-        data.update(user)
-        data.update({k: v for k, v in m.overrides.items() if k not in m.adjustable})
-    return Settings(m, RunConfig.model_validate({**data, "policies": names}), tuple(policies))
+            user = merge(policy.for_method(m.name), user)
+        data = merge(PAPER_DEFAULTS, m.defaults, user, m.fixed)
+    return Settings(m, RunConfig.model_validate(merge(data, {"policies": names})), tuple(policies))
 
 
 def wrap_models(models: Mapping[str, Model], policies: tuple[Policy, ...]) -> dict[str, Model]:

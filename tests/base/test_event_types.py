@@ -21,7 +21,7 @@ WIRE_KEYS = ["type", "run_id", "ts", "node_id", "iteration", "attempt", "data"]
 
 # One event of every type (two where a type has two shapes), with the fields its emitter sends.
 EXAMPLES: list[ev.TypedEvent] = [
-    ev.RunStart(task="How much?", config={"max_retries": 3}),
+    ev.RunStart(task="How much?", config={"loop": {"max_retries": 3}}),
     ev.RunStart(task="t", config={}, method="sc", parameters={"samples": 4}),
     ev.Plan(
         plan={

@@ -12,7 +12,7 @@ from verimap.base.events import MODEL_CALL, PLAN_INVALID, Event, EventBus, PlanI
 from verimap.base.messages import ModelRequest
 from verimap.base.model import ModelError
 from verimap.base.run_context import MissingContext, RunContext, require_ctx
-from verimap.config import RunConfig
+from verimap.config import Loop, RunConfig
 from verimap.core.executor import Executor
 from verimap.core.verifier import Verifier
 from verimap.planning.plan import parse_plan
@@ -96,7 +96,7 @@ async def test_concurrent_runs_keep_their_own_ledgers_and_attribution(tmp_path):
 async def test_one_runs_budget_does_not_stop_another_run(tmp_path):
     bus = EventBus()
     # Sequential, so that no two of its calls pass the budget check at once.
-    tight = RunConfig(sequential=True, budget=Budget(max_llm_calls=2))
+    tight = RunConfig(loop=Loop(sequential=True), budget=Budget(max_llm_calls=2))
     poor = ScriptedWorld([PARALLEL], failing_first("a"), latency_s=0.002)
     rich = ScriptedWorld([PARALLEL], failing_first("c"), latency_s=0.002)
     r_poor, r_rich = await asyncio.gather(

@@ -7,7 +7,7 @@ import verimap
 from verimap.base.check_names import ANSWER_AGREEMENT as NAME
 from verimap.base.check_names import MIXED
 from verimap.base.events import EventBus
-from verimap.config import RunConfig
+from verimap.config import Loop, RunConfig, Sampling, Verify, merge
 
 PLAN = {
     "nodes": [
@@ -24,13 +24,15 @@ PLAN = {
 }
 # Most scripted worlds were written for the mixed ballot; `under` chooses another.
 CONFIG = RunConfig(
-    checks=[NAME], ballot=MIXED, vacuity_check=False, max_retries=3, retry_temperature=0.7
+    verify=Verify(checks=[NAME], ballot=MIXED, vacuity_check=False),
+    loop=Loop(max_retries=3),
+    sampling=Sampling(retry_temperature=0.7),
 )
 
 
 def under(ballot: str) -> RunConfig:
     """`CONFIG` with answer agreement voting under the named ballot."""
-    return RunConfig(**{**CONFIG.model_dump(), "ballot": ballot})
+    return RunConfig.model_validate(merge(CONFIG.model_dump(), {"verify": {"ballot": ballot}}))
 
 
 def program(body: str) -> str:

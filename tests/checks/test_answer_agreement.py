@@ -19,7 +19,7 @@ from verimap.checks.answer_agreement import (
 )
 from verimap.checks.programs import number_in
 from verimap.checks.registry import get_check
-from verimap.config import RunConfig
+from verimap.config import Loop, RunConfig, Verify
 from verimap.planning.plan import parse_plan
 from verimap.testing import EngineGoneSandboxDouble, InProcessSandboxDouble, ScriptedWorld
 
@@ -94,7 +94,9 @@ async def test_a_sample_that_computes_with_code_votes_with_what_its_code_prints(
 
 async def test_a_sample_is_sampled_even_when_the_run_is_greedy(process_sandbox):
     world = ScriptedWorld([PLAN], totals(391), solve=returning(391), sample=saying(391))
-    greedy = RunConfig(checks=[NAME], ballot=MIXED, vacuity_check=False, max_retries=3)
+    greedy = RunConfig(
+        verify=Verify(checks=[NAME], ballot=MIXED, vacuity_check=False), loop=Loop(max_retries=3)
+    )
     assert greedy.sampling.retry_temperature is None
     r = await run(world, process_sandbox, config=greedy)
     assert r.verified
@@ -194,7 +196,7 @@ async def test_a_dead_endpoint_is_no_vote_and_no_crash():
 
 async def test_the_check_runs_only_where_configured_or_asked_for(process_sandbox):
     world = ScriptedWorld([PLAN], totals(391), solve=returning(391), sample=silent)
-    r = await run(world, process_sandbox, RunConfig(checks=[], vacuity_check=False))
+    r = await run(world, process_sandbox, RunConfig(verify=Verify(checks=[], vacuity_check=False)))
     assert r.status == "success" and not r.verified and judge_calls(world) == 0
     asked = {
         "nodes": [
@@ -205,7 +207,7 @@ async def test_the_check_runs_only_where_configured_or_asked_for(process_sandbox
         ]
     }
     world = ScriptedWorld([asked], totals(391), solve=returning(391), sample=saying(391))
-    r = await run(world, process_sandbox, RunConfig(checks=[], vacuity_check=False))
+    r = await run(world, process_sandbox, RunConfig(verify=Verify(checks=[], vacuity_check=False)))
     assert r.verified and {v.name for v in r.nodes["solve"].verdicts} == {"answer_agreement"}
 
 

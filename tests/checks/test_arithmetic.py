@@ -12,7 +12,7 @@ from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VerificationReport, VFVerdict
 from verimap.base.verification import CheckTools, Submission
 from verimap.checks import arithmetic, shown_work
-from verimap.config import RunConfig
+from verimap.config import RunConfig, Verify
 from verimap.planning.plan import parse_plan
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld
 
@@ -206,7 +206,7 @@ async def test_a_slipped_sum_is_retried_with_the_correction():
 
 async def test_the_check_can_be_turned_off():
     world = ScriptedWorld([PLAN], sheep)
-    config = RunConfig(checks=[])
+    config = RunConfig(verify=Verify(checks=[]))
     r = await verimap.build(world.models(), InProcessSandboxDouble(), config=config).run("sheep")
     assert r.status == "success" and r.answer == 360 and r.retries == 0
 
@@ -258,7 +258,7 @@ async def test_with_require_working_a_bare_answer_is_retried_and_off_it_passes()
         )
 
     world = ScriptedWorld([PLAN], bare_then_shown)
-    config = RunConfig(checks=["arithmetic", "shown_work"])
+    config = RunConfig(verify=Verify(checks=["arithmetic", "shown_work"]))
     r = await verimap.build(world.models(), InProcessSandboxDouble(), config=config).run("sheep")
     assert r.status == "success" and r.retries == 1
     assert "shows no calculation with its result" in world.executor_prompts["total"][1]

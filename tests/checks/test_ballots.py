@@ -1,4 +1,4 @@
-"""The ballots answer agreement may vote with, chosen by name (`RunConfig(ballot=...)`,
+"""The ballots answer agreement may vote with, chosen by name (`RunConfig.verify.ballot`,
 `--ballot`): each name reaches the check that runs, and an unknown one is refused early."""
 
 import pytest
@@ -8,7 +8,7 @@ from verimap.base.check_names import ARITHMETIC, BALLOTS, DEFAULT_BALLOT
 from verimap.base.events import CROSS_CHECK
 from verimap.checks.answer_agreement import BALLOT_SETTINGS, STRICT_BALLOT, AnswerAgreement
 from verimap.checks.registry import get_check
-from verimap.config import RunConfig
+from verimap.config import RunConfig, Verify
 from verimap.core.verifier import Verifier
 from verimap.testing import ScriptedWorld
 
@@ -27,13 +27,13 @@ def test_an_unknown_ballot_is_refused_naming_the_known_ones():
     with pytest.raises(
         ValueError, match="unknown ballot 'lenient'; the ballots are: strict, mixed, sampled"
     ):
-        RunConfig(ballot="lenient")
+        RunConfig(verify=Verify(ballot="lenient"))
     with pytest.raises(ValueError, match="the ballots are"):
         AnswerAgreement.with_ballot("lenient")
 
 
 def test_the_configured_ballot_is_the_verifier_s_check():
-    config = RunConfig(checks=[ARITHMETIC, NAME], ballot="strict")
+    config = RunConfig(verify=Verify(checks=[ARITHMETIC, NAME], ballot="strict"))
     verifier = Verifier.from_config(None, None, config)
     (check,) = [c for c in verifier.checks if c.name == NAME]
     assert check == AnswerAgreement(**STRICT_BALLOT)
@@ -58,6 +58,11 @@ async def test_a_run_that_names_no_ballot_votes_with_samples_alone(process_sandb
     """The default ballot is the strict one (D28): samples only, no program drawn."""
     world = ScriptedWorld([PLAN], totals(391), solve=returning(391), sample=saying(391))
     bus, seen = events()
-    r = await run(world, process_sandbox, RunConfig(checks=[NAME], vacuity_check=False), bus=bus)
+    r = await run(
+        world,
+        process_sandbox,
+        RunConfig(verify=Verify(checks=[NAME], vacuity_check=False)),
+        bus=bus,
+    )
     assert r.verified and r.answer == 391
     assert [e.data["kind"] for e in seen if e.type == CROSS_CHECK] == ["sample"] * 3

@@ -17,7 +17,7 @@ from verimap.base.usage import JUDGE
 from verimap.base.verdicts import ABSTAINED
 from verimap.base.verification import Check, CheckTools, Chooser, Submission
 from verimap.checks.code_agreement import CodeAgreement
-from verimap.config import RunConfig
+from verimap.config import Loop, RunConfig, Verify
 from verimap.planning.plan import parse_plan
 from verimap.testing import ScriptedModel, ScriptedWorld
 
@@ -188,7 +188,9 @@ async def test_a_run_whose_code_agrees_only_after_a_dispute_ends_unverified(proc
         lambda nid, k, inp, p: {"code": codes[min(k, 1)]},
         solve=lambda task: reply(RIGHT_TOO),
     )
-    config = RunConfig(checks=["code_agreement"], vacuity_check=False, max_retries=3)
+    config = RunConfig(
+        verify=Verify(checks=["code_agreement"], vacuity_check=False), loop=Loop(max_retries=3)
+    )
     r = await verimap.build(world.models(), process_sandbox, config=config).run(TASK)
     assert r.status == "success" and r.final_output == {"code": RIGHT}
     assert not r.verified and "only after it was shown" in (r.unverified_reason or "")

@@ -9,7 +9,7 @@ from verimap.base.events import read_trace
 from verimap.base.execution import ExecutorOutput
 from verimap.base.messages import AssistantMessage, UserMessage
 from verimap.base.run_context import RunContext
-from verimap.config import RunConfig
+from verimap.config import Execution, Loop, RunConfig, Verify
 from verimap.observe.picture import run_to_mermaid
 from verimap.planning.fixed_planners import TemplatePlanner
 from verimap.planning.planner import LLMPlanner, PlannerOptions
@@ -92,7 +92,7 @@ async def test_replan_reuses_verified_unchanged_nodes():
         return {"x": 5} if nid == "a" else {"y": -1 if "better" not in p else 7}
 
     world = ScriptedWorld([CHAIN, fixed], outputs)
-    r = await coordinator(world, RunConfig(max_retries=2)).run("task")
+    r = await coordinator(world, RunConfig(loop=Loop(max_retries=2))).run("task")
     assert r.status == "success" and r.answer == 7 and r.iterations == 2
     assert world.executor_calls["a"] == 1  # reused, not re-run
     assert r.nodes["a"].status == "reused" and len(r.plans) == 2
@@ -112,13 +112,15 @@ async def test_restart_without_reuse_reruns_everything():
         return {"x": 5} if nid == "a" else {"y": -1 if "better" not in p else 7}
 
     world = ScriptedWorld([CHAIN, fixed], outputs)
-    r = await coordinator(world, RunConfig(max_retries=1, reuse_verified=False)).run("task")
+    r = await coordinator(world, RunConfig(loop=Loop(max_retries=1, reuse_verified=False))).run(
+        "task"
+    )
     assert r.status == "success" and world.executor_calls["a"] == 2
 
 
 async def test_failed_after_all_iterations():
     world = ScriptedWorld([CHAIN], lambda nid, k, inp, p: {"x": -1})
-    r = await coordinator(world, RunConfig(max_retries=2, max_iterations=2)).run("task")
+    r = await coordinator(world, RunConfig(loop=Loop(max_retries=2, max_iterations=2))).run("task")
     assert r.status == "failed" and r.iterations == 2 and r.final_output is None
     assert "'a' failed verification" in r.error
     assert world.executor_calls["a"] == 4 and "b" not in world.executor_calls
@@ -128,7 +130,7 @@ async def test_failed_after_all_iterations():
 async def test_fail_accepted_continues_and_is_partial():
     world = ScriptedWorld([CHAIN], lambda nid, k, inp, p: {"x": -1} if nid == "a" else {"y": 2})
     r = await coordinator(
-        world, RunConfig(max_retries=1, max_iterations=1, fail_accepted=True)
+        world, RunConfig(loop=Loop(max_retries=1, max_iterations=1, fail_accepted=True))
     ).run("task")
     assert r.status == "partial" and r.answer == 2
     assert r.nodes["a"].status == "fail-accepted" and r.nodes["b"].status == "verified"
@@ -157,7 +159,7 @@ async def test_parallel_nodes_run_concurrently_and_sequential_does_not():
         bus = verimap.EventBus()
         bus.subscribe(track)
         r = await coordinator(
-            world, RunConfig(sequential=sequential, max_parallel=limit), events=bus
+            world, RunConfig(loop=Loop(sequential=sequential, max_parallel=limit)), events=bus
         ).run("t")
         assert r.status == "success" and peak == expected
         if sequential:
@@ -244,7 +246,7 @@ async def test_context_generations_show_grandparents():
     world = ScriptedWorld(
         [plan], lambda nid, k, inp, p: {"y": 1} if nid == "c" else {"x": f"val-{nid}"}
     )
-    await coordinator(world, RunConfig(context_generations=2)).run("task")
+    await coordinator(world, RunConfig(execution=Execution(context_generations=2))).run("task")
     assert "val-a" in world.executor_prompts["c"][0]
     world2 = ScriptedWorld(
         [plan], lambda nid, k, inp, p: {"y": 1} if nid == "c" else {"x": f"val-{nid}"}
@@ -255,7 +257,7 @@ async def test_context_generations_show_grandparents():
 
 async def test_picture_colours_nodes_by_status():
     world = ScriptedWorld([CHAIN], lambda nid, k, inp, p: {"x": -1})
-    r = await coordinator(world, RunConfig(max_retries=1, max_iterations=1)).run("task")
+    r = await coordinator(world, RunConfig(loop=Loop(max_retries=1, max_iterations=1))).run("task")
     m = run_to_mermaid(r)
     assert "class a failed" in m and "class b skipped" in m and "classDef verified" in m
 
@@ -302,11 +304,25 @@ def gsm_outputs(nid, k, inp, p):
 @pytest.mark.parametrize(
     "method,config,planner",
     [
-        ("react", RunConfig(verification="none"), TemplatePlanner.single_node(outputs=["answer"])),
-        ("map", RunConfig(verification="none", context_generations=2), None),
-        ("map-v", RunConfig(verification="instruction"), None),
+        (
+            "react",
+            RunConfig(verify=Verify(verification="none")),
+            TemplatePlanner.single_node(outputs=["answer"]),
+        ),
+        (
+            "map",
+            RunConfig(
+                verify=Verify(verification="none"), execution=Execution(context_generations=2)
+            ),
+            None,
+        ),
+        ("map-v", RunConfig(verify=Verify(verification="instruction")), None),
         ("verimap", RunConfig(), None),
-        ("verimap-1it", RunConfig(max_retries=1, max_iterations=1, fail_accepted=True), None),
+        (
+            "verimap-1it",
+            RunConfig(loop=Loop(max_retries=1, max_iterations=1, fail_accepted=True)),
+            None,
+        ),
     ],
 )
 async def test_eval_presets_end_to_end(method, config, planner):
@@ -421,7 +437,7 @@ async def test_executor_tool_calls_reach_the_trace(tmp_path):
     coord = verimap.build(
         {"executor": m},
         None,
-        config=RunConfig(verification="none"),
+        config=RunConfig(verify=Verify(verification="none")),
         planner=TemplatePlanner.single_node(outputs=["answer: number"]),
     )
     r = await coord.run("What is 6*7?", trace_path=trace)
@@ -441,7 +457,7 @@ async def test_each_attempt_in_the_trace_carries_what_the_executor_wrote():
     results = []
     bus = verimap.EventBus()
     bus.subscribe(lambda e: results.append(e.data) if e.type == "attempt_result" else None)
-    r = await coordinator(world, RunConfig(max_retries=2), events=bus).run("task")
+    r = await coordinator(world, RunConfig(loop=Loop(max_retries=2)), events=bus).run("task")
     assert r.status == "success"
     assert [(d["passed"], d["reply"]) for d in results[:2]] == [
         (False, '{"x": -1}'),
@@ -460,7 +476,9 @@ async def test_a_replan_that_keeps_the_failed_work_goes_on_from_its_last_feedbac
     changed = {"nodes": [n("a", vfs=[pos()], instruction="do a better")]}
     for plans, carried in (([one, one], True), ([one, changed], False)):
         world = ScriptedWorld(plans, lambda nid, k, inp, p: {"x": 5 if k >= 3 else -1})
-        r = await coordinator(world, RunConfig(max_retries=2, max_iterations=2)).run("task")
+        r = await coordinator(world, RunConfig(loop=Loop(max_retries=2, max_iterations=2))).run(
+            "task"
+        )
         assert world.executor_calls["a"] == 4 and r.iterations == 2 and r.status == "success"
         first_of_second = world.executor_prompts["a"][2]
         assert ("This is a retry" in first_of_second) is carried

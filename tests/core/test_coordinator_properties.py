@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import verimap
-from verimap.config import RunConfig
+from verimap.config import Loop, RunConfig
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld
 
 
@@ -51,12 +51,14 @@ def scenarios(draw):
             }
         )
     config = RunConfig(
-        max_retries=draw(st.integers(1, 3)),
-        max_iterations=draw(st.integers(1, 3)),
-        max_parallel=draw(st.integers(1, 4)),
-        sequential=draw(st.booleans()),
-        reuse_verified=draw(st.booleans()),
-        max_plan_repeats=draw(st.sampled_from([None, 0, 1, 2])),
+        loop=Loop(
+            max_retries=draw(st.integers(1, 3)),
+            max_iterations=draw(st.integers(1, 3)),
+            max_parallel=draw(st.integers(1, 4)),
+            sequential=draw(st.booleans()),
+            reuse_verified=draw(st.booleans()),
+            max_plan_repeats=draw(st.sampled_from([None, 0, 1, 2])),
+        )
     )
     budget = config.loop.max_retries * config.loop.max_iterations
     fails = {nd["id"]: draw(st.integers(0, budget + 1)) for nd in nodes}

@@ -10,7 +10,7 @@ from verimap.base.accounting import Budget
 from verimap.base.events import EventBus
 from verimap.base.model import ModelError
 from verimap.base.sandbox import SandboxUnavailable
-from verimap.config import RunConfig
+from verimap.config import Execution, Loop, Planning, RunConfig, Sampling, Verify
 from verimap.planning.fixed_planners import TemplatePlanner
 from verimap.planning.planner import LLMPlanner, PlannerOptions
 from verimap.testing import InProcessSandboxDouble, ScriptedModel, ScriptedWorld, tool_call_reply
@@ -54,7 +54,9 @@ async def test_an_output_that_does_not_fit_its_type_fails_the_attempt_before_any
         [plan], lambda nid, k, inp, p: {"price": {"value": 17}} if k < 2 else {"price": "17"}
     )
     sandbox = InProcessSandboxDouble()
-    r = await run(world, RunConfig(max_retries=3, vacuity_check=False), sandbox)
+    r = await run(
+        world, RunConfig(loop=Loop(max_retries=3), verify=Verify(vacuity_check=False)), sandbox
+    )
     assert r.status == "success" and r.answer == 17 and isinstance(r.answer, int)
     first, _, third = r.nodes["ex"].attempts
     assert third.passed and third.verdicts[0].passed
@@ -147,7 +149,7 @@ async def test_an_executor_error_keeps_the_plan_once_before_a_replan():
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": "a lot"})
     bus = EventBus()
     seen = recorded(bus)
-    config = RunConfig(max_retries=2, max_iterations=3, max_plan_repeats=None)
+    config = RunConfig(loop=Loop(max_retries=2, max_iterations=3, max_plan_repeats=None))
     r = await run(world, config, events=bus)
     types = [e.type for e in seen]
     assert r.status == "failed" and r.iterations == 3
@@ -163,7 +165,7 @@ async def test_a_replan_that_returns_failed_work_unchanged_ends_the_run(limit):
         "nodes": [node("ex", {"price": "number"}, [py("big", "assert outputs['price'] > 100")])]
     }
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3})
-    config = RunConfig(max_retries=1, max_iterations=5, max_plan_repeats=limit)
+    config = RunConfig(loop=Loop(max_retries=1, max_iterations=5, max_plan_repeats=limit))
     r = await run(world, config)
     assert r.status == "failed" and not r.verified and r.final_output == {"price": 3}
     runs = 5 if limit is None else min(limit + 1, 5)
@@ -177,7 +179,7 @@ async def test_a_changed_replan_is_not_a_repeat():
         for b in (100, 200, 300)
     ]
     world = ScriptedWorld(plans, lambda nid, k, inp, p: {"price": 3})
-    r = await run(world, RunConfig(max_retries=1, max_iterations=3, max_plan_repeats=0))
+    r = await run(world, RunConfig(loop=Loop(max_retries=1, max_iterations=3, max_plan_repeats=0)))
     assert r.iterations == 3 and "spent" in r.error
 
 
@@ -185,7 +187,7 @@ async def test_feedback_is_cut_to_fit_the_context():
     huge = py("huge", "assert outputs['price'] > 100, 'x' * 50000")
     plan = {"nodes": [node("ex", {"price": "number"}, [huge])]}
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3})
-    r = await run(world, RunConfig(max_retries=2, max_iterations=2))
+    r = await run(world, RunConfig(loop=Loop(max_retries=2, max_iterations=2)))
     assert r.status == "failed"
     retry = world.executor_prompts["ex"][1]
     assert len(retry) < 6000 and "characters cut" in retry
@@ -202,7 +204,12 @@ async def test_a_failed_run_keeps_its_best_answer_unverified():
         ]
     }
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3 + k})
-    r = await run(world, RunConfig(max_retries=2, max_iterations=1, unverified_answer="last"))
+    r = await run(
+        world,
+        RunConfig(
+            loop=Loop(max_retries=2, max_iterations=1), verify=Verify(unverified_answer="last")
+        ),
+    )
     assert r.status == "failed" and not r.verified and r.final_output == {"price": 4}
 
 
@@ -216,11 +223,11 @@ async def test_an_unverified_answer_is_the_one_most_attempts_gave_first_on_a_tie
     }
     answers = [7, 5, 5.0, 9, 7, 8]
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": answers[k]})
-    r = await run(world, RunConfig(max_retries=3, max_iterations=2))
+    r = await run(world, RunConfig(loop=Loop(max_retries=3, max_iterations=2)))
     assert r.status == "failed" and not r.verified and r.iterations == 2
     assert r.final_output == {"price": 7}  # 7 twice, 5 twice (5.0 is 5): 7 came first
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": answers[k]})
-    r = await run(world, RunConfig(max_retries=3, max_iterations=1))
+    r = await run(world, RunConfig(loop=Loop(max_retries=3, max_iterations=1)))
     assert r.final_output == {"price": 5}
 
 
@@ -243,7 +250,7 @@ async def test_the_judge_is_not_asked_once_a_python_vf_failed():
         lambda nid, k, inp, p: {"price": 3 if k == 0 else 300},
         judge=lambda nid, c, o: (judge_asked.append(o) or True, "ok"),
     )
-    r = await run(world, RunConfig(max_retries=2))
+    r = await run(world, RunConfig(loop=Loop(max_retries=2)))
     assert r.status == "success" and judge_asked == [{"price": 300}]
     skipped = r.nodes["ex"].attempts[0].verdicts[1]
     assert skipped.outcome == "SKIPPED" and "not judged" in skipped.message
@@ -252,7 +259,13 @@ async def test_the_judge_is_not_asked_once_a_python_vf_failed():
 async def test_retries_sample_at_the_retry_temperature():
     plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": -1 if k < 2 else 2})
-    r = await run(world, RunConfig(temperature=0.0, retry_temperature=0.7, vacuity_check=False))
+    r = await run(
+        world,
+        RunConfig(
+            sampling=Sampling(temperature=0.0, retry_temperature=0.7),
+            verify=Verify(vacuity_check=False),
+        ),
+    )
     assert r.status == "success" and len(r.nodes["ex"].attempts) == 3
     temps = [q.settings.temperature for q in world.model.requests if q.role == "executor"]
     assert temps == [0.0, 0.7, 0.7]
@@ -289,7 +302,7 @@ def _outage(*a):
 
 async def test_a_model_error_ends_the_run_as_an_infrastructure_failure():
     plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
-    r = await run(ScriptedWorld([plan], _outage), RunConfig(vacuity_check=False))
+    r = await run(ScriptedWorld([plan], _outage), RunConfig(verify=Verify(vacuity_check=False)))
     assert r.status == "failed" and r.error_kind == "infrastructure"
     assert r.error.startswith("model error: ") and "unreachable after 3 attempts" in r.error
 
@@ -306,7 +319,7 @@ async def test_a_sandbox_that_cannot_run_a_tool_ends_the_run_as_an_infrastructur
 async def test_a_vf_the_sandbox_could_not_judge_makes_a_failed_run_an_infrastructure_failure():
     plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3})
-    cfg = RunConfig(max_retries=2, max_iterations=1, vacuity_check=False)
+    cfg = RunConfig(loop=Loop(max_retries=2, max_iterations=1), verify=Verify(vacuity_check=False))
     r = await run(world, cfg, _BrokenSandbox())
     assert r.status == "failed" and r.error_kind == "infrastructure"
     assert r.error.startswith("sandbox error in VF 'positive' of node 'ex': SandboxUnavailable")
@@ -332,20 +345,29 @@ async def test_a_judge_outage_the_verifier_absorbed_still_marks_a_failed_run():
         return True, "plausible"
 
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3}, judge)
-    once = await run(world, RunConfig(max_retries=1, max_iterations=1, vacuity_check=False))
+    once = await run(
+        world,
+        RunConfig(loop=Loop(max_retries=1, max_iterations=1), verify=Verify(vacuity_check=False)),
+    )
     assert once.status == "failed" and once.error_kind == "infrastructure"
     assert once.error.startswith("judge model error: the model endpoint")
     # The same outage, then a retry that verified: the answer stands and is scored.
     calls.clear()
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": 3}, judge)
-    again = await run(world, RunConfig(max_retries=2, max_iterations=1, vacuity_check=False))
+    again = await run(
+        world,
+        RunConfig(loop=Loop(max_retries=2, max_iterations=1), verify=Verify(vacuity_check=False)),
+    )
     assert again.status == "success" and again.error_kind is None and again.retries == 1
 
 
 async def test_a_verification_failure_is_no_infrastructure_failure():
     plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": -1})
-    r = await run(world, RunConfig(max_retries=1, max_iterations=1, vacuity_check=False))
+    r = await run(
+        world,
+        RunConfig(loop=Loop(max_retries=1, max_iterations=1), verify=Verify(vacuity_check=False)),
+    )
     assert r.status == "failed" and r.error_kind is None and r.answer == -1
 
 
@@ -358,7 +380,13 @@ async def test_a_final_answer_verifies_once_an_independent_attempt_agrees():
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": answers[k]})
     bus = EventBus()
     seen = recorded(bus)
-    r = await run(world, RunConfig(agreement=2, temperature=0.0, retry_temperature=0.7), events=bus)
+    r = await run(
+        world,
+        RunConfig(
+            verify=Verify(agreement=2), sampling=Sampling(temperature=0.0, retry_temperature=0.7)
+        ),
+        events=bus,
+    )
     assert r.status == "success" and r.final_output == {"price": 9}
     assert len(r.nodes["ex"].attempts) == 3 and r.iterations == 1
     # later attempts are fresh samples: no feedback, the retry temperature
@@ -372,7 +400,9 @@ async def test_answers_that_never_agree_end_the_run_unverified_without_a_replan(
     plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
     answers = [7, 8, 9, 10]
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": answers[k]})
-    r = await run(world, RunConfig(agreement=2, max_retries=3, max_iterations=5))
+    r = await run(
+        world, RunConfig(verify=Verify(agreement=2), loop=Loop(max_retries=3, max_iterations=5))
+    )
     assert r.status == "failed" and not r.verified and world.planner_calls == 1
     assert r.final_output == {"price": 7}  # no answer twice: the first (greedy) one
     assert r.nodes["ex"].status == "unconfirmed" and len(r.nodes["ex"].attempts) == 4
@@ -383,13 +413,15 @@ async def test_agreement_leaves_vf_retries_alone_and_skips_what_cannot_be_compar
     # A VF failure still costs one of max_retries; agreement only adds attempts after a pass.
     plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": -1})
-    r = await run(world, RunConfig(agreement=2, max_retries=2, max_iterations=1))
+    r = await run(
+        world, RunConfig(verify=Verify(agreement=2), loop=Loop(max_retries=2, max_iterations=1))
+    )
     assert len(r.nodes["ex"].attempts) == 2 and r.nodes["ex"].status == "failed"
     # Code and text answers, and nodes that are not final, verify on one passing attempt.
     nonempty = py("nonempty", "assert outputs['code'].strip()")
     code = {"nodes": [node("ex", {"code": "code"}, [nonempty])]}
     world = ScriptedWorld([code], lambda nid, k, inp, p: {"code": f"x = {k}\n"})
-    r = await run(world, RunConfig(agreement=2))
+    r = await run(world, RunConfig(verify=Verify(agreement=2)))
     assert r.status == "success" and len(r.nodes["ex"].attempts) == 1
     chain = {
         "nodes": [
@@ -398,14 +430,14 @@ async def test_agreement_leaves_vf_retries_alone_and_skips_what_cannot_be_compar
         ]
     }
     world = ScriptedWorld([chain], lambda nid, k, inp, p: {"price": 5})
-    r = await run(world, RunConfig(agreement=2))
+    r = await run(world, RunConfig(verify=Verify(agreement=2)))
     assert r.status == "success" and [len(r.nodes[n].attempts) for n in "ab"] == [1, 2]
 
 
 async def test_plan_repairs_bound_the_planner_before_the_fallback():
     planner = ScriptedModel(['{"nodes": []}'] * 4)
     executor = ScriptedModel(['{"answer": "42"}'])
-    config = RunConfig(plan_repairs=1)
+    config = RunConfig(planning=Planning(plan_repairs=1))
     coord = verimap.build(
         {"planner": planner, "executor": executor}, InProcessSandboxDouble(), config=config
     )
@@ -422,7 +454,9 @@ async def test_fresh_code_retries_alternate_repair_and_a_fresh_start_across_iter
 
     world = ScriptedWorld([plan], code)
     config = RunConfig(
-        fresh_code_retries=True, max_retries=2, max_iterations=3, vacuity_check=False
+        execution=Execution(fresh_code_retries=True),
+        loop=Loop(max_retries=2, max_iterations=3),
+        verify=Verify(vacuity_check=False),
     )
     r = await run(world, config)
     assert r.verified and r.iterations == 2 and len(r.nodes["ex"].attempts) == 4
@@ -441,11 +475,18 @@ async def test_fresh_code_retries_alternate_repair_and_a_fresh_start_across_iter
     assert "why the previous code fails" in prompts_[3]
     # Off (the paper), every retry repairs; a node whose answer is not code always does.
     world = ScriptedWorld([plan], code)
-    await run(world, RunConfig(max_retries=5, vacuity_check=False))
+    await run(world, RunConfig(loop=Loop(max_retries=5), verify=Verify(vacuity_check=False)))
     assert all(f"# attempt {k}" in p for k, p in enumerate(world.executor_prompts["ex"][1:]))
     plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": -k - 1 if k < 3 else 3})
-    await run(world, RunConfig(fresh_code_retries=True, vacuity_check=False, max_retries=4))
+    await run(
+        world,
+        RunConfig(
+            execution=Execution(fresh_code_retries=True),
+            verify=Verify(vacuity_check=False),
+            loop=Loop(max_retries=4),
+        ),
+    )
     assert all(
         f"-{k}" in p and "new attempt" not in p
         for k, p in enumerate(world.executor_prompts["ex"][1:], 1)
@@ -456,7 +497,7 @@ async def test_a_run_its_budget_stops_keeps_its_best_answer_so_far_unverified():
     """Nothing is lost: an attempt paid for still answers, marked unverified."""
     plan = {"nodes": [node("ex", {"price": "number"}, [POSITIVE])]}
     world = ScriptedWorld([plan], lambda nid, k, inp, p: {"price": -1})
-    config = RunConfig(vacuity_check=False, budget=Budget(max_llm_calls=2))
+    config = RunConfig(verify=Verify(vacuity_check=False), budget=Budget(max_llm_calls=2))
     r = await run(world, config)
     assert r.status == "budget_exhausted" and r.answer == -1 and not r.verified
     assert r.unverified_reason == "the run ended budget_exhausted"

@@ -9,7 +9,7 @@ import verimap
 from verimap.base.accounting import Budget
 from verimap.base.plan import Node
 from verimap.base.run_context import RunContext
-from verimap.config import RunConfig
+from verimap.config import Execution, Loop, RunConfig, Sampling
 from verimap.core.executor import EXECUTOR_SETTINGS, Executor
 from verimap.core.verifier import Verifier
 from verimap.sandbox import get_sandbox
@@ -93,7 +93,10 @@ async def test_a_typed_two_node_plan_gives_the_right_answer(local_models):
     from verimap.planning.fixed_planners import TemplatePlanner
 
     config = RunConfig(
-        max_retries=3, max_iterations=1, temperature=0, executor_max_steps=4, policies=[]
+        loop=Loop(max_retries=3, max_iterations=1),
+        sampling=Sampling(temperature=0),
+        execution=Execution(executor_max_steps=4),
+        policies=[],
     )
     sandbox = process_sandbox()
     coord = verimap.build(local_models, sandbox, config=config, planner=TemplatePlanner(TYPED_PLAN))
@@ -107,9 +110,8 @@ async def test_a_typed_two_node_plan_gives_the_right_answer(local_models):
 async def test_full_run_terminates_with_a_complete_report(local_models, tmp_path):
     sandbox = process_sandbox()
     config = RunConfig(
-        max_retries=1,
-        max_iterations=2,
-        temperature=0,
+        loop=Loop(max_retries=1, max_iterations=2),
+        sampling=Sampling(temperature=0),
         budget=Budget(max_llm_calls=10, timeout_s=240),
         policies=[],  # the planner, not the small-model policy's one-node plan
     )
@@ -164,7 +166,7 @@ async def test_the_default_local_path_answers_a_two_step_task_right_and_verified
     one against). The samples are drawn at temperature 0.7, so the sampler's seed is fixed, and
     the trace (kept under tmp_path) shows why when it fails."""
     sandbox = process_sandbox()
-    config = RunConfig(seed=7, budget=Budget(max_llm_calls=16, timeout_s=300))
+    config = RunConfig(sampling=Sampling(seed=7), budget=Budget(max_llm_calls=16, timeout_s=300))
     coord = verimap.build(local_models, sandbox, config=config, trace_dir=tmp_path)
     try:
         r = await coord.run(

@@ -8,7 +8,7 @@ from verimap.base.plan import Node
 from verimap.base.purpose import ExecuteCall
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VFVerdict
-from verimap.config import RunConfig
+from verimap.config import Execution, RunConfig, Verify
 from verimap.core import prompts
 from verimap.core.agent import parse_react
 from verimap.core.executor import Executor, check_output_keys, render_inputs
@@ -325,8 +325,13 @@ async def test_text_only_executor_takes_the_react_final_answer_and_asks_after_th
 
 def test_text_only_io_cannot_carry_python_vfs():
     with pytest.raises(ValueError, match="no named outputs"):
-        RunConfig(structured_io=False)
-    assert RunConfig(structured_io=False, verification="none").execution.context_generations == 1
+        RunConfig(execution=Execution(structured_io=False))
+    assert (
+        RunConfig(
+            execution=Execution(structured_io=False), verify=Verify(verification="none")
+        ).execution.context_generations
+        == 1
+    )
 
 
 CODE_NODE = Node(id="impl", instruction="Write f.", inputs=["USER_TASK"], outputs={"code": "code"})

@@ -7,7 +7,7 @@ from verimap.base.execution import ExecutorOutput, Feedback
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VerificationReport, VFVerdict
 from verimap.base.verification import Disputing
-from verimap.config import RunConfig
+from verimap.config import Loop, RunConfig
 from verimap.core.node_attempts import NodeAttempts, NodeJob, NodeStep
 from verimap.core.result import AttemptReport, NodeReport
 
@@ -53,9 +53,10 @@ class Verifier:
         return VerificationReport(passed=outcome == "PASS", verdicts=[verdict])
 
 
-async def steps(executor: Executor, job: NodeJob, **config: Any) -> tuple[list[NodeStep], list]:
+async def steps(executor: Executor, job: NodeJob, max_retries: int) -> tuple[list[NodeStep], list]:
     events: list = []
-    attempts = NodeAttempts(executor, Verifier(), RunConfig(**config))  # type: ignore[arg-type]
+    config = RunConfig(loop=Loop(max_retries=max_retries))
+    attempts = NodeAttempts(executor, Verifier(), config)  # type: ignore[arg-type]
     ctx = RunContext(run_id="r", iteration=job.iteration, sink=events.append)
     return [s async for s in attempts.run(job, ctx)], events
 

@@ -1,16 +1,16 @@
 """How a run ends: pure functions of what the run knows."""
 
-from verimap.config import RunConfig
+from verimap.config import Loop, RunConfig, Verify
 from verimap.core.result import NodeReport
 from verimap.core.run_end import repeated_work_error, unconfirmed_error, why_unverified
 
 
 def test_work_handed_back_ends_the_run_only_past_the_limit():
-    config = RunConfig(max_plan_repeats=1)
+    config = RunConfig(loop=Loop(max_plan_repeats=1))
     assert repeated_work_error(config, "n1", 1) is None
     error = repeated_work_error(config, "n1", 2)
     assert error is not None and "after 2 failed runs" in error and "max_plan_repeats=1" in error
-    assert repeated_work_error(RunConfig(max_plan_repeats=None), "n1", 9) is None
+    assert repeated_work_error(RunConfig(loop=Loop(max_plan_repeats=None)), "n1", 9) is None
 
 
 def test_an_unconfirmed_end_names_the_disputing_checks_once_each_and_the_votes():
@@ -21,7 +21,10 @@ def test_an_unconfirmed_end_names_the_disputing_checks_once_each_and_the_votes()
         "most solutions gave is kept, unverified (votes: 2 for 7)"
     )
     plain = unconfirmed_error(
-        RunConfig(agreement=2, max_retries=3), "n1", NodeReport(node_id="n1"), []
+        RunConfig(verify=Verify(agreement=2), loop=Loop(max_retries=3)),
+        "n1",
+        NodeReport(node_id="n1"),
+        [],
     )
     assert "its answers did not agree 2 times in 4 attempts" in plain
 
@@ -31,5 +34,5 @@ def test_a_run_is_verified_only_when_it_succeeded_and_its_final_node_is_confirme
     assert why_unverified(RunConfig(), "success", "f", reports) is None
     assert why_unverified(RunConfig(), "failed", "f", reports) == "the run ended failed"
     assert why_unverified(RunConfig(), "success", "g", reports) == "the final node did not run"
-    none = RunConfig(verification="none")
+    none = RunConfig(verify=Verify(verification="none"))
     assert why_unverified(none, "success", "f", reports) == "the method runs no verification"

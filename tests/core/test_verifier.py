@@ -200,10 +200,12 @@ async def test_a_batched_judge_failure_is_an_error_verdict_for_every_criterion()
 
 
 async def test_the_judge_samples_as_the_run_config_says():
-    from verimap.config import RunConfig
+    from verimap.config import RunConfig, Sampling, Verify
 
     m = judge(True)
-    cfg = RunConfig(temperature=1.0, batch_judge=False, full_feedback=True)
+    cfg = RunConfig(
+        sampling=Sampling(temperature=1.0), verify=Verify(batch_judge=False, full_feedback=True)
+    )
     v = Verifier.from_config(None, m, cfg)
     assert (v.batch_judge, v.full_feedback) == (False, True)
     await v.verify(mk([LLM]), {}, {"y": 1}, ctx=RunContext())
@@ -212,7 +214,7 @@ async def test_the_judge_samples_as_the_run_config_says():
 
 async def test_the_judge_checks_with_the_executors_tools_before_its_verdict():
     """The paper's verifier is a ReAct agent: it may compute before it decides."""
-    from verimap.config import RunConfig
+    from verimap.config import RunConfig, Verify
     from verimap.testing import tool_call_reply
     from verimap.tools.registry import default_tools
 
@@ -239,7 +241,9 @@ async def test_the_judge_checks_with_the_executors_tools_before_its_verdict():
     )
 
     m = judge(True)
-    plain = Verifier.from_config(None, m, RunConfig(judge_tools=False), tools=default_tools())
+    plain = Verifier.from_config(
+        None, m, RunConfig(verify=Verify(judge_tools=False)), tools=default_tools()
+    )
     await plain.verify(mk([LLM]), {}, {"y": 1}, ctx=RunContext())
     assert [r.tools for r in m.requests] == [None, None]
 

@@ -65,7 +65,10 @@ def test_the_ballot_reaches_the_run_config_and_an_idle_one_is_named(tmp_path):
     args = ["-b", "gsm8k", "-n", "1", "--data-dir", str(SAMPLES), "--ballot", "sampled", *FACTORY]
     r = invoke(*args, "-m", "verimap", "--cross-check", "-o", str(tmp_path / "on"))
     assert r.exit_code == 0 and "does nothing" not in r.stderr, r.output
-    assert json.loads((tmp_path / "on" / CONFIG).read_text())["run_config"]["ballot"] == "sampled"
+    assert (
+        json.loads((tmp_path / "on" / CONFIG).read_text())["run_config"]["verify"]["ballot"]
+        == "sampled"
+    )
     r = invoke(*args, "-m", "verimap", "--no-cross-check", "-o", str(tmp_path / "off"))
     assert r.exit_code == 0 and "note: --ballot does nothing here" in r.stderr
     assert invoke("-b", "gsm8k", "--ballot", "lenient").exit_code == 2
@@ -83,15 +86,15 @@ def test_config_file_and_flag_override(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
         f"benchmark: gsm8k\nmethod: map\nlimit: 4\nepochs: 2\nout: {tmp_path / 'o'}\ndata_dir: {SAMPLES}\n"
-        "sandbox: process\nquiet: true\nrun_config:\n  vf_timeout_s: 7\n"
+        "sandbox: process\nquiet: true\nrun_config:\n  verify:\n    vf_timeout_s: 7\n"
     )
     r = invoke("--config", str(cfg), "--limit", "2", *FACTORY[:2])
     assert r.exit_code == 0, r.output
     config = json.loads((tmp_path / "o" / "config.json").read_text())
     assert config["method"] == "map" and config["limit"] == 2 and config["runs"] == 2
     assert (
-        config["run_config"]["vf_timeout_s"] == 7
-        and config["run_config"]["context_generations"] == 2
+        config["run_config"]["verify"]["vf_timeout_s"] == 7
+        and config["run_config"]["execution"]["context_generations"] == 2
     )
     assert len((tmp_path / "o" / RESULTS).read_text().splitlines()) == 4
 
@@ -354,30 +357,38 @@ def test_the_endpoints_policy_fills_only_what_the_user_left_unset(monkeypatch, c
         monkeypatch.delenv(var, raising=False)
     cfg: dict = {}
     assert _apply_policies("verimap", {}, cfg, None, None) == ["small-model"]
-    assert (cfg["max_iterations"], cfg["plan_repairs"], cfg["temperature"]) == (2, 0, 0.0)
-    assert cfg["max_nodes"] == 1 and cfg["policies"] == ["small-model"]
-    assert "answer_agreement" in cfg["checks"]
+    assert (
+        cfg["loop"]["max_iterations"],
+        cfg["planning"]["plan_repairs"],
+        cfg["sampling"]["temperature"],
+    ) == (2, 0, 0.0)
+    assert cfg["planning"]["max_nodes"] == 1 and cfg["policies"] == ["small-model"]
+    assert "answer_agreement" in cfg["verify"]["checks"]
     said = capsys.readouterr().err
     assert "the small-model policy applies" in said and "--policy none" in said
-    mine = {"max_iterations": 5, "temperature": 1.0, "max_nodes": None}
+    mine = {
+        "loop": {"max_iterations": 5},
+        "sampling": {"temperature": 1.0},
+        "planning": {"max_nodes": None},
+    }
     _apply_policies("map-v", {}, mine, None, None)
     assert mine == {
-        "max_iterations": 5,
-        "temperature": 1.0,
-        "plan_repairs": 0,
-        "max_nodes": None,
-        "checks": ["arithmetic", "answer_agreement", "code_agreement"],
-        "fresh_code_retries": True,
+        "loop": {"max_iterations": 5},
+        "sampling": {"temperature": 1.0},
+        "planning": {"plan_repairs": 0, "max_nodes": None},
+        "verify": {"checks": ["arithmetic", "answer_agreement", "code_agreement"]},
+        "execution": {"fresh_code_retries": True},
         "policies": ["small-model"],
     }
-    no_cross = {"temperature": 1.0}
+    no_cross = {"sampling": {"temperature": 1.0}}
     _apply_policies("verimap", {}, no_cross, None, False)
-    assert no_cross["checks"] == ["arithmetic"] and "retry_temperature" not in no_cross
+    assert no_cross["verify"]["checks"] == ["arithmetic"]
+    assert "retry_temperature" not in no_cross["sampling"]
     off: dict = {}
     assert _apply_policies("verimap", {}, off, "none", None) == [] and off == {"policies": []}
     paper: dict = {}
     assert _apply_policies("verimap", {}, paper, "paper", None) == ["paper"]
-    assert paper["sequential"] is True and paper["checks"] == []
+    assert paper["loop"]["sequential"] is True and paper["verify"]["checks"] == []
     remote: dict = {}
     assert (
         _apply_policies("verimap", {"base_url": "http://127.0.0.1:9/v1"}, remote, None, None) == []
@@ -434,23 +445,33 @@ def test_every_unknown_config_key_is_named_with_a_close_match(tmp_path):
     said = " ".join(r.output.split())
     assert "'max_task' (did you mean 'max_tasks'?)" in said
     assert "'flavour'" in said and "'models.planer'" in said
-    assert "'run_config.vf_timout_s' (did you mean 'vf_timeout_s'?)" in said
+    assert "'run_config.vf_timout_s' (did you mean 'verify.vf_timeout_s'?)" in said
     assert "'run_config.budget.max_cots' (did you mean 'max_cost'?)" in said
     assert "'run_config.loop.max_retry' (did you mean 'max_retries'?)" in said
     assert "'sandbox'" not in said.split("unknown settings", 1)[1]
     assert not (tmp_path / "o").exists()
 
 
-def test_a_config_knob_given_flat_and_in_its_part_is_refused(tmp_path):
+def test_a_config_knob_outside_its_part_is_refused_with_where_it_belongs(tmp_path):
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
         "benchmark: gsm8k\nsandbox: process\n"
-        "run_config:\n  max_retries: 2\n  loop:\n    max_retries: 3\n"
+        "run_config:\n  max_retries: 2\n  loop:\n    temperature: 0.5\n"
     )
     r = CliRunner().invoke(main, ["eval", "--config", str(cfg), "-o", str(tmp_path / "o")])
-    assert r.exit_code == 2, r.output
-    assert "'max_retries' (loop.max_retries)" in " ".join(r.output.split())
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    said = " ".join(r.output.split())
+    assert "'run_config.max_retries' (it is now run_config.loop.max_retries)" in said
+    assert "'run_config.loop.temperature' (it is run_config.sampling.temperature)" in said
     assert not (tmp_path / "o").exists()
+
+
+def test_a_config_part_that_is_no_mapping_is_refused(tmp_path):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("benchmark: gsm8k\nsandbox: process\nrun_config:\n  loop: 3\n")
+    r = CliRunner().invoke(main, ["eval", "--config", str(cfg), "-o", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "Traceback" not in r.output, r.output
+    assert "'loop' must be a mapping of its settings, not 3" in " ".join(r.output.split())
 
 
 def test_config_sections_must_be_mappings(tmp_path):

@@ -13,7 +13,11 @@ from .conftest import SAMPLES
 @pytest.mark.localmodel
 async def test_react_on_one_gsm8k_problem_with_the_local_model(local_models, sandbox, tmp_path):
     bench = get_benchmark("gsm8k", SAMPLES)
-    cfg = {"temperature": 0.0, "executor_max_steps": 4, "budget": {"timeout_s": 300}}
+    cfg = {
+        "sampling": {"temperature": 0.0},
+        "execution": {"executor_max_steps": 4},
+        "budget": {"timeout_s": 300},
+    }
     out = await run_eval(
         bench, "react", local_models, sandbox, tmp_path, limit=1, config=cfg, progress=False
     )

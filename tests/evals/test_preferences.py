@@ -94,7 +94,7 @@ async def _run(out, sandbox, script, limit):
         limit=limit,
         progress=False,
         max_concurrency=2,
-        config={"max_retries": 1, "max_iterations": 2},
+        config={"loop": {"max_retries": 1, "max_iterations": 2}},
     )
     return tasks, models["planner"]
 
@@ -207,7 +207,7 @@ def test_pairs_never_cross_prompts(runs, tmp_path):
     other = tmp_path / "a-map-v"
     shutil.copytree(runs["a"], other)
     cfg = json.loads((other / "config.json").read_text())
-    cfg["method"], cfg["run_config"]["verification"] = "map-v", "instruction"
+    cfg["method"], cfg["run_config"]["verify"]["verification"] = "map-v", "instruction"
     (other / "config.json").write_text(json.dumps(cfg))
     pairs, summary = preference_pairs([other, runs["b"]], metadata=True)
     assert summary.tasks == 3 and summary.without_pair == 2

@@ -115,7 +115,7 @@ async def test_table_4_counts_what_the_real_pipeline_produces(tmp_path):
         tmp_path,
         limit=4,
         progress=False,
-        config={"max_retries": 2, "max_iterations": 2},
+        config={"loop": {"max_retries": 2, "max_iterations": 2}},
     )
     recs = {r["task_id"]: r for r in load_records([tmp_path])}
     fn = recs["gsm8k/2"]

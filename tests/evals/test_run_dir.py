@@ -3,13 +3,15 @@ refused directory changes, and no finished record is dropped or paid for twice."
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from verimap.cli import main
+from verimap.config import PARTS, WHOLE, RunConfig
 from verimap.evals.attempt import Attempt, task_key, trace_rel
-from verimap.evals.run_dir import changed_settings
+from verimap.evals.run_dir import changed_settings, migrated, read_config
 from verimap.evals.runner import (
     CONFIG,
     MARK,
@@ -180,7 +182,9 @@ async def test_a_resume_with_other_settings_is_refused_before_anything_changes(t
     """Records run under other settings would be scored in one report as if alike."""
     bench, models = await _first_run(tmp_path, sandbox)
     before = _snapshot(tmp_path)
-    with pytest.raises(RunDirError, match=r"other settings \(temperature: 1\.0 -> 0\.5\)"):
+    with pytest.raises(
+        RunDirError, match=r"other settings \(sampling\.temperature: 1\.0 -> 0\.5\)"
+    ):
         await run_eval(
             bench,
             "react",
@@ -189,7 +193,7 @@ async def test_a_resume_with_other_settings_is_refused_before_anything_changes(t
             tmp_path,
             limit=3,
             resume=True,
-            config={"temperature": 0.5},
+            config={"sampling": {"temperature": 0.5}},
             progress=False,
         )
     assert _snapshot(tmp_path) == before
@@ -201,7 +205,7 @@ async def test_a_resume_with_other_settings_is_refused_before_anything_changes(t
         tmp_path,
         limit=3,
         resume=True,
-        config={"max_parallel": 1},
+        config={"loop": {"max_parallel": 1}},
         progress=False,
     )
     assert again.tally.skipped == 2 and again.tally.done == 3
@@ -228,7 +232,7 @@ def test_the_command_names_the_changed_setting_of_a_resume(tmp_path):
     ]
     assert CliRunner().invoke(main, args).exit_code == 0
     r = CliRunner().invoke(main, [*args, "-n", "2", "--resume", "--temperature", "0.2"])
-    assert r.exit_code == 1 and "other settings (temperature: 1.0 -> 0.2)" in " ".join(
+    assert r.exit_code == 1 and "other settings (sampling.temperature: 1.0 -> 0.2)" in " ".join(
         r.output.split()
     ), r.output
     assert len((tmp_path / RESULTS).read_text().splitlines()) == 1
@@ -237,18 +241,17 @@ def test_the_command_names_the_changed_setting_of_a_resume(tmp_path):
 def test_a_ballot_older_directories_never_wrote_is_the_mixed_one():
     """Before ballots had names the default ballot was the mixed one; a method that never
     verifies may have written any ballot."""
-    assert (
-        changed_settings({"verification": "full"}, {"verification": "full", "ballot": "mixed"})
-        == []
-    )
-    assert changed_settings(
-        {"verification": "full"}, {"verification": "full", "ballot": "strict"}
-    ) == ["ballot: 'mixed' -> 'strict'"]
-    react = {"verification": "none", "ballot": "mixed"}
-    assert changed_settings(react, {**react, "ballot": "strict"}) == []
-    assert changed_settings({**react, "verification": "full"}, {**react, "ballot": "strict"}) == [
-        "ballot: 'mixed' -> 'strict'",
-        "verification: 'full' -> 'none'",
+    full = {"verify": {"verification": "full"}}
+    assert changed_settings(full, {"verify": {"verification": "full", "ballot": "mixed"}}) == []
+    assert changed_settings(full, {"verify": {"verification": "full", "ballot": "strict"}}) == [
+        "verify.ballot: 'mixed' -> 'strict'"
+    ]
+    react = {"verify": {"verification": "none", "ballot": "mixed"}}
+    strict = {"verify": {"verification": "none", "ballot": "strict"}}
+    assert changed_settings(react, strict) == []
+    assert changed_settings(full, strict) == [
+        "verify.ballot: 'mixed' -> 'strict'",
+        "verify.verification: 'full' -> 'none'",
     ]
 
 
@@ -406,3 +409,45 @@ def test_a_foreign_folder_is_refused_before_a_model_is_started(tmp_path, monkeyp
     assert r.exit_code == 1, r.output
     said = " ".join(r.output.split())
     assert "not a verimap eval directory" in said and "model file not found" not in said
+
+
+FLAT_RUN_CONFIG = json.loads((Path(__file__).parent / "flat_run_config.json").read_text())
+
+
+def test_a_flat_run_config_is_migrated_into_its_parts():
+    old = {MARK: 1, "benchmark": "gsm8k", "method": "react", "run_config": FLAT_RUN_CONFIG}
+    new = migrated(old)
+    assert set(new["run_config"]) == {*PARTS, *WHOLE}
+    assert new["run_config"]["loop"]["max_retries"] == 1
+    assert new["run_config"]["verify"]["verification"] == "none"
+    assert new["run_config"]["budget"] == FLAT_RUN_CONFIG["budget"]
+    assert {k: v for k, v in new.items() if k != "run_config"} == {
+        k: v for k, v in old.items() if k != "run_config"
+    }
+    assert RunConfig.model_validate(new["run_config"]).execution.executor_max_steps == 20
+    assert migrated(new) == new  # a nested one stays as it is
+    assert migrated({"benchmark": "gsm8k"}) == {"benchmark": "gsm8k"}
+    assert migrated({"run_config": {"policies": []}}) == {"run_config": {"policies": []}}
+
+
+async def test_report_compare_and_compact_read_a_flat_directory(tmp_path, sandbox):
+    dirs = []
+    for method in ("react", "bare"):
+        out = tmp_path / method
+        await run_eval(
+            _bench(), method, oracle_models(_bench().tasks()), sandbox, out, limit=2, progress=False
+        )
+        config = json.loads((out / CONFIG).read_text())
+        config["run_config"] = {**FLAT_RUN_CONFIG, "policies": None}
+        (out / CONFIG).write_text(json.dumps(config))
+        assert read_config(out / CONFIG)[0]["run_config"]["loop"]["max_retries"] == 1
+        dirs.append(str(out))
+    for args in (
+        ["report", dirs[0]],
+        ["compare", *dirs],
+        ["compact", *dirs, "--out-file", str(tmp_path / "c.jsonl")],
+    ):
+        r = CliRunner().invoke(main, ["eval", *args])
+        assert r.exit_code == 0 and "Traceback" not in r.output, (args, r.output)
+    assert "| react |" in CliRunner().invoke(main, ["eval", "report", dirs[0]]).output
+    assert len((tmp_path / "c.jsonl").read_text().splitlines()) == 4

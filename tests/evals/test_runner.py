@@ -4,10 +4,12 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from verimap.base.check_names import DEFAULT_BALLOT
+from verimap.config import part_of
 from verimap.evals.runner import (
     ERRORS,
     RESULTS,
@@ -50,7 +52,7 @@ async def test_run_writes_one_record_per_task_and_config(tmp_path, sandbox):
     assert (
         cfg["benchmark"] == "gsm8k"
         and cfg["method"] == "verimap"
-        and cfg["run_config"]["temperature"] == 1.0
+        and cfg["run_config"]["sampling"]["temperature"] == 1.0
     )
     first = recs[0]
     assert first["usage"]["planner"]["calls"] >= 1 and first["tokens"] > 0
@@ -78,56 +80,45 @@ async def test_resume_skips_finished_and_refuses_without_flag(tmp_path, sandbox)
 
 
 async def test_a_directory_written_before_the_config_parts_resumes(tmp_path, sandbox):
-    """config.json of an older verimap holds `run_config` flat; a resume reads it and keeps its
-    values (settings added since, the ballot and the opening calls, are written at their
-    defaults)."""
+    """config.json of an older verimap holds `run_config` flat; a resume reads each knob in its
+    part, keeps the values (a setting added since, the ballot, at the value those runs had)
+    and writes the config back nested."""
     bench = get_benchmark("gsm8k", SAMPLES)
     models = oracle_models(bench.tasks())
     await run_eval(bench, "react", models, sandbox, tmp_path, limit=3, progress=False)
     config = json.loads((tmp_path / "config.json").read_text())
-    config["run_config"] = OLD_REACT_RUN_CONFIG
+    flat = json.loads(FLAT_RUN_CONFIG.read_text())
+    del flat["ballot"]  # written before ballots had names
+    config["run_config"] = flat
     (tmp_path / "config.json").write_text(json.dumps(config))
     again = await run_eval(
         bench, "react", models, sandbox, tmp_path, limit=5, resume=True, progress=False
     )
     assert again.tally.skipped == 3 and again.tally.done == 5
     written = json.loads((tmp_path / "config.json").read_text())["run_config"]
-    added = {"ballot": DEFAULT_BALLOT, "opening_calls": True, "policies": []}
-    assert written == {**OLD_REACT_RUN_CONFIG, **added}
+    assert written["verify"]["ballot"] == DEFAULT_BALLOT and "max_retries" not in written
+    for name, value in flat.items():
+        part = part_of(name)
+        assert (written[name] if part is None else written[part][name]) == value, name
 
 
-# The react method's run_config as config.json held it before `RunConfig` had parts.
-OLD_REACT_RUN_CONFIG = {
-    "max_retries": 1,
-    "max_iterations": 1,
-    "max_parallel": 4,
-    "sequential": False,
-    "reuse_verified": True,
-    "fail_accepted": False,
-    "verification": "none",
-    "context_generations": 1,
-    "structured_io": True,
-    "vf_timeout_s": 10.0,
-    "checks": ["arithmetic"],
-    "vacuity_check": True,
-    "plan_reasoning": False,
-    "full_feedback": False,
-    "batch_judge": True,
-    "judge_tools": True,
-    "agreement": 1,
-    "unverified_answer": "plurality",
-    "plan_repairs": 3,
-    "max_nodes": None,
-    "max_plan_repeats": 1,
-    "executor_max_steps": 20,
-    "temperature": 1.0,
-    "retry_temperature": None,
-    "fresh_code_retries": False,
-    "top_p": 1.0,
-    "seed": None,
-    "budget": {"max_llm_calls": None, "max_tokens": None, "max_cost": None, "timeout_s": None},
-    "policies": None,
-}
+async def test_a_flat_directory_run_with_other_settings_is_refused_naming_the_knob(
+    tmp_path, sandbox
+):
+    bench = get_benchmark("gsm8k", SAMPLES)
+    models = oracle_models(bench.tasks())
+    await run_eval(bench, "react", models, sandbox, tmp_path, limit=2, progress=False)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["run_config"] = {**json.loads(FLAT_RUN_CONFIG.read_text()), "executor_max_steps": 9}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(RunDirError, match=r"execution\.executor_max_steps: 9 -> 20"):
+        await run_eval(
+            bench, "react", models, sandbox, tmp_path, limit=3, resume=True, progress=False
+        )
+
+
+# The react method's run_config as config.json held it before `RunConfig` was nested.
+FLAT_RUN_CONFIG = Path(__file__).parent / "flat_run_config.json"
 
 
 def test_paper_sample_size_is_500_or_half_a_smaller_set():

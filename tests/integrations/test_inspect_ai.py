@@ -66,7 +66,7 @@ GSM8K_LIKE = [
     ),
 ]
 # No planner call (the whole task as one node), one attempt: what mockllm can play.
-ONE_NODE = {"max_nodes": 1, "max_retries": 1, "max_iterations": 1}
+ONE_NODE = {"planning": {"max_nodes": 1}, "loop": {"max_retries": 1, "max_iterations": 1}}
 
 
 # A planned run a scripted world plays: two nodes, each with a Python VF, the last one strong.
@@ -186,7 +186,7 @@ def test_a_verimap_model_served_through_inspect_runs_a_planned_and_verified_run(
         executor=world.model,
         sandbox=InProcessSandboxDouble(),
         domain="math",
-        config={"max_retries": 1, "vacuity_check": False},
+        config={"loop": {"max_retries": 1}, "verify": {"vacuity_check": False}},
     )
     log = run_eval(solver, tmp_path, GSM8K_LIKE[:1], mock_model())
 
@@ -227,7 +227,7 @@ def test_inspects_cache_serves_a_rerun_without_a_model_call(tmp_path, monkeypatc
             executor=world.model,
             sandbox=InProcessSandboxDouble(),
             domain="math",
-            config={"max_retries": 1, "vacuity_check": False},
+            config={"loop": {"max_retries": 1}, "verify": {"vacuity_check": False}},
         )
         task = Task(dataset=GSM8K_LIKE[:1], solver=solver, scorer=verified())
         (log,) = inspect_eval(
@@ -457,19 +457,28 @@ def test_local_model_rules_apply_under_the_users_settings():
     def run_config(method: str, config: Any, local: bool) -> dict[str, Any]:
         return resolve(config, method=method, local=local).config.model_dump()
 
-    remote = run_config("verimap", {"max_retries": 2}, local=False)
-    assert remote["max_retries"] == 2 and remote["policies"] == [] and remote["max_nodes"] is None
-    local = run_config("verimap", {"max_retries": 2}, local=True)
-    assert local["max_retries"] == 2 and local["temperature"] == 0.0 and local["max_nodes"] == 1
-    assert local["max_iterations"] == 2 and local["policies"] == ["small-model"]
+    mine = {"loop": {"max_retries": 2}}
+    remote = run_config("verimap", mine, local=False)
+    assert remote["loop"]["max_retries"] == 2 and remote["policies"] == []
+    assert remote["planning"]["max_nodes"] is None
+    local = run_config("verimap", mine, local=True)
+    assert local["loop"]["max_retries"] == 2 and local["sampling"]["temperature"] == 0.0
+    assert local["planning"]["max_nodes"] == 1
+    assert local["loop"]["max_iterations"] == 2 and local["policies"] == ["small-model"]
     one_pass = run_config("map", None, local=True)
-    assert one_pass["max_iterations"] == 1  # map is one pass, whatever the policy says
-    sampled = run_config("verimap", {"temperature": 0.5}, local=True)
-    assert sampled["temperature"] == 0.5 and sampled["retry_temperature"] is None
-    nested = run_config("verimap", {"loop": {"max_retries": 2}}, local=True)
-    assert nested == local  # `-S config=...` may give a part's knobs nested
-    with pytest.raises(ValueError, match="'max_retires'"):
-        run_config("verimap", {"max_retires": 2}, local=False)
+    assert one_pass["loop"]["max_iterations"] == 1  # map is one pass, whatever the policy says
+    sampled = run_config("verimap", {"sampling": {"temperature": 0.5}}, local=True)
+    assert sampled["sampling"]["temperature"] == 0.5
+    assert sampled["sampling"]["retry_temperature"] is None
+    with pytest.raises(ValueError, match=r"'loop\.max_retires'"):
+        run_config("verimap", {"loop": {"max_retires": 2}}, local=False)
+
+
+def test_a_config_knob_outside_its_part_fails_when_the_solver_is_made():
+    from verimap.integrations.inspect_ai import verimap_solver
+
+    with pytest.raises(ValueError, match=r"'max_retries' \(it is now loop.max_retries\)"):
+        verimap_solver("verimap", config={"max_retries": 2})
 
 
 async def test_the_fallback_models_are_opened_once_and_closed_after_the_last_sample(monkeypatch):
@@ -643,7 +652,7 @@ def test_the_transcript_of_a_served_model_is_redacted_and_the_model_gets_it_whol
         executor=world.model,
         sandbox=InProcessSandboxDouble(),
         domain="math",
-        config={"max_retries": 1, "vacuity_check": False},
+        config={"loop": {"max_retries": 1}, "verify": {"vacuity_check": False}},
     )
     log = run_eval(solver, tmp_path, GSM8K_LIKE[:1], mock_model())
     assert log.status == "success", log.error

@@ -103,5 +103,8 @@ def test_verimap_eval_humaneval_writes_results(local_model_file, tmp_path):
     assert len({r["key"] for r in rows}) == 2
     assert "the small-model policy applies: temperature 0" in p.stderr
     assert "one task at a time" in p.stderr
-    assert json.loads((out / "config.json").read_text())["run_config"]["temperature"] == 0.0
+    assert (
+        json.loads((out / "config.json").read_text())["run_config"]["sampling"]["temperature"]
+        == 0.0
+    )
     assert no_servers_left(tmp_path)

@@ -12,7 +12,7 @@ from verimap.base.events import FINISH, MODEL_CALL, REPLIES, RUN_START, VOTE, Ev
 from verimap.base.messages import ModelRequest
 from verimap.base.model import ModelError
 from verimap.base.usage import EXECUTOR
-from verimap.config import RunConfig
+from verimap.config import RunConfig, Sampling
 from verimap.evals.attempt import attempt_task
 from verimap.evals.tasksets import get_benchmark
 from verimap.methods.answers import BARE_PROMPTS, bare_prompt, qa_prompt, read_answer
@@ -101,7 +101,9 @@ def test_the_prompt_is_the_plain_one_a_user_would_write():
 async def test_bare_makes_one_metered_call_and_traces_it_but_verifies_nothing(tmp_path):
     model = replies("17 * 23 = 391.\nThe answer is 391.")
     bus, seen = events()
-    runner = Bare(model, None, kind="number", config=RunConfig(temperature=0.0), events=bus)
+    runner = Bare(
+        model, None, kind="number", config=RunConfig(sampling=Sampling(temperature=0.0)), events=bus
+    )
     r = await runner.run(PENS, trace_path=tmp_path / "bare.jsonl")
     assert r.status == "success" and r.answer == 391 and r.final_node == "bare"
     assert r.verified is False and r.unverified_reason == UNVERIFIED

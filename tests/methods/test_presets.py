@@ -281,12 +281,16 @@ def test_every_method_has_the_paper_sampling_defaults():
     for m in METHODS:
         cfg = resolve(method=m).config
         assert (cfg.sampling.temperature, cfg.sampling.top_p) == (1.0, 1.0)
-    assert resolve({"temperature": 0.2}, method="verimap").config.sampling.temperature == 0.2
     assert (
-        resolve({"max_retries": 3}, method="verimap-1it").config.loop.max_retries == 1
+        resolve({"sampling": {"temperature": 0.2}}, method="verimap").config.sampling.temperature
+        == 0.2
+    )
+    assert (
+        resolve({"loop": {"max_retries": 3}}, method="verimap-1it").config.loop.max_retries == 1
     )  # the method's own knob wins
     tuned = resolve(
-        {"max_retries": 2, "max_iterations": 2, "verification": "none"}, method="verimap"
+        {"loop": {"max_retries": 2, "max_iterations": 2}, "verify": {"verification": "none"}},
+        method="verimap",
     ).config
     assert (tuned.loop.max_retries, tuned.loop.max_iterations, tuned.verify.verification) == (
         2,

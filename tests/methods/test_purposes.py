@@ -12,7 +12,7 @@ from tests.evals.conftest import SAMPLES, chat_endpoint, fast_model  # noqa: F40
 from verimap.base.check_names import ANSWER_AGREEMENT, MIXED
 from verimap.base.events import MODEL_CALL, EventBus
 from verimap.base.purpose import ExecuteCall, JudgeCall, PlanCall, SolveCall
-from verimap.config import RunConfig
+from verimap.config import RunConfig, Verify
 from verimap.evals.tasksets import get_benchmark
 from verimap.testing import ScriptedWorld, oracle_models
 from verimap.tools.registry import ToolRegistry, calculator_tool
@@ -117,7 +117,9 @@ async def test_a_world_is_told_each_node_its_inputs_and_each_judge_its_criteria(
         return "23 pens at 17 dollars: 391 dollars. The answer is 391."
 
     world = ScriptedWorld([CHAIN], outputs, judge, solve=solve, sample=sample)
-    config = RunConfig(checks=[ANSWER_AGREEMENT], ballot=MIXED, vacuity_check=False)  # programs
+    config = RunConfig(
+        verify=Verify(checks=[ANSWER_AGREEMENT], ballot=MIXED, vacuity_check=False)
+    )  # programs
     task = "Pens cost 17 dollars. What do 23 pens cost?"
     r = await verimap.build(world.models(), process_sandbox, config=config).run(task)
     assert r.answer == 391

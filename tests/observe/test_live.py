@@ -8,7 +8,7 @@ from rich.style import Style
 import verimap
 from verimap.base.accounting import Budget
 from verimap.base.events import CrossCheck, Event, Plan
-from verimap.config import RunConfig
+from verimap.config import Loop, RunConfig
 from verimap.observe.live import LiveState, PlainLog, TaskBoard, clean, plain_line
 from verimap.observe.live_view import BoardView, narrate, render_board, render_run
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld
@@ -89,7 +89,7 @@ def terminal(width=100):
 
 
 async def test_statuses_through_retries_a_replan_and_a_reused_node():
-    result, events = await run(replan_world(), RunConfig(max_retries=2))
+    result, events = await run(replan_world(), RunConfig(loop=Loop(max_retries=2)))
     assert result.status == "success" and result.iterations == 2
 
     s = replayed(events[: nth(events, "retry", 0) + 1])
@@ -123,7 +123,7 @@ async def test_statuses_through_retries_a_replan_and_a_reused_node():
 
 async def test_a_failed_run_marks_the_nodes_it_never_reached_skipped():
     world = ScriptedWorld([CHAIN], lambda nid, k, inp, p: {"x": -1})
-    result, events = await run(world, RunConfig(max_retries=3, max_iterations=1))
+    result, events = await run(world, RunConfig(loop=Loop(max_retries=3, max_iterations=1)))
     s = replayed(events)
     assert result.status == s.phase == "failed" and "'a' failed verification" in s.note
     assert {k: n.label for k, n in s.nodes.items()} == {"a": "failed", "b": "skipped"}
@@ -140,7 +140,7 @@ async def test_a_kept_plan_starts_the_next_iteration_and_reuses_what_passed():
         # No number until the kept plan's retry: the executor failed, no VF did.
         return {"y": 4} if "This is a retry" in prompt else {"y": "a lot"}
 
-    result, events = await run(ScriptedWorld([typed], outputs), RunConfig(max_retries=1))
+    result, events = await run(ScriptedWorld([typed], outputs), RunConfig(loop=Loop(max_retries=1)))
     s = replayed(events[: nth(events, "plan_kept") + 1])
     assert s.nodes["b"].label == "failed" and s.nodes["b"].verdict.startswith("#1 error:")
     assert "plan kept" in s.note and not s.nodes["b"].verdict_passed
@@ -158,7 +158,7 @@ async def test_a_node_cut_short_by_the_budget_is_stopped():
 
 
 async def test_hostile_text_is_shown_not_obeyed():
-    _, events = await run(replan_world(), RunConfig(max_retries=2))
+    _, events = await run(replan_world(), RunConfig(loop=Loop(max_retries=2)))
     s = replayed(events[: nth(events, "retry", 0) + 1])
     verdict = s.nodes["b"].verdict
     assert "\x1b" not in verdict and "[bold]loud[/bold]" in verdict
@@ -178,7 +178,7 @@ async def test_hostile_text_is_shown_not_obeyed():
 
 
 async def test_render_run_on_a_terminal():
-    _, events = await run(replan_world(), RunConfig(max_retries=2))
+    _, events = await run(replan_world(), RunConfig(loop=Loop(max_retries=2)))
     s = replayed(events[: nth(events, "retry", 1) + 1])
     console = terminal()
     console.print(render_run(s))
@@ -204,7 +204,7 @@ async def test_render_run_on_a_terminal():
 
 
 async def test_the_board_shows_the_most_recent_tasks_in_flight():
-    runs = [await run(replan_world(), RunConfig(max_retries=2)) for _ in range(3)]
+    runs = [await run(replan_world(), RunConfig(loop=Loop(max_retries=2))) for _ in range(3)]
     view = BoardView(limit=2)
     painted = []
     view.repaint_s, view.repaint = 0.0, lambda: painted.append(1)
@@ -246,7 +246,7 @@ async def test_narrate_draws_on_a_terminal_and_logs_plain_lines_elsewhere(capsys
         await verimap.build(
             replan_world().models(),
             InProcessSandboxDouble(),
-            config=RunConfig(max_retries=2),
+            config=RunConfig(loop=Loop(max_retries=2)),
             events=bus,
         ).run("task")
     drawn = console.file.getvalue()
@@ -258,7 +258,7 @@ async def test_narrate_draws_on_a_terminal_and_logs_plain_lines_elsewhere(capsys
         await verimap.build(
             replan_world().models(),
             InProcessSandboxDouble(),
-            config=RunConfig(max_retries=2),
+            config=RunConfig(loop=Loop(max_retries=2)),
             events=bus,
         ).run("task")
     err = capsys.readouterr().err

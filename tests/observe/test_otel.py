@@ -28,7 +28,7 @@ from verimap.base.usage import Usage
 from verimap.cli import main
 from verimap.cli import run as run_mod
 from verimap.cli.tracing import otel_requested
-from verimap.config import RunConfig
+from verimap.config import Loop, RunConfig, Verify
 from verimap.observe import otel
 from verimap.observe.otel import OtelSetupError, OtelSpans
 from verimap.planning.fixed_planners import TemplatePlanner
@@ -109,7 +109,7 @@ async def test_span_tree_of_a_replanned_run(spans, exporter, monkeypatch):
     )
     bus = verimap.EventBus()
     bus.subscribe(spans)
-    config = RunConfig(max_retries=2, max_iterations=2)
+    config = RunConfig(loop=Loop(max_retries=2, max_iterations=2))
     coordinator = verimap.build(world.models(), InProcessSandboxDouble(), config=config, events=bus)
     r = await coordinator.run(f"Answer with the key {ENV_KEY}")
     assert r.status == "success" and r.iterations == 2 and not bus.errors
@@ -251,7 +251,7 @@ async def test_a_failed_model_call_is_an_error_span_and_closes_the_tree(spans, e
     coord = verimap.build(
         {"executor": model},
         None,
-        config=RunConfig(verification="none"),
+        config=RunConfig(verify=Verify(verification="none")),
         events=bus,
         planner=TemplatePlanner.single_node(),
     )

@@ -13,7 +13,7 @@ from verimap.base.plan import LLMVF, CheckVF, PlanningError
 from verimap.base.purpose import PlanCall
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VFVerdict
-from verimap.config import RunConfig
+from verimap.config import Loop, RunConfig
 from verimap.planning.plan import parse_plan
 from verimap.planning.planner import LLMPlanner, PlannerOptions
 from verimap.planning.staged import StagedPlanner
@@ -346,7 +346,7 @@ async def test_in_a_run_the_replanned_plan_reuses_the_node_that_was_verified():
     planner = LLMPlanner(
         planner_model, None, PlannerOptions(decoding="staged", domain="qa", max_nodes=4)
     )
-    config = RunConfig(max_retries=1, max_iterations=2, policies=[])
+    config = RunConfig(loop=Loop(max_retries=1, max_iterations=2), policies=[])
     r = await verimap.build(
         world.models(), InProcessSandboxDouble(), config=config, planner=planner
     ).run(TASK)

@@ -11,7 +11,7 @@ import verimap
 from verimap.base.accounting import Budget
 from verimap.base.events import read_trace
 from verimap.base.plan import LLMVF
-from verimap.config import RunConfig
+from verimap.config import Execution, Loop, RunConfig, Sampling, Verify
 from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner, PlannerOptions
 from verimap.policies.small_model import ReplyCap
 from verimap.testing import HashingEmbedderDouble
@@ -55,13 +55,10 @@ async def test_the_model_plans_in_stages_and_the_judge_judges_a_criterion_it_wro
     # One pass, every node run (`fail_accepted`) and every criterion judged (`full_feedback`),
     # the judge reasoning in one reply (no search loop): bounded, whatever the 0.5B answers.
     config = RunConfig(
-        max_retries=1,
-        max_iterations=1,
-        temperature=0,
-        executor_max_steps=2,
-        fail_accepted=True,
-        full_feedback=True,
-        judge_tools=False,
+        loop=Loop(max_retries=1, max_iterations=1, fail_accepted=True),
+        sampling=Sampling(temperature=0),
+        execution=Execution(executor_max_steps=2),
+        verify=Verify(full_feedback=True, judge_tools=False),
         policies=[],
         budget=Budget(max_llm_calls=30, timeout_s=TIME_LIMIT_S),
     )

@@ -6,7 +6,7 @@ import pytest
 import verimap
 from verimap.base.events import EventBus, RunStart
 from verimap.base.messages import GenerationSettings, ModelRequest, UserMessage
-from verimap.config import RunConfig, given
+from verimap.config import Loop, Planning, RunConfig, Sampling, given
 from verimap.planning.planner import LLMPlanner
 from verimap.policies import Paper, SmallModel, get_policies
 from verimap.policies.small_model import ReplyCap
@@ -27,7 +27,7 @@ def apply(config: RunConfig, names: list[str]) -> RunConfig:
 
 
 def test_the_small_model_policy_fills_what_the_user_left_unset():
-    cfg = apply(RunConfig(max_retries=2), ["small-model"])
+    cfg = apply(RunConfig(loop=Loop(max_retries=2)), ["small-model"])
     assert (
         cfg.sampling.temperature,
         cfg.sampling.retry_temperature,
@@ -42,7 +42,10 @@ def test_the_small_model_policy_fills_what_the_user_left_unset():
     assert cfg.loop.max_retries == 2 and cfg.policies == ["small-model"]
     assert cfg.verify.checks == ["arithmetic", "answer_agreement", "code_agreement"]
     # A temperature the user chose is theirs for retries too.
-    mine = apply(RunConfig(temperature=0.5, max_nodes=3), ["small-model"])
+    mine = apply(
+        RunConfig(sampling=Sampling(temperature=0.5), planning=Planning(max_nodes=3)),
+        ["small-model"],
+    )
     assert (
         mine.sampling.temperature,
         mine.sampling.retry_temperature,
@@ -128,7 +131,7 @@ async def test_no_policy_on_the_local_model_when_the_config_says_none():
     coord = verimap.build(
         {"executor": model, "planner": model},
         InProcessSandboxDouble(),
-        config=RunConfig(policies=[], plan_repairs=0),
+        config=RunConfig(planning=Planning(plan_repairs=0), policies=[]),
     )
     r = await coord.run("What is 2 * 3?")
     assert r.plan_rules == [] and r.fallback_iterations == [1]  # the planner was asked

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 import verimap
-from verimap.config import RunConfig
+from verimap.config import Loop, RunConfig, Verify
 from verimap.evals.runner import RESULTS, run_eval
 from verimap.evals.tasksets import get_benchmark
 from verimap.testing import InProcessSandboxDouble, ScriptedWorld, need, oracle_models
@@ -85,7 +85,9 @@ async def _hostile_solve(task: Any, run: int, trace_path: Path) -> Any:
     world = ScriptedWorld(
         _hostile_plans(), _hostile_outputs, lambda nid, crit, outs: (True, f"fine. {HOSTILE}")
     )
-    config = RunConfig(max_retries=2, max_iterations=3, vacuity_check=False)
+    config = RunConfig(
+        loop=Loop(max_retries=2, max_iterations=3), verify=Verify(vacuity_check=False)
+    )
     coordinator = verimap.build(world.models(), InProcessSandboxDouble(), config=config)
     return await coordinator.run(task.prompt, trace_path=trace_path)
 

@@ -4,7 +4,7 @@ Property VFs (`answer > 0`) cannot see a wrong decomposition, and one other solu
 same model shares its misreadings of the task. So the attempt at the final answer is put to a
 ballot of solutions the check draws, and is confirmed only by a high share of their votes.
 
-Three ballots; `--ballot` (`RunConfig(ballot=...)`) chooses:
+Three ballots; `--ballot` (`RunConfig.verify.ballot`) chooses:
 
 - `STRICT_BALLOT`, the default, draws replies sampled as the `sc` baseline samples them. The
   first attempt the check votes on is confirmed when three samples agree with it and at most
@@ -81,7 +81,7 @@ STRICT_BALLOT: dict[str, Any] = {
     "draw_for_majority": True,
     "sound_samples": True,
 }
-# Each ballot's settings under the name `--ballot` and `RunConfig(ballot=...)` know it by.
+# Each ballot's settings under the name `--ballot` and `RunConfig.verify.ballot` know it by.
 BALLOT_SETTINGS: dict[str, dict[str, Any]] = {
     MIXED: MIXED_BALLOT,
     SAMPLED: SAMPLED_BALLOT,

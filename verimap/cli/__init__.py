@@ -144,16 +144,18 @@ samples_option = click.option(
 
 def with_cross_check(run_config: dict[str, Any], on: bool | None) -> None:
     """`--cross-check/--no-cross-check`: add or remove the checks that confirm an answer with
-    independently written solutions, keeping the others `run_config` has (or the default)."""
+    independently written solutions, keeping the others `run_config` (settings in their parts)
+    has, or the default."""
     from verimap.base.check_names import AGREEMENT_CHECKS
     from verimap.config import RunConfig
 
     if on is None:
         return
+    verify = run_config.setdefault("verify", {})
     checks = [
-        c for c in run_config.get("checks", RunConfig().verify.checks) if c not in AGREEMENT_CHECKS
+        c for c in verify.get("checks", RunConfig().verify.checks) if c not in AGREEMENT_CHECKS
     ]
-    run_config["checks"] = checks + (list(AGREEMENT_CHECKS) if on else [])
+    verify["checks"] = checks + (list(AGREEMENT_CHECKS) if on else [])
 
 
 def cross_checks(config: RunConfig) -> bool:

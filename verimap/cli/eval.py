@@ -59,7 +59,7 @@ from verimap.cli.vocabulary import (
     quiet_option,
     typed_here,
 )
-from verimap.config import EVAL_TASK_TIME_LIMIT, flatten, given
+from verimap.config import EVAL_TASK_TIME_LIMIT, given, merge, nest
 from verimap.methods.presets import METHODS
 
 ENDPOINT_KEYS = (
@@ -72,7 +72,7 @@ ENDPOINT_KEYS = (
     "model_file",
     *CALL_KEYS,
 )
-# Flags that set a `RunConfig` field: the flag's parameter -> the field.
+# Flags that set a `RunConfig` knob: the flag's parameter -> the knob.
 RUN_CONFIG_FLAGS = {
     "max_attempts": "max_retries",
     "max_parallel_nodes": "max_parallel",
@@ -288,15 +288,14 @@ def run_command(**kw: Any) -> int:
             "(use it with -b multihoprag)"
         )
     out = Path(kw.get("out") or Path("runs") / f"{bench_name}-{method}")
-    try:  # a config file may give a part's knobs flat or nested; the CLI works on flat ones
-        run_config = flatten(kw.get("run_config") or {})
+    try:
+        run_config = given(kw.get("run_config"))
     except ValueError as e:
         raise click.BadParameter(str(e), param_hint="--config") from None
-    for flag, field in RUN_CONFIG_FLAGS.items():
-        if kw.get(flag) is not None:
-            run_config[field] = kw[flag]
-    if run_config.get("max_nodes") == 0:
-        run_config["max_nodes"] = None
+    flags = {knob: kw[flag] for flag, knob in RUN_CONFIG_FLAGS.items() if kw.get(flag) is not None}
+    run_config = merge(run_config, nest(flags))
+    if run_config.get("planning", {}).get("max_nodes") == 0:
+        run_config["planning"]["max_nodes"] = None
     if bench.source.is_sample:
         click.echo(
             f"note: using the committed {bench_name} sample in {bench.source.root}", err=True
@@ -305,9 +304,9 @@ def run_command(**kw: Any) -> int:
     endpoint: dict[str, Any] = {k: kw.get(k) for k in ENDPOINT_KEYS if kw.get(k) is not None}
     _drop_config_models_without_endpoint(endpoint, kw.get("from_config") or set())
     fixed = [
-        k
+        f"loop.{k}"
         for k in ("max_retries", "max_iterations")
-        if k in run_config and k not in METHODS[method].adjustable
+        if k in run_config.get("loop", {}) and k in METHODS[method].fixed.get("loop", {})
     ]
     if fixed:
         click.echo(

@@ -88,19 +88,14 @@ def _check_keys(
     options = known - set(CLI_ONLY)
     vocabulary = sorted((options - {"sandbox_kind"}) | {"sandbox", "models", "run_config"})
     unknown = [_unknown(w, vocabulary) for k, w in spelled.items() if k not in options]
-    from pydantic import BaseModel
-
     from verimap.base.accounting import Budget
-    from verimap.config import FLAT, PARTS, WHOLE
+    from verimap.config import unknown_settings
 
-    fields = sorted([*FLAT, *WHOLE, *PARTS])
-    unknown += [_unknown(f"run_config.{k}", fields) for k in run_config if k not in fields]
-    parts: dict[str, type[BaseModel]] = {**PARTS, "budget": Budget}
-    for part, model in parts.items():
-        given = run_config.get(part)
-        if isinstance(given, dict):
-            names = sorted(model.model_fields)
-            unknown += [_unknown(f"run_config.{part}.{k}", names) for k in given if k not in names]
+    unknown += unknown_settings(run_config, prefix="run_config.")
+    budget = run_config.get("budget")
+    if isinstance(budget, dict):
+        names = sorted(Budget.model_fields)
+        unknown += [_unknown(f"run_config.budget.{k}", names) for k in budget if k not in names]
     if unknown:
         raise click.BadParameter(
             f"{p}: unknown setting{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}",

@@ -36,7 +36,7 @@ from verimap.cli.vocabulary import (
     max_parallel_nodes_option,
     quiet_option,
 )
-from verimap.config import RunConfig
+from verimap.config import RunConfig, nest
 from verimap.core.result import RunResult
 from verimap.methods.presets import METHODS
 
@@ -140,13 +140,8 @@ def _given_on_the_command_line() -> set[str]:
     from click.core import ParameterSource
 
     ctx = click.get_current_context()
-    names = {
-        "no_reuse": "reuse_verified",
-        "max_attempts": "max_retries",
-        "max_parallel_nodes": "max_parallel",
-    }
     return {
-        names.get(p.name, p.name)
+        p.name
         for p in ctx.command.params
         if p.name and ctx.get_parameter_source(p.name) is not ParameterSource.DEFAULT
     }
@@ -305,26 +300,27 @@ def run(
         )
         sys.exit(EXIT_BAD_INPUT)
     typed = _given_on_the_command_line()
-    user: dict[str, Any] = {
-        k: v
-        for k, v in (
-            ("max_retries", max_attempts),
-            ("max_parallel", max_parallel_nodes),
-            ("sequential", sequential),
-            ("reuse_verified", not no_reuse),
-            ("fail_accepted", fail_accepted),
-            ("verification", verification),
+    knobs: dict[str, Any] = {
+        knob: value
+        for option, knob, value in (
+            ("max_attempts", "max_retries", max_attempts),
+            ("max_parallel_nodes", "max_parallel", max_parallel_nodes),
+            ("sequential", "sequential", sequential),
+            ("no_reuse", "reuse_verified", not no_reuse),
+            ("fail_accepted", "fail_accepted", fail_accepted),
+            ("verification", "verification", verification),
         )
-        if k in typed
+        if option in typed
     }
     if temperature is not None:  # retries then sample at the same temperature
-        user["temperature"] = temperature
+        knobs["temperature"] = temperature
     if max_iterations is not None:
-        user["max_iterations"] = max_iterations
+        knobs["max_iterations"] = max_iterations
     if max_nodes is not None:
-        user["max_nodes"] = max_nodes or None
+        knobs["max_nodes"] = max_nodes or None
     if ballot is not None:
-        user["ballot"] = ballot
+        knobs["ballot"] = ballot
+    user = nest(knobs)
     if policy is not None:
         user["policies"] = named_policies(policy)
     try:  # the policies fill what the user left unset

@@ -55,10 +55,10 @@ from verimap.evals.inspect_samples import (
     usage_by_model,
 )
 from verimap.evals.report import accuracy_by_run
-from verimap.evals.run_dir import RunDirError
+from verimap.evals.run_dir import RunDirError, read_config
 from verimap.evals.run_dir import run_dirs as find_run_dirs
 from verimap.evals.runner import CONFIG, RESULTS, unscored_errors
-from verimap.observe.trace_files import read_json_object, read_results
+from verimap.observe.trace_files import read_results
 
 
 class ExportError(VerimapError, ValueError):
@@ -184,7 +184,7 @@ def _spec(
     roles: dict[str, ModelConfig | list[ModelConfig]] = {
         role: ModelConfig(model=name) for role, name in models.items()
     }
-    run_config: dict[str, Any] = config.get("run_config") or {}
+    sampling: dict[str, Any] = (config.get("run_config") or {}).get("sampling") or {}
     data = config.get("data")
     # Stable across exports of one directory, so a second export replaces the first.
     ident = hashlib.sha256(str(d.resolve()).encode()).hexdigest()[:22]
@@ -209,7 +209,7 @@ def _spec(
         model=model,
         model_roles=roles or None,
         model_generate_config=GenerateConfig(
-            temperature=run_config.get("temperature"), top_p=run_config.get("top_p")
+            temperature=sampling.get("temperature"), top_p=sampling.get("top_p")
         ),
         config=EvalConfig(
             epochs=int(config.get("runs") or 1), limit=config.get("limit"), fail_on_error=False
@@ -222,7 +222,7 @@ def _spec(
 def _read_config(d: Path) -> dict[str, Any]:
     if not (d / CONFIG).is_file():
         return {}
-    config, why = read_json_object(d / CONFIG)
+    config, why = read_config(d / CONFIG)
     if why is not None:
         raise ExportError(why)
     return config or {}

@@ -44,11 +44,12 @@ from verimap.base.plan import PlanError
 from verimap.base.protocols import Model, Sandbox
 from verimap.base.redaction import redact, secret_values
 from verimap.evals.data import DataError
+from verimap.evals.run_dir import read_config
 from verimap.evals.runner import CONFIG, RESULTS
 from verimap.evals.tasksets import BENCHMARKS, get_benchmark
 from verimap.evals.tools import math_tools, programming_tools, qa_tools
 from verimap.methods.presets import METHODS
-from verimap.observe.trace_files import read_json_object, read_results, trace_path
+from verimap.observe.trace_files import read_results, trace_path
 from verimap.planning.fallback import fallback_plan
 from verimap.planning.plan import parse_plan
 from verimap.planning.planner import LLMPlanner, PlannerOptions
@@ -151,7 +152,7 @@ def load_run_dir(
             f"{p} is not an eval run directory: it needs {RESULTS} and {CONFIG} "
             "(as `verimap eval --out DIR` writes them)"
         )
-    config, why = read_json_object(p / CONFIG)
+    config, why = read_config(p / CONFIG)
     if config is None:
         raise ExportError(f"{p}: cannot read the run: {why}")
     if not all(isinstance(config.get(k), str) for k in ("benchmark", "method")):
@@ -286,8 +287,8 @@ def preference_pairs(
                 f"{run_dir}: method {method!r} on {benchmark!r} has no LLM planner; skipped"
             )
             continue
-        run_cfg = config.get("run_config") or {}
-        write_vfs = run_cfg.get("verification", m.overrides.get("verification")) == "full"
+        verify = (config.get("run_config") or {}).get("verify") or {}
+        write_vfs = verify.get("verification", m.verification) == "full"
         planner = planners.get(benchmark, write_vfs)
         texts: dict[str, str] | None = None
         for rec in records:

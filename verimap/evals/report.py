@@ -31,9 +31,10 @@ from verimap.base.out_files import marked
 from verimap.base.redaction import visible
 from verimap.evals import compact, question_types, stats
 from verimap.evals.report_cache import cache_section
+from verimap.evals.run_dir import read_config
 from verimap.evals.runner import CONFIG, ERRORS, RESULTS, RunDirError, unscored_errors
 from verimap.methods.presets import METHODS
-from verimap.observe.trace_files import read_json_object, read_results
+from verimap.observe.trace_files import read_results
 
 BENCH_ORDER = ["gsm8k", "humaneval", "mbpp", "multihoprag"]
 BENCH_TITLE = {
@@ -68,7 +69,7 @@ def load_dir(d: str | os.PathLike[str], *, clip: int | None = None) -> EvalDir:
         out.records = compact.read_records(p, out.problems)
         return out
     if (p / CONFIG).exists():
-        config, why = read_json_object(p / CONFIG)
+        config, why = read_config(p / CONFIG)
         out.config = config or {}
         out.problems += [why] if why else []
     elif not (p / RESULTS).exists():
@@ -314,7 +315,7 @@ def table_verification(records: Sequence[dict[str, Any]]) -> str:
     g = _group(records)
     rows = []
     for (m, b), recs in sorted(g.items(), key=lambda kv: (_method_order([kv[0][0]]), kv[0][1])):
-        if METHODS.get(m) is not None and METHODS[m].overrides.get("verification") == "none":
+        if METHODS.get(m) is not None and METHODS[m].verification == "none":
             continue
         n = len(recs)
         fp = sum(1 for r in recs if r.get("verified") and not r.get("correct"))

@@ -21,8 +21,9 @@ from typing import Any, cast
 from verimap.base.check_names import MIXED
 from verimap.base.errors import VerimapError
 from verimap.base.redaction import for_console, redact
+from verimap.config import PARTS, nest, part_of
 from verimap.evals.attempt import Attempt
-from verimap.observe.trace_files import read_errors, read_results, trace_path
+from verimap.observe.trace_files import read_errors, read_json_object, read_results, trace_path
 
 RESULTS = "results.jsonl"
 ERRORS = "errors.jsonl"
@@ -37,12 +38,12 @@ _OLD_FIELDS = ("benchmark", "method", "run_config")
 # field map are its `benchmark_source`; a range or ids chosen, its `selection`).
 _SAME = ("benchmark", "benchmark_source", "method", "sample", "seed", "selection")
 # Run settings a resume may change: how many nodes run at once changes no answer.
-_FREE_SETTINGS = frozenset({"max_parallel"})
+_FREE_SETTINGS = frozenset({"loop.max_parallel"})
 # Settings added since older directories were written, at the value those runs had.
-_SETTINGS_BEFORE: dict[str, Any] = {"ballot": MIXED}
+_SETTINGS_BEFORE: dict[str, Any] = {"verify": {"ballot": MIXED}}
 # Settings that steer only a run that verifies: a method that never does (react, bare) may
 # have written any value.
-_VERIFYING_SETTINGS = frozenset({"ballot"})
+_VERIFYING_SETTINGS = frozenset({"verify.ballot"})
 
 
 class RunDirError(VerimapError, RuntimeError):
@@ -259,7 +260,7 @@ def _own_config(out: Path) -> dict[str, Any] | None:
             f"{out} was written by a newer verimap (layout {cfg[MARK]}; this one knows "
             f"{LAYOUT}); upgrade verimap or choose another --out"
         )
-    return cast(dict[str, Any], cfg)
+    return migrated(cast(dict[str, Any], cfg))
 
 
 def check_run_dir(out: Path, cfg: dict[str, Any], resume: bool) -> dict[str, dict[str, Any]]:
@@ -294,23 +295,56 @@ def check_run_dir(out: Path, cfg: dict[str, Any], resume: bool) -> dict[str, dic
     return done
 
 
+def migrated(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A directory's config.json as this verimap writes it. Older ones wrote `run_config` with
+    every knob at the top (`"max_retries": 3`); it comes back with each knob in its part
+    (`"loop": {"max_retries": 3}`). Anything else comes back as it is."""
+    run_config = cfg.get("run_config")
+    if not isinstance(run_config, dict) or any(k in PARTS for k in run_config):
+        return cfg
+    if not any(part_of(str(k)) for k in run_config):
+        return cfg
+    return {**cfg, "run_config": nest(run_config)}
+
+
+def read_config(path: str | os.PathLike[str]) -> tuple[dict[str, Any] | None, str | None]:
+    """A directory's config.json (`migrated`), or why it cannot be read (`read_json_object`)."""
+    cfg, why = read_json_object(path)
+    return (None if cfg is None else migrated(cfg)), why
+
+
 def recorded_settings(run_config: dict[str, Any]) -> dict[str, Any]:
-    """A directory's run settings, with those added since it was written at the value its
-    runs had. Its settings were recorded under the policies it names, so one naming none (null)
-    ran under none."""
-    settings = {**_SETTINGS_BEFORE, **run_config}
+    """A directory's run settings (`migrated`), with those added since it was written at the
+    value its runs had. Its settings were recorded under the policies it names, so one naming
+    none (null) ran under none."""
+    settings = dict(run_config)
+    for part, knobs in _SETTINGS_BEFORE.items():
+        if isinstance(have := settings.get(part, {}), dict):
+            settings[part] = {**knobs, **have}
     if "policies" in settings and settings["policies"] is None:
         settings["policies"] = []
     return settings
 
 
+def _by_name(run_config: dict[str, Any]) -> dict[str, Any]:
+    """Run settings by their full names (`loop.max_retries`; `budget` and `policies` whole)."""
+    out: dict[str, Any] = {}
+    for key, value in run_config.items():
+        if key in PARTS and isinstance(value, dict):
+            out.update({f"{key}.{k}": v for k, v in value.items()})
+        else:
+            out[key] = value
+    return out
+
+
 def changed_settings(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """Each run setting whose value differs between a directory's runs and a resume of them,
-    as "name: was -> now". A setting the old directory never wrote is compared at the value
-    it had before it was a setting, where that is known, and otherwise not at all."""
-    old = recorded_settings(old)
+    """Each run setting whose value differs between a directory's runs and a resume of them
+    (both `migrated`), as "part.name: was -> now". A setting the old directory never wrote is
+    compared at the value it had before it was a setting, where that is known, and otherwise
+    not at all."""
+    old, new = _by_name(recorded_settings(old)), _by_name(new)
     free = set(_FREE_SETTINGS)
-    if old.get("verification") == new.get("verification") == "none":
+    if old.get("verify.verification") == new.get("verify.verification") == "none":
         free |= _VERIFYING_SETTINGS
     return [
         f"{k}: {old[k]!r} -> {new[k]!r}"

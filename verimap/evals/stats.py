@@ -170,7 +170,7 @@ def method_has_checks(method: str | None) -> bool:
 
     name = method or ""
     preset = METHODS.get(name) or METHODS.get(name.split(" ", 1)[0])
-    return preset is None or preset.overrides.get("verification") != "none"
+    return preset is None or preset.verification != "none"
 
 
 def total_calls(record: Record) -> int:

@@ -99,7 +99,8 @@ def verimap_solver(
         `Model`, or a verimap `Model`; None: Inspect's model role of that name, else the eval's.
       sandbox: where Python VFs and tools run: `auto` (Docker when a daemon answers, else the
         process backend), `docker`, `process`, or a verimap `Sandbox`.
-      config: `RunConfig` settings (a dict from `-S config=...`), over the method's preset.
+      config: `RunConfig` settings, in their parts (a dict from `-S config=...`:
+        `{"loop": {"max_retries": 2}}`), over the method's preset.
       domain: `math` (a numeric answer), `programming` (code), `qa`, None (as `verimap run`),
         or `auto`: `programming` for a sample whose metadata names an `entry_point`
         (HumanEval), else None.
@@ -108,8 +109,11 @@ def verimap_solver(
         `verimap view`.
     """
     from verimap.methods.presets import get_method
+    from verimap.wiring import resolve
 
-    get_method(method)  # an unknown method fails when the eval starts, not in every sample
+    # An unknown method or a bad config fails when the eval starts, not in every sample.
+    get_method(method)
+    resolve(config, method=method)
     roles = {PLANNER: planner, EXECUTOR: executor, JUDGE: judge}
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:

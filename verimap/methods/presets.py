@@ -27,17 +27,33 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Method:
+    """A method: who plans, and the `RunConfig` settings (in their parts) that make it what it
+    is (`fixed`, over the user's), and those it starts from that the user may change
+    (`defaults`): a method's retries and iterations are its paper defaults, unless being one
+    pass (the -1it variants, react, map) is what the method is."""
+
     name: str
     planner: str  # "react" (one fixed node), "llm", or "baseline" (no coordinator)
-    overrides: dict[str, Any] = field(default_factory=dict)
+    fixed: dict[str, Any] = field(default_factory=dict)
     description: str = ""
-    # Knobs the user may change: a method's retries and iterations are its paper defaults,
-    # unless being one pass (the -1it variants, react, map) is what the method is.
-    adjustable: frozenset[str] = frozenset()
+    defaults: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def verification(self) -> str:
+        """What checks an attempt (`Verify.verification`): every method fixes it."""
+        return str(self.fixed["verify"]["verification"])
 
 
-_LOOP = frozenset({"max_retries", "max_iterations"})
-_BASELINE = {"verification": "none", "max_retries": 1, "max_iterations": 1}
+def _one_pass(verification: str) -> dict[str, Any]:
+    """A method's fixed settings: `verification`, one attempt and one plan."""
+    return {
+        "verify": {"verification": verification},
+        "loop": {"max_retries": 1, "max_iterations": 1},
+    }
+
+
+_PAPER_LOOP = {"loop": {"max_retries": 3, "max_iterations": 5}}
+_BASELINE = _one_pass("none")
 BASELINE_METHODS = {
     "bare": "the model alone: one call, the plain prompt",
     "sc": "self-consistency: k samples at temperature 0.7 and a majority vote",
@@ -51,49 +67,38 @@ METHODS: dict[str, Method] = {
         Method(
             "react",
             "react",
-            {
-                "verification": "none",
-                "max_retries": 1,
-                "max_iterations": 1,
-                "executor_max_steps": 20,
-            },
+            {**_one_pass("none"), "execution": {"executor_max_steps": 20}},
             "single ReAct agent with all tools",
         ),
         Method(
             "map",
             "llm",
             {
-                "verification": "none",
-                "max_retries": 1,
-                "max_iterations": 1,
-                "context_generations": 2,
-                "structured_io": False,
+                **_one_pass("none"),
+                "execution": {"context_generations": 2, "structured_io": False},
             },
             "plan, no verification; executors see the instructions and text replies two generations back",
         ),
         Method(
             "map-v",
             "llm",
-            {"verification": "instruction", "max_retries": 3, "max_iterations": 5},
+            {"verify": {"verification": "instruction"}},
             "plan + generic judge whose criterion is the node instruction",
-            _LOOP,
+            _PAPER_LOOP,
         ),
         Method(
             "verimap",
             "llm",
-            {"verification": "full", "max_retries": 3, "max_iterations": 5},
+            {"verify": {"verification": "full"}},
             "plan with planner-written Python and NL verification functions",
-            _LOOP,
+            _PAPER_LOOP,
         ),
         Method(
             "map-v-1it",
             "llm",
             {
-                "verification": "instruction",
-                "max_retries": 1,
-                "max_iterations": 1,
-                "fail_accepted": True,
-                "agreement": 1,
+                "verify": {"verification": "instruction", "agreement": 1},
+                "loop": {"max_retries": 1, "max_iterations": 1, "fail_accepted": True},
             },
             "map-v in one pass: no retries, no replanning",
         ),
@@ -101,11 +106,8 @@ METHODS: dict[str, Method] = {
             "verimap-1it",
             "llm",
             {
-                "verification": "full",
-                "max_retries": 1,
-                "max_iterations": 1,
-                "fail_accepted": True,
-                "agreement": 1,
+                "verify": {"verification": "full", "agreement": 1},
+                "loop": {"max_retries": 1, "max_iterations": 1, "fail_accepted": True},
             },
             "verimap in one pass: no retries, no replanning",
         ),
@@ -114,7 +116,7 @@ METHODS: dict[str, Method] = {
 }
 
 # The paper samples every role at temperature 1.0, top_p 1.0.
-PAPER_DEFAULTS: dict[str, Any] = {"temperature": 1.0, "top_p": 1.0}
+PAPER_DEFAULTS: dict[str, Any] = {"sampling": {"temperature": 1.0, "top_p": 1.0}}
 
 
 def get_method(name: str) -> Method:

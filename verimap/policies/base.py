@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ConfigDict
 
 from verimap.base.protocols import Model
+from verimap.config import merge
 
 
 class Policy(BaseModel):
@@ -25,12 +26,13 @@ class Policy(BaseModel):
     summary: ClassVar[str]
 
     def settings(self, given: Mapping[str, Any]) -> dict[str, Any]:
-        """`RunConfig` fields this policy sets where the user left them unset; `given` is what
-        the user set (a rule may depend on it)."""
+        """`RunConfig` settings, in their parts, this policy sets where the user left them
+        unset; `given` is what the user set, in the same form (a rule may depend on it)."""
         return {}
 
     def for_method(self, method: str) -> dict[str, Any]:
-        """`RunConfig` fields this policy sets for one method, where the user left them unset."""
+        """`RunConfig` settings, in their parts, this policy sets for one method where the user
+        left them unset."""
         return {}
 
     def planner_options(self) -> dict[str, Any]:
@@ -47,9 +49,6 @@ class Policy(BaseModel):
 
 
 def fill(base: Mapping[str, Any], policies: list[Policy]) -> dict[str, Any]:
-    """`base` (the settings a user gave) with each policy's settings added where `base` has no
-    value of its own; a later policy's setting wins over an earlier one's."""
-    filled: dict[str, Any] = {}
-    for policy in policies:
-        filled.update(policy.settings(base))
-    return {**filled, **base}
+    """`base` (the settings a user gave, in their parts) with each policy's settings added
+    where `base` has no value of its own; a later policy's setting wins over an earlier one's."""
+    return merge(*(policy.settings(base) for policy in policies), base)

@@ -30,28 +30,24 @@ class Paper(Policy):
 
     def settings(self, given: Mapping[str, Any]) -> dict[str, Any]:
         return {
-            "temperature": 1.0,
-            "top_p": 1.0,
-            "retry_temperature": None,
-            "sequential": True,
-            "reuse_verified": False,
-            "checks": [],
-            "vacuity_check": False,
-            "full_feedback": True,
-            "batch_judge": False,
-            "plan_repairs": 0,
-            "max_nodes": None,
-            "max_plan_repeats": None,
-            "fresh_code_retries": False,
-            "opening_calls": False,
-            "unverified_answer": "last",
+            "sampling": {"temperature": 1.0, "top_p": 1.0, "retry_temperature": None},
+            "loop": {"sequential": True, "reuse_verified": False, "max_plan_repeats": None},
+            "verify": {
+                "checks": [],
+                "vacuity_check": False,
+                "full_feedback": True,
+                "batch_judge": False,
+                "unverified_answer": "last",
+            },
+            "planning": {"plan_repairs": 0, "max_nodes": None},
+            "execution": {"fresh_code_retries": False, "opening_calls": False},
         }
 
     def for_method(self, method: str) -> dict[str, Any]:
         # MAP-V is MAP plus generic verifiers (the paper's B.5): MAP's text hand-offs, with the
         # parents' and grandparents' replies.
         if method in ("map-v", "map-v-1it"):
-            return {"structured_io": False, "context_generations": 2}
+            return {"execution": {"structured_io": False, "context_generations": 2}}
         return {}
 
     def planner_options(self) -> dict[str, Any]:

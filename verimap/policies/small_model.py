@@ -73,17 +73,19 @@ class SmallModel(Policy):
         # A temperature the user chose is theirs for retries too.
         sampling = (
             {}
-            if "temperature" in given
+            if "temperature" in given.get("sampling", {})
             else {"temperature": self.temperature, "retry_temperature": self.retry_temperature}
         )
         planned = self.planner == "model"
         return {
-            **sampling,
-            "plan_repairs": self.staged_repairs if planned else self.plan_repairs,
-            "max_iterations": self.max_iterations,
-            "max_nodes": self.plan_nodes if planned else self.max_nodes,
-            "checks": list(self.checks),
-            "fresh_code_retries": self.fresh_code_retries,
+            "sampling": sampling,
+            "loop": {"max_iterations": self.max_iterations},
+            "planning": {
+                "plan_repairs": self.staged_repairs if planned else self.plan_repairs,
+                "max_nodes": self.plan_nodes if planned else self.max_nodes,
+            },
+            "verify": {"checks": list(self.checks)},
+            "execution": {"fresh_code_retries": self.fresh_code_retries},
         }
 
     def planner_options(self) -> dict[str, Any]:
