@@ -150,15 +150,30 @@ def seen_before(seed: int | None) -> list[tuple[int, dict[str, int]]]:
     return list(itertools.takewhile(lambda d: d[0] != seed, SEEN_DRAWS))
 
 
-def excluded(bench: str, size: int, seed: int | None = None) -> set[int]:
-    """The development windows and the items the seen draws took, each drawn as it was: from
-    what the windows and the draws before it left. A seen seed's own draw and those after it
-    are not excluded from its draw, so its run can still be continued."""
-    out = {i for window in DEV_WINDOWS.get(bench, ()) for i in window}
+# How a draw orders the items it may take, for a seed: a seeded shuffle, or by type in turns.
+Order = Callable[[list[int], int], list[int]]
+
+
+def shuffled(pool: list[int], seed: int) -> list[int]:
+    return random.Random(seed).sample(pool, len(pool))
+
+
+def excluded(
+    bench: str,
+    size: int,
+    seed: int | None = None,
+    order: Order = shuffled,
+    held: frozenset[int] = frozenset(),
+) -> set[int]:
+    """The development windows, the `held` items and the items the seen draws took, each drawn
+    as it was (in its `order`): from what the windows and the draws before it left. A seen
+    seed's own draw and those after it are not excluded from its draw, so its run can still be
+    continued."""
+    out = {i for window in DEV_WINDOWS.get(bench, ()) for i in window} | held
     out |= set(SEEN_IDS.get(bench, ()))
     for earlier, counts in seen_before(seed):
         pool = [i for i in range(size) if i not in out]
-        out |= set(random.Random(earlier).sample(pool, len(pool))[: counts.get(bench, 0)])
+        out |= set(order(pool, earlier)[: counts.get(bench, 0)])
     return out
 
 
@@ -174,7 +189,7 @@ def draw(bench: str, size: int, n: int, seed: int) -> list[int]:
             f"{bench}: cannot draw {n} of the {len(pool)} items not yet seen: {len(pool)} of its "
             f"{size} are left outside the development windows and seen draws{where}"
         )
-    return random.Random(seed).sample(pool, len(pool))[:n]
+    return shuffled(pool, seed)[:n]
 
 
 def seen_text(draws: list[tuple[int, dict[str, int]]]) -> str:
@@ -215,21 +230,21 @@ def draw_window(name: str, n: int, seed: int, data_dir: str | None = None) -> Wi
     if bench.stratum is None:
         pool = len(tasks) - len(excluded(name, len(tasks), seed))
         return Window(bench, [tasks[i] for i in draw(name, len(tasks), n, seed)], pool)
-    held = bench.held_out()
-    out = {i for window in DEV_WINDOWS.get(name, ()) for i in window}
-    out |= set(SEEN_IDS.get(name, ()))
-    for earlier, counts in seen_before(seed):
-        left = [t for i, t in enumerate(tasks) if i not in out and t.id not in held]
-        taken = {
-            t.id for t in ranked_tasks(left, earlier, stratum=bench.stratum)[: counts.get(name, 0)]
-        }
-        out |= {i for i, t in enumerate(tasks) if t.id in taken}
-    kept = [t for i, t in enumerate(tasks) if i not in out and t.id not in held]
+    index = {t.id: i for i, t in enumerate(tasks)}
+    held = frozenset(index[t] for t in bench.held_out() if t in index)
+
+    def by_type(pool: list[int], s: int) -> list[int]:
+        return [
+            index[t.id] for t in ranked_tasks([tasks[i] for i in pool], s, stratum=bench.stratum)
+        ]
+
+    out = excluded(name, len(tasks), seed, by_type, held)
+    kept = [i for i in range(len(tasks)) if i not in out]
     if not 0 <= n <= len(kept):
         raise ValueError(
             f"{name}: cannot draw {n} of the {len(kept)} items not yet seen or held out"
         )
-    return Window(bench, ranked_tasks(kept, seed, stratum=bench.stratum)[:n], len(kept))
+    return Window(bench, [tasks[i] for i in by_type(kept, seed)[:n]], len(kept))
 
 
 # ---- the order ----------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 import json
 import warnings
+from dataclasses import dataclass
 
 import pytest
 
@@ -7,9 +8,11 @@ from verimap.base.messages import GenerationSettings, to_openai
 from verimap.base.plan import Node
 from verimap.base.purpose import JudgeCall
 from verimap.base.run_context import RunContext
+from verimap.config import RunConfig, Verify
 from verimap.core.verifier import Verifier
 from verimap.sandbox import get_sandbox
 from verimap.testing import InProcessSandboxDouble, ScriptedModel
+from verimap.tools.registry import Tool, ToolRegistry, default_tools
 
 
 def mk(vfs, instruction="double x"):
@@ -264,3 +267,18 @@ async def test_a_judge_without_a_tools_api_uses_the_text_protocol():
     )
     assert rep.passed and "Action Input" in m.requests[0].messages[0].content
     assert "Observation: 4" in json.dumps(to_openai(m.requests[-1].messages))
+
+
+def test_checks_learn_the_corpus_sources_from_the_runs_tools_even_when_the_judge_has_none():
+    @dataclass
+    class Search(Tool):
+        def holds_source(self, name: str) -> bool | None:
+            return name == "TechCrunch"
+
+    search = Search("search", "Search.", {}, lambda: "")
+    config = RunConfig(verify=Verify(judge_tools=False))
+    found = Verifier.from_config(None, None, config, tools=ToolRegistry([search]))
+    assert found.check_tools.sources is search and len(found.tools) == 0
+    assert (
+        Verifier.from_config(None, None, config, tools=default_tools()).check_tools.sources is None
+    )

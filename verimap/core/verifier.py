@@ -137,7 +137,7 @@ class Verifier:
         self.judge_max_steps = judge_max_steps
         self.checks = list(checks)
         self.retry_temperature = retry_temperature
-        self.lookup_tools = lookup_tools
+        self.sources = source_index(lookup_tools)
 
     @property
     def check_tools(self) -> CheckTools:
@@ -148,7 +148,7 @@ class Verifier:
             settings=self.settings,
             retry_temperature=self.retry_temperature,
             timeout_s=self.vf_timeout_s,
-            sources=source_index(self.lookup_tools),
+            sources=self.sources,
         )
 
     @classmethod

@@ -413,8 +413,8 @@ class CorpusSearch:
             return None
         key = name.strip().lower()
         if key not in self._sources:
-            chunks = self.index.chunks
-            self._sources[key] = bool(key) and any(key in c.source.lower() for c in chunks)
+            only = Filters(source=key)
+            self._sources[key] = bool(key) and any(only.accepts(c) for c in self.index.chunks)
         return self._sources[key]
 
     def passages(self, task: str, k: int) -> str:
