@@ -8,7 +8,8 @@ from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VerificationReport, VFVerdict
 from verimap.base.verification import Disputing
 from verimap.config import Loop, RunConfig
-from verimap.core.node_attempts import NodeAttempts, NodeJob, NodeStep
+from verimap.core.node_attempts import NodeAttempts, NodeStep
+from verimap.core.node_context import NodeJob
 from verimap.core.result import AttemptReport, NodeReport
 
 NODE = verimap.parse_plan(

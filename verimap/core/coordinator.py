@@ -33,11 +33,16 @@ from verimap.base.plan import Plan, PlanError, PlanningError, node_work
 from verimap.base.roles import Executor, Planner, Verifier
 from verimap.base.run_context import RunContext, require_ctx
 from verimap.config import RunConfig
-from verimap.core.node_attempts import NodeAttempts, NodeJob, NodeStep
-from verimap.core.node_context import best_unverified, content_key
+from verimap.core.node_attempts import NodeAttempts, NodeStep
+from verimap.core.node_context import NodeJob, content_key
 from verimap.core.plan_run import run_plan
 from verimap.core.result import ErrorKind, NodeReport, RunResult, RunStatus
-from verimap.core.run_end import repeated_work_error, unconfirmed_error, why_unverified
+from verimap.core.run_end import (
+    best_unverified,
+    repeated_work_error,
+    unconfirmed_error,
+    why_unverified,
+)
 from verimap.core.run_scope import Runner
 from verimap.core.vacuity import vet
 

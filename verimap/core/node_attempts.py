@@ -19,35 +19,15 @@ from typing import Any
 
 from verimap.base import events as ev
 from verimap.base.execution import TEXT_OUTPUT, Feedback
-from verimap.base.plan import Node, single_code_output
+from verimap.base.plan import single_code_output
 from verimap.base.roles import Executor, Verifier
 from verimap.base.run_context import RunContext
 from verimap.base.sandbox import Outcome
 from verimap.base.verdicts import VFVerdict, clip
 from verimap.config import RunConfig
 from verimap.core.feedback import retry_feedback
-from verimap.core.node_context import plurality
+from verimap.core.node_context import NodeJob, plurality
 from verimap.core.result import AttemptReport, NodeReport
-
-
-@dataclass(frozen=True)
-class NodeJob:
-    """One node's run in one iteration: the node, its input values (keyed as
-    `node_context.resolve_inputs` gives them), what it hears from ancestors, and what the run
-    carries to it (`feedback` from its failed run of an earlier iteration, `earlier`: its
-    report so far, whose attempts a fresh retry counts and whose other fields stand until this
-    run decides them)."""
-
-    node: Node
-    task: str
-    iteration: int
-    inputs: dict[str, Any]
-    context: dict[str, Any] | None = None
-    input_types: dict[str, Any] | None = None
-    votes: int = 1
-    final: bool = False
-    feedback: Feedback | None = None
-    earlier: NodeReport | None = None
 
 
 @dataclass(frozen=True)

@@ -8,15 +8,36 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from verimap.base import iotypes
 from verimap.base.check_names import CATALOG
-from verimap.base.execution import TEXT_OUTPUT
+from verimap.base.execution import TEXT_OUTPUT, Feedback
 from verimap.base.failure import AncestorContext, FailureContext
 from verimap.base.plan import USER_TASK, CheckVF, Node, Plan
 from verimap.config import RunConfig
 from verimap.core.result import NodeReport
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    """One node's run in one iteration: the node, its input values (keyed as
+    `resolve_inputs` gives them), what it hears from ancestors, and what the run
+    carries to it (`feedback` from its failed run of an earlier iteration, `earlier`: its
+    report so far, whose attempts a fresh retry counts and whose other fields stand until this
+    run decides them)."""
+
+    node: Node
+    task: str
+    iteration: int
+    inputs: dict[str, Any]
+    context: dict[str, Any] | None = None
+    input_types: dict[str, Any] | None = None
+    votes: int = 1
+    final: bool = False
+    feedback: Feedback | None = None
+    earlier: NodeReport | None = None
 
 
 def resolve_inputs(
@@ -56,35 +77,79 @@ def content_key(node: Node, inputs: Mapping[str, Any], context: Mapping[str, Any
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
-def structured_context(
-    plan: Plan, node: Node, values: Mapping[str, Mapping[str, Any]], generations: int
+def node_job(
+    plan: Plan,
+    node_id: str,
+    task: str,
+    iteration: int,
+    values: Mapping[str, Mapping[str, Any]],
+    config: RunConfig,
+) -> NodeJob:
+    """`node_id`'s job once its parents are done: its input values and their types, what it
+    hears from its ancestors (`context_generations` back: named values, or each one's
+    instruction and reply for a text-only executor) and how many votes its answer needs."""
+    by_id = plan.by_id
+    node = by_id[node_id]
+    final = plan.final_node().id == node_id
+    types = {
+        f"{src}.{var}": by_id[src].output_type(var) for src, var in node.input_refs() if src in by_id
+    }
+    parents = set(node.parent_ids())
+    gens = config.execution.context_generations
+    lineage: dict[str, int] = {}
+    for generation in range(1, gens + 1):
+        for aid in plan.ancestors(node_id, generation):
+            lineage.setdefault(aid, generation)
+    if config.execution.structured_io:
+        context = _structured_context(parents, lineage, values, gens)
+    else:
+        context = _text_context(lineage, by_id, values)
+    return NodeJob(
+        node,
+        task,
+        iteration,
+        resolve_inputs(node, task, values),
+        context,
+        types,
+        votes=votes_needed(node, final, config),
+        final=final,
+    )
+
+
+def _structured_context(
+    parents: set[str],
+    lineage: Mapping[str, int],
+    values: Mapping[str, Mapping[str, Any]],
+    generations: int,
 ) -> dict[str, Any] | None:
-    """Named outputs of ancestors beyond the parents, `generations` back (1: none)."""
+    """Named outputs of the ancestors in `lineage` beyond the `parents` (none when
+    `generations` is 1)."""
     if generations <= 1:
         return None
-    parents = set(node.parent_ids())
     ctx = {}
-    for aid in plan.ancestors(node.id, generations):
+    for aid in lineage:
         if aid not in parents and aid in values:
             for var, val in values[aid].items():
                 ctx[f"{aid}.{var}"] = val
     return ctx or None
 
 
-def text_context(
-    plan: Plan, node: Node, values: Mapping[str, Mapping[str, Any]], generations: int
+def _text_context(
+    lineage: Mapping[str, int],
+    by_id: Mapping[str, Node],
+    values: Mapping[str, Mapping[str, Any]],
 ) -> dict[str, Any] | None:
     """What a text-only executor hears from other agents: each ancestor's instruction and
     reply, parents included, nearest first; never a named value."""
-    ctx: dict[str, Any] = {}
-    for generation in range(1, generations + 1):
-        for aid in plan.ancestors(node.id, generation):
-            if aid not in ctx and aid in values:
-                ctx[aid] = {
-                    "generation": generation,
-                    "instruction": plan.node(aid).instruction,
-                    "text": values[aid].get(TEXT_OUTPUT),
-                }
+    ctx = {
+        aid: {
+            "generation": generation,
+            "instruction": by_id[aid].instruction,
+            "text": values[aid].get(TEXT_OUTPUT),
+        }
+        for aid, generation in lineage.items()
+        if aid in values
+    }
     return ctx or None
 
 
@@ -149,30 +214,6 @@ def plurality(answers: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
 
 # Node statuses whose outputs later nodes may use.
 DONE = ("verified", "reused", "fail-accepted")
-
-
-def best_unverified(
-    plan: Plan, reports: Mapping[str, NodeReport], iteration: int, mode: str = "plurality"
-) -> dict[str, Any] | None:
-    """The final node's answer that most of its well-typed attempts gave (the first on a tie,
-    so a greedy first attempt wins against scattered samples), or its last outputs (`mode`
-    "last"); else the outputs of its deepest verified ancestor."""
-    final = plan.final_node().id
-    rep = reports.get(final)
-    if rep is not None and rep.iteration == iteration and (rep.outputs or rep.attempts):
-        # A node cut off mid-way (a budget) has attempts but no outputs yet: they still count.
-        typed = [a for a in rep.attempts if a.outputs and a.error is None]
-        if mode == "last":
-            return dict(rep.outputs or (typed[-1].outputs if typed else None) or {}) or None
-        answers = [a.outputs or {} for a in typed if a.passed] or [a.outputs or {} for a in typed]
-        if answers:
-            return plurality(answers)[0]
-        return dict(rep.outputs) if rep.outputs else None
-    for aid in reversed(plan.topological_order()):
-        arep = reports.get(aid)
-        if aid in plan.ancestors(final) and arep and arep.status in DONE and arep.outputs:
-            return dict(arep.outputs)
-    return None
 
 
 _VOTABLE = ("number", "integer", "boolean")

@@ -13,15 +13,7 @@ from typing import Any
 from verimap.base.failure import FailureContext
 from verimap.base.plan import Plan
 from verimap.config import RunConfig
-from verimap.core.node_attempts import NodeJob
-from verimap.core.node_context import (
-    DONE,
-    failure_context,
-    resolve_inputs,
-    structured_context,
-    text_context,
-    votes_needed,
-)
+from verimap.core.node_context import DONE, NodeJob, failure_context, node_job
 from verimap.core.result import NodeReport
 
 # Runs one node's job to its final report (the coordinator adds what the run carries to it).
@@ -34,7 +26,6 @@ async def run_plan(
     """The first failure (None: every node is done), each node's status (a node that never
     started is "skipped"), and the outputs of the nodes that are done."""
     cfg = config
-    final = plan.final_node().id
     order = {nid: i for i, nid in enumerate(plan.topological_order())}
     by_id = plan.by_id
     parents: dict[str, set[str]] = {nid: set() for nid in by_id}
@@ -56,30 +47,8 @@ async def run_plan(
         while True:
             while failure is None and ready and len(running) < limit:
                 _, nid = heapq.heappop(ready)
-                node = by_id[nid]
-                gens = cfg.execution.context_generations
-                context = (
-                    structured_context(plan, node, values, gens)
-                    if cfg.execution.structured_io
-                    else text_context(plan, node, values, gens)
-                )
                 status[nid] = "running"
-                types = {
-                    ref: by_id[src].output_type(var)
-                    for src, var in node.input_refs()
-                    if src in by_id
-                    for ref in (f"{src}.{var}",)
-                }
-                job = NodeJob(
-                    node,
-                    task,
-                    iteration,
-                    resolve_inputs(node, task, values),
-                    context,
-                    types,
-                    votes=votes_needed(node, nid == final, cfg),
-                    final=nid == final,
-                )
+                job = node_job(plan, nid, task, iteration, values, cfg)
                 running[asyncio.create_task(run_node(job))] = job
             if not running:
                 break

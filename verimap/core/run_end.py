@@ -6,8 +6,11 @@ the `RunResult` from them."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
+from verimap.base.plan import Plan
 from verimap.config import RunConfig
+from verimap.core.node_context import DONE, plurality
 from verimap.core.result import NodeReport, RunStatus
 
 
@@ -54,3 +57,27 @@ def repeated_work_error(config: RunConfig, node_id: str, runs: int) -> str | Non
         f"node {node_id!r} failed verification; the replanner returned its work "
         f"unchanged after {runs} failed runs, so the run stopped (max_plan_repeats={limit})"
     )
+
+
+def best_unverified(
+    plan: Plan, reports: Mapping[str, NodeReport], iteration: int, mode: str = "plurality"
+) -> dict[str, Any] | None:
+    """The final node's answer that most of its well-typed attempts gave (the first on a tie,
+    so a greedy first attempt wins against scattered samples), or its last outputs (`mode`
+    "last"); else the outputs of its deepest verified ancestor."""
+    final = plan.final_node().id
+    rep = reports.get(final)
+    if rep is not None and rep.iteration == iteration and (rep.outputs or rep.attempts):
+        # A node cut off mid-way (a budget) has attempts but no outputs yet: they still count.
+        typed = [a for a in rep.attempts if a.outputs and a.error is None]
+        if mode == "last":
+            return dict(rep.outputs or (typed[-1].outputs if typed else None) or {}) or None
+        answers = [a.outputs or {} for a in typed if a.passed] or [a.outputs or {} for a in typed]
+        if answers:
+            return plurality(answers)[0]
+        return dict(rep.outputs) if rep.outputs else None
+    for aid in reversed(plan.topological_order()):
+        arep = reports.get(aid)
+        if aid in plan.ancestors(final) and arep and arep.status in DONE and arep.outputs:
+            return dict(arep.outputs)
+    return None
