@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from verimap.base.out_files import marked, write_file
 from verimap.base.plan import PlanError
@@ -119,7 +120,7 @@ def _demo_of(tp: TaskPlans, summary: DemoSummary) -> Demo | str:
     )
 
 
-def _benchmark_of(loaded: list[tuple[Path, dict, list]], domain: str) -> str:
+def _benchmark_of(loaded: list[tuple[Path, dict[str, Any], list[Any]]], domain: str) -> str:
     """The one benchmark the runs are of, of `domain`; `ExportError` otherwise."""
     for run_dir, config, _ in loaded:
         cls = BENCHMARKS.get(config["benchmark"])
@@ -139,6 +140,13 @@ def _benchmark_of(loaded: list[tuple[Path, dict, list]], domain: str) -> str:
             "tasks; export each benchmark's runs on their own"
         )
     return names[0]
+
+
+def _split_of(config: dict[str, Any]) -> str | None:
+    """The split a run's benchmark was opened with (MBPP's), as config.json records it."""
+    source = config.get("benchmark_source")
+    split = source.get("split") if isinstance(source, dict) else None
+    return split if isinstance(split, str) else None
 
 
 def mine_demos(
@@ -173,7 +181,7 @@ def mine_demos(
             f"no plan qualifies as a demonstration: {summary.runs} run(s) and "
             f"{summary.records} record(s) seen; {summary.why()}"
         )
-    splits = {(c.get("benchmark_source") or {}).get("split") for _, c, _ in loaded} - {None}
+    splits = {split for _, c, _ in loaded if (split := _split_of(c))}
     source = f" ({', '.join(sorted(splits))})" if splits else ""
     pool = DemoPool(
         domain=domain,

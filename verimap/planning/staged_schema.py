@@ -258,7 +258,7 @@ def replies_of(plan: Plan, domain: str) -> tuple[list[dict[str, Any]], dict[str,
 
 def _in_order(plan: Plan) -> list[Node]:
     """The plan's nodes, each after the nodes it reads, otherwise in the order written."""
-    parents = {n.id: set() for n in plan.nodes}
+    parents: dict[str, set[str]] = {n.id: set() for n in plan.nodes}
     for source, target in plan.edge_set():
         parents.setdefault(target, set()).add(source)
     done: set[str] = set()
