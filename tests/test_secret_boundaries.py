@@ -314,6 +314,17 @@ def test_preference_pairs_mask_secrets(monkeypatch, tmp_path):
     assert ENV_KEY not in text and PASSWORD not in text and "task with [REDACTED]" in text
 
 
+def test_mined_demonstrations_mask_secrets(monkeypatch, tmp_path):
+    from verimap.evals.mined_demos import write_demos
+    from verimap.planning.demos import Demo, DemoPool
+
+    monkeypatch.setenv("OPENAI_API_KEY", ENV_KEY)
+    demo = Demo(index=1, task=f"task with {ENV_KEY}", nodes={"final": {"instruction": PASSWORD}})
+    write_demos(DemoPool(domain="qa", pool="mined", demos=[demo]), tmp_path / "demos.json")
+    text = (tmp_path / "demos.json").read_text()
+    assert ENV_KEY not in text and "task with [REDACTED]" in text
+
+
 def test_log_notes_are_masked(monkeypatch):
     from verimap.cli import _StderrNotes
 

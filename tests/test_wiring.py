@@ -221,3 +221,43 @@ def test_resolving_twice_changes_nothing():
 def test_a_config_that_names_its_policies_keeps_them_on_the_local_model():
     assert resolve({"policies": []}, local=True).config.planning.max_nodes is None
     assert resolve({"policies": ["paper"]}, local=True).config.loop.sequential
+
+
+def test_a_demonstrations_file_reaches_the_staged_planner_or_is_refused(
+    seen, monkeypatch, tmp_path
+):
+    from verimap.planning.demos import DemoFileError, pool
+    from verimap.planning.fixed_planners import TemplatePlanner
+
+    path = tmp_path / "demos.json"
+    path.write_text(pool("math").model_dump_json())
+    user = {"planning": {"demos_file": str(path)}, "policies": ["small-model-planner"]}
+    runner = verimap.build(
+        roles(False), InProcessSandboxDouble(), config=user, method="verimap", domain="math"
+    )
+    asyncio.run(runner.run(TASK))
+    assert seen[-1]["planner"]["demos_file"] == str(path)
+    assert seen[-1]["planner"]["decoding"] == "staged"
+    assert resolve(user, method="verimap").demo_pool("math") == pool("math")
+    whole = {"planning": {"demos_file": str(path)}, "policies": []}
+    with pytest.raises(DemoFileError, match="only the staged planner shows a pool"):
+        resolve(whole, method="verimap").demo_pool("math")
+    with pytest.raises(DemoFileError, match="method 'bare' has no planner model"):
+        verimap.build(roles(False), InProcessSandboxDouble(), config=user, method="bare")
+    with pytest.raises(DemoFileError, match="a planner given to build"):
+        verimap.build(roles(False), config=user, planner=TemplatePlanner.single_node())
+    with pytest.raises(DemoFileError, match="holds math demonstrations; this run plans qa"):
+        verimap.build(roles(False), config=user, method="verimap", domain="qa")
+
+    cli_run = ["run", TASK, "--model", "gpt-4o-mini", "--sandbox", "process", "-q"]
+    missing = ["--demos", str(tmp_path / "missing.json"), "--policy", "small-model-planner"]
+    r = CliRunner().invoke(main, [*cli_run, *missing])
+    assert r.exit_code == 2 and "missing.json: cannot read it" in r.output
+    r = CliRunner().invoke(main, [*cli_run, "--demos", str(path), "--policy", "none"])
+    assert r.exit_code == 2 and "only the staged planner" in r.output
+    cli_eval = ["eval", "-b", "gsm8k", "--data-dir", str(DATA), "--limit", "1", "--quiet"]
+    r = CliRunner().invoke(
+        main, [*cli_eval, "--model", "gpt-4o-mini", "--demos", str(path), "-o", str(tmp_path / "e")]
+    )
+    assert r.exit_code == 1 and "only the staged planner" in r.output
+    assert not (tmp_path / "e").exists()

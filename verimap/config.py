@@ -122,6 +122,9 @@ class Planning(_Part):
     # goes back to the planner (or, with no repairs left, to the one-node fallback). Local models
     # get 3: a small model's longer plans are seldom right.
     max_nodes: int | None = Field(default=None, ge=1)
+    # A pool of demonstrations (`verimap export demos`) the staged planner shows beside the
+    # shipped ones; an evaluation draw leaves out the tasks whose plans it holds.
+    demos_file: str | None = None
 
 
 class Execution(_Part):

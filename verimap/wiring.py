@@ -31,7 +31,8 @@ from verimap.methods.presets import (
     Method,
     get_method,
 )
-from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner, PlannerOptions
+from verimap.planning.demos import DemoFileError, DemoPool
+from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner, PlannerOptions, demo_pool
 from verimap.policies import Policy, SmallModel, fill, get_policies
 from verimap.tools.registry import ToolRegistry, default_tools
 
@@ -77,10 +78,25 @@ class Settings:
             think_first=cfg.planning.plan_reasoning,
             max_repairs=cfg.planning.plan_repairs,
             max_nodes=cfg.planning.max_nodes,
+            demos_file=cfg.planning.demos_file,
         )
         for policy in self.policies:
             options.update(policy.planner_options())
         return PlannerOptions.model_validate(options)
+
+    def demo_pool(self, domain: str | None = None) -> DemoPool | None:
+        """The pool `planning.demos_file` names, read and validated; None when it names none.
+        A `DemoFileError` when the run's planner would not show it: the method plans without
+        a model, or its planner writes the plan whole (`planner.demo_pool`)."""
+        path = self.config.planning.demos_file
+        if path is None:
+            return None
+        if self.method is not None and self.method.planner != "llm":
+            raise DemoFileError(
+                f"demonstrations file {path}: method {self.method.name!r} has no planner model "
+                "to show it to"
+            )
+        return demo_pool(self.planner_options(domain=domain))
 
     def record(self, *, demo: str | None = None, domain: str | None = None) -> dict[str, Any]:
         """The settings as JSON: method, config, policies and planner options."""
@@ -195,6 +211,12 @@ def build(
         raise ValueError(f"{what} needs a model for role(s): {', '.join(missing)}")
     if m is not None and planner is not None:
         raise ValueError(f"method {m.name!r} has its own planner; pass no planner with it")
+    if planner is not None and cfg.planning.demos_file is not None:
+        raise DemoFileError(
+            f"demonstrations file {cfg.planning.demos_file}: a planner given to build() "
+            "shows no demonstrations file"
+        )
+    settings.demo_pool(domain)  # refused before anything is wired
     models = wrap_models(models, settings.policies)
     tools = tools if tools is not None else default_tools(sandbox)
     if m is not None and m.planner == "baseline":

@@ -21,6 +21,7 @@ from verimap.evals.runner import (
 )
 from verimap.evals.sampling import paper_sample_size, sample_tasks, select_tasks
 from verimap.evals.tasksets import get_benchmark
+from verimap.planning.demos import read_pool
 from verimap.testing import oracle_models
 
 from .conftest import API_KEY, REPO, SAMPLES, fast_model
@@ -391,6 +392,52 @@ def test_a_seeded_multihoprag_draw_leaves_out_the_planners_demonstrations():
     assert [t.id for t in first] == [f"multihoprag/{i}" for i in range(5)]
     fixture = MultiHopRAG(SAMPLES)
     assert fixture.held_out() == frozenset()
+
+
+def test_a_draw_leaves_out_the_tasks_of_a_mined_pool_and_a_range_that_takes_one_is_refused(
+    tmp_path,
+):
+    from verimap.evals.runner import _selection
+    from verimap.evals.sampling import SelectionError
+    from verimap.evals.tasksets import GSM8K, MultiHopRAG
+    from verimap.planning.demos import Demo, DemoFileError, DemoPool
+
+    def pool_file(name, domain, benchmark, indices):
+        demos = [Demo(index=i, task=f"task {i}", nodes={"final": {}}) for i in indices]
+        path = tmp_path / name
+        path.write_text(
+            DemoPool(
+                domain=domain, pool="mined", benchmark=benchmark, demos=demos
+            ).model_dump_json()
+        )
+        return path
+
+    mined = pool_file("gsm8k.json", "math", "gsm8k", [1, 3])
+    bench = GSM8K(SAMPLES)
+    everything = {t.id for t in bench.tasks()}
+    tasks, chosen = _selection(bench, None, len(everything) - 2, 0, demos_file=str(mined))
+    assert {t.id for t in tasks} == everything - {"gsm8k/1", "gsm8k/3"}
+    assert chosen["held_out"] == 2
+    with pytest.raises(
+        SelectionError,
+        match=rf"2 of the tasks chosen \(gsm8k/1, gsm8k/3\) have their plans in the "
+        rf"demonstrations file {mined}: the planner would be shown them",
+    ):
+        _selection(bench, 5, None, None, demos_file=str(mined))
+    with pytest.raises(SelectionError, match="1 of the tasks chosen"):
+        _selection(bench, None, None, None, ["gsm8k/3", "gsm8k/4"], demos_file=str(mined))
+    assert [t.id for t in _selection(bench, "4:6", None, None, demos_file=str(mined))[0]] == [
+        "gsm8k/4",
+        "gsm8k/5",
+    ]
+    other = pool_file("mbpp.json", "math", "mbpp", [1, 3])  # another benchmark's indices
+    assert _selection(bench, 5, None, None, demos_file=str(other))[0]
+    with pytest.raises(DemoFileError, match="holds qa demonstrations; this run plans math"):
+        _selection(bench, 5, None, None, demos_file=str(pool_file("qa.json", "qa", "", [1])))
+    qa = MultiHopRAG(SAMPLES)
+    assert qa.held_out(read_pool(pool_file("q.json", "qa", "multihoprag", [0]))) == {
+        "multihoprag/0"
+    }
 
 
 def test_a_stratified_sample_takes_equal_numbers_from_each_stratum_and_grows_by_prefix():

@@ -7,11 +7,28 @@ import pytest
 
 from verimap.base.check_names import DOMAIN_CHECKS
 from verimap.base.plan import LLMVF, CheckVF
-from verimap.planning.demos import DOMAINS, held_out, nearest, pool
+from verimap.planning.demos import (
+    DOMAINS,
+    Demo,
+    DemoFileError,
+    DemoPool,
+    held_out,
+    merged,
+    nearest,
+    pool,
+    read_pool,
+)
 from verimap.planning.plan import parse_plan
 from verimap.planning.plan_checks import plan_quality_problems
 from verimap.planning.plan_fixes import join_extra_sinks
-from verimap.planning.staged_schema import ANSWER_TYPES, FINAL, make_node, node_schema, outline
+from verimap.planning.staged_schema import (
+    ANSWER_TYPES,
+    FINAL,
+    make_node,
+    node_schema,
+    outline,
+    replies_of,
+)
 
 
 def assembled(demo, domain):
@@ -71,3 +88,90 @@ def test_the_nearest_demonstrations_come_first():
     with pytest.raises(ValueError, match="no demonstrations for domain 'poetry'"):
         pool("poetry")
     assert json.loads(json.dumps(pool("qa").model_dump()))["domain"] == "qa"
+
+
+@pytest.mark.parametrize("domain", DOMAINS)
+def test_replies_of_reads_every_demonstration_back_from_its_plan(domain):
+    for demo in pool(domain).demos:
+        assert replies_of(assembled(demo, domain), domain) == (demo.steps, demo.nodes)
+
+
+def _two_nodes(first: str, first_vfs: list, final_vfs: list) -> dict:
+    return {
+        "nodes": [
+            {
+                "id": first,
+                "instruction": "Look it up.",
+                "inputs": ["USER_TASK"],
+                "outputs": {"fact": "string"},
+                "verification": first_vfs,
+            },
+            {
+                "id": "solve",
+                "instruction": "Answer from the fact.",
+                "inputs": [f"{first}.fact"],
+                "outputs": {"result": "string"},
+                "verification": [
+                    {
+                        "name": "is_entity",
+                        "type": "check",
+                        "check": "entity",
+                        "args": {"output": "result"},
+                    },
+                    *final_vfs,
+                ],
+            },
+        ]
+    }
+
+
+def test_replies_of_names_what_the_staged_form_cannot_say():
+    python = {"name": "long", "type": "python", "code": "assert len(outputs['fact'])"}
+    sums = {"name": "sums", "type": "check", "check": "arithmetic"}
+    with pytest.raises(ValueError) as e:
+        replies_of(parse_plan(_two_nodes("Look", [python], [sums])), "qa")
+    assert str(e.value) == (
+        "node id 'Look' is not one the outline's grammar admits; node 'Look': long is a python "
+        "VF, not a qa check; node 'solve': sums is a check arithmetic, not a qa check"
+    )
+    steps, nodes = replies_of(parse_plan(_two_nodes("look", [], [])), "qa")
+    assert steps == [{"id": "look", "outputs": [{"name": "fact", "type": "string"}]}]
+    assert set(nodes) == {"look", "final"} and nodes["final"]["inputs"] == ["look.fact"]
+    assert nodes["final"]["checks"] == [{"check": "entity", "args": {"output": "answer"}}]
+
+
+def test_a_pool_file_is_read_whole_or_refused_naming_the_file(tmp_path):
+    good = pool("math").model_dump(mode="json")
+    cases = {
+        "missing.json": None,
+        "text.json": "not json",
+        "shape.json": json.dumps({**good, "demos": [{"task": "t"}]}),
+        "domain.json": json.dumps({**good, "domain": "poetry"}),
+    }
+    for name, text in cases.items():
+        if text is not None:
+            (tmp_path / name).write_text(text)
+    expected = {
+        "missing.json": "cannot read it",
+        "text.json": "not JSON",
+        "shape.json": r"not a pool of demonstrations \(demos\.0\.index: Field required",
+        "domain.json": "domain 'poetry' is none of qa, math, programming",
+    }
+    for name, why in expected.items():
+        with pytest.raises(DemoFileError, match=rf"demonstrations file {tmp_path / name}: {why}"):
+            read_pool(tmp_path / name)
+    (tmp_path / "math.json").write_text(json.dumps(good))
+    assert read_pool(tmp_path / "math.json", "math") == pool("math")
+    with pytest.raises(DemoFileError, match="holds math demonstrations; this run plans qa tasks"):
+        read_pool(tmp_path / "math.json", "qa")
+
+
+def test_a_pool_beside_the_shipped_one_is_searched_with_it():
+    task = "Did TechCrunch report on Flipboard's ActivityPub integration before The Verge did?"
+    mined = Demo(index=9, task=task.replace("Did", "Has"), nodes={"final": {}})
+    copy = pool("qa").demos[0].model_copy(update={"index": 10})
+    extra = DemoPool(domain="qa", pool="mined", benchmark="multihoprag", demos=[mined, copy])
+    assert nearest(task, "qa", 1, extra) == [mined]
+    assert nearest(task, "qa", 1) == [d for d in pool("qa").demos if d.index == 242]
+    assert merged("qa", extra) == [*pool("qa").demos, mined]  # a shipped task is not repeated
+    assert merged("math", extra) == pool("math").demos

@@ -14,6 +14,7 @@ from verimap.base.purpose import PlanCall
 from verimap.base.run_context import RunContext
 from verimap.base.verdicts import VFVerdict
 from verimap.config import Loop, RunConfig
+from verimap.planning.demos import Demo, DemoFileError, DemoPool
 from verimap.planning.plan import parse_plan
 from verimap.planning.planner import LLMPlanner, PlannerOptions
 from verimap.planning.staged import StagedPlanner
@@ -434,3 +435,34 @@ async def test_a_node_that_names_an_output_of_the_example_plan_goes_back():
         plan.node("final").verification[-1].content
         == "The answer is the person named in both inputs."
     )
+
+
+async def test_a_pool_the_run_names_is_shown_beside_the_shipped_one(tmp_path):
+    mined = Demo(
+        index=7,
+        task="Who is the person that both The Verge and TechCrunch reported as accused of fraud?",
+        nodes={
+            "final": node("Search both sources.", ["USER_TASK"], [chk("entity", output="answer")])
+        },
+    )
+    path = tmp_path / "demos.json"
+    path.write_text(DemoPool(domain="qa", pool="mined", demos=[mined]).model_dump_json())
+    shown = f"Example task: {mined.task}\nOutline: "
+
+    async def first_prompt(**options):
+        model = staged_model()
+        planner = LLMPlanner(model, None, PlannerOptions(decoding="staged", domain="qa", **options))
+        await planner.plan(TASK, ctx=RunContext())
+        return model.requests[0].messages[1].content
+
+    with_pool = await first_prompt(demos_file=str(path))
+    assert with_pool.index(shown) == with_pool.index("Example task:")  # the nearest, first
+    assert shown not in await first_prompt()
+    with pytest.raises(DemoFileError, match="only the staged planner shows a pool"):
+        LLMPlanner(staged_model(), None, PlannerOptions(domain="qa", demos_file=str(path)))
+    with pytest.raises(DemoFileError, match="holds qa demonstrations; this run plans math"):
+        LLMPlanner(
+            staged_model(),
+            None,
+            PlannerOptions(decoding="staged", domain="math", demos_file=str(path)),
+        )

@@ -105,6 +105,17 @@ max_nodes_option = click.option(
     "cap [default: no cap; 1 on the local model].",
 )
 
+# `verimap run` and `verimap eval`: a pool of demonstrations (`RunConfig.planning.demos_file`).
+demos_option = click.option(
+    "--demos",
+    "demos",
+    type=click.Path(dir_okay=False),
+    metavar="FILE",
+    default=None,
+    help="Also show the staged planner the demonstrations in FILE (`verimap export demos`); "
+    "a --sample draw leaves out the tasks whose plans it holds.",
+)
+
 
 policy_option = click.option(
     "--policy",

@@ -24,6 +24,7 @@ import click
 from verimap.base.out_files import OutFileError, check_replace, write_file
 from verimap.base.redaction import printable
 from verimap.cli import (
+    demos_option,
     endpoint_options,
     local_endpoint,
     max_nodes_option,
@@ -81,6 +82,7 @@ RUN_CONFIG_FLAGS = {
     "temperature": "temperature",
     "top_p": "top_p",
     "ballot": "ballot",
+    "demos": "demos_file",
 }
 
 
@@ -158,6 +160,7 @@ RUN_CONFIG_FLAGS = {
     help="Override the method's iterations.",
 )
 @max_nodes_option
+@demos_option
 @policy_option
 @click.option(
     "--cross-check/--no-cross-check",

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from verimap.cli.vocabulary import out_file_option, typed_here
+from verimap.planning.demos import DOMAINS
+
+if TYPE_CHECKING:
+    from verimap.evals.run_plans import ReadSummary
 
 
 @click.group()
@@ -44,7 +49,6 @@ def preferences(
     task, a plan that verified and was correct beside one that failed, from any run and run
     directory given."""
     from verimap.base.out_files import OutFileError, check_replace
-    from verimap.base.redaction import printable
     from verimap.evals.preferences import PAIRS_FILE, ExportError, preference_pairs, write_pairs
 
     named = typed_here("out_file")
@@ -58,6 +62,50 @@ def preferences(
         raise click.BadParameter(str(e), param_hint="RUN_DIR") from None
     except OutFileError as e:
         raise click.ClickException(str(e)) from None
+    _report(summary, verbose)
+    click.echo(f"{out_file}: {summary.line()}")
+
+
+@export.command()
+@click.argument(
+    "run_dirs", metavar="RUN_DIR...", nargs=-1, required=True, type=click.Path(path_type=Path)
+)
+@click.option(
+    "--domain",
+    type=click.Choice(DOMAINS),
+    required=True,
+    help="The domain of the runs' benchmark, whose planner the pool is for.",
+)
+@out_file_option(
+    "The JSON pool to write (an existing one only if this export wrote it, or FILE is given here).",
+    required=True,
+)
+@click.option("-v", "--verbose", is_flag=True, help="Print every note (missing traces, ...).")
+def demos(run_dirs: tuple[Path, ...], domain: str, out_file: Path, verbose: bool) -> None:
+    """Demonstrations for the staged planner (`--demos FILE` of run and eval): per task of the
+    runs (all of one benchmark), the plan the model wrote that verified with the right answer,
+    in the stages the planner writes."""
+    from verimap.base.out_files import OutFileError, check_replace
+    from verimap.evals.mined_demos import DEMOS_FILE, mine_demos, write_demos
+    from verimap.evals.run_plans import ExportError
+
+    named = typed_here("out_file")
+    try:
+        check_replace(out_file, DEMOS_FILE, named=named)
+        pool, summary = mine_demos(run_dirs, domain)
+        write_demos(pool, out_file, named=named)
+    except ExportError as e:
+        raise click.BadParameter(str(e), param_hint="RUN_DIR") from None
+    except OutFileError as e:
+        raise click.ClickException(str(e)) from None
+    _report(summary, verbose)
+    click.echo(f"{out_file}: {summary.line()}")
+
+
+def _report(summary: ReadSummary, verbose: bool) -> None:
+    """The summary's warnings, and its notes (the first few unless `verbose`), on stderr."""
+    from verimap.base.redaction import printable
+
     for warning in summary.warnings:
         click.echo(f"warning: {printable(warning)}", err=True)
     notes = summary.notes if verbose else summary.notes[:5]
@@ -65,4 +113,3 @@ def preferences(
         click.echo(f"note: {printable(note)}", err=True)
     if len(summary.notes) > len(notes):
         click.echo(f"note: {len(summary.notes) - len(notes)} more (see --verbose)", err=True)
-    click.echo(f"{out_file}: {summary.line()}")

@@ -16,6 +16,7 @@ from verimap.base.accounting import Budget
 from verimap.base.env import getenv
 from verimap.base.redaction import for_console, redact
 from verimap.cli import (
+    demos_option,
     endpoint_options,
     local_endpoint,
     max_nodes_option,
@@ -186,6 +187,7 @@ def _refuse_unpriced(models: dict[str, Any], max_cost: float | None) -> None:
     help="Accept nodes that use up their attempts; the result is partial.",
 )
 @max_nodes_option
+@demos_option
 @click.option(
     "--cross-check/--no-cross-check",
     default=None,
@@ -254,6 +256,7 @@ def run(
     no_reuse: bool,
     fail_accepted: bool,
     max_nodes: int | None,
+    demos: str | None,
     cross_check: bool | None,
     ballot: str | None,
     policy: str | None,
@@ -320,6 +323,8 @@ def run(
         knobs["max_nodes"] = max_nodes or None
     if ballot is not None:
         knobs["ballot"] = ballot
+    if demos is not None:
+        knobs["demos_file"] = demos
     user = nest(knobs)
     if policy is not None:
         user["policies"] = named_policies(policy)
@@ -339,6 +344,16 @@ def run(
             ),
         }
     )
+    if demos is not None:
+        if plan_file is not None:
+            raise click.BadParameter(
+                "a fixed plan (--plan-file) is not planned: no planner is shown demonstrations",
+                param_hint="--demos",
+            )
+        try:
+            resolve(config, method=method, local=local_endpoint(endpoint)).demo_pool()
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--demos") from None
     if cross_check or ballot is not None:
         as_run = resolve(config, method=method).config
         if cross_check:

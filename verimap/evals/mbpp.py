@@ -104,13 +104,26 @@ def entry_point(item: MBPPItem) -> str:
     return name
 
 
+_PASS_THIS = "\nYour code should pass this test:\n\n"
+
+
 def task_prompt(item: MBPPItem, entry: str) -> str:
     """MBPP's prompt (the description, then the first test), and the note every code task ends
     with, which names the function to write."""
     return (
-        f"{item.prompt.strip()}\nYour code should pass this test:\n\n{item.test_list[0].strip()}"
+        f"{item.prompt.strip()}{_PASS_THIS}{item.test_list[0].strip()}"
         f"\n\n{CODE_NOTE.format(entry_point=entry)}"
     )
+
+
+def task_problem(prompt: str) -> str:
+    """A `task_prompt`'s description and first test, one line after the other, without the
+    note: how a demonstration states an MBPP task. Other text comes back as it is."""
+    head, sep, rest = prompt.partition(_PASS_THIS)
+    note = "\n\n" + CODE_NOTE.split("{", 1)[0]
+    if not sep or note not in rest:
+        return prompt
+    return f"{head}\n{rest[: rest.rindex(note)]}"
 
 
 def tests_of(item: MBPPItem, task_set: str = "sanitized") -> str:

@@ -14,63 +14,50 @@ The free-text reasoning turn of `think_first` is not part of the prompt either: 
 not recorded. `chosen` and `rejected` are the plans as the planner writes them
 (`LLMPlanner._as_written`, what it is shown of its own plans).
 
-Which plans failed comes from the trace: a plan replaced by a replan, or the last plan of a run
-that failed with a node failing verification. A plan the coordinator ran again unchanged
-(`plan_kept`: the executor, not the plan, failed) or cut off by a budget counts as neither, nor
-does a plan that verified with a wrong answer (its VFs were too weak to be an example). A
-record without its trace falls back to the record alone: every plan before the last failed,
-and the last one failed when the run did. Pairs are made only within one task and one prompt
-(so never across methods that prompt differently, such as map and verimap), across every run
-and run directory given. One-node fallback plans are not the model's writing and are left out
-unless asked for, and a plan that verified anywhere is never a rejected one.
+Which plans verified and which failed is read as `run_plans` labels them: a plan that verified
+with a wrong answer counts as neither (its VFs were too weak to be an example). Pairs are made
+only within one task and one prompt (so never across methods that prompt differently, such as
+map and verimap), across every run and run directory given. One-node fallback and rule plans
+are not the model's writing and are left out unless asked for, and a plan that verified
+anywhere is never a rejected one.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
-from pydantic import ValidationError
-
-from verimap.base import events as ev
-from verimap.base.errors import VerimapError
 from verimap.base.messages import AssistantMessage, to_openai
 from verimap.base.out_files import jsonl_of, write_file
 from verimap.base.plan import PlanError
 from verimap.base.protocols import Model, Sandbox
 from verimap.base.redaction import redact, secret_values
-from verimap.evals.data import DataError
-from verimap.evals.run_dir import read_config
-from verimap.evals.runner import CONFIG, RESULTS
-from verimap.evals.tasksets import BENCHMARKS, get_benchmark
+from verimap.evals.run_plans import (
+    ExportError,
+    ReadSummary,
+    load_run_dir,
+    load_runs,
+    one_node_plan,
+    record_labels,
+    task_plans,
+    trace_labels,
+)
+from verimap.evals.tasksets import BENCHMARKS
 from verimap.evals.tools import math_tools, programming_tools, qa_tools
-from verimap.methods.presets import METHODS
-from verimap.observe.trace_files import read_results, trace_path
-from verimap.planning.fallback import fallback_plan
 from verimap.planning.plan import parse_plan
 from verimap.planning.planner import LLMPlanner, PlannerOptions
 from verimap.tools.registry import ToolRegistry
 
-Label = Literal["verified", "failed"] | None
-
-
-class ExportError(VerimapError, ValueError):
-    """A path given is not an eval run directory, or cannot be read as one."""
-
 
 @dataclass
-class ExportSummary:
+class ExportSummary(ReadSummary):
     tasks: int = 0
     pairs: int = 0
     without_pair: int = 0
-    skipped_records: int = 0
-    notes: list[str] = field(default_factory=list)
-    # What was refused, not merely missing (a trace outside its run directory): always shown.
-    warnings: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         s = (
@@ -138,127 +125,6 @@ class _Planners:
         return self._cache[key]
 
 
-def load_run_dir(
-    path: str | os.PathLike[str], problems: list[str] | None = None
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """The run's config and its finished records (the first of a key), read without changing
-    anything. A line of results.jsonl that is no record is left out, and noted in `problems`
-    (`file:line: reason`) when given; a config.json that cannot be read is an error."""
-    p = Path(path)
-    if not p.is_dir():
-        raise ExportError(f"{p} is not a directory, so not an eval run directory")
-    if not (p / RESULTS).is_file() or not (p / CONFIG).is_file():
-        raise ExportError(
-            f"{p} is not an eval run directory: it needs {RESULTS} and {CONFIG} "
-            "(as `verimap eval --out DIR` writes them)"
-        )
-    config, why = read_config(p / CONFIG)
-    if config is None:
-        raise ExportError(f"{p}: cannot read the run: {why}")
-    if not all(isinstance(config.get(k), str) for k in ("benchmark", "method")):
-        raise ExportError(f"{p / CONFIG} names no benchmark and method; not an eval run config")
-    got = read_results(p / RESULTS)
-    if problems is not None:
-        problems += [str(q) for q in got.problems]
-    first: dict[str, dict[str, Any]] = {}
-    for rec in got.records:
-        first.setdefault(rec["key"], rec)
-    return config, list(first.values())
-
-
-def trace_labels(events: Sequence[ev.AnyEvent]) -> tuple[list[Label], list[bool]]:
-    """Per plan run (in `plan` event order): whether it verified or failed, and whether it was
-    the one-node fallback."""
-    labels: list[Label] = []
-    fallback: list[bool] = []
-    node_failed: list[bool] = []
-    pending_fallback = False
-    for e in events:
-        if isinstance(e, ev.PlanFallback):
-            pending_fallback = True
-        elif isinstance(e, ev.Plan):
-            labels.append(None)
-            fallback.append(pending_fallback)
-            node_failed.append(False)
-            pending_fallback = False
-        elif not labels:
-            continue
-        elif isinstance(e, ev.NodeFinish) and e.status == "failed":
-            node_failed[-1] = True
-        elif isinstance(e, ev.Replan):
-            labels[-1] = "failed"
-        elif isinstance(e, ev.Finish):
-            if e.status == "success":
-                labels[-1] = "verified"
-            elif e.status == "failed" and node_failed[-1]:
-                labels[-1] = "failed"
-    return labels, fallback
-
-
-def record_labels(record: dict[str, Any]) -> list[Label]:
-    """Labels from the record alone, for a record whose trace is gone."""
-    n = len(record.get("plans") or [])
-    if not n:
-        return []
-    last: Label = (
-        "verified"
-        if record.get("verified")
-        else ("failed" if record.get("status") == "failed" else None)
-    )
-    earlier: list[Label] = ["failed"] * (n - 1)
-    return [*earlier, last]
-
-
-class _TraceOutside(Exception):
-    """A record names a trace outside its run directory."""
-
-
-def _trace_of(run_dir: Path, record: dict[str, Any]) -> Path | None:
-    """The record's trace, confined to `run_dir` as the viewer confines it (None: the record
-    names none). A directory shared by someone else must not pull a file from outside it
-    (another run's trace, or any file of the user's) into the exported data."""
-    rel = record.get("trace")
-    if rel is None or rel == "":
-        return None
-    path = trace_path(run_dir, rel)
-    if path is None:
-        raise _TraceOutside(rel)
-    return path
-
-
-def _labels_for(
-    run_dir: Path, record: dict[str, Any], notes: list[str]
-) -> tuple[list[Label], list[bool], str | None]:
-    """Labels, fallback flags and the task text (from the trace's `run_start`, when there)."""
-    n = len(record.get("plans") or [])
-    path = _trace_of(run_dir, record)
-    if path is not None and path.is_file():
-        try:
-            events = ev.read_trace(path)
-        except (OSError, ValidationError, ValueError) as e:
-            notes.append(f"{path}: unreadable trace ({e}); labelled from the record")
-        else:
-            labels, fallback = trace_labels(events)
-            task = next((e.task for e in events if isinstance(e, ev.RunStart)), None)
-            if len(labels) == n:
-                return labels, fallback, task
-            notes.append(
-                f"{path}: {len(labels)} plan event(s) for {n} recorded plan(s); labelled from "
-                "the record"
-            )
-            return record_labels(record), [False] * n, task
-    else:
-        notes.append(f"{run_dir}: no trace for {record.get('key')}; labelled from the record")
-    return record_labels(record), [False] * n, None
-
-
-def _task_texts(config: dict[str, Any]) -> dict[str, str]:
-    data_dir = (config.get("data") or {}).get("dir")
-    source = config.get("benchmark_source") or {}
-    again = {"split": source["split"]} if "split" in source else {}  # MBPP's
-    return {t.id: t.prompt for t in get_benchmark(config["benchmark"], data_dir, **again).tasks()}
-
-
 def _message(text: str) -> list[dict[str, Any]]:
     return to_openai([AssistantMessage(content=text)])
 
@@ -275,67 +141,29 @@ def preference_pairs(
     planners = _Planners()
     groups: dict[tuple[str, str, str], _Group] = {}
     tasks: set[tuple[str, str]] = set()
-    skipped: list[str] = []
-    loaded = [(Path(d), *load_run_dir(d, skipped)) for d in run_dirs]  # checked before work
-    summary.warnings += [f"skipped: {line}" for line in skipped]
-    for run_dir, config, records in loaded:
-        benchmark, method = config["benchmark"], config["method"]
-        m = METHODS.get(method)
-        if benchmark not in BENCHMARKS or m is None or m.planner != "llm":
-            summary.skipped_records += len(records)
-            summary.notes.append(
-                f"{run_dir}: method {method!r} on {benchmark!r} has no LLM planner; skipped"
-            )
-            continue
-        verify = (config.get("run_config") or {}).get("verify") or {}
-        write_vfs = verify.get("verification", m.verification) == "full"
-        planner = planners.get(benchmark, write_vfs)
-        texts: dict[str, str] | None = None
-        for rec in records:
+    for tp in task_plans(load_runs(run_dirs, summary), summary):
+        rec, task = tp.record, tp.task
+        planner = planners.get(tp.benchmark, tp.write_vfs)
+        tasks.add((tp.benchmark, rec["task_id"]))
+        prompt = to_openai(planner.plan_messages(task))
+        key = (tp.benchmark, rec["task_id"], json.dumps(prompt, sort_keys=True))
+        group = groups.setdefault(key, _Group(tp.benchmark, rec["task_id"], prompt))
+        for lp in tp.plans:
+            if lp.label is None:
+                continue
             try:
-                labels, fallback, task = _labels_for(run_dir, rec, summary.notes)
-            except _TraceOutside as e:
-                summary.skipped_records += 1
-                summary.warnings.append(
-                    f"{run_dir}: {rec.get('key')!r} names its trace {e.args[0]!r}, outside the "
-                    "run directory; the record is skipped and the file not read"
-                )
+                plan = parse_plan(lp.raw)
+            except PlanError as e:
+                summary.notes.append(f"{tp.run_dir}: {rec['key']} plan {lp.number}: invalid ({e})")
                 continue
-            if task is None:
-                if texts is None:
-                    try:
-                        texts = _task_texts(config)
-                    except DataError as e:
-                        texts = {}
-                        summary.notes.append(f"{run_dir}: task texts unavailable ({e})")
-                task = texts.get(rec["task_id"])
-            if task is None:
-                summary.skipped_records += 1
-                summary.notes.append(f"{run_dir}: no task text for {rec['key']}; skipped")
+            rule = lp.by_rule or one_node_plan(plan, task, tp.domain, with_vfs=tp.write_vfs)
+            if rule and not include_fallbacks:
                 continue
-            tasks.add((benchmark, rec["task_id"]))
-            prompt = to_openai(planner.plan_messages(task))
-            key = (benchmark, rec["task_id"], json.dumps(prompt, sort_keys=True))
-            group = groups.setdefault(key, _Group(benchmark, rec["task_id"], prompt))
-            fallback_text = planner._as_written(
-                fallback_plan(task, planner.domain_of(task), with_vfs=write_vfs)
-            )
-            plans = rec.get("plans", [])
-            for i, (raw, label, fb) in enumerate(zip(plans, labels, fallback, strict=True)):
-                if label is None:
-                    continue
-                try:
-                    text = planner._as_written(parse_plan(raw))
-                except PlanError as e:
-                    summary.notes.append(f"{run_dir}: {rec['key']} plan {i}: invalid ({e})")
-                    continue
-                if (fb or text == fallback_text) and not include_fallbacks:
-                    continue
-                where = f"{run_dir}:{rec['key']}:plan{i}"
-                if label == "verified" and rec.get("correct"):
-                    group.chosen.setdefault(text, where)
-                elif label == "failed":
-                    group.rejected.setdefault(text, where)
+            text = planner._as_written(plan)
+            if tp.verified_right(lp):
+                group.chosen.setdefault(text, tp.where(lp))
+            elif lp.label == "failed":
+                group.rejected.setdefault(text, tp.where(lp))
     pairs: list[dict[str, Any]] = []
     paired: set[tuple[str, str]] = set()
     for g in groups.values():

@@ -61,10 +61,11 @@ from verimap.evals.run_dir import (
     unscored_errors,
     write_config,
 )
-from verimap.evals.sampling import select_tasks, selection_record
+from verimap.evals.sampling import SelectionError, select_tasks, selection_record
 from verimap.evals.task_budget import time_limited, within
 from verimap.evals.tasksets import Benchmark, EvalTask
 from verimap.methods.presets import METHODS, get_method
+from verimap.planning.demos import read_pool
 from verimap.wiring import resolve, runs_locally
 
 if TYPE_CHECKING:
@@ -137,15 +138,27 @@ def _selection(
     sample: int | str | None,
     seed: int | None,
     ids: Sequence[str] | None = None,
+    demos_file: str | None = None,
 ) -> tuple[list[EvalTask], dict[str, Any]]:
     """The tasks to run, and what config.json keeps of how they were chosen (a sample, a range,
     ids) and of a custom benchmark's source, for a resume to check. A seeded sample is drawn
-    from the tasks the benchmark does not hold out (`Benchmark.held_out`), by its `stratum`."""
+    from the tasks the benchmark does not hold out (`Benchmark.held_out`, with the pool in
+    `demos_file` the planner shows), by its `stratum`; a range or ids that take a task whose
+    plan that pool holds are refused."""
     everything = bench.tasks()
-    held = bench.held_out() if sample is not None else frozenset()
+    extra = read_pool(demos_file, bench.domain) if demos_file is not None else None
+    held = bench.held_out(extra) if sample is not None else frozenset()
     pool = [t for t in everything if t.id not in held]
     picked: dict[str, Any] = dict(limit=limit, sample=sample, seed=seed, ids=ids)
     tasks = select_tasks(pool, **picked, stratum=bench.stratum)
+    shown = sorted(t.id for t in tasks if t.id in bench.shown(extra))
+    if shown:
+        raise SelectionError(
+            f"{len(shown)} of the tasks chosen ({', '.join(shown[:5])}"
+            f"{', ...' if len(shown) > 5 else ''}) have their plans in the demonstrations file "
+            f"{demos_file}: the planner would be shown them; choose other tasks, or draw with "
+            "--sample, which leaves them out"
+        )
     chosen = selection_record(tasks, len(pool), **picked)
     if held:
         chosen["held_out"] = len(everything) - len(pool)
@@ -169,13 +182,20 @@ def preflight(
     config: RunConfig | dict[str, Any] | None = None,
     **ignored: Any,
 ) -> None:
-    """What `run_eval` checks of its directory first, for a caller with costly work to do
-    before it (a model server or a cluster's workers to start): refused now rather than after
-    that work. Takes `run_eval`'s keyword arguments and ignores those that do not matter here."""
-    _, sampled = _selection(bench, limit, sample, seed, sample_ids)
-    cfg: dict[str, Any] = {"benchmark": bench.name, "method": method, **sampled}
+    """What `run_eval` checks first (its directory, the tasks chosen, the demonstrations
+    file), for a caller with costly work to do before it (a model server or a cluster's workers
+    to start): refused now rather than after that work. Takes `run_eval`'s keyword arguments
+    and ignores those that do not matter here."""
+    run_config = None
     if method in METHODS:
-        cfg["run_config"] = resolve(config, method=method).config.model_dump(mode="json")
+        settings = resolve(config, method=method)
+        settings.demo_pool(bench.domain)
+        run_config = settings.config
+    demos = run_config.planning.demos_file if run_config is not None else None
+    _, sampled = _selection(bench, limit, sample, seed, sample_ids, demos)
+    cfg: dict[str, Any] = {"benchmark": bench.name, "method": method, **sampled}
+    if run_config is not None:
+        cfg["run_config"] = run_config.model_dump(mode="json")
     check_run_dir(Path(out_dir), cfg, resume)
 
 
@@ -245,13 +265,15 @@ async def run_eval(
     if custom:
         cfg = config if isinstance(config, RunConfig) else RunConfig.model_validate(config or {})
     else:
-        cfg = resolve(config, method=method, local=runs_locally(models or {})).config
+        settings = resolve(config, method=method, local=runs_locally(models or {}))
+        settings.demo_pool(bench.domain)  # refused before the directory is touched
+        cfg = settings.config
     if dispatch is None and solver is None:  # refused before the directory is touched
         if sandbox is None:
             raise ValueError("no sandbox given: pass a sandbox, a solver or a dispatch")
         if models is None:
             raise ValueError("no models given: pass models (planner, executor, judge) or a solver")
-    tasks, sampled = _selection(bench, limit, sample, seed, sample_ids)
+    tasks, sampled = _selection(bench, limit, sample, seed, sample_ids, cfg.planning.demos_file)
     run_cfg = {
         "benchmark": bench.name,
         "method": method,

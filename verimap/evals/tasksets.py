@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import abc
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from verimap.base.protocols import Sandbox
 from verimap.evals import data as d
@@ -16,6 +17,20 @@ from verimap.evals.mbpp import parse_split
 from verimap.evals.scoring import Score, score_gsm8k, score_humaneval, score_multihoprag
 from verimap.evals.tools import QA_INSTRUCTION, math_tools, programming_tools, qa_tools
 from verimap.tools.registry import ToolRegistry
+
+if TYPE_CHECKING:
+    from verimap.planning.demos import DemoPool
+
+GSM8K_NOTE = "\n\nSolve this math word problem. The final answer is a single number."
+QA_NOTE = f"\n\n{QA_INSTRUCTION}"
+_INDEX = re.compile(r"/(\d+)$")
+
+
+def task_index(task_id: str) -> int | None:
+    """The number a built-in task's id ends in (`gsm8k/12`, `HumanEval/7`, `mbpp/602`): its
+    index in its source, MBPP's task_id; None for an id that ends in none."""
+    m = _INDEX.search(task_id)
+    return int(m[1]) if m else None
 
 
 @dataclass
@@ -63,9 +78,24 @@ class Benchmark(abc.ABC):
     def use_models(self, models: Mapping[str, Any]) -> None:  # noqa: B027
         """Take the run's models, for a scorer that asks one (a custom benchmark's judge)."""
 
-    def held_out(self) -> frozenset[str]:
-        """Ids of tasks a seeded draw leaves out: the planner was shown or developed on them."""
-        return frozenset()
+    def held_out(self, extra: DemoPool | None = None) -> frozenset[str]:
+        """Ids of tasks a seeded draw leaves out: the planner was shown or developed on them,
+        among them those of `extra`, a pool the run shows beside the shipped one (`shown`)."""
+        return self.shown(extra)
+
+    def shown(self, extra: DemoPool | None) -> frozenset[str]:
+        """Ids of this benchmark's tasks whose plans `extra` holds: a pool mined from runs of
+        this benchmark (`DemoPool.benchmark`), its demonstrations' indices (`task_index`)."""
+        if extra is None or extra.benchmark != self.name:
+            return frozenset()
+        indices = {d.index for d in extra.demos}
+        return frozenset(t.id for t in self.tasks() if task_index(t.id) in indices)
+
+    @classmethod
+    def problem(cls, prompt: str) -> str:
+        """The problem a task's `prompt` poses, without the instructions every task of the set
+        ends with: the text a demonstration gives (`verimap.planning.demos`)."""
+        return prompt
 
 
 class GSM8K(Benchmark):
@@ -77,9 +107,7 @@ class GSM8K(Benchmark):
             EvalTask(
                 id=f"gsm8k/{i}",
                 benchmark=self.name,
-                prompt=(
-                    f"{it.question}\n\nSolve this math word problem. The final answer is a single number."
-                ),
+                prompt=f"{it.question}{GSM8K_NOTE}",
                 gold=it.gold,
             )
             for i, it in enumerate(d.load_gsm8k(self.source))
@@ -87,6 +115,10 @@ class GSM8K(Benchmark):
 
     def tools(self, sandbox: Sandbox) -> ToolRegistry:
         return math_tools(sandbox)
+
+    @classmethod
+    def problem(cls, prompt: str) -> str:
+        return prompt.removesuffix(GSM8K_NOTE)
 
     async def score(self, task: EvalTask, answer: Any, sandbox: Sandbox) -> Score:
         return score_gsm8k(answer, task.gold)
@@ -153,7 +185,7 @@ class MultiHopRAG(Benchmark):
             EvalTask(
                 id=f"multihoprag/{i}",
                 benchmark=self.name,
-                prompt=f"{q.query}\n\n{QA_INSTRUCTION}",
+                prompt=f"{q.query}{QA_NOTE}",
                 gold=q.answer,
                 meta={"question_type": q.question_type},
             )
@@ -164,9 +196,9 @@ class MultiHopRAG(Benchmark):
         self.prepare()
         return qa_tools(self.index)
 
-    def held_out(self) -> frozenset[str]:
+    def held_out(self, extra: DemoPool | None = None) -> frozenset[str]:
         """The planner's demonstrations and development queries, when these are the official
-        queries they index (a demonstration's question is at its index)."""
+        queries they index (a demonstration's question is at its index), and `extra`'s."""
         from verimap.planning import demos
 
         pool = demos.pool(self.domain)
@@ -174,11 +206,16 @@ class MultiHopRAG(Benchmark):
             d.index < len(self.queries) and self.queries[d.index].query == d.task
             for d in pool.demos
         )
-        return (
+        shipped = (
             frozenset(f"{self.name}/{i}" for i in demos.held_out(self.domain))
             if aligned
             else frozenset()
         )
+        return shipped | self.shown(extra)
+
+    @classmethod
+    def problem(cls, prompt: str) -> str:
+        return prompt.removesuffix(QA_NOTE)
 
     async def score(self, task: EvalTask, answer: Any, sandbox: Sandbox) -> Score:
         return score_multihoprag(answer, task.gold)
@@ -230,6 +267,10 @@ class MBPP(Benchmark):
 
     def identity(self) -> dict[str, Any]:
         return {"split": str(self.split)}
+
+    @classmethod
+    def problem(cls, prompt: str) -> str:
+        return mbpp.task_problem(prompt)
 
 
 BENCHMARKS: dict[str, type[Benchmark]] = {b.name: b for b in (GSM8K, HumanEval, MultiHopRAG, MBPP)}

@@ -6,6 +6,11 @@ that evaluation draws leave out: `held_out`). A demonstration is a plan in the t
 planner writes (`staged`): the outline (steps before the final node, each with its id and typed
 outputs) and each node's instruction, inputs, checks and criteria. The planner shows the `k`
 most similar to its task, by BM25 over their words (a pool of a few plans needs no index).
+
+A run may name a pool of its own beside the shipped one (`read_pool`, `planning.demos_file`):
+plans mined from runs that verified with the right answer (`verimap export demos`). Its
+`benchmark` names the benchmark whose tasks its indices count, and an evaluation of that
+benchmark leaves them out (`Benchmark.held_out`).
 """
 
 from __future__ import annotations
@@ -13,12 +18,16 @@ from __future__ import annotations
 import functools
 import json
 import math
+import os
 import re
 from collections import Counter
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from verimap.base.errors import VerimapError
 
 DOMAINS = ("qa", "math", "programming")
 _WORD = re.compile(r"[a-z0-9]+")
@@ -63,13 +72,20 @@ class Demo(BaseModel):
 
 class DemoPool(BaseModel):
     """A domain's demonstrations; `development`: the indices of problems the planner was
-    measured on while it was built (never an evaluation's)."""
+    measured on while it was built (never an evaluation's). `benchmark`: the benchmark whose
+    task ids end in the demonstrations' indices (a mined pool's; empty for the shipped pools,
+    whose `pool` says where their problems come from)."""
 
     model_config = ConfigDict(extra="forbid")
     domain: str
     pool: str
+    benchmark: str = ""
     development: list[int] = Field(default_factory=list)
     demos: list[Demo]
+
+
+class DemoFileError(VerimapError, ValueError):
+    """A demonstrations file that cannot be used: unreadable, not a pool, or another domain's."""
 
 
 @functools.cache
@@ -85,6 +101,40 @@ def pool(domain: str) -> DemoPool:
     return DemoPool.model_validate(json.loads(text))
 
 
+def read_pool(path: str | os.PathLike[str], domain: str | None = None) -> DemoPool:
+    """The pool in the JSON file at `path` (as `verimap export demos` writes it), validated;
+    `DemoFileError` naming the file when it cannot be read, is no pool, or is not of `domain`
+    (None: any of `DOMAINS`)."""
+    p = Path(path)
+    try:
+        data = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise DemoFileError(
+            f"demonstrations file {p}: cannot read it ({e.strerror or e})"
+        ) from None
+    except ValueError as e:
+        raise DemoFileError(f"demonstrations file {p}: not JSON ({e})") from None
+    try:
+        got = DemoPool.model_validate(data)
+    except ValidationError as e:
+        lines = "; ".join(
+            f"{'.'.join(map(str, err['loc'])) or 'top level'}: {err['msg']}" for err in e.errors()
+        )
+        raise DemoFileError(
+            f"demonstrations file {p}: not a pool of demonstrations ({lines})"
+        ) from None
+    if got.domain not in DOMAINS:
+        raise DemoFileError(
+            f"demonstrations file {p}: domain {got.domain!r} is none of {', '.join(DOMAINS)}"
+        )
+    if domain is not None and got.domain != domain:
+        raise DemoFileError(
+            f"demonstrations file {p} holds {got.domain} demonstrations; this run plans "
+            f"{domain} tasks"
+        )
+    return got
+
+
 def held_out(domain: str = "qa") -> frozenset[int]:
     """The indices of the problems the domain's demonstrations were written for, and of those
     the planner was developed on: an evaluation draw leaves them out, or the planner would be
@@ -97,10 +147,20 @@ def _words(text: str) -> list[str]:
     return [w for w in _WORD.findall(text.lower()) if w not in _STOP]
 
 
-def nearest(task: str, domain: str, k: int = 2) -> list[Demo]:
-    """The `k` demonstrations most similar to `task` (BM25, k1 1.2, b 0.75), most similar first;
-    ties keep the pool's order."""
-    demos = pool(domain).demos
+def merged(domain: str, extra: DemoPool | None = None) -> list[Demo]:
+    """The domain's shipped demonstrations, then those of `extra` when it is of `domain`, less
+    any whose task is already there."""
+    demos = list(pool(domain).demos)
+    if extra is not None and extra.domain == domain:
+        seen = {d.task for d in demos}
+        demos += [d for d in extra.demos if d.task not in seen]
+    return demos
+
+
+def nearest(task: str, domain: str, k: int = 2, extra: DemoPool | None = None) -> list[Demo]:
+    """The `k` demonstrations most similar to `task` (BM25, k1 1.2, b 0.75) among the domain's
+    and `extra`'s (`merged`), most similar first; ties keep the pool's order."""
+    demos = merged(domain, extra)
     docs = [_words(d.task) for d in demos]
     if not docs or k <= 0:
         return []

@@ -35,6 +35,7 @@ from verimap.base.purpose import PlanCall
 from verimap.base.usage import PLANNER
 from verimap.llm.structured import extract_json
 from verimap.planning import prompts
+from verimap.planning.demos import DemoFileError, DemoPool, read_pool
 from verimap.planning.domain import infer_domain
 from verimap.planning.fallback import fallback_plan, whole_task_plan, with_task_examples
 from verimap.planning.plan import parse_plan
@@ -99,7 +100,9 @@ class PlannerOptions(BaseModel):
     `decoding="staged"`: the model writes the plan in stages under the grammar, its VFs from the
     catalog of checks (`staged.StagedPlanner`, with `max_nodes` and `min_nodes` counting the
     final node, `max_repairs` rounds of validator messages); it is always asked, even under
-    `max_nodes=1`, for then it still writes the node and its VFs."""
+    `max_nodes=1`, for then it still writes the node and its VFs. `demos_file`: a pool of
+    demonstrations (`verimap export demos` writes one) shown beside the domain's shipped ones;
+    only the staged planner shows such pools (`demo_pool`)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -124,6 +127,23 @@ class PlannerOptions(BaseModel):
     one_node_rule: str = "one-node plan (max_nodes=1)"
     decoding: Literal["whole", "staged"] = "whole"
     min_nodes: int = 1
+    demos_file: str | None = None
+
+
+def demo_pool(options: PlannerOptions) -> DemoPool | None:
+    """The pool `options.demos_file` names, read and validated (`demos.read_pool`, of the
+    options' domain when one is set); None when it names none. A `DemoFileError` when the
+    planner would not show it: it writes the plan whole, and only the staged planner retrieves
+    demonstrations (`decoding="staged"`, the small-model-planner policy's)."""
+    if options.demos_file is None:
+        return None
+    if options.decoding != "staged":
+        raise DemoFileError(
+            f"demonstrations file {options.demos_file}: only the staged planner shows a pool of "
+            "demonstrations (--policy small-model-planner); this run's planner writes the plan "
+            "whole"
+        )
+    return read_pool(options.demos_file, options.domain)
 
 
 class LLMPlanner:
@@ -176,6 +196,7 @@ class LLMPlanner:
         self.max_nodes = o.max_nodes
         self.fix_plans = o.fix_plans
         self.one_node_rule = o.one_node_rule
+        extra_demos = demo_pool(o)
         self.staged = (
             StagedPlanner(
                 model,
@@ -187,6 +208,7 @@ class LLMPlanner:
                 repairs=o.max_repairs,
                 with_vfs=o.write_vfs,
                 repeat_temperature=o.repeat_temperature,
+                extra_demos=extra_demos,
             )
             if o.decoding == "staged"
             else None

@@ -8,14 +8,15 @@ under a grammar that admits only what can be valid.
    declared before it, so the DAG is valid by construction), the checks it names from the
    domain's catalog with their arguments, and the criteria its judge checks.
 
-The prompt shows the domain's demonstrations nearest the task (`demos`), written in the same
-stages. The assembled plan goes through the validator and the planner's own checks; their
-messages go back to the model once per node they name (`repairs`; a node rewritten word for
-word, as greedy decoding often does, is asked for once more, sampled; a node that copied a
-demonstration is asked for with the demonstrations out of view), then the plan is refused
-(`PlanningError`). A replan keeps every node the failure did not touch (the failed node's
-ancestors and the branches beside it) exactly as it was, so their verified results are reused,
-and rewrites the failed node and what follows it, with the failure in the prompt.
+The prompt shows the demonstrations nearest the task (`demos`), written in the same stages:
+the domain's shipped ones and those of a pool the run names (`extra_demos`). The assembled
+plan goes through the validator and the planner's own checks; their messages go back to the
+model once per node they name (`repairs`; a node rewritten word for word, as greedy decoding
+often does, is asked for once more, sampled; a node that copied a demonstration is asked for
+with the demonstrations out of view), then the plan is refused (`PlanningError`). A replan
+keeps every node the failure did not touch (the failed node's ancestors and the branches
+beside it) exactly as it was, so their verified results are reused, and rewrites the failed
+node and what follows it, with the failure in the prompt.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ from verimap.base.purpose import PlanCall
 from verimap.base.usage import PLANNER
 from verimap.llm.structured import extract_json
 from verimap.planning import staged_prompts as sp
-from verimap.planning.demos import nearest
+from verimap.planning.demos import Demo, DemoPool, nearest
 from verimap.planning.domain import infer_domain
 from verimap.planning.fallback import with_task_examples
 from verimap.planning.plan import parse_plan
@@ -76,7 +77,8 @@ class StagedPlanner:
     types and demonstrations used (None: inferred from each task). `max_nodes`/`min_nodes`:
     the plan's size, the final node included. `repairs`: rounds of validator messages sent back
     (each redoes the nodes they name). `min_criteria`: criteria the final node must have (QA's
-    final node has one unless set). `demos`: demonstrations shown."""
+    final node has one unless set). `demos`: demonstrations shown, the nearest among the
+    domain's and those of `extra_demos` when the task is of its domain."""
 
     def __init__(
         self,
@@ -92,6 +94,7 @@ class StagedPlanner:
         with_vfs: bool = True,
         min_criteria: int | None = None,
         repeat_temperature: float = 0.7,
+        extra_demos: DemoPool | None = None,
     ):
         if max_nodes is not None and max_nodes < min_nodes:
             raise ValueError(f"max_nodes ({max_nodes}) is below min_nodes ({min_nodes})")
@@ -106,6 +109,7 @@ class StagedPlanner:
         self.with_vfs = with_vfs
         self.min_criteria = min_criteria
         self.repeat_temperature = repeat_temperature
+        self.extra_demos = extra_demos
 
     def domain_of(self, task: str) -> str:
         return self.domain or infer_domain(task)
@@ -192,8 +196,11 @@ class StagedPlanner:
             )
         return plan
 
+    def _shown(self, task: str, domain: str) -> list[Demo]:
+        return nearest(task, domain, self.demos, self.extra_demos)
+
     def _demos(self, task: str, domain: str) -> str:
-        return sp.render_demos(nearest(task, domain, self.demos), with_vfs=self.with_vfs)
+        return sp.render_demos(self._shown(task, domain), with_vfs=self.with_vfs)
 
     async def _write(
         self,
@@ -316,7 +323,7 @@ class StagedPlanner:
         except PlanError as e:
             return e.problems
         own = {f"{n.id}.{o}" for n in plan.nodes for o in n.outputs}
-        shown = nearest(task, domain, self.demos)
+        shown = self._shown(task, domain)
         copied = {f"{st['id']}.{o['name']}" for d in shown for st in d.steps for o in st["outputs"]}
         return plan_quality_problems(
             plan,

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import copy
 import itertools
+import re
 from typing import Any
 
 from verimap.base.check_names import CATALOG, DOMAIN_CHECKS
-from verimap.base.plan import USER_TASK
+from verimap.base.plan import LLMVF, USER_TASK, CheckVF, Node, Plan
 from verimap.planning.plan_fixes import numbered
 
 FINAL = "final"
@@ -199,3 +200,71 @@ def make_node(
             vfs.append({"name": f"criterion_{i}", "type": "llm", "content": text.strip()})
     node["verification"] = vfs
     return node
+
+
+def replies_of(plan: Plan, domain: str) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The replies the staged planner would have written for `plan`: the outline's steps (the
+    nodes before the final one, in an order their inputs allow, each with its typed outputs)
+    and each node's instruction, inputs, checks and criteria (the final node as `final`, its
+    one output as `answer`): the inverse of `make_node`. A `ValueError` listing what the
+    staged form cannot say: a Python VF, a check outside the domain's catalog, an id or type
+    its grammar does not admit, a final node with more than one output."""
+    problems: list[str] = []
+    final = plan.final_node()
+    if len(final.outputs) != 1:
+        problems.append(f"the final node {final.id!r} gives {len(final.outputs)} outputs, not one")
+    answer = next(iter(final.outputs), ANSWER)
+    order = [n for n in _in_order(plan) if n.id != final.id]
+    steps: list[dict[str, Any]] = []
+    replies: dict[str, dict[str, Any]] = {}
+    for n in order:
+        if not re.match(ID_PATTERN, n.id) or n.id == FINAL:
+            problems.append(f"node id {n.id!r} is not one the outline's grammar admits")
+        outs = []
+        for name, kind in n.outputs.items():
+            if not re.match(ID_PATTERN, name) or kind not in OUTPUT_TYPES[domain]:
+                problems.append(f"node {n.id!r}: output {name}: {kind} is not a {domain} step's")
+            outs.append({"name": name, "type": kind})
+        steps.append({"id": n.id, "outputs": outs})
+    for n in [*order, final]:
+        checks: list[dict[str, Any]] = []
+        criteria: list[str] = []
+        for vf in n.verification:
+            if isinstance(vf, LLMVF):
+                criteria.append(vf.content)
+            elif isinstance(vf, CheckVF) and vf.check in DOMAIN_CHECKS[domain]:
+                spec = CATALOG.get(vf.check)
+                kinds = spec.args if spec is not None else {}
+                args = {
+                    a: ANSWER if n is final and kinds.get(a) == "output" and v == answer else v
+                    for a, v in vf.args.items()
+                }
+                checks.append(
+                    {"check": vf.check, "args": args} if spec or args else {"check": vf.check}
+                )
+            else:
+                what = f"check {vf.check}" if isinstance(vf, CheckVF) else f"{vf.type} VF"
+                problems.append(f"node {n.id!r}: {vf.name} is a {what}, not a {domain} check")
+        replies[FINAL if n is final else n.id] = {
+            "instruction": n.instruction,
+            "inputs": list(n.inputs),
+            "checks": checks,
+            "criteria": criteria,
+        }
+    if problems:
+        raise ValueError("; ".join(problems))
+    return steps, replies
+
+
+def _in_order(plan: Plan) -> list[Node]:
+    """The plan's nodes, each after the nodes it reads, otherwise in the order written."""
+    parents: dict[str, set[str]] = {n.id: set() for n in plan.nodes}
+    for source, target in plan.edge_set():
+        parents.setdefault(target, set()).add(source)
+    done: set[str] = set()
+    out: list[Node] = []
+    while len(out) < len(plan.nodes):
+        n = next(n for n in plan.nodes if n.id not in done and parents[n.id] <= done)
+        done.add(n.id)
+        out.append(n)
+    return out
