@@ -92,7 +92,9 @@ def node_job(
     node = by_id[node_id]
     final = plan.final_node().id == node_id
     types = {
-        f"{src}.{var}": by_id[src].output_type(var) for src, var in node.input_refs() if src in by_id
+        f"{src}.{var}": by_id[src].output_type(var)
+        for src, var in node.input_refs()
+        if src in by_id
     }
     parents = set(node.parent_ids())
     gens = config.execution.context_generations
