@@ -182,7 +182,8 @@ def draw(bench: str, size: int, n: int, seed: int) -> list[int]:
     development windows and the seen draws. The whole pool is permuted and its first `n` taken,
     so a larger `n` with the same seed extends the same draw (a run continued with more tasks
     keeps its own)."""
-    pool = [i for i in range(size) if i not in excluded(bench, size, seed)]
+    out = excluded(bench, size, seed)
+    pool = [i for i in range(size) if i not in out]
     if not 0 <= n <= len(pool):
         where = "; draw code tasks from MBPP (--mbpp N)" if bench in DEVELOPMENT_DATA else ""
         raise ValueError(
