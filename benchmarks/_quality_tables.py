@@ -19,7 +19,6 @@ from verimap.evals.stats import (
     Proportion,
     compare_records,
     is_verified,
-    method_has_checks,
     risk_coverage_curve,
     verification_metrics,
 )
@@ -80,7 +79,7 @@ def summary_row(cell: Cell, react: Cell | None) -> str:
     m = verification_metrics(cell.records)
     tasks = str(m.tasks) + (f" (+{len(cell.errors)} errored)" if cell.errors else "")
     tasks += f" ({cell.note})" if cell.note else ""
-    checked = method_has_checks(cell.method)
+    checked = m.has_checks  # by the method its records ran as (sc-planned as sc)
     fp_fn = f"{m.false_positives} ({pct(m.fp_rate)}) / {m.false_negatives} ({pct(m.fn_rate)})"
     calls = mean_of(cell.rows, lambda r: r.calls)
     counted = [r for r in cell.rows if r.record.get("completion_tokens", 0) is not None]
@@ -121,7 +120,7 @@ def summary_table(bench: str, ids: list[str], cells: list[Cell]) -> list[str]:
 
 def comparison_table(bench: str, ids: list[str], cells: list[Cell]) -> list[str]:
     """Each verimap method (plain, and any variant named `verimap-...`) against every other
-    method on their common tasks."""
+    method on their common tasks, every sc cell included (each at its own k)."""
     ours = [c for c in cells if is_verimap(c.method) and c.rows]
     if not ours or len(cells) < 2:
         return []

@@ -1,13 +1,24 @@
 """Does "verified" mean correct, and does verimap beat the same compute spent another way?
 
     python3 benchmarks/verification_quality.py --seed S [--gsm8k 30] [--mbpp 30]
-        [--multihoprag 0] [--humaneval 0] [--methods bare,sc,program,rag,react,verimap] [--samples K] [--ballot B] [--pens]
+        [--multihoprag 0] [--humaneval 0] [--methods bare,sc,program,rag,react,verimap]
+        [--samples K] [--ballot B] [--pens]
         [--model qwen2.5-coder-1.5b] [--runs-dir DIR] [--resume | --report-only]
         [--out RUNS_DIR/report.md] [--sandbox docker] [--data-dir DIR]
 
 Issue 40's goals are measured here: verified precision and coverage, verimap's accuracy against
 the baselines that spend the same compute (`bare`, `sc` at k samples, `program`) and against
 `react`, its time per task relative to react, and the README's pens task.
+
+Each self-consistency cell is matched to one verimap method (`MATCHED`): `sc` to `verimap`,
+`sc-planned` to `verimap-planned` (verimap with the model writing the plan), so each verimap
+method meets an `sc` at its own compute. A cell's k is fixed when an invocation starts: the k
+its directories were started with (a resumed draw keeps it), else its verimap method's mean
+calls per task on the tasks of this draw finished so far, rounded up, else the default (4). The
+calls of the verimap method made during the same invocation do not change it, and the first
+task an sc cell runs pins its k; so a matched k needs its verimap method run on the draw first
+(`--methods verimap-planned`), and the sc cell added with --resume. `--samples K` sets the k of
+every sc cell instead.
 
 Pick the seed before looking at any task, and report it:
 
@@ -49,7 +60,7 @@ import shlex
 import statistics
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -135,6 +146,10 @@ SC = "sc"
 # Methods run as another method under other policies: verimap with the model writing the plan.
 PLANNED = "verimap-planned"
 VARIANTS: dict[str, tuple[str, list[str]]] = {PLANNED: (VERIMAP, [PLANNER_NAME])}
+# The self-consistency cells, each run as sc with k matched to one verimap method's calls.
+SC_PLANNED = "sc-planned"
+MATCHED: dict[str, str] = {SC: VERIMAP, SC_PLANNED: PLANNED}
+KNOWN = list(dict.fromkeys([*METHODS, *VARIANTS, *MATCHED]))
 DEFAULT_METHODS = "bare,sc,program,rag,react,verimap"
 DEFAULT_SAMPLES = 4
 PENS_METHODS = (REACT, VERIMAP)
@@ -182,7 +197,8 @@ def draw(bench: str, size: int, n: int, seed: int) -> list[int]:
     development windows and the seen draws. The whole pool is permuted and its first `n` taken,
     so a larger `n` with the same seed extends the same draw (a run continued with more tasks
     keeps its own)."""
-    pool = [i for i in range(size) if i not in excluded(bench, size, seed)]
+    out = excluded(bench, size, seed)
+    pool = [i for i in range(size) if i not in out]
     if not 0 <= n <= len(pool):
         where = "; draw code tasks from MBPP (--mbpp N)" if bench in DEVELOPMENT_DATA else ""
         raise ValueError(
@@ -271,8 +287,11 @@ class Pair:
 
 def run_as(method: str, config: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
     """The eval method a benchmark method runs as, and its config: a variant (`VARIANTS`) runs
-    its method with its policies in place of the small-model one; any other method is itself."""
+    its method with its policies in place of the small-model one, an sc cell (`MATCHED`) runs as
+    sc; any other method is itself."""
     config = dict(config or {})
+    if method in MATCHED:
+        return SC, config
     if method not in VARIANTS:
         return method, config
     base, policies = VARIANTS[method]
@@ -286,8 +305,9 @@ def rotated(methods: Sequence[str], k: int) -> list[str]:
 
 
 def applies(method: str, bench: Benchmark) -> bool:
-    """Whether `method` runs on `bench`: `program` on math, `rag` on QA, the others on all."""
-    return DOMAIN_METHODS.get(method, bench.domain) == bench.domain
+    """Whether `method` runs on `bench`: `program` on math, `rag` on QA, the others on all; a
+    method run as another (`run_as`) where that one runs."""
+    return DOMAIN_METHODS.get(run_as(method)[0], bench.domain) == bench.domain
 
 
 def interleave(windows: list[Window], methods: list[str]) -> list[Pair]:
@@ -322,10 +342,12 @@ def cells_of(pairs: list[Pair]) -> list[tuple[str, str]]:
     return list(dict.fromkeys(p.cell for p in pairs))
 
 
-def pins(method: str, seed: int, model: str, samples: int) -> dict[str, Any]:
+def pins(method: str, seed: int, model: str, samples: Mapping[str, int]) -> dict[str, Any]:
     """What every part of a run must share with the parts before it, beside what the runner
-    itself holds a resume to (benchmark, method, seed): the model, and sc's k."""
-    return {"seed": seed, "model": model, **({"samples": samples} if method == SC else {})}
+    itself holds a resume to (benchmark, method, seed): the model, and an sc cell's k (`samples`,
+    by sc cell)."""
+    k = {"samples": samples[method]} if method in MATCHED else {}
+    return {"seed": seed, "model": model, **k}
 
 
 def started_config(out: Path) -> dict[str, Any]:
@@ -340,12 +362,13 @@ def check_dirs(
     runs_dir: Path,
     seed: int,
     model: str,
-    samples: int,
+    samples: Mapping[str, int],
     resume: bool,
     ballot: str = DEFAULT_BALLOT,
 ) -> None:
     """Refuse, before any server starts, a directory that holds results without --resume, or
-    another benchmark, method or seed (run_dir's own check), or another model, k or ballot."""
+    another benchmark, method or seed (run_dir's own check), or another model, k (`samples`, by
+    sc cell) or ballot."""
     for bench, method in cells_of(pairs):
         out = cell_dir(runs_dir, bench, method)
         check_run_dir(out, {"benchmark": bench, "method": run_as(method)[0], "seed": seed}, resume)
@@ -407,17 +430,18 @@ def eval_runner(
     sandbox: Any,
     runs_dir: Path,
     config: dict[str, Any],
-    samples: int,
+    samples: Mapping[str, int],
     extra: dict[str, dict[str, Any]],
     notes: dict[tuple[str, str], str],
 ) -> RunPair:
     """Each pair through the eval runner on a one-task view, resuming its method's directory, so
-    records accumulate there as a whole `verimap eval` run's would. A pair that cannot run (its
-    directory refused, say) is noted for the tables and the next one starts."""
+    records accumulate there as a whole `verimap eval` run's would; an sc cell samples its k
+    (`samples`, by sc cell). A pair that cannot run (its directory refused, say) is noted for the
+    tables and the next one starts."""
 
     async def run_one(pair: Pair) -> str:
         method, method_config = run_as(pair.method, config)
-        variant = {"variant": pair.method} if pair.method in VARIANTS else {}
+        variant = {"variant": pair.method} if method != pair.method else {}
         try:
             outcome = await run_eval(
                 cast(Benchmark, TaskSubset(pair.bench, [pair.task])),
@@ -431,7 +455,7 @@ def eval_runner(
                 config=method_config,
                 progress=False,
                 extra_config={**extra[pair.bench.name], **variant},
-                samples=samples if pair.method == SC else None,
+                samples=samples[pair.method] if pair.method in MATCHED else None,
             )
         except Exception as e:
             notes[pair.cell] = f"{type(e).__name__}: {e}"
@@ -456,23 +480,40 @@ def read_cells(
     return cells
 
 
-def matched_samples(runs_dir: Path, windows: list[Window]) -> tuple[int, str]:
-    """`sc`'s k when `--samples` is not given, and why: verimap's measured mean calls per task
-    on this draw, rounded up, so the baseline spends at least what verimap spent. A k left at a
-    fixed default once undercut a ballot that made 6.7 calls a task with 4 samples. An `sc`
-    directory already started keeps its k, so a resumed run stays one run."""
+def matched_samples(runs_dir: Path, windows: list[Window], method: str = SC) -> tuple[int, str]:
+    """The k of the sc cell `method` (`MATCHED`) when `--samples` is not given, and why: the
+    measured mean calls per task of the verimap method it is matched to on this draw (the most
+    of any benchmark), rounded up, so the baseline spends at least what that method spent. A k
+    left at a fixed default once undercut a ballot that made 6.7 calls a task with 4 samples.
+    The default before that method has run; a directory of the cell already started keeps its
+    k, so a resumed run stays one run."""
     for w in windows:
-        if "samples" in (old := started_config(cell_dir(runs_dir, w.name, SC))):
-            return int(old["samples"]), "as this draw's sc directory was started"
+        if "samples" in (old := started_config(cell_dir(runs_dir, w.name, method))):
+            return int(old["samples"]), f"as this draw's {method} directory was started"
+    target = MATCHED[method]
     means = []
     for w in windows:
-        cell = read_cell(w.name, VERIMAP, cell_dir(runs_dir, w.name, VERIMAP), w.ids)
+        cell = read_cell(w.name, target, cell_dir(runs_dir, w.name, target), w.ids)
         rows = [r for r in cell.rows if r.task_id in w.ids]
         if rows:
             means.append(statistics.fmean(r.calls for r in rows))
     if not means:
-        return DEFAULT_SAMPLES, f"the default: verimap has not run on this draw in {runs_dir}"
-    return max(1, math.ceil(max(means) - 1e-9)), "verimap's mean calls on this draw, rounded up"
+        return DEFAULT_SAMPLES, f"the default: {target} has not run on this draw in {runs_dir}"
+    return max(1, math.ceil(max(means) - 1e-9)), f"{target}'s mean calls on this draw, rounded up"
+
+
+def sample_counts(
+    runs_dir: Path, windows: list[Window], methods: list[str], samples: int | None
+) -> dict[str, tuple[int, str]]:
+    """Each sc cell's k and why, for every sc cell that runs or whose verimap method runs:
+    `samples` (--samples) for all of them when given, else `matched_samples`."""
+    return {
+        sc: (samples, "set with --samples")
+        if samples is not None
+        else matched_samples(runs_dir, windows, sc)
+        for sc, target in MATCHED.items()
+        if sc in methods or target in methods
+    }
 
 
 def calls_per_task(cells: list[Cell], method: str) -> str:
@@ -516,10 +557,12 @@ def make_header(
         f"{[p.record() for p in get_policies(config.get('policies'))] or 'none (an endpoint)'}; "
         "each method's own fixed settings on top (`verimap.methods.presets`); answer "
         f"agreement's ballot: **{config.get('verify', {}).get('ballot', DEFAULT_BALLOT)}**\n"
-        f"- sc: k = **{args.samples}** samples per task ({args.samples_from}); verimap's "
-        "measured mean calls per task: "
-        f"{calls_per_task(cells, VERIMAP)}\n"
-        f"- run directories (config.json, results.jsonl, traces): `{args.runs_dir}`"
+        + "".join(
+            f"- {sc}: k = **{k}** samples per task ({why}), matched to {MATCHED[sc]}; "
+            f"{MATCHED[sc]}'s measured mean calls per task: {calls_per_task(cells, MATCHED[sc])}\n"
+            for sc, (k, why) in args.sample_counts.items()
+        )
+        + f"- run directories (config.json, results.jsonl, traces): `{args.runs_dir}`"
     )
 
 
@@ -538,15 +581,14 @@ def main(argv: list[str] | None = None) -> int:
             if (n := getattr(args, name)) > 0
         ]
         pairs = (pens_pairs() if args.pens else []) + interleave(windows, methods)
-        args.samples_from = "set with --samples"
-        if args.samples is None:
-            args.samples, args.samples_from = matched_samples(runs_dir, windows)
+        args.sample_counts = sample_counts(runs_dir, windows, methods, args.samples)
+        samples = {sc: k for sc, (k, _) in args.sample_counts.items()}
         check_dirs(
             pairs,
             runs_dir,
             args.seed,
             args.model,
-            args.samples,
+            samples,
             args.resume or args.report_only,
             args.ballot or DEFAULT_BALLOT,
         )
@@ -571,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
             return
         async with local_session(args.model, args.sandbox) as (models, sandbox):
             extra = cell_configs(args.seed, args.model, windows)
-            runner = eval_runner(models, sandbox, runs_dir, config, args.samples, extra, notes)
+            runner = eval_runner(models, sandbox, runs_dir, config, samples, extra, notes)
             await run_pairs(todo, runner)
 
     def report(interrupted: bool) -> str:
@@ -618,15 +660,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--methods",
         default=DEFAULT_METHODS,
-        help=f"from {', '.join([*METHODS, *VARIANTS])} ({PLANNED}: verimap with the model "
-        "writing the plan, the small-model-planner policy)",
+        help=f"from {', '.join(KNOWN)} ({PLANNED}: verimap with the model writing the plan, "
+        f"the small-model-planner policy; {SC_PLANNED}: sc with k matched to {PLANNED}'s calls)",
     )
     p.add_argument(
         "--samples",
         type=int,
         default=None,
-        help=f"k of sc [verimap's mean calls per task on this draw, rounded up; "
-        f"{DEFAULT_SAMPLES} before verimap has run]",
+        help="k of every sc cell ("
+        + ", ".join(MATCHED)
+        + ") [each: its verimap method's mean calls per task on this draw, rounded up "
+        f"({', '.join(f'{sc}: {v}' for sc, v in MATCHED.items())}); {DEFAULT_SAMPLES} before "
+        "that method has run; a started cell keeps its k]",
     )
     p.add_argument(
         "--ballot",
@@ -655,10 +700,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.seed is None:
         p.error(f"--seed is required: pick it before looking at any task ({SEED_HINT})")
     methods = list(dict.fromkeys(m.strip() for m in args.methods.split(",") if m.strip()))
-    known = [*METHODS, *VARIANTS]
-    unknown = [m for m in methods if m not in known]
+    unknown = [m for m in methods if m not in KNOWN]
     if unknown or not methods:
-        p.error(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(known)}")
+        p.error(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(KNOWN)}")
     args.methods = ",".join(methods)
     if min(args.gsm8k, args.mbpp, args.multihoprag, args.humaneval) < 0 or (
         args.samples is not None and args.samples < 1

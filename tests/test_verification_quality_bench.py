@@ -256,10 +256,11 @@ def _record(task_id, method, right, verified, wall, calls, run=0, bench="gsm8k")
 
 
 def _write(runs_dir: Path, bench: str, method: str, records: list[dict], **config) -> None:
+    """`method`'s run directory as the runner leaves it: config.json names the method it ran as."""
     out = vq.cell_dir(runs_dir, bench, method)
     out.mkdir(parents=True)
     config = {"run_config": {"verify": {"ballot": DEFAULT_BALLOT}}} | config
-    config |= {"verimap_eval": 1, "benchmark": bench, "method": method}
+    config |= {"verimap_eval": 1, "benchmark": bench, "method": vq.run_as(method)[0]}
     (out / CONFIG).write_text(json.dumps(config))
     log = ResultsLog(out / RESULTS)
     for rec in records:
@@ -403,7 +404,7 @@ def test_the_pens_ratio_is_withheld_when_the_two_ran_at_different_speeds(tmp_pat
 
 def test_directories_are_refused_without_resume_or_with_another_seed_model_or_k(tmp_path):
     pairs = vq.interleave([_window(1)], ["sc"])
-    vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=False)  # nothing there yet
+    vq.check_dirs(pairs, tmp_path, 3, "m", {"sc": 4}, resume=False)  # nothing there yet
     out = vq.cell_dir(tmp_path, "gsm8k", "sc")
     out.mkdir()
     config = {
@@ -417,21 +418,21 @@ def test_directories_are_refused_without_resume_or_with_another_seed_model_or_k(
     (out / CONFIG).write_text(json.dumps(config))
     ResultsLog(out / RESULTS).append(_record("gsm8k/0", "sc", 1, 0, 1.0, 4))
     with pytest.raises(RunDirError, match="--resume"):
-        vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=False)
-    vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True)
+        vq.check_dirs(pairs, tmp_path, 3, "m", {"sc": 4}, resume=False)
+    vq.check_dirs(pairs, tmp_path, 3, "m", {"sc": 4}, resume=True)
     with pytest.raises(RunDirError, match="seed"):
-        vq.check_dirs(pairs, tmp_path, 4, "m", 4, resume=True)
+        vq.check_dirs(pairs, tmp_path, 4, "m", {"sc": 4}, resume=True)
     with pytest.raises(RunDirError, match="model 'm', not 'other'"):
-        vq.check_dirs(pairs, tmp_path, 3, "other", 4, resume=True)
+        vq.check_dirs(pairs, tmp_path, 3, "other", {"sc": 4}, resume=True)
     with pytest.raises(RunDirError, match="samples 4, not 6"):
-        vq.check_dirs(pairs, tmp_path, 3, "m", 6, resume=True)
+        vq.check_dirs(pairs, tmp_path, 3, "m", {"sc": 6}, resume=True)
 
 
 def test_verimap_s_directory_is_refused_under_another_ballot(tmp_path):
     pairs = vq.interleave([_window(1)], ["verimap"])
     for ballot in BALLOTS:  # nothing there yet: any ballot may start it
-        vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=False, ballot=ballot)
-        vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True, ballot=ballot)
+        vq.check_dirs(pairs, tmp_path, 3, "m", {"sc": 4}, resume=False, ballot=ballot)
+        vq.check_dirs(pairs, tmp_path, 3, "m", {"sc": 4}, resume=True, ballot=ballot)
     out = vq.cell_dir(tmp_path, "gsm8k", "verimap")
     out.mkdir()
     config = {
@@ -443,15 +444,15 @@ def test_verimap_s_directory_is_refused_under_another_ballot(tmp_path):
         "run_config": {"verify": {"ballot": "strict"}},
     }
     (out / CONFIG).write_text(json.dumps(config))
-    vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True)  # the default: strict
+    vq.check_dirs(pairs, tmp_path, 3, "m", {"sc": 4}, resume=True)  # the default: strict
     with pytest.raises(RunDirError, match="ballot 'strict', not 'mixed'"):
-        vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True, ballot="mixed")
+        vq.check_dirs(pairs, tmp_path, 3, "m", {"sc": 4}, resume=True, ballot="mixed")
     # Written before ballots had names: the mixed one's.
     del config["run_config"]["verify"]["ballot"]
     (out / CONFIG).write_text(json.dumps(config))
-    vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True, ballot="mixed")
+    vq.check_dirs(pairs, tmp_path, 3, "m", {"sc": 4}, resume=True, ballot="mixed")
     with pytest.raises(RunDirError, match="ballot 'mixed', not 'strict'"):
-        vq.check_dirs(pairs, tmp_path, 3, "m", 4, resume=True)
+        vq.check_dirs(pairs, tmp_path, 3, "m", {"sc": 4}, resume=True)
 
 
 def test_sc_is_given_at_least_verimaps_calls_unless_k_is_set(tmp_path):
@@ -501,7 +502,7 @@ class Oracle:
         )
 
 
-async def _run(pairs, tmp_path, model, notes):
+async def _run(pairs, tmp_path, model, notes, samples=None):
     extra = vq.cell_configs(7, "oracle", [])
     extra["gsm8k"] = {"seed": 7, "model": "oracle"}
     runner = vq.eval_runner(
@@ -509,7 +510,7 @@ async def _run(pairs, tmp_path, model, notes):
         InProcessSandboxDouble(),
         tmp_path,
         {"sampling": {"temperature": 0.0}},
-        2,
+        samples or {"sc": 2},
         extra,
         notes,
     )
@@ -662,3 +663,134 @@ def test_each_verimap_variant_is_compared_with_every_other_method(tmp_path):
     assert _line(md, "| verimap | react | 4 |").count("| 4 | 0 |") == 1
     assert "| 2 | 0 |" in _line(md, f"| {vq.PLANNED} | react | 4 |")
     assert "| 0 | 2 |" in _line(md, f"| {vq.PLANNED} | verimap | 4 |")
+
+
+# ---- sc matched to each verimap method ----------------------------------------------------------
+
+
+def _calls(tmp_path, method: str, window, calls: list[int]) -> None:
+    """`method`'s directory with one right, verified record per task of `window` at `calls`,
+    and one of a task outside the draw at 99 calls."""
+    records = [
+        _record(t.id, vq.run_as(method)[0], 1, 1, 10.0, c)
+        for t, c in zip(window.tasks, calls, strict=True)
+    ]
+    _write(tmp_path, "gsm8k", method, [*records, _record("gsm8k/99", "verimap", 1, 1, 1.0, 99)])
+
+
+def test_each_sc_cell_is_matched_to_its_own_verimap_method(tmp_path):
+    assert vq.MATCHED == {"sc": "verimap", "sc-planned": "verimap-planned"}
+    window = _window(3)
+    assert vq.matched_samples(tmp_path, [window], "sc-planned") == (
+        vq.DEFAULT_SAMPLES,
+        f"the default: verimap-planned has not run on this draw in {tmp_path}",
+    )
+    _calls(tmp_path, "verimap", window, [3, 3, 4])
+    _calls(tmp_path, vq.PLANNED, window, [29, 30, 30])
+    assert vq.matched_samples(tmp_path, [window], "sc") == (
+        4,
+        "verimap's mean calls on this draw, rounded up",
+    )
+    assert vq.matched_samples(tmp_path, [window], "sc-planned") == (
+        30,
+        "verimap-planned's mean calls on this draw, rounded up",
+    )
+    both = ["sc", "verimap", "verimap-planned", "sc-planned"]
+    assert {m: k for m, (k, _) in vq.sample_counts(tmp_path, [window], both, None).items()} == {
+        "sc": 4,
+        "sc-planned": 30,
+    }
+    # --samples sets every sc cell's k; a cell is named only when it or its method runs.
+    assert vq.sample_counts(tmp_path, [window], both, 5) == {
+        "sc": (5, "set with --samples"),
+        "sc-planned": (5, "set with --samples"),
+    }
+    assert list(vq.sample_counts(tmp_path, [window], ["bare", "verimap"], None)) == ["sc"]
+
+
+def test_a_started_sc_cell_keeps_its_k_and_is_refused_another(tmp_path):
+    window = _window(2)
+    _calls(tmp_path, vq.PLANNED, window, [30, 30])
+    _write(tmp_path, "gsm8k", "sc-planned", [], seed=3, model="m", samples=12)
+    assert vq.matched_samples(tmp_path, [window], "sc-planned") == (
+        12,
+        "as this draw's sc-planned directory was started",
+    )
+    assert vq.matched_samples(tmp_path, [window], "sc")[0] == vq.DEFAULT_SAMPLES
+    pairs = vq.interleave([window], ["sc", "sc-planned"])
+    vq.check_dirs(pairs, tmp_path, 3, "m", {"sc": 4, "sc-planned": 12}, resume=True)
+    with pytest.raises(RunDirError, match="samples 12, not 30"):
+        vq.check_dirs(pairs, tmp_path, 3, "m", {"sc": 4, "sc-planned": 30}, resume=True)
+
+
+def test_the_report_names_each_sc_cell_s_k_and_what_it_is_matched_to(tmp_path):
+    window = vq.draw_window("gsm8k", 2, seed=5)
+    runs = tmp_path / "runs"
+    pinned = {"seed": 5, "model": "qwen2.5-coder-1.5b"}
+    for method, calls in (("verimap", 3), (vq.PLANNED, 30)):
+        records = [_record(t, "verimap", 1, 1, 3.0, calls) for t in window.ids]
+        _write(runs, "gsm8k", method, records, **pinned)
+    right = [_record(t, "sc", i, 0, 3.0, 12) for i, t in enumerate(window.ids)]
+    _write(runs, "gsm8k", "sc-planned", right, samples=12, **pinned)
+    out = tmp_path / "vq.md"
+    argv = ["--seed", "5", "--gsm8k", "2", "--mbpp", "0", "--runs-dir", str(runs)]
+    argv += ["--methods", "sc,verimap,verimap-planned,sc-planned", "--out", str(out)]
+    assert vq.main([*argv, "--report-only"]) == 0
+    md = out.read_text()
+    assert (
+        "- sc: k = **3** samples per task (verimap's mean calls on this draw, rounded up), "
+        "matched to verimap; verimap's measured mean calls per task: gsm8k 3.0\n"
+    ) in md
+    assert (
+        "- sc-planned: k = **12** samples per task (as this draw's sc-planned directory was "
+        "started), matched to verimap-planned; verimap-planned's measured mean calls per task: "
+        "gsm8k 30.0\n"
+    ) in md
+    # Compared with each verimap method; sc-planned ran as sc, so it verifies nothing.
+    assert "| 1 | 0 |" in _line(md, f"| {vq.PLANNED} | sc-planned | 2 |")
+    assert "| 1 | 0 |" in _line(md, "| verimap | sc-planned | 2 |")
+    assert "| – | – | – | – |" in _line(md, "| sc-planned | 2 |")
+    assert vq.main([*argv, "--report-only", "--samples", "3"]) == 2  # sc-planned holds k = 12
+
+
+def test_sc_planned_is_a_method_that_runs_as_sc_wherever_sc_runs(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "1000")  # the help on one line: no break at a hyphen
+    assert vq.run_as("sc-planned", {"policies": ["small-model"]}) == (
+        "sc",
+        {"policies": ["small-model"]},
+    )
+    assert vq.parse_args(["--seed", "1", "--methods", "sc,sc-planned"]).methods == "sc,sc-planned"
+    with pytest.raises(SystemExit):
+        vq.parse_args(["--help"])
+    shown = capsys.readouterr().out
+    assert "rag, verimap-planned, sc-planned (" in shown
+    assert "sc-planned: sc with k matched to verimap-planned's calls" in shown
+    gsm = _window(3)
+    mbpp = vq.Window(get_benchmark("mbpp"), get_benchmark("mbpp").tasks()[:1])
+    qa = vq.Window(get_benchmark("multihoprag"), get_benchmark("multihoprag").tasks()[:1])
+    pairs = vq.interleave([gsm, mbpp, qa], ["sc", "verimap-planned", "sc-planned"])
+    for w in (gsm, mbpp, qa):
+        for t in w.tasks:
+            ran = [p.method for p in pairs if p.task is t]
+            assert sorted(ran) == ["sc", "sc-planned", "verimap-planned"]
+    assert [p.method for p in pairs if p.task is gsm.tasks[1]] == [
+        "verimap-planned",
+        "sc-planned",
+        "sc",
+    ]
+
+
+async def test_each_sc_cell_samples_its_own_k_and_records_it(tmp_path):
+    window = _window(1)
+    golds = {t.prompt.split("\n\nSolve")[0]: t.gold for t in window.tasks}
+    pairs = vq.interleave([window], ["sc", "sc-planned"])
+    model, notes = Oracle(golds), {}
+    await asyncio.create_task(_run(pairs, tmp_path, model, notes, {"sc": 2, "sc-planned": 3}))
+    assert not notes and len(model.asked) == 5
+    planned = json.loads((vq.cell_dir(tmp_path, "gsm8k", "sc-planned") / CONFIG).read_text())
+    assert (planned["method"], planned["samples"], planned["variant"]) == ("sc", 3, "sc-planned")
+    cells = vq.read_cells(tmp_path, pairs, [window], notes)
+    assert [(c.method, [r.calls for r in c.rows]) for c in cells] == [
+        ("sc", [2]),
+        ("sc-planned", [3]),
+    ]
