@@ -140,6 +140,8 @@ SEEN_DRAWS: tuple[tuple[int, dict[str, int]], ...] = (
     (6441, {"gsm8k": 30}),
     (854403, {"mbpp": 30, "multihoprag": 30}),
     (127199, {"multihoprag": 1}),
+    (829382, {"multihoprag": 8}),
+    (696228, {"gsm8k": 30, "mbpp": 30}),
 )
 SEED_HINT = "python3 -c 'import secrets; print(secrets.randbelow(10**6))'"
 SC = "sc"
