@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import click
 
@@ -11,7 +12,12 @@ from verimap.cli.vocabulary import out_file_option, typed_here
 from verimap.planning.demos import DOMAINS
 
 if TYPE_CHECKING:
+    from verimap.base.out_files import Kind
+    from verimap.evals.mined_demos import DemoSummary
+    from verimap.evals.preferences import ExportSummary
     from verimap.evals.run_plans import ReadSummary
+
+T = TypeVar("T")
 
 
 @click.group()
@@ -48,22 +54,15 @@ def preferences(
     """Planner preference pairs (prompt/chosen/rejected, TRL's conversational DPO form): per
     task, a plan that verified and was correct beside one that failed, from any run and run
     directory given."""
-    from verimap.base.out_files import OutFileError, check_replace
-    from verimap.evals.preferences import PAIRS_FILE, ExportError, preference_pairs, write_pairs
+    from verimap.evals.preferences import PAIRS_FILE, preference_pairs, write_pairs
 
-    named = typed_here("out_file")
-    try:
-        check_replace(out_file, PAIRS_FILE, named=named)
-        pairs, summary = preference_pairs(
-            run_dirs, include_fallbacks=include_fallbacks, metadata=metadata
-        )
-        write_pairs(pairs, out_file, named=named)
-    except ExportError as e:
-        raise click.BadParameter(str(e), param_hint="RUN_DIR") from None
-    except OutFileError as e:
-        raise click.ClickException(str(e)) from None
-    _report(summary, verbose)
-    click.echo(f"{out_file}: {summary.line()}")
+    _export(
+        out_file,
+        PAIRS_FILE,
+        lambda: preference_pairs(run_dirs, include_fallbacks=include_fallbacks, metadata=metadata),
+        write_pairs,
+        verbose,
+    )
 
 
 @export.command()
@@ -85,15 +84,29 @@ def demos(run_dirs: tuple[Path, ...], domain: str, out_file: Path, verbose: bool
     """Demonstrations for the staged planner (`--demos FILE` of run and eval): per task of the
     runs (all of one benchmark), the plan the model wrote that verified with the right answer,
     in the stages the planner writes."""
-    from verimap.base.out_files import OutFileError, check_replace
     from verimap.evals.mined_demos import DEMOS_FILE, mine_demos, write_demos
+
+    _export(out_file, DEMOS_FILE, lambda: mine_demos(run_dirs, domain), write_demos, verbose)
+
+
+def _export(
+    out_file: Path,
+    kind: Kind,
+    build: Callable[[], tuple[T, ExportSummary | DemoSummary]],
+    write: Callable[..., object],
+    verbose: bool,
+) -> None:
+    """What `build` reads from the run directories, written to `out_file` by `write` (a file
+    of another `kind` is not replaced: `check_replace`), then the summary: a bad run directory or
+    output file is a click error."""
+    from verimap.base.out_files import OutFileError, check_replace
     from verimap.evals.run_plans import ExportError
 
     named = typed_here("out_file")
     try:
-        check_replace(out_file, DEMOS_FILE, named=named)
-        pool, summary = mine_demos(run_dirs, domain)
-        write_demos(pool, out_file, named=named)
+        check_replace(out_file, kind, named=named)
+        found, summary = build()
+        write(found, out_file, named=named)
     except ExportError as e:
         raise click.BadParameter(str(e), param_hint="RUN_DIR") from None
     except OutFileError as e:
