@@ -312,13 +312,14 @@ def applies(method: str, bench: Benchmark) -> bool:
     return DOMAIN_METHODS.get(run_as(method)[0], bench.domain) == bench.domain
 
 
-def interleave(windows: list[Window], methods: list[str]) -> list[Pair]:
+def interleave(windows: list[Window], methods: list[str], start: int = 0) -> list[Pair]:
     """Every method that applies on a task before the next task; the k-th task of each
     benchmark starts with method k mod m, so each method comes first equally often. The
     benchmarks alternate task by task, so a run stopped anywhere holds about as many tasks of
-    each."""
+    each. Tasks before position `start` of each window are left out; the others keep their
+    order and their first method."""
     pairs = []
-    for k in range(max((len(w.tasks) for w in windows), default=0)):
+    for k in range(start, max((len(w.tasks) for w in windows), default=0)):
         for w in windows:
             if k < len(w.tasks):
                 ms = [m for m in methods if applies(m, w.bench)]
@@ -553,7 +554,13 @@ def make_header(
         f"development windows ({dev}) and the draws of seeds already measured "
         f"({seen_text(seen_before(args.seed))}); "
         f"in run order:{draws}\n"
-        f"- compute: one task at a time on one local server and one `{args.sandbox}` sandbox, "
+        + (
+            f"- this part runs each window from position {args.start} (0-based); the tasks "
+            "before it ran in another part\n"
+            if args.start
+            else ""
+        )
+        + f"- compute: one task at a time on one local server and one `{args.sandbox}` sandbox, "
         "every method on a task before the next, the method order rotating task by task\n"
         f"- settings: the policies `verimap eval` applies (`verimap.policies`): "
         f"{[p.record() for p in get_policies(config.get('policies'))] or 'none (an endpoint)'}; "
@@ -582,7 +589,7 @@ def main(argv: list[str] | None = None) -> int:
             for name in DRAWN
             if (n := getattr(args, name)) > 0
         ]
-        pairs = (pens_pairs() if args.pens else []) + interleave(windows, methods)
+        pairs = (pens_pairs() if args.pens else []) + interleave(windows, methods, args.start)
         args.sample_counts = sample_counts(runs_dir, windows, methods, args.samples)
         samples = {sc: k for sc, (k, _) in args.sample_counts.items()}
         check_dirs(
@@ -626,7 +633,7 @@ def main(argv: list[str] | None = None) -> int:
             header += " (interrupted: continue with --resume)"
         if args.report_only and left:
             header += f" (report only: {len(left)} pairs not run; continue with --resume)"
-        return render(header, {w.name: w.ids for w in windows}, cells, PENS_ROUNDS)
+        return render(header, {w.name: w.ids[args.start :] for w in windows}, cells, PENS_ROUNDS)
 
     hint = f"the same command plus --resume (run directories: {runs_dir})"
     return run_then_report(work(), report, args.out, hint)
@@ -681,6 +688,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         choices=list(BALLOTS),
         help=f"answer agreement's ballot [{DEFAULT_BALLOT}]",
     )
+    p.add_argument(
+        "--start",
+        type=int,
+        default=0,
+        help="run each window from its task at this position (0-based): the rest of a draw "
+        "whose first tasks ran elsewhere and are kept in a compact file (`verimap eval compact "
+        "--append`)",
+    )
     p.add_argument("--pens", action="store_true", help="also the README's task, react/verimap x3")
     p.add_argument("--model", default="qwen2.5-coder-1.5b", help="local catalog model")
     p.add_argument("--runs-dir", default=None, help="[runs/verification-quality-SEED]")
@@ -706,10 +721,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if unknown or not methods:
         p.error(f"unknown method(s) {', '.join(unknown)}; choose from {', '.join(KNOWN)}")
     args.methods = ",".join(methods)
-    if min(args.gsm8k, args.mbpp, args.multihoprag, args.humaneval) < 0 or (
+    if min(args.gsm8k, args.mbpp, args.multihoprag, args.humaneval, args.start) < 0 or (
         args.samples is not None and args.samples < 1
     ):
-        p.error("task counts must be >= 0 and --samples >= 1")
+        p.error("task counts and --start must be >= 0, and --samples >= 1")
     args.runs_dir = args.runs_dir or f"runs/verification-quality-{args.seed}"
     if args.out is None:
         args.out = str(Path(args.runs_dir) / "report.md")

@@ -219,6 +219,15 @@ def test_every_method_runs_on_a_task_before_the_next_and_the_first_method_rotate
     assert all(p.run == 0 for p in pairs)
 
 
+def test_a_part_started_later_keeps_each_tasks_place_in_the_rotation():
+    gsm = _window(3)
+    whole = vq.interleave([gsm], ["a", "b", "c"])
+    part = vq.interleave([gsm], ["a", "b", "c"], start=1)
+    key = [(p.task.id, p.method) for p in part]
+    assert key == [(p.task.id, p.method) for p in whole][3:]
+    assert {p.task.id for p in part} == {"gsm8k/1", "gsm8k/2"}
+
+
 def test_pens_runs_react_and_verimap_three_times_each_alternating_who_goes_first():
     got = [(p.key, p.method) for p in vq.pens_pairs()]
     assert got == [
