@@ -14,6 +14,7 @@ import copy
 import graphlib
 import json
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
@@ -229,19 +230,8 @@ class Plan(BaseModel):
 
     def ancestors(self, node_id: str, generations: int | None = None) -> list[str]:
         """Ancestors up to `generations` levels back (all when None), nearest first."""
-        out: list[str] = []
-        frontier = [node_id]
-        level = 0
-        while frontier and (generations is None or level < generations):
-            nxt: list[str] = []
-            for f in frontier:
-                for p in self.parents(f):
-                    if p not in out and p != node_id:
-                        out.append(p)
-                        nxt.append(p)
-            frontier = nxt
-            level += 1
-        return out
+        lineage = _lineage(_parents(self.edge_set()), node_id)
+        return [a for a, g in lineage.items() if generations is None or g <= generations]
 
     def final_node(self) -> Node:
         flagged = [n for n in self.nodes if n.final]
@@ -262,8 +252,84 @@ class Plan(BaseModel):
             deps.setdefault(t, set()).add(s)
         return list(graphlib.TopologicalSorter(deps).static_order())
 
+    def shape(self) -> PlanShape:
+        """What the plan's graph says, read once (`PlanShape`); `PlanError` when it has no
+        unique final node."""
+        by_id = self.by_id
+        edges = self.edge_set()
+        parents = _parents(edges)
+        final = self.final_node().id
+        lineage = {nid: _lineage(parents, nid) for nid in by_id}
+        return PlanShape(
+            plan=self,
+            nodes=by_id,
+            order=tuple(self.topological_order()),
+            parents={nid: tuple(parents.get(nid, ())) for nid in by_id},
+            children={nid: tuple(sorted(t for s, t in edges if s == nid)) for nid in by_id},
+            sources={nid: tuple(n.parent_ids()) for nid, n in by_id.items()},
+            final=final,
+            lineage=lineage,
+            input_types={
+                nid: {
+                    f"{src}.{var}": by_id[src].output_type(var)
+                    for src, var in n.input_refs()
+                    if src in by_id
+                }
+                for nid, n in by_id.items()
+            },
+            work={nid: _work(by_id, {nid, *lineage[nid]}) for nid in by_id},
+        )
+
     def to_json(self, **kw: Any) -> str:
         return self.model_dump_json(by_alias=True, **kw)
+
+
+@dataclass(frozen=True)
+class PlanShape:
+    """A plan and what its graph says, read once (`Plan.shape`), for the steps that run it.
+    Every mapping is keyed by node id, in the plan's order."""
+
+    plan: Plan
+    nodes: Mapping[str, Node]
+    # A topological order (`Plan.topological_order`).
+    order: tuple[str, ...]
+    # The nodes with an edge into / out of each node, sorted (`Plan.parents`, `Plan.children`).
+    parents: Mapping[str, tuple[str, ...]]
+    children: Mapping[str, tuple[str, ...]]
+    # The nodes whose outputs each node reads (`Node.parent_ids`): its parents bar bare edges.
+    sources: Mapping[str, tuple[str, ...]]
+    final: str
+    # Each node's ancestors nearest first, with their generation (1: a parent), as
+    # `Plan.ancestors` lists them.
+    lineage: Mapping[str, Mapping[str, int]]
+    # The declared type of each input that names a node of the plan, by reference (`n1.total`).
+    input_types: Mapping[str, Mapping[str, TypeSpec]]
+    # What running each node does (`node_work`).
+    work: Mapping[str, str]
+
+
+def _parents(edges: Iterable[tuple[str, str]]) -> dict[str, list[str]]:
+    """Each edge target's sources, sorted."""
+    parents: dict[str, set[str]] = {}
+    for s, t in edges:
+        parents.setdefault(t, set()).add(s)
+    return {t: sorted(ss) for t, ss in parents.items()}
+
+
+def _lineage(parents: Mapping[str, list[str]], node_id: str) -> dict[str, int]:
+    """`node_id`'s ancestors breadth-first, nearest first, each with its generation."""
+    lineage: dict[str, int] = {}
+    frontier, generation = [node_id], 0
+    while frontier:
+        generation += 1
+        nxt: list[str] = []
+        for f in frontier:
+            for p in parents.get(f, ()):
+                if p not in lineage and p != node_id:
+                    lineage[p] = generation
+                    nxt.append(p)
+        frontier = nxt
+    return lineage
 
 
 class PlanError(VerimapError, ValueError):
@@ -317,10 +383,15 @@ def output_type(node: Node, name: str) -> TypeSpec:
 def node_work(plan: Plan, node_id: str) -> str | None:
     """What running `node_id` does in `plan`: the node and every node it depends on, as JSON
     without display names. Two plans with the same work for a node run it the same way."""
-    if node_id not in plan.by_id:
+    by_id = plan.by_id
+    if node_id not in by_id:
         return None
-    ids = sorted({node_id, *plan.ancestors(node_id)})
-    work = [plan.by_id[i].model_dump(mode="json", exclude={"name"}) for i in ids]
+    return _work(by_id, {node_id, *plan.ancestors(node_id)})
+
+
+def _work(by_id: Mapping[str, Node], ids: Iterable[str]) -> str:
+    """The nodes `ids` as JSON without display names, in id order."""
+    work = [by_id[i].model_dump(mode="json", exclude={"name"}) for i in sorted(ids)]
     return json.dumps(work, sort_keys=True)
 
 

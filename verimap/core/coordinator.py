@@ -12,10 +12,10 @@ child of it for its iteration and, within a node, its attempt: the planner, exec
 verifier meter their model calls and report through the context they are passed.
 
 The coordinator alone owns a run's state (`_RunState`) and alone changes it. The steps it
-calls take values and give values back: a new plan is vetted (`vacuity.vet`), one plan runs
-its DAG (`plan_run`), a node step takes a job and reports (`node_attempts`), and how a run
-ends is decided by pure functions (`run_end`); the coordinator folds what they give into the
-state and builds the result from it.
+calls take values and give values back: a new plan is vetted (`vacuity.vet`) and its graph
+read once (`PlanShape`), one plan runs its DAG (`plan_run`), a node step takes a job and
+reports (`node_attempts`), and how a run ends is decided by pure functions (`run_end`); the
+coordinator folds what they give into the state and builds the result from it.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from typing import Any
 from verimap.base import events as ev
 from verimap.base.events import EventBus
 from verimap.base.execution import Feedback
-from verimap.base.plan import Plan, PlanError, PlanningError, node_work
+from verimap.base.plan import Plan, PlanError, PlanningError, PlanShape
 from verimap.base.roles import Executor, Planner, Verifier
 from verimap.base.run_context import RunContext, require_ctx
 from verimap.config import RunConfig
@@ -59,7 +59,8 @@ class _RunState:
         self.ctx = ctx
         self.reports: dict[str, NodeReport] = {}
         self.cache: dict[str, dict[str, Any]] = {}
-        self.plans: list[Plan] = []
+        # The plans run so far, each read once.
+        self.shapes: list[PlanShape] = []
         self.retries = 0
         self.iteration = 0
         self.fallbacks: list[int] = []
@@ -69,7 +70,7 @@ class _RunState:
         # (the plan kept, or a replan that hands the failed node's work back unchanged).
         self.carry: dict[str, Feedback] = {}
         self.kept: Counter[str] = Counter()
-        # How often each node's work (`node_work`) has failed in this run.
+        # How often each node's work (`PlanShape.work`) has failed in this run.
         self.failed_work: Counter[str | None] = Counter()
         self.best: dict[str, Any] | None = None
         # Verdicts the sandbox could not give (SANDBOX_ERROR), which the verifier counts as fails.
@@ -100,9 +101,9 @@ class _RunState:
         """The run's result as the state stands (read, never changed); with no answer of its
         own, the best unverified one so far (an answer is never lost)."""
         why = why_unverified(config, status, final, self.reports)
-        if final_output is None and self.plans:
+        if final_output is None and self.shapes:
             final_output = self.best or best_unverified(
-                self.plans[-1], self.reports, self.iteration, config.verify.unverified_answer
+                self.shapes[-1], self.reports, self.iteration, config.verify.unverified_answer
             )
         return RunResult(
             run_id=self.run_id,
@@ -113,7 +114,7 @@ class _RunState:
             nodes=self.reports,
             iterations=self.iteration,
             retries=self.retries,
-            plans=list(self.plans),
+            plans=[s.plan for s in self.shapes],
             error=error,
             verified=why is None,
             unverified_reason=why,
@@ -182,25 +183,25 @@ class Coordinator(Runner):
         cfg = self.config
         attempts = NodeAttempts(self.executor, self.verifier, cfg)
         st.iteration = 1
-        plan = await self._vet(st, await self.planner.plan(st.task, ctx=st.step()))
+        shape = await self._vet(st, await self.planner.plan(st.task, ctx=st.step()))
         while True:
-            st.plans.append(plan)
-            st.emit(ev.Plan(plan=plan.model_dump(mode="json", by_alias=True)))
+            st.shapes.append(shape)
+            st.emit(ev.Plan(plan=shape.plan.model_dump(mode="json", by_alias=True)))
             if not cfg.loop.reuse_verified:
                 st.cache.clear()
             failure, statuses, values = await run_plan(
-                plan, st.task, st.iteration, cfg, partial(self._node, st, attempts)
+                shape, st.task, st.iteration, cfg, partial(self._node, st, attempts)
             )
             for nid, s in statuses.items():
                 if s == "skipped":
                     rep = st.reports.setdefault(nid, NodeReport(node_id=nid))
                     if rep.iteration != st.iteration:
                         rep.status, rep.iteration = "skipped", st.iteration
-            final = plan.final_node().id
+            final = shape.final
             if failure is None:
                 accepted = any(s == "fail-accepted" for s in statuses.values())
                 return _End("partial" if accepted else "success", final, dict(values[final]))
-            best = best_unverified(plan, st.reports, st.iteration, cfg.verify.unverified_answer)
+            best = best_unverified(shape, st.reports, st.iteration, cfg.verify.unverified_answer)
             st.best = best or st.best
             if statuses.get(failure.node_id) == "unconfirmed":
                 rep = st.reports[failure.node_id]
@@ -213,7 +214,7 @@ class Coordinator(Runner):
                     error=f"node {failure.node_id!r} failed verification "
                     f"and {cfg.loop.max_iterations} iteration(s) are spent",
                 )
-            work = node_work(plan, failure.node_id)
+            work = shape.work[failure.node_id]
             st.failed_work[work] += 1
             st.iteration += 1
             if failure.kind == "executor" and not st.kept[failure.node_id]:
@@ -225,9 +226,9 @@ class Coordinator(Runner):
             st.emit(ev.Replan(failed_node=failure.node_id, failure=failure.model_dump(mode="json")))
             told = st.carry.get(failure.node_id)
             st.carry.clear()
-            replan = self.planner.replan(st.task, plan, failure, ctx=st.step())
-            plan = await self._vet(st, await replan)
-            again = node_work(plan, failure.node_id)
+            replan = self.planner.replan(st.task, shape.plan, failure, ctx=st.step())
+            shape = await self._vet(st, await replan)
+            again = shape.work.get(failure.node_id)
             if told is not None and again == work:
                 st.carry[failure.node_id] = (
                     told  # else it repeats itself (design/decisions.md, D09)
@@ -236,11 +237,12 @@ class Coordinator(Runner):
                 stop := repeated_work_error(cfg, failure.node_id, st.failed_work[again])
             ):
                 st.iteration -= 1  # the returned plan does not run
-                return _End("failed", plan.final_node().id, error=stop)
+                return _End("failed", shape.final, error=stop)
 
-    async def _vet(self, st: _RunState, plan: Plan) -> Plan:
-        """`plan` as it runs: what it says of itself (VFs it dropped, the rule or fallback
-        that made it) recorded, then its vacuous VFs sent back or dropped (`vacuity.vet`)."""
+    async def _vet(self, st: _RunState, plan: Plan) -> PlanShape:
+        """`plan` as it runs, read once (`Plan.shape`): what it says of itself (VFs it dropped,
+        the rule or fallback that made it) recorded, then its vacuous VFs sent back or dropped
+        (`vacuity.vet`)."""
         st.dropped.extend(f"{st.iteration}:{d}" for d in plan.dropped_vfs)
         if plan.rule is not None:
             st.rules.append(f"{st.iteration}: {plan.rule}")
@@ -252,7 +254,7 @@ class Coordinator(Runner):
             plan, st.task, self.config, self.planner, self.verifier, st.step()
         )
         st.dropped.extend(f"{st.iteration}:{nid}.{name} (vacuous)" for nid, name in dropped)
-        return plan
+        return plan.shape()
 
     async def _node(self, st: _RunState, attempts: NodeAttempts, job: NodeJob) -> NodeReport:
         """The node's report for this iteration: its verified result of an earlier plan when

@@ -26,8 +26,9 @@ from verimap.base.sandbox import Outcome
 from verimap.base.verdicts import VFVerdict, clip
 from verimap.config import RunConfig
 from verimap.core.feedback import retry_feedback
-from verimap.core.node_context import NodeJob, plurality
+from verimap.core.node_context import NodeJob
 from verimap.core.result import AttemptReport, NodeReport
+from verimap.core.run_end import plurality
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """What a node sees: its input values, what it hears from ancestors, and, when it fails, what
-the planner is told. Pure functions of the plan and the values so far, so the coordinator's
-scheduling stays apart from what it hands each agent."""
+the planner is told. Pure functions of the plan's shape (`PlanShape`, read once per plan) and
+the values so far, so the coordinator's scheduling stays apart from what it hands each agent."""
 
 from __future__ import annotations
 
@@ -11,11 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from verimap.base import iotypes
 from verimap.base.check_names import CATALOG
 from verimap.base.execution import TEXT_OUTPUT, Feedback
 from verimap.base.failure import AncestorContext, FailureContext
-from verimap.base.plan import USER_TASK, CheckVF, Node, Plan
+from verimap.base.plan import USER_TASK, CheckVF, Node, PlanShape
 from verimap.config import RunConfig
 from verimap.core.result import NodeReport
 
@@ -78,7 +77,7 @@ def content_key(node: Node, inputs: Mapping[str, Any], context: Mapping[str, Any
 
 
 def node_job(
-    plan: Plan,
+    shape: PlanShape,
     node_id: str,
     task: str,
     iteration: int,
@@ -88,49 +87,39 @@ def node_job(
     """`node_id`'s job once its parents are done: its input values and their types, what it
     hears from its ancestors (`context_generations` back: named values, or each one's
     instruction and reply for a text-only executor) and how many votes its answer needs."""
-    by_id = plan.by_id
-    node = by_id[node_id]
-    final = plan.final_node().id == node_id
-    types = {
-        f"{src}.{var}": by_id[src].output_type(var)
-        for src, var in node.input_refs()
-        if src in by_id
-    }
-    parents = set(node.parent_ids())
+    node = shape.nodes[node_id]
+    final = shape.final == node_id
     gens = config.execution.context_generations
-    lineage: dict[str, int] = {}
-    for generation in range(1, gens + 1):
-        for aid in plan.ancestors(node_id, generation):
-            lineage.setdefault(aid, generation)
+    lineage = {aid: g for aid, g in shape.lineage[node_id].items() if g <= gens}
     if config.execution.structured_io:
-        context = _structured_context(parents, lineage, values, gens)
+        context = _structured_context(set(shape.sources[node_id]), lineage, values, gens)
     else:
-        context = _text_context(lineage, by_id, values)
+        context = _text_context(lineage, shape.nodes, values)
     return NodeJob(
         node,
         task,
         iteration,
         resolve_inputs(node, task, values),
         context,
-        types,
+        dict(shape.input_types[node_id]),
         votes=votes_needed(node, final, config),
         final=final,
     )
 
 
 def _structured_context(
-    parents: set[str],
+    sources: set[str],
     lineage: Mapping[str, int],
     values: Mapping[str, Mapping[str, Any]],
     generations: int,
 ) -> dict[str, Any] | None:
-    """Named outputs of the ancestors in `lineage` beyond the `parents` (none when
-    `generations` is 1)."""
+    """Named outputs of the ancestors in `lineage` beyond the `sources` the node reads (none
+    when `generations` is 1)."""
     if generations <= 1:
         return None
     ctx = {}
     for aid in lineage:
-        if aid not in parents and aid in values:
+        if aid not in sources and aid in values:
             for var, val in values[aid].items():
                 ctx[f"{aid}.{var}"] = val
     return ctx or None
@@ -156,7 +145,7 @@ def _text_context(
 
 
 def failure_context(
-    plan: Plan,
+    shape: PlanShape,
     node: Node,
     inputs: dict[str, Any],
     report: NodeReport,
@@ -169,17 +158,16 @@ def failure_context(
     cur = [a for a in report.attempts if a.iteration == iteration]
     last = cur[-1] if cur else None
     judged = [a for a in cur if a.verdicts]
-    ancestors = []
-    for aid in plan.ancestors(node.id, 2):
-        arep = reports.get(aid)
-        ancestors.append(
-            AncestorContext(
-                node_id=aid,
-                instruction=plan.node(aid).instruction,
-                outputs=arep.outputs if arep else None,
-                status=status.get(aid, ""),
-            )
+    ancestors = [
+        AncestorContext(
+            node_id=aid,
+            instruction=shape.nodes[aid].instruction,
+            outputs=arep.outputs if (arep := reports.get(aid)) else None,
+            status=status.get(aid, ""),
         )
+        for aid, generation in shape.lineage[node.id].items()
+        if generation <= 2
+    ]
     return FailureContext(
         node_id=node.id,
         instruction=node.instruction,
@@ -195,25 +183,6 @@ def failure_context(
     )
 
 
-def _canonical(value: Any) -> Any:
-    """Equal answers compare equal: 84.0 is 84, whatever the container."""
-    if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, dict):
-        return {k: _canonical(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_canonical(v) for v in value]
-    return value
-
-
-def plurality(answers: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
-    """The answer given most often and how often; the earliest on a tie."""
-    keys = [json.dumps(_canonical(a), sort_keys=True, default=str) for a in answers]
-    counts = Counter(keys)
-    top = max(counts.values())
-    return dict(answers[next(i for i, k in enumerate(keys) if counts[k] == top)]), top
-
-
 # Node statuses whose outputs later nodes may use.
 DONE = ("verified", "reused", "fail-accepted")
 
@@ -226,7 +195,7 @@ def votes_needed(node: Node, final: bool, cfg: RunConfig) -> int:
     whose outputs can be compared for equality (numbers, integers, booleans), else 1."""
     if cfg.verify.agreement <= 1 or cfg.verify.verification == "none" or not final:
         return 1
-    types = [iotypes.canonical(node.output_type(o)) for o in node.outputs]
+    types = list(node.outputs.values())
     if not types or any(t not in _VOTABLE for t in types):
         return 1
     return cfg.verify.agreement

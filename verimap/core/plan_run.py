@@ -11,7 +11,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from verimap.base.failure import FailureContext
-from verimap.base.plan import Plan
+from verimap.base.plan import PlanShape
 from verimap.config import RunConfig
 from verimap.core.node_context import DONE, NodeJob, failure_context, node_job
 from verimap.core.result import NodeReport
@@ -21,22 +21,16 @@ RunNode = Callable[[NodeJob], Coroutine[Any, Any, NodeReport]]
 
 
 async def run_plan(
-    plan: Plan, task: str, iteration: int, config: RunConfig, run_node: RunNode
+    shape: PlanShape, task: str, iteration: int, config: RunConfig, run_node: RunNode
 ) -> tuple[FailureContext | None, dict[str, str], dict[str, dict[str, Any]]]:
     """The first failure (None: every node is done), each node's status (a node that never
     started is "skipped"), and the outputs of the nodes that are done."""
     cfg = config
-    order = {nid: i for i, nid in enumerate(plan.topological_order())}
-    by_id = plan.by_id
-    parents: dict[str, set[str]] = {nid: set() for nid in by_id}
-    children: dict[str, list[str]] = {nid: [] for nid in by_id}
-    for s, t in plan.edge_set():
-        parents[t].add(s)
-        children[s].append(t)
-    waiting = {nid: len(ps) for nid, ps in parents.items()}
+    order = {nid: i for i, nid in enumerate(shape.order)}
+    waiting = {nid: len(ps) for nid, ps in shape.parents.items()}
     ready = [(order[nid], nid) for nid, n in waiting.items() if n == 0]
     heapq.heapify(ready)
-    status: dict[str, str] = dict.fromkeys(by_id, "pending")
+    status: dict[str, str] = dict.fromkeys(shape.nodes, "pending")
     values: dict[str, dict[str, Any]] = {}
     # The reports of the nodes done so far: a failed node's ancestors are among them.
     reports: dict[str, NodeReport] = {}
@@ -48,7 +42,7 @@ async def run_plan(
             while failure is None and ready and len(running) < limit:
                 _, nid = heapq.heappop(ready)
                 status[nid] = "running"
-                job = node_job(plan, nid, task, iteration, values, cfg)
+                job = node_job(shape, nid, task, iteration, values, cfg)
                 running[asyncio.create_task(run_node(job))] = job
             if not running:
                 break
@@ -59,13 +53,13 @@ async def run_plan(
                 reports[nid], status[nid] = report, report.status
                 if report.status in DONE:
                     values[nid] = report.outputs or {}
-                    for c in children[nid]:
+                    for c in shape.children[nid]:
                         waiting[c] -= 1
                         if waiting[c] == 0:
                             heapq.heappush(ready, (order[c], c))
                 elif failure is None:
                     failure = failure_context(
-                        plan, job.node, job.inputs, report, iteration, reports, status
+                        shape, job.node, job.inputs, report, iteration, reports, status
                     )
     finally:
         for fut in running:

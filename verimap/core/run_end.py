@@ -1,16 +1,19 @@
-"""How a run ends: whether its answer is verified and why not, and the two ends beyond the
-paper's (answers that passed their VFs but never agreed, and a replanner that hands back work
-that already failed too often). Pure functions of what the run knows; the coordinator builds
-the `RunResult` from them."""
+"""How a run ends: the answer it keeps (the plurality of the answers given), whether that is
+verified and why not, and the two ends beyond the paper's (answers that passed their VFs but
+never agreed, and a replanner that hands back work that already failed too often). Pure
+functions of what the run knows; the coordinator builds the `RunResult` from them, and a node's
+attempts pick their answer by the same plurality."""
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Mapping
 from typing import Any
 
-from verimap.base.plan import Plan
+from verimap.base.plan import PlanShape
 from verimap.config import RunConfig
-from verimap.core.node_context import DONE, plurality
+from verimap.core.node_context import DONE
 from verimap.core.result import NodeReport, RunStatus
 
 
@@ -59,13 +62,32 @@ def repeated_work_error(config: RunConfig, node_id: str, runs: int) -> str | Non
     )
 
 
+def _canonical(value: Any) -> Any:
+    """Equal answers compare equal: 84.0 is 84, whatever the container."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    return value
+
+
+def plurality(answers: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
+    """The answer given most often and how often; the earliest on a tie."""
+    keys = [json.dumps(_canonical(a), sort_keys=True, default=str) for a in answers]
+    counts = Counter(keys)
+    top = max(counts.values())
+    return dict(answers[next(i for i, k in enumerate(keys) if counts[k] == top)]), top
+
+
 def best_unverified(
-    plan: Plan, reports: Mapping[str, NodeReport], iteration: int, mode: str = "plurality"
+    shape: PlanShape, reports: Mapping[str, NodeReport], iteration: int, mode: str = "plurality"
 ) -> dict[str, Any] | None:
     """The final node's answer that most of its well-typed attempts gave (the first on a tie,
     so a greedy first attempt wins against scattered samples), or its last outputs (`mode`
     "last"); else the outputs of its deepest verified ancestor."""
-    final = plan.final_node().id
+    final = shape.final
     rep = reports.get(final)
     if rep is not None and rep.iteration == iteration and (rep.outputs or rep.attempts):
         # A node cut off mid-way (a budget) has attempts but no outputs yet: they still count.
@@ -76,8 +98,8 @@ def best_unverified(
         if answers:
             return plurality(answers)[0]
         return dict(rep.outputs) if rep.outputs else None
-    for aid in reversed(plan.topological_order()):
+    for aid in reversed(shape.order):
         arep = reports.get(aid)
-        if aid in plan.ancestors(final) and arep and arep.status in DONE and arep.outputs:
+        if aid in shape.lineage[final] and arep and arep.status in DONE and arep.outputs:
             return dict(arep.outputs)
     return None
