@@ -31,6 +31,7 @@ from _quality_tables import (
 
 from verimap.evals.compact import read_records
 from verimap.evals.report import load_records
+from verimap.evals.stats import preset_of
 from verimap.methods.presets import METHODS
 
 INDEX = "draws.json"
@@ -51,7 +52,7 @@ def method_order(methods: Sequence[str]) -> list[str]:
     known = list(METHODS)
 
     def rank(label: str) -> tuple[int, int, str]:
-        base = label.split(" ", 1)[0]
+        base = preset_of(label) or label
         return (known.index(base) if base in known else len(known), label != base, label)
 
     return sorted(set(methods), key=rank)

@@ -6,6 +6,7 @@ on an endpoint and on the local model."""
 from __future__ import annotations
 
 import asyncio
+import json
 import warnings
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -236,7 +237,7 @@ def test_a_demonstrations_file_reaches_the_staged_planner_or_is_refused(
         roles(False), InProcessSandboxDouble(), config=user, method="verimap", domain="math"
     )
     asyncio.run(runner.run(TASK))
-    assert seen[-1]["planner"]["demos_file"] == str(path)
+    assert seen[-1]["config"]["planning"]["demos_file"] == str(path)
     assert seen[-1]["planner"]["decoding"] == "staged"
     assert resolve(user, method="verimap").demo_pool("math") == pool("math")
     whole = {"planning": {"demos_file": str(path)}, "policies": []}
@@ -248,6 +249,9 @@ def test_a_demonstrations_file_reaches_the_staged_planner_or_is_refused(
         verimap.build(roles(False), config=user, planner=TemplatePlanner.single_node())
     with pytest.raises(DemoFileError, match="holds math demonstrations; this run plans qa"):
         verimap.build(roles(False), config=user, method="verimap", domain="qa")
+    read = resolve(user, method="verimap").demo_pool("math")
+    with pytest.raises(ValueError, match="config names no demonstrations file"):
+        verimap.build(roles(False), config={}, method="verimap", domain="math", demos=read)
 
     cli_run = ["run", TASK, "--model", "gpt-4o-mini", "--sandbox", "process", "-q"]
     missing = ["--demos", str(tmp_path / "missing.json"), "--policy", "small-model-planner"]
@@ -261,3 +265,100 @@ def test_a_demonstrations_file_reaches_the_staged_planner_or_is_refused(
     )
     assert r.exit_code == 1 and "only the staged planner" in r.output
     assert not (tmp_path / "e").exists()
+
+
+def test_an_eval_reads_its_demonstrations_file_once_and_shows_that_pool_to_every_task(
+    monkeypatch, tmp_path
+):
+    """The pool is read where the eval starts; a file overwritten, then deleted, while the
+    tasks run changes neither what the draw left out nor what any task's planner is shown."""
+    import verimap.local.endpoint
+    import verimap.wiring
+    from verimap.planning.demos import Demo, DemoPool, read_pool
+
+    def mined(task: str) -> DemoPool:
+        demo = Demo(index=0, task=task, nodes={"final": {}})
+        return DemoPool(domain="math", pool="mined", benchmark="gsm8k", demos=[demo])
+
+    original, changed = mined("How many apples are left?"), mined("How far did the train go?")
+    path = tmp_path / "demos.json"
+    reads: list[str] = []
+
+    def counted(p: Any, domain: str | None = None) -> DemoPool:
+        reads.append(str(p))
+        return read_pool(p, domain)
+
+    monkeypatch.setattr(verimap.wiring, "read_pool", counted)
+    shown: list[Any] = []
+
+    async def record(self: Coordinator, task: str, **_: Any) -> RunResult:
+        shown.append(cast(Any, self.planner).staged.extra_demos)
+        if len(shown) == 1:
+            path.write_text(changed.model_dump_json())
+        elif len(shown) == 2:
+            path.unlink()
+        return RunResult(run_id="r", task=task, status="failed", error="not run")
+
+    monkeypatch.setattr(Coordinator, "run", record)
+    user = {"planning": {"demos_file": str(path)}, "policies": ["small-model-planner"]}
+    bench = get_benchmark("gsm8k", DATA)
+
+    path.write_text(original.model_dump_json())
+    asyncio.run(
+        run_eval(
+            bench,
+            "verimap",
+            roles(False),
+            InProcessSandboxDouble(),
+            tmp_path / "runner",
+            sample=3,
+            seed=0,
+            config=user,
+            progress=False,
+        )
+    )
+    assert reads == [str(path)] and shown == [original] * 3
+    recorded = json.loads((tmp_path / "runner" / "config.json").read_text())
+    assert recorded["held_out"] == 1  # the original's task
+
+    @asynccontextmanager
+    async def connect(**_: Any):
+        yield roles(False)
+
+    monkeypatch.setattr(verimap.local.endpoint, "connect", connect)
+    reads.clear()
+    shown.clear()
+    path.write_text(original.model_dump_json())
+    r = CliRunner().invoke(
+        main,
+        [
+            "eval",
+            "-b",
+            "gsm8k",
+            "--data-dir",
+            str(DATA),
+            "-m",
+            "verimap",
+            "--sample",
+            "3",
+            "--seed",
+            "0",
+            "--demos",
+            str(path),
+            "--policy",
+            "small-model-planner",
+            "--model",
+            "gpt-4o-mini",
+            "--base-url",
+            "http://127.0.0.1:9/v1",
+            "--time-limit",
+            "0",
+            "--sandbox",
+            "process",
+            "--quiet",
+            "-o",
+            str(tmp_path / "cli-eval"),
+        ],
+    )
+    assert r.exit_code == 0, r.output
+    assert reads == [str(path)] and shown == [original] * 3

@@ -123,7 +123,8 @@ class Planning(_Part):
     # get 3: a small model's longer plans are seldom right.
     max_nodes: int | None = Field(default=None, ge=1)
     # A pool of demonstrations (`verimap export demos`) the staged planner shows beside the
-    # shipped ones; an evaluation draw leaves out the tasks whose plans it holds.
+    # shipped ones; an evaluation draw leaves out the tasks whose plans it holds. Read once,
+    # when the run starts (`verimap.wiring.Settings.demo_pool`).
     demos_file: str | None = None
 
 

@@ -31,8 +31,8 @@ from verimap.methods.presets import (
     Method,
     get_method,
 )
-from verimap.planning.demos import DemoFileError, DemoPool
-from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner, PlannerOptions, demo_pool
+from verimap.planning.demos import DemoFileError, DemoPool, read_pool
+from verimap.planning.planner import PLANNER_SETTINGS, LLMPlanner, PlannerOptions, shown_pool
 from verimap.policies import Policy, SmallModel, fill, get_policies
 from verimap.tools.registry import ToolRegistry, default_tools
 
@@ -78,25 +78,37 @@ class Settings:
             think_first=cfg.planning.plan_reasoning,
             max_repairs=cfg.planning.plan_repairs,
             max_nodes=cfg.planning.max_nodes,
-            demos_file=cfg.planning.demos_file,
         )
         for policy in self.policies:
             options.update(policy.planner_options())
         return PlannerOptions.model_validate(options)
 
-    def demo_pool(self, domain: str | None = None) -> DemoPool | None:
-        """The pool `planning.demos_file` names, read and validated; None when it names none.
-        A `DemoFileError` when the run's planner would not show it: the method plans without
-        a model, or its planner writes the plan whole (`planner.demo_pool`)."""
+    def demo_pool(
+        self, domain: str | None = None, given: DemoPool | None = None
+    ) -> DemoPool | None:
+        """The pool of demonstrations the run's planner shows beside the shipped ones: the one
+        `planning.demos_file` names, read and validated here (`demos.read_pool`), or `given`,
+        that pool as read when the run started, which is checked but never read again. A run
+        calls this once, where it starts, and hands the pool on (`build(demos=...)`): a file
+        changed after that changes nothing. None when the config names no file. A
+        `DemoFileError` when the file cannot be read, or the run's planner would not show it:
+        the method plans without a model, its planner writes the plan whole, or the pool is of
+        another domain (`planner.shown_pool`); a `ValueError` for a pool given without a file."""
         path = self.config.planning.demos_file
         if path is None:
+            if given is not None:
+                raise ValueError(
+                    f"a pool of demonstrations ({given.pool!r}) was given to a run whose config "
+                    "names no demonstrations file (planning.demos_file)"
+                )
             return None
+        name = f"demonstrations file {path}"
         if self.method is not None and self.method.planner != "llm":
             raise DemoFileError(
-                f"demonstrations file {path}: method {self.method.name!r} has no planner model "
-                "to show it to"
+                f"{name}: method {self.method.name!r} has no planner model to show it to"
             )
-        return demo_pool(self.planner_options(domain=domain))
+        pool = given if given is not None else read_pool(path)
+        return shown_pool(pool, self.planner_options(domain=domain), name)
 
     def record(self, *, demo: str | None = None, domain: str | None = None) -> dict[str, Any]:
         """The settings as JSON: method, config, policies and planner options."""
@@ -156,6 +168,7 @@ def build(
     threshold: float | None = None,
     events: EventBus | None = None,
     trace_dir: str | Path | None = None,
+    demos: DemoPool | None = None,
 ) -> Coordinator: ...
 @overload
 def build(
@@ -173,6 +186,7 @@ def build(
     threshold: float | None = None,
     events: EventBus | None = None,
     trace_dir: str | Path | None = None,
+    demos: DemoPool | None = None,
 ) -> Runner: ...
 def build(
     models: Mapping[str, Model],
@@ -189,6 +203,7 @@ def build(
     threshold: float | None = None,
     events: EventBus | None = None,
     trace_dir: str | Path | None = None,
+    demos: DemoPool | None = None,
 ) -> Runner:
     """A runner wired from models keyed planner/executor/judge (judge defaults to executor).
 
@@ -198,6 +213,9 @@ def build(
     programming, qa) types the plan's answer. `tools` defaults to `calculator` plus `python`
     when a sandbox is given. A `config` that names no policies gets the default ones, for the
     local model when `local` says so (None: when any of `models` is local; `resolve`).
+    `demos`: the pool of demonstrations `planning.demos_file` names, as read when the run
+    started (an eval's, once for all its tasks); None reads the file here
+    (`Settings.demo_pool`).
     """
     local = runs_locally(models) if local is None else local
     settings = resolve(config, method=method, local=local)
@@ -216,7 +234,7 @@ def build(
             f"demonstrations file {cfg.planning.demos_file}: a planner given to build() "
             "shows no demonstrations file"
         )
-    settings.demo_pool(domain)  # refused before anything is wired
+    pool = settings.demo_pool(domain, demos)  # refused before anything is wired
     models = wrap_models(models, settings.policies)
     tools = tools if tools is not None else default_tools(sandbox)
     if m is not None and m.planner == "baseline":
@@ -237,7 +255,7 @@ def build(
     if m is not None and m.planner == "react":
         planner = _react_planner(domain)
     planner = planner or LLMPlanner(
-        models["planner"], tools, settings.planner_options(demo=demo, domain=domain)
+        models["planner"], tools, settings.planner_options(demo=demo, domain=domain), pool
     )
     executor = Executor(
         models["executor"],

@@ -49,7 +49,7 @@ def rec(
     }
 
 
-def write_dir(d: Path, method: str, records: list[dict[str, Any]]) -> Path:
+def write_dir(d: Path, method: str, records: list[dict[str, Any]], **config: Any) -> Path:
     d.mkdir(parents=True)
     (d / CONFIG).write_text(
         json.dumps(
@@ -58,6 +58,7 @@ def write_dir(d: Path, method: str, records: list[dict[str, Any]]) -> Path:
                 "benchmark": records[0]["benchmark"],
                 "method": method,
                 "run_config": {},
+                **config,
             }
         )
     )
@@ -145,6 +146,53 @@ def test_a_variant_is_another_method_with_the_same_checks(draw, tmp_path):
     methods = {r["method"] for r in compact.read_lines(f)}
     assert methods == {"verimap", "react", "react --ballot mixed"}
     assert not verification_metrics(load_records([f"{f}#react --ballot mixed"])).has_checks
+
+
+def test_a_directory_that_records_a_variant_names_its_lines_by_it(draw, tmp_path):
+    """A benchmark's variant cells (run as verimap and as sc, their config.json recording the
+    variant) keep their own names beside the plain methods; --variant still names them."""
+    runs = tmp_path / "cells"
+    write_dir(
+        runs / "gsm8k-verimap-planned",
+        "verimap",
+        [rec("verimap", i, i % 2 == 0, i % 2 == 0) for i in range(4)],
+        variant="verimap-planned",
+    )
+    write_dir(runs / "gsm8k-sc", "sc", [rec("sc", i, True, True) for i in range(4)])
+    write_dir(
+        runs / "gsm8k-sc-planned",
+        "sc",
+        [rec("sc", i, i != 1, True) for i in range(4)],
+        variant="sc-planned",
+    )
+    out = tmp_path / "cells.jsonl"
+    r = cli("compact", str(draw), str(runs), "--out-file", str(out))
+    assert r.exit_code == 0, r.output
+    lines = compact.read_lines(out)
+    assert {x["method"] for x in lines} == {
+        "verimap",
+        "react",
+        "verimap-planned",
+        "sc",
+        "sc-planned",
+    }
+    planned = verification_metrics(load_records([f"{out}#verimap-planned"]))
+    assert planned.has_checks and planned.coverage.k == 2
+    sampled = verification_metrics(load_records([f"{out}#sc-planned"]))
+    assert not sampled.has_checks and sampled.accuracy.k == 3  # sc's: nothing checked it
+    assert not any(x["verified"] for x in lines if x["method"].startswith("sc"))
+    named = tmp_path / "named.jsonl"
+    r = cli("compact", str(runs / "gsm8k-sc-planned"), "--variant", "k8", "--out-file", str(named))
+    assert r.exit_code == 0, r.output
+    assert {x["method"] for x in compact.read_lines(named)} == {"sc k8"}
+
+
+def test_a_preset_is_found_under_a_variants_name():
+    from verimap.evals.stats import preset_of
+
+    assert preset_of("map-v-1it") == "map-v-1it" and preset_of("map-v-planned") == "map-v"
+    assert preset_of("verimap --ballot mixed") == "verimap"
+    assert preset_of("sc-planned") == "sc" and preset_of("planned") is None
 
 
 def test_the_same_task_twice_is_refused(draw, tmp_path):

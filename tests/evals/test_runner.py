@@ -397,7 +397,7 @@ def test_a_seeded_multihoprag_draw_leaves_out_the_planners_demonstrations():
 def test_a_draw_leaves_out_the_tasks_of_a_mined_pool_and_a_range_that_takes_one_is_refused(
     tmp_path,
 ):
-    from verimap.evals.runner import _selection
+    from verimap.evals.runner import _selection, preflight
     from verimap.evals.sampling import SelectionError
     from verimap.evals.tasksets import GSM8K, MultiHopRAG
     from verimap.planning.demos import Demo, DemoFileError, DemoPool
@@ -413,9 +413,10 @@ def test_a_draw_leaves_out_the_tasks_of_a_mined_pool_and_a_range_that_takes_one_
         return path
 
     mined = pool_file("gsm8k.json", "math", "gsm8k", [1, 3])
+    extra = read_pool(mined)
     bench = GSM8K(SAMPLES)
     everything = {t.id for t in bench.tasks()}
-    tasks, chosen = _selection(bench, None, len(everything) - 2, 0, demos_file=str(mined))
+    tasks, chosen = _selection(bench, None, len(everything) - 2, 0, None, extra, str(mined))
     assert {t.id for t in tasks} == everything - {"gsm8k/1", "gsm8k/3"}
     assert chosen["held_out"] == 2
     with pytest.raises(
@@ -423,17 +424,25 @@ def test_a_draw_leaves_out_the_tasks_of_a_mined_pool_and_a_range_that_takes_one_
         match=rf"2 of the tasks chosen \(gsm8k/1, gsm8k/3\) have their plans in the "
         rf"demonstrations file {mined}: the planner would be shown them",
     ):
-        _selection(bench, 5, None, None, demos_file=str(mined))
+        _selection(bench, 5, None, None, None, extra, str(mined))
     with pytest.raises(SelectionError, match="1 of the tasks chosen"):
-        _selection(bench, None, None, None, ["gsm8k/3", "gsm8k/4"], demos_file=str(mined))
-    assert [t.id for t in _selection(bench, "4:6", None, None, demos_file=str(mined))[0]] == [
+        _selection(bench, None, None, None, ["gsm8k/3", "gsm8k/4"], extra, str(mined))
+    assert [t.id for t in _selection(bench, "4:6", None, None, None, extra)[0]] == [
         "gsm8k/4",
         "gsm8k/5",
     ]
-    other = pool_file("mbpp.json", "math", "mbpp", [1, 3])  # another benchmark's indices
-    assert _selection(bench, 5, None, None, demos_file=str(other))[0]
+    other = read_pool(pool_file("mbpp.json", "math", "mbpp", [1, 3]))  # another benchmark's
+    assert _selection(bench, 5, None, None, None, other)[0]
+    qa_file = pool_file("qa.json", "qa", "", [1])
     with pytest.raises(DemoFileError, match="holds qa demonstrations; this run plans math"):
-        _selection(bench, 5, None, None, demos_file=str(pool_file("qa.json", "qa", "", [1])))
+        preflight(
+            bench,
+            "verimap",
+            tmp_path / "out",
+            limit=5,
+            config={"planning": {"demos_file": str(qa_file)}, "policies": ["small-model-planner"]},
+        )
+    assert not (tmp_path / "out").exists()
     qa = MultiHopRAG(SAMPLES)
     assert qa.held_out(read_pool(pool_file("q.json", "qa", "multihoprag", [0]))) == {
         "multihoprag/0"

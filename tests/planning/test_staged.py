@@ -437,7 +437,7 @@ async def test_a_node_that_names_an_output_of_the_example_plan_goes_back():
     )
 
 
-async def test_a_pool_the_run_names_is_shown_beside_the_shipped_one(tmp_path):
+async def test_a_pool_the_run_names_is_shown_beside_the_shipped_one():
     mined = Demo(
         index=7,
         task="Who is the person that both The Verge and TechCrunch reported as accused of fraud?",
@@ -445,24 +445,19 @@ async def test_a_pool_the_run_names_is_shown_beside_the_shipped_one(tmp_path):
             "final": node("Search both sources.", ["USER_TASK"], [chk("entity", output="answer")])
         },
     )
-    path = tmp_path / "demos.json"
-    path.write_text(DemoPool(domain="qa", pool="mined", demos=[mined]).model_dump_json())
+    extra = DemoPool(domain="qa", pool="mined", demos=[mined])
     shown = f"Example task: {mined.task}\nOutline: "
 
-    async def first_prompt(**options):
+    async def first_prompt(demos=None):
         model = staged_model()
-        planner = LLMPlanner(model, None, PlannerOptions(decoding="staged", domain="qa", **options))
+        planner = LLMPlanner(model, None, PlannerOptions(decoding="staged", domain="qa"), demos)
         await planner.plan(TASK, ctx=RunContext())
         return model.requests[0].messages[1].content
 
-    with_pool = await first_prompt(demos_file=str(path))
+    with_pool = await first_prompt(extra)
     assert with_pool.index(shown) == with_pool.index("Example task:")  # the nearest, first
     assert shown not in await first_prompt()
     with pytest.raises(DemoFileError, match="only the staged planner shows a pool"):
-        LLMPlanner(staged_model(), None, PlannerOptions(domain="qa", demos_file=str(path)))
+        LLMPlanner(staged_model(), None, PlannerOptions(domain="qa"), extra)
     with pytest.raises(DemoFileError, match="holds qa demonstrations; this run plans math"):
-        LLMPlanner(
-            staged_model(),
-            None,
-            PlannerOptions(decoding="staged", domain="math", demos_file=str(path)),
-        )
+        LLMPlanner(staged_model(), None, PlannerOptions(decoding="staged", domain="math"), extra)

@@ -357,7 +357,8 @@ def run_command(**kw: Any) -> int:
             samples=kw.get("samples"),
             task_time_limit=kw.get("time_limit", EVAL_TASK_TIME_LIMIT) or None,
         )
-        preflight(bench, method, out, **common)  # a refused --out costs no model start
+        # A refused --out costs no model start; the demonstrations file is read here only.
+        common["demos"] = preflight(bench, method, out, **common)
         if ray_address(kw.get("ray")):
             return await run_on_ray(kw, bench, out, endpoint, common)
         with warnings.catch_warnings():

@@ -29,7 +29,9 @@ import click
     "--variant",
     default=None,
     help="Name every method METHOD VARIANT (a setting it ran with beside the plain "
-    'method in the same draw, e.g. "--ballot mixed").',
+    'method in the same draw, e.g. "--ballot mixed"). Without it, a directory whose '
+    "config.json records a variant (a benchmark's cell, e.g. sc-planned) names its "
+    "records by that.",
 )
 @click.option(
     "--append",

@@ -344,6 +344,7 @@ def run(
             ),
         }
     )
+    pool = None  # read once, here; the run is shown this pool
     if demos is not None:
         if plan_file is not None:
             raise click.BadParameter(
@@ -351,7 +352,7 @@ def run(
                 param_hint="--demos",
             )
         try:
-            resolve(config, method=method, local=local_endpoint(endpoint)).demo_pool()
+            pool = resolve(config, method=method, local=local_endpoint(endpoint)).demo_pool()
         except ValueError as e:
             raise click.BadParameter(str(e), param_hint="--demos") from None
     if cross_check or ballot is not None:
@@ -387,6 +388,7 @@ def run(
                     samples=samples,
                     trace_dir=trace_dir,
                     events=events,
+                    demos=pool,
                 )
                 return await runner.run(task)
         finally:

@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -24,6 +24,9 @@ from verimap.base.plan import LLMVF, CheckVF, PythonVF
 from verimap.base.protocols import Sandbox
 from verimap.base.verdicts import SKIPPED
 from verimap.evals.tasksets import Benchmark, EvalTask
+
+if TYPE_CHECKING:
+    from verimap.planning.demos import DemoPool
 
 # (task, run index, trace path) -> RunResult
 Solver = Callable[[EvalTask, int, Any], Awaitable[Any]]
@@ -221,11 +224,14 @@ def method_solver(
     events: EventBus | None = None,
     watch: Callable[[str], EventBus] | None = None,
     samples: int | None = None,
+    demos: DemoPool | None = None,
 ) -> Solver:
     """Solve with `method`'s runner (a coordinator, or a baseline taking `samples`): built per task, since each task gets fresh tools
     (the programming workspace holds per-task state), over the same models and sandbox.
     `events` hears every task's run (e.g. OpenTelemetry); `watch(key)`, when given, is the
-    event bus for the run of the task with that key (the live board), and passes it on."""
+    event bus for the run of the task with that key (the live board), and passes it on.
+    `demos`: the pool `cfg` names, read once when the eval started; every task's planner is
+    shown it (`build(demos=...)`), and the file is not read again."""
     from verimap.wiring import build
 
     if models is None:
@@ -247,6 +253,7 @@ def method_solver(
             domain=bench.domain,
             events=bus,
             samples=samples,
+            demos=demos,
         )
         return await coord.run(task.prompt, trace_path=trace_path)
 

@@ -268,12 +268,14 @@ async def eval_on_ray(
     settings), on each node its own with `endpoint_per_node`, or from `models_factory`. The
     workers get the driver's environment variables named in `env_names`, and no other."""
     check_per_node(endpoint_per_node)
-    preflight(bench, method, out_dir, **common)  # before any worker starts (and a model loads)
+    # Before any worker starts (and a model loads); the demonstrations file is read here only.
+    common["demos"] = preflight(bench, method, out_dir, config=config, **common)
     ray = _ray()
     spec = WorkerSpec(
         bench=bench,
         method=method,
         config=resolve(config, method=method).config.model_dump(mode="json"),
+        demos=common["demos"],
         sandbox=sandbox_kind,
         endpoint=dict(endpoint or {}),
         per_node=endpoint_per_node,

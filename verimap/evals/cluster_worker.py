@@ -23,6 +23,7 @@ from typing import Any
 
 from verimap.evals.attempt import Attempt, attempt_task, method_solver, trace_rel
 from verimap.evals.tasksets import Benchmark, EvalTask
+from verimap.planning.demos import DemoPool
 
 # `--ray-endpoint-per-node local`: each node serves the local model itself.
 LOCAL = "local"
@@ -48,6 +49,7 @@ class WorkerSpec:
     data_dir: str | None = None
     env: dict[str, str] = field(default_factory=dict)  # the driver's that --ray-env names
     samples: int | None = None  # the k of a method that samples (sc)
+    demos: DemoPool | None = None  # the pool `config` names, as the driver read it
 
 
 def check_per_node(per_node: str | None) -> None:
@@ -143,7 +145,13 @@ class EvalWorker:
         await asyncio.to_thread(spec.bench.prepare)
         cfg = RunConfig.model_validate(spec.config)
         self._solve = method_solver(
-            spec.bench, spec.method, models, self._sandbox, cfg, samples=spec.samples
+            spec.bench,
+            spec.method,
+            models,
+            self._sandbox,
+            cfg,
+            samples=spec.samples,
+            demos=spec.demos,
         )
         return {
             "worker": self.name,

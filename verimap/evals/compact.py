@@ -25,7 +25,7 @@ from typing import Any
 
 from verimap.base.events import MODEL_CALL, PLAN_FALLBACK
 from verimap.evals.question_types import official_correct, question_type
-from verimap.evals.run_dir import RESULTS, RunDirError, run_dirs
+from verimap.evals.run_dir import CONFIG, RESULTS, RunDirError, read_config, run_dirs
 from verimap.evals.stats import is_verified, total_calls
 from verimap.observe.trace_files import (
     BOOL,
@@ -254,24 +254,39 @@ def read_records(path: str | os.PathLike[str], problems: list[str] | None = None
     return list(out.values())
 
 
+def recorded_variant(run_dir: Path) -> str | None:
+    """The variant a run directory's config.json records (`variant`: the name a benchmark
+    gives a method run with other settings, e.g. `verimap-planned` or `sc-planned`), or None
+    when it records none (or cannot be read)."""
+    if not (run_dir / CONFIG).is_file():
+        return None
+    cfg, _ = read_config(run_dir / CONFIG)
+    variant = (cfg or {}).get("variant")
+    if not isinstance(variant, str) or not variant.strip():
+        return None
+    return variant.strip()
+
+
 def lines_from_dirs(
     dirs: Sequence[str | os.PathLike[str]],
     variant: str | None = None,
     problems: list[str] | None = None,
 ) -> list[Record]:
     """The compact lines of every finished task in `dirs` (run directories, or directories
-    holding them), each method named `METHOD VARIANT` when a variant is given."""
+    holding them). Each method is named `METHOD VARIANT` when a variant is given, else the
+    variant its directory records (`recorded_variant`), else as its records name it."""
     lines = []
     for d in run_dirs(dirs):
         got = read_results(d / RESULTS)
         if problems is not None:
             problems.extend(str(p) for p in got.problems)
+        recorded = None if variant else recorded_variant(d)
         seen: set[str] = set()
         for rec in got.records:
             if rec["key"] in seen:
                 continue
             seen.add(rec["key"])
-            name = f"{rec['method']} {variant}" if variant else None
+            name = f"{rec['method']} {variant}" if variant else recorded
             fallbacks, model_s = _from_trace(d, rec)
             lines.append(compact_line(rec, name, fallbacks=fallbacks, model_s=model_s))
     return lines

@@ -315,7 +315,7 @@ def table_verification(records: Sequence[dict[str, Any]]) -> str:
     g = _group(records)
     rows = []
     for (m, b), recs in sorted(g.items(), key=lambda kv: (_method_order([kv[0][0]]), kv[0][1])):
-        if METHODS.get(m) is not None and METHODS[m].verification == "none":
+        if not stats.method_has_checks(m):
             continue
         n = len(recs)
         fp = sum(1 for r in recs if r.get("verified") and not r.get("correct"))

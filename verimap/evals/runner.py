@@ -65,7 +65,7 @@ from verimap.evals.sampling import SelectionError, select_tasks, selection_recor
 from verimap.evals.task_budget import time_limited, within
 from verimap.evals.tasksets import Benchmark, EvalTask
 from verimap.methods.presets import METHODS, get_method
-from verimap.planning.demos import read_pool
+from verimap.planning.demos import DemoPool, read_pool
 from verimap.wiring import resolve, runs_locally
 
 if TYPE_CHECKING:
@@ -138,15 +138,15 @@ def _selection(
     sample: int | str | None,
     seed: int | None,
     ids: Sequence[str] | None = None,
+    extra: DemoPool | None = None,
     demos_file: str | None = None,
 ) -> tuple[list[EvalTask], dict[str, Any]]:
     """The tasks to run, and what config.json keeps of how they were chosen (a sample, a range,
     ids) and of a custom benchmark's source, for a resume to check. A seeded sample is drawn
-    from the tasks the benchmark does not hold out (`Benchmark.held_out`, with the pool in
-    `demos_file` the planner shows), by its `stratum`; a range or ids that take a task whose
-    plan that pool holds are refused."""
+    from the tasks the benchmark does not hold out (`Benchmark.held_out`, with `extra`, the
+    pool the planner shows, read from `demos_file` when the run started), by its `stratum`; a
+    range or ids that take a task whose plan that pool holds are refused."""
     everything = bench.tasks()
-    extra = read_pool(demos_file, bench.domain) if demos_file is not None else None
     held = bench.held_out(extra) if sample is not None else frozenset()
     pool = [t for t in everything if t.id not in held]
     picked: dict[str, Any] = dict(limit=limit, sample=sample, seed=seed, ids=ids)
@@ -169,6 +169,28 @@ def _selection(
     return tasks, chosen
 
 
+def _start(
+    bench: Benchmark,
+    method: str,
+    config: RunConfig | dict[str, Any] | None,
+    demos: DemoPool | None,
+    local: bool = False,
+) -> tuple[RunConfig, DemoPool | None]:
+    """A run's config and its pool of demonstrations: `demos` (the pool as read when the run
+    started, checked again here) or else the one the config names, read and validated now;
+    the run passes it on and never reads the file again. A method's config is resolved
+    (`verimap.wiring`); a custom solver's is `config` as given, and its pool only decides
+    which tasks a draw leaves out."""
+    if method in METHODS:
+        settings = resolve(config, method=method, local=local)
+        return settings.config, settings.demo_pool(bench.domain, demos)
+    cfg = config if isinstance(config, RunConfig) else RunConfig.model_validate(config or {})
+    path = cfg.planning.demos_file
+    if demos is None and path is not None:
+        demos = read_pool(path, bench.domain)
+    return cfg, demos
+
+
 def preflight(
     bench: Benchmark,
     method: str,
@@ -180,23 +202,24 @@ def preflight(
     sample_ids: Sequence[str] | None = None,
     resume: bool = False,
     config: RunConfig | dict[str, Any] | None = None,
+    demos: DemoPool | None = None,
     **ignored: Any,
-) -> None:
+) -> DemoPool | None:
     """What `run_eval` checks first (its directory, the tasks chosen, the demonstrations
     file), for a caller with costly work to do before it (a model server or a cluster's workers
     to start): refused now rather than after that work. Takes `run_eval`'s keyword arguments
-    and ignores those that do not matter here."""
-    run_config = None
-    if method in METHODS:
-        settings = resolve(config, method=method)
-        settings.demo_pool(bench.domain)
-        run_config = settings.config
-    demos = run_config.planning.demos_file if run_config is not None else None
-    _, sampled = _selection(bench, limit, sample, seed, sample_ids, demos)
+    and ignores those that do not matter here. Returns the pool of demonstrations the config
+    names (`demos` when given), read here: the caller hands it to `run_eval` (`demos=`), so
+    the eval reads the file once."""
+    run_config, demos = _start(bench, method, config, demos)
+    _, sampled = _selection(
+        bench, limit, sample, seed, sample_ids, demos, run_config.planning.demos_file
+    )
     cfg: dict[str, Any] = {"benchmark": bench.name, "method": method, **sampled}
-    if run_config is not None:
+    if method in METHODS:
         cfg["run_config"] = run_config.model_dump(mode="json")
     check_run_dir(Path(out_dir), cfg, resume)
+    return demos
 
 
 def _progress(total: int, enabled: bool, console: Console, board: BoardView | None = None):
@@ -241,6 +264,7 @@ async def run_eval(
     dispatch: Dispatch | None = None,
     samples: int | None = None,
     task_time_limit: float | None = None,
+    demos: DemoPool | None = None,
 ) -> EvalOutcome:
     """Run `runs` x the first `limit` tasks (or the range `limit` = "A:B"), x a seeded random
     `sample` of them (an int, or "paper": see `paper_sample_size`), or x the tasks with
@@ -253,7 +277,11 @@ async def run_eval(
     With a `dispatch`, tasks are solved by whatever it sends them to (`models`, `sandbox`,
     `solver` and `events` are then unused, and the bar shows no live board), and only what it
     returns is written here. `samples`: the k of a method that samples (sc), in config.json.
-    `task_time_limit`: seconds each task may take (None: no limit; see the module docstring)."""
+    `task_time_limit`: seconds each task may take (None: no limit; see the module docstring).
+    `demos`: the pool of demonstrations the config names, as read when the eval started
+    (`preflight` returns it); None reads it here. Either way it is read once, before the
+    tasks are chosen, and that pool is what the draw leaves out and every task's planner is
+    shown: the file is not read again."""
     custom = solver is not None and method not in METHODS
     if not custom:
         get_method(method)
@@ -262,18 +290,16 @@ async def run_eval(
     if task_time_limit is not None and not task_time_limit > 0:
         raise ValueError(f"task_time_limit must be a number of seconds > 0, got {task_time_limit}")
     out = Path(out_dir)
-    if custom:
-        cfg = config if isinstance(config, RunConfig) else RunConfig.model_validate(config or {})
-    else:
-        settings = resolve(config, method=method, local=runs_locally(models or {}))
-        settings.demo_pool(bench.domain)  # refused before the directory is touched
-        cfg = settings.config
+    # Refused before the directory is touched.
+    cfg, demos = _start(bench, method, config, demos, runs_locally(models or {}))
     if dispatch is None and solver is None:  # refused before the directory is touched
         if sandbox is None:
             raise ValueError("no sandbox given: pass a sandbox, a solver or a dispatch")
         if models is None:
             raise ValueError("no models given: pass models (planner, executor, judge) or a solver")
-    tasks, sampled = _selection(bench, limit, sample, seed, sample_ids, cfg.planning.demos_file)
+    tasks, sampled = _selection(
+        bench, limit, sample, seed, sample_ids, demos, cfg.planning.demos_file
+    )
     run_cfg = {
         "benchmark": bench.name,
         "method": method,
@@ -332,6 +358,7 @@ async def run_eval(
                     events,
                     watch,
                     samples,
+                    demos,
                 )
             # A custom solver may need no sandbox (the bare model); scoring GSM8K or QA needs
             # none either, and HumanEval's scorer fails its tasks as errors without one.

@@ -161,16 +161,32 @@ def paired_comparison(
 # ---- verification against gold correctness ------------------------------------------------
 
 
-def method_has_checks(method: str | None) -> bool:
-    """False for a method whose preset turns verification off (react, map): its records may say
-    `verified: true`, but nothing checked them. The same rule as report.table_verification; a
-    method named `METHOD VARIANT` (a compact file's name for a method run with another
-    setting) is its METHOD; a method not in the presets keeps its records' own flag."""
+def preset_of(method: str | None) -> str | None:
+    """The preset a method's name stands for: the name itself when it is one, else the METHOD
+    of `METHOD VARIANT` (a compact file's name for a method run with another setting) or of
+    `METHOD-VARIANT` (a benchmark's name for one, recorded in its directory: `sc-planned`,
+    `verimap-planned`), the longest preset that fits; None for any other name."""
     from verimap.methods.presets import METHODS
 
     name = method or ""
-    preset = METHODS.get(name) or METHODS.get(name.split(" ", 1)[0])
-    return preset is None or preset.verification != "none"
+    if name in METHODS:
+        return name
+    head = name.split(" ", 1)[0]
+    if head in METHODS:
+        return head
+    fits = [m for m in METHODS if head.startswith(f"{m}-")]
+    return max(fits, key=len) if fits else None
+
+
+def method_has_checks(method: str | None) -> bool:
+    """False for a method whose preset turns verification off (react, map): its records may say
+    `verified: true`, but nothing checked them. The same rule as report.table_verification; a
+    method named as a variant of a preset is that preset (`preset_of`); a method not in the
+    presets keeps its records' own flag."""
+    from verimap.methods.presets import METHODS
+
+    preset = preset_of(method)
+    return preset is None or METHODS[preset].verification != "none"
 
 
 def total_calls(record: Record) -> int:

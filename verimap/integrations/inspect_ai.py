@@ -111,9 +111,10 @@ def verimap_solver(
     from verimap.methods.presets import get_method
     from verimap.wiring import resolve
 
-    # An unknown method or a bad config fails when the eval starts, not in every sample.
+    # An unknown method or a bad config fails when the eval starts, not in every sample; the
+    # demonstrations file is read then, once, and every sample's planner is shown that pool.
     get_method(method)
-    resolve(config, method=method)
+    demos = resolve(config, method=method).demo_pool()
     roles = {PLANNER: planner, EXECUTOR: executor, JUDGE: judge}
 
     async def solve(state: TaskState, generate: Generate) -> TaskState:
@@ -139,6 +140,7 @@ def verimap_solver(
                         samples=samples,
                         local=local,
                         events=events,
+                        demos=demos,
                     )
                     result: RunResult = await runner.run(state.input_text, trace_path=trace)
                     await events.drain()

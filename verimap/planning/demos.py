@@ -10,7 +10,9 @@ most similar to its task, by BM25 over their words (a pool of a few plans needs 
 A run may name a pool of its own beside the shipped one (`read_pool`, `planning.demos_file`):
 plans mined from runs that verified with the right answer (`verimap export demos`). Its
 `benchmark` names the benchmark whose tasks its indices count, and an evaluation of that
-benchmark leaves them out (`Benchmark.held_out`).
+benchmark leaves them out (`Benchmark.held_out`). A run reads the file once, when it starts
+(`verimap.wiring.Settings.demo_pool`), and hands the pool on: what the draw left out is what
+the planner is shown, whatever happens to the file later.
 """
 
 from __future__ import annotations
@@ -127,12 +129,16 @@ def read_pool(path: str | os.PathLike[str], domain: str | None = None) -> DemoPo
         raise DemoFileError(
             f"demonstrations file {p}: domain {got.domain!r} is none of {', '.join(DOMAINS)}"
         )
-    if domain is not None and got.domain != domain:
+    return of_domain(got, domain, f"demonstrations file {p}")
+
+
+def of_domain(extra: DemoPool, domain: str | None, name: str) -> DemoPool:
+    """`extra` when it is of `domain` (None: any); else a `DemoFileError` calling it `name`."""
+    if domain is not None and extra.domain != domain:
         raise DemoFileError(
-            f"demonstrations file {p} holds {got.domain} demonstrations; this run plans "
-            f"{domain} tasks"
+            f"{name} holds {extra.domain} demonstrations; this run plans {domain} tasks"
         )
-    return got
+    return extra
 
 
 def held_out(domain: str = "qa") -> frozenset[int]:

@@ -35,7 +35,7 @@ from verimap.base.purpose import PlanCall
 from verimap.base.usage import PLANNER
 from verimap.llm.structured import extract_json
 from verimap.planning import prompts
-from verimap.planning.demos import DemoFileError, DemoPool, read_pool
+from verimap.planning.demos import DemoFileError, DemoPool, of_domain
 from verimap.planning.domain import infer_domain
 from verimap.planning.fallback import fallback_plan, whole_task_plan, with_task_examples
 from verimap.planning.plan import parse_plan
@@ -100,9 +100,8 @@ class PlannerOptions(BaseModel):
     `decoding="staged"`: the model writes the plan in stages under the grammar, its VFs from the
     catalog of checks (`staged.StagedPlanner`, with `max_nodes` and `min_nodes` counting the
     final node, `max_repairs` rounds of validator messages); it is always asked, even under
-    `max_nodes=1`, for then it still writes the node and its VFs. `demos_file`: a pool of
-    demonstrations (`verimap export demos` writes one) shown beside the domain's shipped ones;
-    only the staged planner shows such pools (`demo_pool`)."""
+    `max_nodes=1`, for then it still writes the node and its VFs. A pool of demonstrations
+    shown beside the domain's shipped ones is no option but the planner's `demos`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -127,23 +126,22 @@ class PlannerOptions(BaseModel):
     one_node_rule: str = "one-node plan (max_nodes=1)"
     decoding: Literal["whole", "staged"] = "whole"
     min_nodes: int = 1
-    demos_file: str | None = None
 
 
-def demo_pool(options: PlannerOptions) -> DemoPool | None:
-    """The pool `options.demos_file` names, read and validated (`demos.read_pool`, of the
-    options' domain when one is set); None when it names none. A `DemoFileError` when the
-    planner would not show it: it writes the plan whole, and only the staged planner retrieves
-    demonstrations (`decoding="staged"`, the small-model-planner policy's)."""
-    if options.demos_file is None:
+def shown_pool(
+    extra: DemoPool | None, options: PlannerOptions, name: str = "a pool of demonstrations"
+) -> DemoPool | None:
+    """`extra` when a planner with `options` shows it: the staged planner's
+    (`decoding="staged"`, the small-model-planner policy's), of the options' domain when one is
+    set (`demos.of_domain`); else a `DemoFileError` calling the pool `name`."""
+    if extra is None:
         return None
     if options.decoding != "staged":
         raise DemoFileError(
-            f"demonstrations file {options.demos_file}: only the staged planner shows a pool of "
-            "demonstrations (--policy small-model-planner); this run's planner writes the plan "
-            "whole"
+            f"{name}: only the staged planner shows a pool of demonstrations (--policy "
+            "small-model-planner); this run's planner writes the plan whole"
         )
-    return read_pool(options.demos_file, options.domain)
+    return of_domain(extra, options.domain, name)
 
 
 class LLMPlanner:
@@ -158,8 +156,11 @@ class LLMPlanner:
         model: Model,
         tools: ToolRegistry | None = None,
         options: PlannerOptions | None = None,
+        demos: DemoPool | None = None,
     ):
-        """A planner on `model`, showing it `tools`, planning as `options` say (`PlannerOptions`)."""
+        """A planner on `model`, showing it `tools`, planning as `options` say (`PlannerOptions`);
+        the staged planner also shows `demos`, a pool read when the run started, beside the
+        domain's shipped demonstrations (`shown_pool`: a `DemoFileError` when it would not)."""
         o = options or PlannerOptions()
         self.options = o
         self.model = model
@@ -196,7 +197,7 @@ class LLMPlanner:
         self.max_nodes = o.max_nodes
         self.fix_plans = o.fix_plans
         self.one_node_rule = o.one_node_rule
-        extra_demos = demo_pool(o)
+        extra_demos = shown_pool(demos, o)
         self.staged = (
             StagedPlanner(
                 model,
