@@ -290,7 +290,7 @@ async def run_eval(
     if task_time_limit is not None and not task_time_limit > 0:
         raise ValueError(f"task_time_limit must be a number of seconds > 0, got {task_time_limit}")
     out = Path(out_dir)
-    # Refused before the directory is touched.
+    # A bad config or demonstrations file is refused before the directory is touched.
     cfg, demos = _start(bench, method, config, demos, runs_locally(models or {}))
     if dispatch is None and solver is None:  # refused before the directory is touched
         if sandbox is None:
